@@ -1,0 +1,207 @@
+"""`evaltrack`: validate, demo, build add, run, ui (and, as they land, release-status and compare)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from eval_assets.config import ConfigError, Project, load_build, load_project
+from eval_assets.home import EvalHome, default_home, project_root
+
+EXAMPLE_BUILDS = ("baseline.yaml", "rebuild.yaml", "candidate.yaml")
+
+
+def _home(args: argparse.Namespace) -> EvalHome:
+    home = EvalHome(Path(args.home).resolve() if args.home else default_home())
+    os.environ["EVAL_HOME"] = str(home.root)  # the code location's resources read it
+    return home.ensure()
+
+
+def _project(args: argparse.Namespace) -> Project:
+    root = Path(args.project).resolve() if args.project else project_root()
+    os.environ["EVAL_PROJECT_ROOT"] = str(root)
+    return load_project(root)
+
+
+def _print_problems(exc: ConfigError) -> int:
+    for problem in exc.problems:
+        print(problem, file=sys.stderr)
+    print(f"{len(exc.problems)} problem(s) found", file=sys.stderr)
+    return 1
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        project = _project(args)
+        problems = []
+        for path in sorted((project.root / "examples" / "builds").glob("*.yaml")):
+            try:
+                load_build(path, project)
+            except ConfigError as exc:
+                problems += exc.problems
+        if problems:
+            raise ConfigError(problems)
+    except ConfigError as exc:
+        return _print_problems(exc)
+    print(
+        f"ok: {len(project.scenarios)} scenarios, {len(project.rubrics)} rubrics, "
+        f"{len(project.judges)} judge versions ({len(project.active_judges)} active)"
+    )
+    return 0
+
+
+def cmd_build_add(args: argparse.Namespace) -> int:
+    from eval_assets.track import Track
+
+    try:
+        project = _project(args)
+        track = Track(project, _home(args))
+        manifest = track.register_build(Path(args.file))
+    except ConfigError as exc:
+        return _print_problems(exc)
+    from eval_assets.orchestrate import instance_for, register_partition
+
+    register_partition(instance_for(track.home), manifest.id)
+    print(f"registered build {manifest.id} -> {track.build_path(manifest.id)}")
+    return 0
+
+
+def _run_builds(args: argparse.Namespace, track: object, build_ids: Sequence[str], judge: str | None) -> bool:
+    from eval_assets.orchestrate import StepResult, materialize_build
+    from eval_assets.track import Track
+
+    assert isinstance(track, Track)
+    ok = True
+    for build_id in build_ids:
+        manifest = track.build(build_id)
+        versions = [judge] if judge else [j.version_id for j in track.judges_for(manifest)]
+        print(f"build {build_id}: materializing scenario_runs and {', '.join(versions)}")
+
+        def show(step: StepResult) -> None:
+            state = "ok" if step.success else "FAILED"
+            print(f"  {'+'.join(step.assets)} [{step.partition}] {state} (run {step.run_id[:8]})")
+            for asset, meta in step.metadata.items():
+                shown = {k: v for k, v in meta.items() if k not in ("partition_file", "failure_reasons")}
+                print(f"    {asset}: {shown}")
+            if step.error:
+                print(f"    error: {step.error}")
+
+        results = materialize_build(track.home, build_id, versions, on_step=show)
+        ok = ok and all(r.success for r in results)
+    return ok
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from eval_assets.track import Track, TrackError
+
+    try:
+        track = Track(_project(args), _home(args))
+        if args.judge:
+            track.judge(args.judge)
+        track.build(args.build)
+    except ConfigError as exc:
+        return _print_problems(exc)
+    except TrackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0 if _run_builds(args, track, [args.build], args.judge) else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from eval_assets.track import Track
+
+    try:
+        project = _project(args)
+        home = _home(args)
+        track = Track(project, home)
+        from eval_assets.orchestrate import instance_for, register_partition
+
+        instance = instance_for(home)
+        build_ids = []
+        for name in EXAMPLE_BUILDS:
+            manifest = track.register_build(project.root / "examples" / "builds" / name)
+            register_partition(instance, manifest.id)
+            build_ids.append(manifest.id)
+    except ConfigError as exc:
+        return _print_problems(exc)
+    ok = _run_builds(args, track, build_ids, None)
+    print()
+    print(f"warehouse: {track.warehouse.catalog_path}")
+    print(f"  open it read-only: duckdb.connect('{track.warehouse.catalog_path}', read_only=True)")
+    print("  views: scenario_runs, judge_verdicts, cost_ledger (+ *_history)")
+    print(f"UI: EVAL_HOME={home.root} evaltrack ui   (then http://127.0.0.1:3000)")
+    return 0 if ok else 1
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """Run `dagster dev` on 127.0.0.1 in its own process group; SIGTERM/SIGINT stop it cleanly."""
+    home = _home(args)
+    _project(args)
+    from eval_assets.orchestrate import instance_for
+
+    instance_for(home)
+    root = Path(os.environ["EVAL_PROJECT_ROOT"])
+    dagster = Path(sys.executable).with_name("dagster")
+    cmd = [str(dagster), "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(args.port)]
+
+    def reset_signals() -> None:  # a background parent may have left these ignored
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.setsid()
+
+    child = subprocess.Popen(cmd, cwd=root, preexec_fn=reset_signals, env=dict(os.environ))
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            os.killpg(child.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    print(f"Dagster UI on http://127.0.0.1:{args.port} (EVAL_HOME={home.root}); stop with Ctrl-C or SIGTERM")
+    try:
+        code = child.wait(timeout=None)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    return 0 if code in (0, -signal.SIGTERM, 128 + signal.SIGTERM) else code
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="evaltrack", description=__doc__)
+    p.add_argument("--project", help="project root (default: this checkout)")
+    p.add_argument("--home", help="EVAL_HOME (default: $EVAL_HOME or .eval_home/)")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("validate", help="validate scenarios/, rubrics/, judges/ and example builds").set_defaults(
+        func=cmd_validate
+    )
+    sub.add_parser("demo", help="register the example builds and materialize the whole graph").set_defaults(
+        func=cmd_demo
+    )
+    build = sub.add_parser("build", help="build registry").add_subparsers(dest="build_command", required=True)
+    add = build.add_parser("add", help="register a build manifest")
+    add.add_argument("file")
+    add.set_defaults(func=cmd_build_add)
+    run = sub.add_parser("run", help="materialize everything for one build")
+    run.add_argument("--build", required=True)
+    run.add_argument("--judge", help="one judge version (default: every active version)")
+    run.set_defaults(func=cmd_run)
+    ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
+    ui.add_argument("--port", type=int, default=3000)
+    ui.set_defaults(func=cmd_ui)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

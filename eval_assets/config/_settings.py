@@ -1,0 +1,31 @@
+"""`evaltrack.yaml`: project-wide settings (model prices the sim and private models need)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from ._models import Strict
+
+
+class Price(Strict):
+    """USD per million tokens."""
+
+    input_per_mtok: Annotated[float, Field(ge=0.0)]
+    output_per_mtok: Annotated[float, Field(ge=0.0)]
+
+
+class Engine(Strict):
+    concurrency_per_model: Annotated[int, Field(ge=1, le=4096)] = 64
+    timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 60.0
+    max_tries: Annotated[int, Field(ge=1, le=10)] = 3
+    backoff_base_s: Annotated[float, Field(ge=0.0, le=60.0)] = 0.5
+    backoff_max_s: Annotated[float, Field(ge=0.0, le=600.0)] = 8.0
+
+
+class Settings(Strict):
+    prices: dict[str, Price] = Field(
+        default_factory=dict, description="prices for models litellm's own map does not know (e.g. sim/*)"
+    )
+    engine: Engine = Engine()

@@ -1,0 +1,1 @@
+"""Dagster wiring over the domain: assets, checks, sensors, schedules, resources, partitions."""

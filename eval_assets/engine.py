@@ -1,0 +1,439 @@
+"""The run engine: plain asyncio, no Dagster.
+
+Runs every (scenario, repeat) attempt of a build with bounded concurrency per model, a per-call
+timeout, bounded retries with jittered backoff on retryable errors only, and deterministic attempt
+keys. Every try goes through the one spend path (reserve → call → settle). A provider error is an
+attempt with status `error` and a reason, never a score. `run_and_judge` pipelines: each attempt is
+judged as soon as it finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from eval_assets.config import BuildManifest, Judge, Rubric, Scenario
+from eval_assets.config import Engine as EngineSettings
+from eval_assets.journal import AttemptKey
+from eval_assets.judging import Verdict, parse_verdict, policy_failures, render_judge_prompt
+from eval_assets.providers.gateway import CallSpec
+from eval_assets.spend import Refused, Reused, SpendPath
+
+Role = Literal["subject", "judge"]
+
+
+def attempt_id(build: str, scenario_id: str, repeat: int) -> str:
+    """The id of one subject attempt; stable across materializations."""
+    return f"{build}/{scenario_id}/{repeat}"
+
+
+@dataclass(frozen=True)
+class AttemptRef:
+    """What one call is for; with a try number it makes the deterministic attempt key."""
+
+    build: str
+    scenario_id: str
+    repeat: int
+    role: Role
+    judge_version: str | None = None
+    generation: int = 0
+
+    def attempt(self, try_no: int) -> AttemptKey:
+        return AttemptKey(
+            self.build, self.judge_version, self.scenario_id, self.repeat, self.role, try_no, self.generation
+        )
+
+
+@dataclass(frozen=True)
+class CallResult:
+    status: Literal["ok", "error", "excluded"]
+    text: str | None
+    tries: int
+    cost_usd: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    error_kind: str | None = None
+    error: str | None = None
+    excluded_reason: str | None = None
+    reused: bool = False
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class SubjectResult:
+    scenario: Scenario
+    repeat: int
+    attempt_id: str
+    call: CallResult
+    policy_failures: int
+
+    def row(self, build: BuildManifest) -> dict[str, Any]:
+        c = self.call
+        return {
+            "build": build.id,
+            "scenario_id": self.scenario.id,
+            "repeat": self.repeat,
+            "suite": self.scenario.suite,
+            "source": self.scenario.source,
+            "attempt_id": self.attempt_id,
+            "model": build.subject.model,
+            "status": c.status,
+            "output": c.text,
+            "policy_failures": self.policy_failures,
+            "cost_usd": c.cost_usd,
+            "prompt_tokens": c.prompt_tokens,
+            "completion_tokens": c.completion_tokens,
+            "tries": c.tries,
+            "latency_s": c.latency_s,
+            "error_kind": c.error_kind,
+            "error": c.error,
+            "excluded_reason": c.excluded_reason,
+        }
+
+
+@dataclass(frozen=True)
+class StoredAttempt:
+    """A subject attempt as stored in `scenario_runs`: what a judge scores."""
+
+    scenario_id: str
+    repeat: int
+    status: str
+    output: str | None
+    policy_failures: int
+    excluded_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class JudgeResult:
+    scenario_id: str
+    repeat: int
+    status: Literal["scored", "failed", "excluded"]
+    verdict: Verdict | None
+    failure_reason: str | None
+    policy_failures: int
+    cost_usd: float
+    tries: int
+
+    def row(self, build_id: str, judge: Judge, rubric: Rubric) -> dict[str, Any]:
+        import json
+
+        v = self.verdict
+        return {
+            "build": build_id,
+            "judge_version": judge.version_id,
+            "scenario_id": self.scenario_id,
+            "repeat": self.repeat,
+            "attempt_id": attempt_id(build_id, self.scenario_id, self.repeat),
+            "rubric": rubric.key,
+            "status": self.status,
+            "score": v.score if v is not None and v.status == "scored" else None,
+            "criteria": json.dumps(v.criteria, sort_keys=True) if v is not None and v.criteria else None,
+            "source": "model",
+            "failure_reason": self.failure_reason,
+            "policy_failures": self.policy_failures,
+            "cost_usd": self.cost_usd,
+            "tries": self.tries,
+            "author": None,
+        }
+
+
+@dataclass
+class Progress:
+    """Counters the caller can log while a run is in flight."""
+
+    planned: int = 0
+    done: int = 0
+    errors: int = 0
+    excluded: int = 0
+    reused: int = 0
+    spend_usd: float = 0.0
+    log: Callable[[str], None] | None = None
+    every: int = 100
+
+    def tick(self, result: CallResult) -> None:
+        self.done += 1
+        self.errors += result.status == "error"
+        self.excluded += result.status == "excluded"
+        self.reused += result.reused
+        self.spend_usd += result.cost_usd
+        if self.log and (self.done % self.every == 0 or self.done == self.planned):
+            self.log(
+                f"{self.done}/{self.planned} calls done, {self.errors} errors, {self.excluded} excluded, "
+                f"{self.reused} reused, ${self.spend_usd:.4f} spent"
+            )
+
+
+@dataclass
+class Engine:
+    """Runs attempts through the spend path. One instance per event loop run."""
+
+    spend: SpendPath
+    settings: EngineSettings
+    jitter: random.Random = field(default_factory=random.Random)
+    progress: Progress = field(default_factory=Progress)
+    _limits: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    _stopped: dict[tuple[str, str | None], str] = field(default_factory=dict)  # (scenario, judge) -> reason
+
+    def _limit(self, model: str) -> asyncio.Semaphore:
+        if model not in self._limits:
+            self._limits[model] = asyncio.Semaphore(self.settings.concurrency_per_model)
+        return self._limits[model]
+
+    async def call(self, ref: AttemptRef, spec: CallSpec) -> CallResult:
+        """Up to `max_tries` tries; retries only retryable errors; a refused reservation excludes."""
+        stop_key = (ref.scenario_id, ref.judge_version)
+        cost = 0.0
+        last = None
+        for try_no in range(1, self.settings.max_tries + 1):
+            if stop_key in self._stopped:
+                return CallResult("excluded", None, try_no - 1, cost, excluded_reason=self._stopped[stop_key])
+            tried = replace(spec, metadata={**spec.metadata, "try_no": try_no})
+            async with self._limit(spec.model):
+                outcome = await self.spend.call(ref, try_no, tried)
+            if isinstance(outcome, Reused):
+                if outcome.ok:
+                    return CallResult(
+                        "ok",
+                        outcome.text,
+                        try_no,
+                        cost + outcome.cost_usd,
+                        outcome.prompt_tokens,
+                        outcome.completion_tokens,
+                        reused=True,
+                    )
+                cost += outcome.cost_usd
+                last = outcome
+                if not outcome.retryable:
+                    return CallResult(
+                        "error",
+                        None,
+                        try_no,
+                        cost,
+                        error_kind=outcome.error_kind,
+                        error=outcome.error,
+                        reused=True,
+                    )
+                continue  # a settled failure from an earlier run: go on to the next try
+            if isinstance(outcome, Refused):
+                if outcome.stops_scenario:
+                    self._stopped.setdefault(stop_key, outcome.reason)
+                return CallResult("excluded", None, try_no - 1, cost, excluded_reason=outcome.reason)
+            cost += outcome.cost_usd
+            if outcome.ok:
+                return CallResult(
+                    "ok",
+                    outcome.text,
+                    try_no,
+                    cost,
+                    outcome.prompt_tokens,
+                    outcome.completion_tokens,
+                    outcome.latency_s,
+                    tool_calls=outcome.tool_calls,
+                )
+            last = outcome
+            if not outcome.retryable or try_no == self.settings.max_tries:
+                break
+            await asyncio.sleep(self._backoff(try_no))
+        assert last is not None
+        return CallResult(
+            "error",
+            None,
+            self.settings.max_tries if last.retryable else try_no,
+            cost,
+            error_kind=last.error_kind,
+            error=last.error,
+        )
+
+    def _backoff(self, try_no: int) -> float:
+        """Exponential backoff with full jitter in [base/2, cap]: bounded, not pinned."""
+        cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * 2 ** (try_no - 1))
+        return cap * (0.5 + 0.5 * self.jitter.random())
+
+    # --- subject -------------------------------------------------------------------------------
+
+    def subject_spec(
+        self, build: BuildManifest, scenario: Scenario, repeat: int, try_meta: bool = True
+    ) -> CallSpec:
+        messages = [m.model_dump() for m in scenario.input]
+        if build.subject.system_prompt:
+            messages = [{"role": "system", "content": build.subject.system_prompt}, *messages]
+        return CallSpec(
+            model=build.subject.model,
+            messages=messages,
+            max_tokens=scenario.max_output_tokens,
+            timeout_s=self.settings.timeout_s,
+            params=build.subject.params,
+            api_base=build.subject.api_base,
+            metadata={"build": build.id, "scenario_id": scenario.id, "repeat": repeat, "role": "subject"},
+        )
+
+    async def run_subject(
+        self, build: BuildManifest, scenario: Scenario, repeat: int, generation: int = 0
+    ) -> SubjectResult:
+        ref = AttemptRef(build.id, scenario.id, repeat, "subject", None, generation)
+        result = await self.call(ref, self.subject_spec(build, scenario, repeat))
+        self.progress.tick(result)
+        return SubjectResult(
+            scenario,
+            repeat,
+            attempt_id(build.id, scenario.id, repeat),
+            result,
+            policy_failures(result.text, scenario),
+        )
+
+    async def run_subjects(
+        self, build: BuildManifest, scenarios: Sequence[Scenario], generation: int = 0
+    ) -> list[SubjectResult]:
+        """Every (scenario, repeat) attempt of `build`, ordered by (scenario_id, repeat)."""
+        jobs = [(s, r) for s in scenarios for r in range(1, s.repeats + 1)]
+        self.progress.planned += len(jobs)
+        results = await asyncio.gather(*(self.run_subject(build, s, r, generation) for s, r in jobs))
+        return sorted(results, key=lambda x: (x.scenario.id, x.repeat))
+
+    # --- judge ---------------------------------------------------------------------------------
+
+    async def judge_one(
+        self,
+        *,
+        build: BuildManifest,
+        judge: Judge,
+        rubric: Rubric,
+        scenario: Scenario,
+        attempt: StoredAttempt,
+        generation: int = 0,
+    ) -> JudgeResult:
+        """Score one stored subject attempt. Fails closed; never calls for an attempt with no output."""
+
+        def unscored(status: Literal["failed", "excluded"], reason: str) -> JudgeResult:
+            return JudgeResult(
+                attempt.scenario_id, attempt.repeat, status, None, reason, attempt.policy_failures, 0.0, 0
+            )
+
+        if attempt.status == "excluded":
+            return unscored("excluded", attempt.excluded_reason or "subject attempt excluded")
+        if attempt.status != "ok" or attempt.output is None:
+            return unscored("failed", f"subject attempt errored: {attempt.error or attempt.status}")
+        if judge.family == build.subject.family and not scenario.family_exemption:
+            return unscored(
+                "failed",
+                f"judge family {judge.family!r} equals the subject's; scenario {scenario.id} records no exemption",
+            )
+        ref = AttemptRef(build.id, scenario.id, attempt.repeat, "judge", judge.version_id, generation)
+        spec = CallSpec(
+            model=judge.model,
+            messages=render_judge_prompt(judge, rubric, scenario, attempt.output),
+            max_tokens=judge.max_output_tokens,
+            timeout_s=self.settings.timeout_s,
+            params=judge.params,
+            api_base=judge.api_base,
+            metadata={
+                "build": build.id,
+                "scenario_id": scenario.id,
+                "repeat": attempt.repeat,
+                "role": "judge",
+                "judge_version": judge.version_id,
+            },
+        )
+        result = await self.call(ref, spec)
+        self.progress.tick(result)
+        if result.status == "excluded":
+            return JudgeResult(
+                attempt.scenario_id,
+                attempt.repeat,
+                "excluded",
+                None,
+                result.excluded_reason,
+                attempt.policy_failures,
+                result.cost_usd,
+                result.tries,
+            )
+        if result.status == "error":
+            return JudgeResult(
+                attempt.scenario_id,
+                attempt.repeat,
+                "failed",
+                None,
+                f"judge call failed: {result.error_kind}: {result.error}",
+                attempt.policy_failures,
+                result.cost_usd,
+                result.tries,
+            )
+        verdict = parse_verdict(result.text, rubric)
+        return JudgeResult(
+            attempt.scenario_id,
+            attempt.repeat,
+            verdict.status,
+            verdict,
+            verdict.failure_reason,
+            attempt.policy_failures,
+            result.cost_usd,
+            result.tries,
+        )
+
+    async def judge_attempts(
+        self,
+        build: BuildManifest,
+        judge: Judge,
+        rubric: Rubric,
+        scenarios: dict[str, Scenario],
+        attempts: Sequence[StoredAttempt],
+        generation: int = 0,
+    ) -> list[JudgeResult]:
+        """Score stored attempts (those whose scenario uses this judge), ordered by (scenario, repeat)."""
+        todo = [a for a in attempts if a.scenario_id in scenarios]
+        self.progress.planned += len(todo)
+        results = await asyncio.gather(
+            *(
+                self.judge_one(
+                    build=build,
+                    judge=judge,
+                    rubric=rubric,
+                    scenario=scenarios[a.scenario_id],
+                    attempt=a,
+                    generation=generation,
+                )
+                for a in todo
+            )
+        )
+        return sorted(results, key=lambda x: (x.scenario_id, x.repeat))
+
+    async def run_and_judge(
+        self,
+        build: BuildManifest,
+        scenarios: Sequence[Scenario],
+        judges: Sequence[tuple[Judge, Rubric]],
+    ) -> tuple[list[SubjectResult], dict[str, list[JudgeResult]]]:
+        """Pipelined: each attempt is judged by every applicable judge as soon as it finishes."""
+        verdicts: dict[str, list[JudgeResult]] = {j.version_id: [] for j, _ in judges}
+
+        async def one(scenario: Scenario, repeat: int) -> SubjectResult:
+            subject = await self.run_subject(build, scenario, repeat)
+            stored = StoredAttempt(
+                scenario.id,
+                repeat,
+                subject.call.status,
+                subject.call.text,
+                subject.policy_failures,
+                subject.call.excluded_reason,
+                subject.call.error,
+            )
+            for judge, rubric in judges:
+                if scenario.judge == judge.name:
+                    verdicts[judge.version_id].append(
+                        await self.judge_one(
+                            build=build, judge=judge, rubric=rubric, scenario=scenario, attempt=stored
+                        )
+                    )
+            return subject
+
+        jobs = [(s, r) for s in scenarios for r in range(1, s.repeats + 1)]
+        self.progress.planned += len(jobs) * (1 + 0)
+        subjects = await asyncio.gather(*(one(s, r) for s, r in jobs))
+        for rows in verdicts.values():
+            rows.sort(key=lambda x: (x.scenario_id, x.repeat))
+        return sorted(subjects, key=lambda x: (x.scenario.id, x.repeat)), verdicts

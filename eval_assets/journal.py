@@ -1,0 +1,847 @@
+"""The spend journal: the single source of truth for what model calls cost.
+
+Every model call (subject or judge, every try) is an *attempt* with a deterministic key. Before the
+call the caller reserves the call's worst-case cost; the reservation is checked against the scenario,
+suite and day ceilings in one atomic transaction, across threads, processes and machines. After the
+call the caller settles it with the actual cost and the output, so a later run reuses the output
+instead of paying again. A refused reservation is recorded too, naming the ceiling it hit, so the
+ceiling-hit rate is a figure one can query.
+
+Backends: SQLite (WAL) for one machine, PostgreSQL when runs span machines; both through SQLAlchemy
+Core, both covered by one contract test module (tests/test_journal_contract.py).
+
+Spend scopes (what a ceiling is measured against):
+
+- **scenario**: the attempts of one (build, judge version, scenario, generation). Subject calls have no
+  judge version, so a scenario's subject spend and each judge version's spend on it are separate pools.
+- **suite**: the attempts of one (build, judge version, generation): one materialization of
+  `scenario_runs[build]` (judge version NULL) or of `judge_verdicts[build x judge_version]`. A judge
+  version added later, or a bridge run, is not starved by what earlier judges spent on the build; the
+  subject spend of a build is paid once whatever the number of judges. The day ceiling bounds the sum.
+- **day**: every attempt whose reservation falls on that UTC calendar day, whatever the build.
+
+Committed spend in a scope = actual cost of settled and failed attempts + worst case of reserved,
+unsettled ones. Refused rows commit nothing. Rows are never deleted: replacing a result (a fresh
+generation) adds rows, so the spend of a day never decreases.
+
+Locking: a reservation runs in one transaction that first takes the journal's write lock: on SQLite
+`BEGIN IMMEDIATE` (the database write lock; threads of one process queue on a process-local lock
+first so they do not spin in SQLite's busy handler); on PostgreSQL one transaction-scoped advisory
+lock (`pg_advisory_xact_lock`) shared by all reservations, because a suite's attempts can straddle
+two days and so no per-day lock would do.
+
+Thread safety: a `SpendJournal` may be used from any number of threads at once (for asyncio code,
+`await asyncio.to_thread(journal.reserve, ...)`). Open one per process; do not carry one across fork.
+
+Secrets: the journal stores the output text and an error text, never request headers or API keys;
+error texts are scrubbed of anything that looks like a credential before they are written.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import Connection, Engine
+
+__all__ = [
+    "AttemptKey",
+    "AttemptStatus",
+    "Ceilings",
+    "CeilingName",
+    "JournalError",
+    "JournalRow",
+    "Refusal",
+    "Reservation",
+    "Role",
+    "SpendJournal",
+    "SpendTotal",
+    "open_journal",
+]
+
+Role = Literal["subject", "judge"]
+AttemptStatus = Literal["reserved", "settled", "failed", "refused"]
+SettlementStatus = Literal["settled", "failed"]
+CeilingName = Literal["scenario", "suite", "day"]
+
+DEFAULT_LOCK_WAIT_S = 5.0
+"""How long `open_journal` waits for another writer's lock before calling the journal locked."""
+
+BUSY_TIMEOUT_S = 30.0
+"""How long an operation on an open SQLite journal waits for another process's write lock."""
+
+TABLE_NAME = "spend_journal"
+
+# Sums of float USD amounts are not exact; a reservation within this of a ceiling still fits.
+_USD_TOLERANCE = 1e-9
+# One PostgreSQL advisory lock key for every reservation ("evjrnl" in ASCII).
+_ADVISORY_LOCK_KEY = 0x65766A726E6C
+_ERROR_TEXT_MAX_CHARS = 4000
+_WRITE_OPTION = "eval_track_journal_write"
+_KEY_PART = re.compile(r"[^/#\s]+")
+
+
+class JournalError(Exception):
+    """The journal cannot be used: unreachable, corrupt, locked, incompatible, or misused."""
+
+
+# --- schema -------------------------------------------------------------------------------------
+
+_METADATA = sa.MetaData()
+
+_TABLE = sa.Table(
+    TABLE_NAME,
+    _METADATA,
+    sa.Column("attempt_key", sa.String, primary_key=True),
+    sa.Column("run_id", sa.String, nullable=False),
+    sa.Column("build", sa.String, nullable=False),
+    sa.Column("judge_version", sa.String, nullable=True),
+    sa.Column("scenario_id", sa.String, nullable=False),
+    sa.Column("repeat", sa.Integer, nullable=False),
+    sa.Column("role", sa.String, nullable=False),
+    sa.Column("try_no", sa.Integer, nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("model", sa.String, nullable=False),
+    sa.Column("status", sa.String, nullable=False),
+    sa.Column("ceiling", sa.String, nullable=True),
+    sa.Column("reserved_usd", sa.Double, nullable=False),
+    sa.Column("cost_usd", sa.Double, nullable=True),
+    sa.Column("prompt_tokens", sa.Integer, nullable=True),
+    sa.Column("completion_tokens", sa.Integer, nullable=True),
+    sa.Column("day", sa.String(10), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("settled_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("payload", sa.Text, nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.CheckConstraint("status IN ('reserved', 'settled', 'failed', 'refused')", name="ck_status"),
+    sa.CheckConstraint("role IN ('subject', 'judge')", name="ck_role"),
+    # Covering indexes: the ceiling sums read only the index.
+    sa.Index("ix_spend_journal_day", "day", "status", "reserved_usd", "cost_usd"),
+    sa.Index(
+        "ix_spend_journal_suite",
+        "build",
+        "judge_version",
+        "generation",
+        "scenario_id",
+        "status",
+        "reserved_usd",
+        "cost_usd",
+    ),
+)
+
+_COMMITTED_USD = sa.case(
+    (_TABLE.c.status == "reserved", _TABLE.c.reserved_usd),
+    (_TABLE.c.status.in_(("settled", "failed")), _TABLE.c.cost_usd),
+    else_=0.0,
+)
+
+
+# --- values -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttemptKey:
+    """The identity of one model call; `key` is the journal's primary key.
+
+    `key` is `"{build}/{judge_version or '-'}/{scenario_id}/{repeat}/{role}/{try_no}"`, plus `#g{n}`
+    for an explicit fresh run (generation n >= 1). Generation 0 (the default) has no suffix, so a
+    normal re-run finds the settled attempts of the previous run and reuses them.
+    Raises ValueError for a part that would make keys ambiguous ('/', '#', whitespace, empty), for a
+    subject attempt with a judge version or a judge attempt without one, and for negative numbers.
+    """
+
+    build: str
+    judge_version: str | None
+    scenario_id: str
+    repeat: int
+    role: Role
+    try_no: int
+    generation: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("build", "scenario_id"):
+            _check_key_part(name, getattr(self, name))
+        if self.role not in ("subject", "judge"):
+            raise ValueError(f"role must be 'subject' or 'judge', not {self.role!r}")
+        if self.role == "subject" and self.judge_version is not None:
+            raise ValueError("a subject attempt has no judge version")
+        if self.role == "judge":
+            if self.judge_version is None:
+                raise ValueError("a judge attempt needs its judge version")
+            _check_key_part("judge_version", self.judge_version)
+            if self.judge_version == "-":
+                raise ValueError("judge_version '-' is reserved for subject attempts in keys")
+        for name in ("repeat", "try_no", "generation"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, not {value!r}")
+
+    @property
+    def key(self) -> str:
+        base = (
+            f"{self.build}/{self.judge_version or '-'}/{self.scenario_id}/"
+            f"{self.repeat}/{self.role}/{self.try_no}"
+        )
+        return base if self.generation == 0 else f"{base}#g{self.generation}"
+
+    def __str__(self) -> str:
+        return self.key
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Spend limits in USD. None: no ceiling at that level. 0: nothing runs at that level."""
+
+    scenario_usd: float | None = None
+    suite_usd: float | None = None
+    day_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("scenario_usd", "suite_usd", "day_usd"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_usd(name, value)
+
+
+@dataclass(frozen=True)
+class JournalRow:
+    """One attempt as the journal holds it (see the module docstring for the columns' meaning)."""
+
+    attempt_key: str
+    run_id: str
+    build: str
+    judge_version: str | None
+    scenario_id: str
+    repeat: int
+    role: Role
+    try_no: int
+    generation: int
+    model: str
+    status: AttemptStatus
+    ceiling: CeilingName | None
+    reserved_usd: float
+    cost_usd: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    day: str
+    created_at: datetime
+    settled_at: datetime | None
+    payload: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The attempt may be (or already was) paid for.
+
+    `is_new` is True when this call reserved the worst case: make the model call, then `settle`.
+    It is False when the key was already in the journal; `row.status` says what to do:
+    `settled` — reuse `row.payload`, do not call again; `failed` — this try is spent, use the next
+    `try_no`; `reserved` — another caller holds it, or a crashed run left it: its worst case still
+    counts against the ceilings until someone settles it (compare `row.run_id` with yours).
+    """
+
+    row: JournalRow
+    is_new: bool
+
+    @property
+    def attempt_key(self) -> str:
+        return self.row.attempt_key
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The call would break `ceiling`: committed + worst case > limit (or the limit is 0).
+
+    Make no call; the scenario is excluded, never scored zero. The refusal is in the journal as a
+    `refused` row (`row`), which is how the ceiling-hit rate is measured.
+    """
+
+    row: JournalRow
+    ceiling: CeilingName
+    limit_usd: float
+    committed_usd: float
+    worst_case_usd: float
+
+    @property
+    def attempt_key(self) -> str:
+        return self.row.attempt_key
+
+
+@dataclass(frozen=True)
+class SpendTotal:
+    """Spend of one UTC day.
+
+    `spent_usd`: actual cost of settled and failed attempts; it never decreases.
+    `outstanding_usd`: worst case of reservations not yet settled.
+    """
+
+    day: str
+    spent_usd: float
+    outstanding_usd: float
+
+    @property
+    def committed_usd(self) -> float:
+        """What the day ceiling is checked against."""
+        return self.spent_usd + self.outstanding_usd
+
+
+@dataclass(frozen=True)
+class _Breach:
+    ceiling: CeilingName
+    limit_usd: float
+    committed_usd: float
+
+
+# --- the journal --------------------------------------------------------------------------------
+
+
+class SpendJournal:
+    """The spend journal at `url`, opened, verified and with its schema in place.
+
+    `url`: `sqlite:///path/journal.sqlite` (parent directories are created; the file is put in WAL
+    mode) or `postgresql+psycopg://user:pass@host:port/db` (`postgresql://` means psycopg too).
+    Raises JournalError, before anything is written, when the URL is unsupported, the server is
+    unreachable, the file is not a SQLite database or is corrupt, another program holds a lock on
+    the journal for longer than `lock_wait_s`, or an existing journal table lacks columns.
+    """
+
+    def __init__(self, url: str, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> None:
+        parsed = _parse_url(url)
+        self._url_text = parsed.render_as_string(hide_password=True)
+        self._dialect: Literal["sqlite", "postgresql"] = cast(
+            Literal["sqlite", "postgresql"], parsed.get_backend_name()
+        )
+        self._local_write_lock: threading.Lock | None = None
+        if self._dialect == "sqlite":
+            path = _sqlite_path(parsed)
+            _probe_sqlite(path, lock_wait_s)
+            self._engine = _sqlite_engine(parsed)
+            # Threads of one process queue here instead of in SQLite's sleeping busy handler.
+            self._local_write_lock = threading.Lock()
+        else:
+            self._engine = _postgres_engine(parsed)
+        try:
+            self._create_schema(lock_wait_s)
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    @property
+    def dialect(self) -> Literal["sqlite", "postgresql"]:
+        return self._dialect
+
+    @property
+    def url(self) -> str:
+        """The journal URL with any password masked."""
+        return self._url_text
+
+    def close(self) -> None:
+        """Release every pooled connection. The journal must not be used afterwards."""
+        self._engine.dispose()
+
+    def __enter__(self) -> SpendJournal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def reserve(
+        self,
+        attempt: AttemptKey,
+        *,
+        run_id: str,
+        model: str,
+        worst_case_usd: float,
+        ceilings: Ceilings,
+        now: datetime,
+    ) -> Reservation | Refusal:
+        """Reserve `worst_case_usd` for `attempt`, atomically against every process and machine.
+
+        In one transaction under the journal's write lock: when the key is already recorded (and not
+        refused) nothing is written and `Reservation(is_new=False)` carries the existing row. Otherwise
+        the committed spend of the attempt's scenario, suite and day (UTC day of `now`) is summed and
+        each non-None ceiling is checked, narrowest first: a ceiling of 0 refuses everything, any other
+        refuses when committed + worst case exceeds it. The outcome is written: a `reserved` row
+        (-> `Reservation(is_new=True)`) or a `refused` row naming the first ceiling hit (-> `Refusal`).
+        A key refused earlier is checked again (ceilings or the day may have changed) and its row
+        updated with the new outcome, so a resumed run can do what an earlier one could not afford.
+
+        Raises ValueError for a negative or non-finite worst case or a naive `now`; JournalError when
+        the key exists with another model (the caller's keys are not deterministic) or the database
+        fails.
+        """
+        _check_usd("worst_case_usd", worst_case_usd)
+        moment = _utc(now)
+        day = moment.date().isoformat()
+        key = attempt.key
+        with self._database_errors("reserve " + key), self._write_transaction(serialize=True) as conn:
+            existing = _select_row(conn, key)
+            if existing is not None:
+                if existing.model != model:
+                    raise JournalError(
+                        f"attempt {key} is recorded with model {existing.model!r}, not {model!r}: "
+                        "attempt keys must determine the model"
+                    )
+                if existing.status != "refused":
+                    return Reservation(row=existing, is_new=False)
+            breach = _first_breach(conn, attempt, ceilings, day, worst_case_usd)
+            values: dict[str, Any] = {
+                "attempt_key": key,
+                "run_id": run_id,
+                "build": attempt.build,
+                "judge_version": attempt.judge_version,
+                "scenario_id": attempt.scenario_id,
+                "repeat": attempt.repeat,
+                "role": attempt.role,
+                "try_no": attempt.try_no,
+                "generation": attempt.generation,
+                "model": model,
+                "status": "reserved" if breach is None else "refused",
+                "ceiling": None if breach is None else breach.ceiling,
+                "reserved_usd": float(worst_case_usd),
+                "cost_usd": None,
+                "prompt_tokens": None,
+                "completion_tokens": None,
+                "day": day,
+                "created_at": moment,
+                "settled_at": None,
+                "payload": None,
+                "error": None,
+            }
+            if existing is None:
+                conn.execute(self._insert_ignoring_duplicates(values))
+            else:
+                conn.execute(
+                    sa.update(_TABLE)
+                    .where(_TABLE.c.attempt_key == key, _TABLE.c.status == "refused")
+                    .values(**values)
+                )
+            row = _row_from_mapping(values)
+            if breach is None:
+                return Reservation(row=row, is_new=True)
+            return Refusal(
+                row=row,
+                ceiling=breach.ceiling,
+                limit_usd=breach.limit_usd,
+                committed_usd=breach.committed_usd,
+                worst_case_usd=float(worst_case_usd),
+            )
+
+    def settle(
+        self,
+        attempt: AttemptKey,
+        *,
+        status: SettlementStatus,
+        cost_usd: float,
+        prompt_tokens: int | None,
+        completion_tokens: int | None,
+        payload: str | None,
+        error: str | None,
+        now: datetime,
+    ) -> JournalRow:
+        """Record what a reserved attempt actually cost and produced; returns the row as stored.
+
+        `status`: `settled` (the call returned; `payload` is the output or raw verdict text, kept so
+        a later run can reuse it) or `failed` (the provider errored; `cost_usd` is what it charged,
+        usually 0). Either way the reservation's worst case stops counting and `cost_usd` counts
+        instead, even when it exceeds the worst case. `error` is scrubbed of credentials and capped.
+        The first settlement wins: settling a settled or failed attempt again changes nothing and
+        returns the stored row. Raises JournalError for an attempt that was never reserved or was
+        refused, ValueError for a bad status, cost or token count or a naive `now`.
+        """
+        if status not in ("settled", "failed"):
+            raise ValueError(f"status must be 'settled' or 'failed', not {status!r}")
+        _check_usd("cost_usd", cost_usd)
+        for name, tokens in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
+            if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
+                raise ValueError(f"{name} must be None or an int >= 0, not {tokens!r}")
+        moment = _utc(now)
+        key = attempt.key
+        with self._database_errors("settle " + key), self._write_transaction(serialize=False) as conn:
+            existing = _select_row(conn, key)
+            if existing is None:
+                raise JournalError(f"cannot settle {key}: it was never reserved")
+            if existing.status == "refused":
+                raise JournalError(f"cannot settle {key}: its reservation was refused ({existing.ceiling})")
+            if existing.status != "reserved":
+                return existing
+            conn.execute(
+                sa.update(_TABLE)
+                .where(_TABLE.c.attempt_key == key, _TABLE.c.status == "reserved")
+                .values(
+                    status=status,
+                    cost_usd=float(cost_usd),
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                    settled_at=moment,
+                    payload=payload,
+                    error=None if error is None else scrub_error_text(error),
+                )
+            )
+            settled = _select_row(conn, key)
+            assert settled is not None  # the row existed in this transaction and rows are never deleted
+            return settled
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def lookup(self, attempt: AttemptKey) -> JournalRow | None:
+        """The journal's row for `attempt`, or None when it was never reserved or refused."""
+        with self._database_errors("lookup " + attempt.key), self._read_transaction() as conn:
+            return _select_row(conn, attempt.key)
+
+    def rows(
+        self,
+        *,
+        build: str | None = None,
+        judge_version: str | None = None,
+        role: Role | None = None,
+    ) -> list[JournalRow]:
+        """Every row matching the given filters (None: no filter), ordered by attempt key.
+
+        Subject rows have no judge version: `rows(build=b, role="subject")` is a build's subject
+        spend, `rows(build=b, judge_version=v)` the spend of judge version v on it.
+        """
+        query = sa.select(_TABLE).order_by(_TABLE.c.attempt_key)
+        if build is not None:
+            query = query.where(_TABLE.c.build == build)
+        if judge_version is not None:
+            query = query.where(_TABLE.c.judge_version == judge_version)
+        if role is not None:
+            query = query.where(_TABLE.c.role == role)
+        with self._database_errors("read rows"), self._read_transaction() as conn:
+            return [_row_from_mapping(m) for m in conn.execute(query).mappings()]
+
+    def day_total(self, day: date) -> SpendTotal:
+        """Spend recorded on the UTC calendar day `day` (rows count on the day they were reserved)."""
+        day_text = day.isoformat()
+        spent = sa.func.coalesce(
+            sa.func.sum(sa.case((_TABLE.c.status.in_(("settled", "failed")), _TABLE.c.cost_usd), else_=0.0)),
+            0.0,
+        )
+        outstanding = sa.func.coalesce(
+            sa.func.sum(sa.case((_TABLE.c.status == "reserved", _TABLE.c.reserved_usd), else_=0.0)), 0.0
+        )
+        query = sa.select(spent, outstanding).where(_TABLE.c.day == day_text)
+        with self._database_errors("sum day " + day_text), self._read_transaction() as conn:
+            spent_usd, outstanding_usd = conn.execute(query).one()
+        return SpendTotal(day=day_text, spent_usd=float(spent_usd), outstanding_usd=float(outstanding_usd))
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _create_schema(self, lock_wait_s: float) -> None:
+        try:
+            with self._write_transaction(serialize=True, lock_wait_s=lock_wait_s) as conn:
+                _METADATA.create_all(conn)
+                present = {c["name"] for c in sa.inspect(conn).get_columns(TABLE_NAME)}
+                missing = sorted({c.name for c in _TABLE.columns} - present)
+                if missing:
+                    raise JournalError(
+                        f"the journal table {TABLE_NAME} at {self._url_text} lacks columns {missing}: "
+                        "it was written by an incompatible version; use a new journal"
+                    )
+                # Waits (at most lock_wait_s on PostgreSQL) for a lock another session holds on the table.
+                conn.execute(sa.select(_TABLE.c.attempt_key).limit(1))
+        except sa.exc.OperationalError as exc:
+            if _is_lock_timeout(exc):
+                raise JournalError(
+                    f"the journal at {self._url_text} is locked by another program "
+                    f"(waited {lock_wait_s:g} s): {_first_line(exc.orig)}"
+                ) from exc
+            raise JournalError(
+                f"cannot reach the journal at {self._url_text}: {_first_line(exc.orig)}"
+            ) from exc
+        except sa.exc.SQLAlchemyError as exc:
+            raise JournalError(f"cannot open the journal at {self._url_text}: {_first_line(exc)}") from exc
+
+    @contextmanager
+    def _write_transaction(
+        self, *, serialize: bool, lock_wait_s: float | None = None
+    ) -> Iterator[Connection]:
+        """A write transaction holding the write lock (SQLite always; PostgreSQL when `serialize`)."""
+        local_lock = self._local_write_lock if self._local_write_lock is not None else nullcontext()
+        with local_lock, self._engine.connect() as conn:
+            conn.execution_options(**{_WRITE_OPTION: True})
+            with conn.begin():
+                if self._dialect == "postgresql":
+                    if lock_wait_s is not None:
+                        conn.exec_driver_sql(
+                            f"SET LOCAL lock_timeout = '{max(1, int(lock_wait_s * 1000))}ms'"
+                        )
+                    if serialize:
+                        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_ADVISORY_LOCK_KEY)))
+                yield conn
+
+    @contextmanager
+    def _read_transaction(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def _database_errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except sa.exc.SQLAlchemyError as exc:
+            detail = _first_line(getattr(exc, "orig", None) or exc)
+            raise JournalError(f"journal {self._url_text}: {action} failed: {detail}") from exc
+
+    def _insert_ignoring_duplicates(self, values: Mapping[str, Any]) -> sa.Executable:
+        if self._dialect == "postgresql":
+            return (
+                pg_dialect.insert(_TABLE)
+                .values(**values)
+                .on_conflict_do_nothing(index_elements=["attempt_key"])
+            )
+        return (
+            sqlite_dialect.insert(_TABLE)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["attempt_key"])
+        )
+
+
+def open_journal(url: str, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> SpendJournal:
+    """Open the journal at `url`, verified and with its schema; call before any model call.
+
+    The same as `SpendJournal(url, lock_wait_s=...)`; raises JournalError as described there.
+    """
+    return SpendJournal(url, lock_wait_s=lock_wait_s)
+
+
+def scrub_error_text(text: str) -> str:
+    """`text` with credentials (authorization headers, API keys, bearer tokens) replaced, capped in size.
+
+    Best effort: the engine must never pass headers in the first place; this is the second line.
+    """
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    if len(text) > _ERROR_TEXT_MAX_CHARS:
+        text = text[:_ERROR_TEXT_MAX_CHARS] + f"... [{len(text) - _ERROR_TEXT_MAX_CHARS} chars cut]"
+    return text
+
+
+_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(
+            r"(?i)\b((?:proxy-)?authorization|x-api-key|api[-_]?key|access[-_]?token|secret[-_]?key|password)"
+            r"([\"']?\s*[:=]\s*[\"']?)(?:bearer\s+|basic\s+)?[^\s\"',;}]+"
+        ),
+        r"\1\2[redacted]",
+    ),
+    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"), "Bearer [redacted]"),
+    (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}"), "[redacted]"),
+)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _check_key_part(name: str, value: object) -> None:
+    if not isinstance(value, str) or not _KEY_PART.fullmatch(value):
+        raise ValueError(f"{name} must be a non-empty string without '/', '#' or whitespace, not {value!r}")
+
+
+def _check_usd(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number of USD >= 0, not {value!r}")
+
+
+def _utc(moment: datetime) -> datetime:
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"timestamps must be timezone-aware (the day is a UTC day), not {moment!r}")
+    return moment.astimezone(UTC)
+
+
+def _first_line(exc: object) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _is_lock_timeout(exc: sa.exc.DBAPIError) -> bool:
+    orig = exc.orig
+    if getattr(orig, "sqlstate", None) == "55P03":  # PostgreSQL lock_not_available
+        return True
+    return getattr(orig, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _parse_url(url: str) -> sa.URL:
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise JournalError(f"not a database URL: {url!r}") from exc
+    backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
+    if backend == "sqlite" and driver == "pysqlite":
+        return parsed
+    if backend == "postgresql" and "+" not in parsed.drivername:
+        return parsed.set(drivername="postgresql+psycopg")
+    if backend == "postgresql" and driver == "psycopg":
+        return parsed
+    raise JournalError(
+        f"unsupported journal URL {parsed.render_as_string(hide_password=True)}: "
+        "use sqlite:///path/journal.sqlite or postgresql+psycopg://user@host:port/db"
+    )
+
+
+def _sqlite_path(parsed: sa.URL) -> Path:
+    database = parsed.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        raise JournalError(
+            "a SQLite journal needs a file (sqlite:///path/journal.sqlite): an in-memory database "
+            "cannot be shared between processes"
+        )
+    path = Path(database)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise JournalError(f"cannot create the journal directory {path.parent}: {exc}") from exc
+    return path
+
+
+def _probe_sqlite(path: Path, lock_wait_s: float) -> None:
+    """Open `path`, switch it to WAL, check its integrity and take and drop the write lock."""
+    try:
+        con = sqlite3.connect(path, timeout=lock_wait_s, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise JournalError(f"cannot open the SQLite journal {path}: {exc}") from exc
+    try:
+        (mode,) = con.execute("PRAGMA journal_mode=WAL").fetchone()
+        if str(mode).lower() != "wal":
+            raise JournalError(f"the SQLite journal {path} cannot use WAL mode (got {mode!r})")
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("ROLLBACK")
+        problems = [r[0] for r in con.execute("PRAGMA quick_check").fetchall()]
+        if problems != ["ok"]:
+            raise JournalError(f"the SQLite journal {path} is corrupt: {'; '.join(problems[:3])}")
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise JournalError(
+                f"the SQLite journal {path} is locked by another program (waited {lock_wait_s:g} s); "
+                "close it (or stop the process holding it) and retry"
+            ) from exc
+        raise JournalError(f"cannot use the SQLite journal {path}: {exc}") from exc
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(f"the SQLite journal {path} is not a usable SQLite database ({exc})") from exc
+    finally:
+        con.close()
+
+
+def _sqlite_engine(parsed: sa.URL) -> Engine:
+    engine = sa.create_engine(
+        parsed, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}, pool_size=8
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # SQLAlchemy emits BEGIN itself (below); the driver's own transaction handling is off.
+        dbapi_connection.isolation_level = None
+        # FULL: a reservation that was acknowledged survives a power cut.
+        dbapi_connection.execute("PRAGMA synchronous=FULL")
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # IMMEDIATE takes the write lock before the first read, so read-check-insert is atomic.
+        write = conn.get_execution_options().get(_WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def _postgres_engine(parsed: sa.URL) -> Engine:
+    return sa.create_engine(
+        parsed,
+        connect_args={"connect_timeout": 10, "application_name": "eval-track-journal"},
+        pool_size=10,
+        max_overflow=20,
+        pool_pre_ping=True,
+    )
+
+
+def _select_row(conn: Connection, key: str) -> JournalRow | None:
+    found = conn.execute(sa.select(_TABLE).where(_TABLE.c.attempt_key == key)).mappings().first()
+    return None if found is None else _row_from_mapping(found)
+
+
+def _first_breach(
+    conn: Connection, attempt: AttemptKey, ceilings: Ceilings, day: str, worst_case_usd: float
+) -> _Breach | None:
+    """The narrowest ceiling the reservation would break, or None; reads committed spend only."""
+
+    def breaks(limit: float, committed: float) -> bool:
+        return limit <= 0 or committed + worst_case_usd > limit + _USD_TOLERANCE
+
+    if ceilings.scenario_usd is not None or ceilings.suite_usd is not None:
+        judge_version = (
+            _TABLE.c.judge_version.is_(None)
+            if attempt.judge_version is None
+            else _TABLE.c.judge_version == attempt.judge_version
+        )
+        in_scenario = _TABLE.c.scenario_id == attempt.scenario_id
+        suite_usd, scenario_usd = conn.execute(
+            sa.select(
+                sa.func.coalesce(sa.func.sum(_COMMITTED_USD), 0.0),
+                sa.func.coalesce(sa.func.sum(sa.case((in_scenario, _COMMITTED_USD), else_=0.0)), 0.0),
+            ).where(
+                _TABLE.c.build == attempt.build,
+                judge_version,
+                _TABLE.c.generation == attempt.generation,
+            )
+        ).one()
+        if ceilings.scenario_usd is not None and breaks(ceilings.scenario_usd, float(scenario_usd)):
+            return _Breach("scenario", ceilings.scenario_usd, float(scenario_usd))
+        if ceilings.suite_usd is not None and breaks(ceilings.suite_usd, float(suite_usd)):
+            return _Breach("suite", ceilings.suite_usd, float(suite_usd))
+    if ceilings.day_usd is not None:
+        day_usd = conn.execute(
+            sa.select(sa.func.coalesce(sa.func.sum(_COMMITTED_USD), 0.0)).where(_TABLE.c.day == day)
+        ).scalar_one()
+        if breaks(ceilings.day_usd, float(day_usd)):
+            return _Breach("day", ceilings.day_usd, float(day_usd))
+    return None
+
+
+def _as_utc(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    # SQLite hands back the naive UTC value it was given; PostgreSQL an aware one.
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _row_from_mapping(m: Mapping[Any, Any]) -> JournalRow:
+    created_at = _as_utc(m["created_at"])
+    assert created_at is not None  # NOT NULL column
+    return JournalRow(
+        attempt_key=m["attempt_key"],
+        run_id=m["run_id"],
+        build=m["build"],
+        judge_version=m["judge_version"],
+        scenario_id=m["scenario_id"],
+        repeat=int(m["repeat"]),
+        role=cast(Role, m["role"]),
+        try_no=int(m["try_no"]),
+        generation=int(m["generation"]),
+        model=m["model"],
+        status=cast(AttemptStatus, m["status"]),
+        ceiling=cast("CeilingName | None", m["ceiling"]),
+        reserved_usd=float(m["reserved_usd"]),
+        cost_usd=None if m["cost_usd"] is None else float(m["cost_usd"]),
+        prompt_tokens=m["prompt_tokens"],
+        completion_tokens=m["completion_tokens"],
+        day=m["day"],
+        created_at=created_at,
+        settled_at=_as_utc(m["settled_at"]),
+        payload=m["payload"],
+        error=m["error"],
+    )

@@ -1,0 +1,102 @@
+"""Driving the code location from the command line: materializations on the persistent instance.
+
+`evaltrack run` and `demo` launch ordinary Dagster runs (Dagster's own engine, in process) against
+the instance in EVAL_HOME/dagster, so the UI shows every run, materialization and its metadata.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+from eval_assets.home import EvalHome
+
+
+@dataclass(frozen=True)
+class StepResult:
+    partition: str
+    assets: tuple[str, ...]
+    success: bool
+    run_id: str
+    error: str | None
+    metadata: dict[str, dict[str, Any]]
+
+
+def instance_for(home: EvalHome) -> dg.DagsterInstance:
+    home.ensure()
+    os.environ["DAGSTER_HOME"] = str(home.dagster)
+    return dg.DagsterInstance.from_config(str(home.dagster))
+
+
+def load_definitions() -> dg.Definitions:
+    from eval_assets.definitions import defs
+
+    return defs() if callable(defs) else defs  # type: ignore[no-any-return]
+
+
+def _materialize(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    assets: Sequence[str],
+    partition_key: str | dg.MultiPartitionKey,
+    tags: dict[str, str] | None = None,
+) -> StepResult:
+    job = defs.resolve_implicit_global_asset_job_def()
+    result = job.execute_in_process(
+        instance=instance,
+        partition_key=partition_key,
+        asset_selection=[dg.AssetKey(a) for a in assets],
+        raise_on_error=False,
+        tags=tags or {},
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+    )
+    error = None
+    if not result.success:
+        failures = [e for e in result.all_events if e.is_step_failure]
+        error = "; ".join(
+            str(e.step_failure_data.error.message).strip() for e in failures if e.step_failure_data.error
+        ) or "run failed"
+    metadata = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.step_materialization_data.materialization
+        metadata[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
+    return StepResult(str(partition_key), tuple(assets), result.success, result.run_id, error, metadata)
+
+
+def register_partition(instance: dg.DagsterInstance, build_id: str) -> None:
+    if not instance.has_dynamic_partition("build", build_id):
+        instance.add_dynamic_partitions("build", [build_id])
+
+
+def materialize_build(
+    home: EvalHome,
+    build_id: str,
+    judge_versions: Sequence[str],
+    *,
+    on_step: Callable[[StepResult], None] | None = None,
+    tags: dict[str, str] | None = None,
+) -> list[StepResult]:
+    """Materialize one build in graph order: scenario_runs, then per judge version verdicts and ledger.
+
+    Stops at the first failed step (later steps would only fail on its missing output).
+    """
+    instance = instance_for(home)
+    defs = load_definitions()
+    register_partition(instance, build_id)
+    steps: list[tuple[list[str], str | dg.MultiPartitionKey]] = [(["scenario_runs"], build_id)]
+    for jv in judge_versions:
+        key = dg.MultiPartitionKey({"build": build_id, "judge_version": jv})
+        steps.append((["judge_verdicts", "cost_ledger"], key))
+    results = []
+    for assets, key in steps:
+        step = _materialize(defs, instance, assets, key, tags)
+        results.append(step)
+        if on_step:
+            on_step(step)
+        if not step.success:
+            break
+    return results

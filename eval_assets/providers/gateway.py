@@ -1,0 +1,183 @@
+"""The model gateway: every model call goes through `litellm.acompletion`.
+
+One try per `call()`; retries, journaling and ceilings belong to the spend path and the engine.
+A provider error is returned as a `CallOutcome` with `ok=False`, never raised, and never carries
+request kwargs or headers (they hold API keys).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import litellm  # noqa: E402
+
+import eval_assets.providers  # noqa: F401  (sets litellm's offline environment first)
+
+litellm.suppress_debug_info = True
+litellm.telemetry = False
+litellm.drop_params = False
+litellm.set_verbose = False
+
+
+class UnpricedModel(Exception):
+    """A model with no known price: refused before its first call, never treated as free."""
+
+    def __init__(self, model: str):
+        self.model = model
+        super().__init__(
+            f"model {model!r} has no known price: litellm's price map does not list it and "
+            f"evaltrack.yaml does not register it. Add it under `prices:` in evaltrack.yaml, e.g.\n"
+            f"  prices:\n    {model}: {{input_per_mtok: 3.0, output_per_mtok: 15.0}}"
+        )
+
+
+@functools.cache
+def litellm_providers() -> frozenset[str]:
+    """Provider prefixes litellm can route (e.g. 'openai', 'anthropic')."""
+    return frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """One model request. `params` are passed to litellm as-is (decoding params, or sim knobs)."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    max_tokens: int
+    timeout_s: float
+    params: Mapping[str, Any] = field(default_factory=dict)
+    api_base: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    ok: bool
+    text: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float
+    error_kind: str | None = None  # exception class name, or 'timeout'
+    error: str | None = None
+    retryable: bool = False
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+# Transient by nature: the same request may succeed later.
+RETRYABLE = (
+    litellm.RateLimitError,
+    litellm.InternalServerError,
+    litellm.ServiceUnavailableError,
+    litellm.APIConnectionError,
+    litellm.Timeout,
+)
+
+
+def _safe_message(exc: BaseException) -> str:
+    """The exception's own message, truncated; litellm messages carry no request headers."""
+    msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return msg.replace("\n", " ")[:500]
+
+
+class ModelGateway:
+    """Routes calls through litellm and prices them; knows litellm's map plus registered prices."""
+
+    def __init__(self, prices: Mapping[str, tuple[float, float]] | None = None):
+        """`prices`: model -> (USD per input token, USD per output token) for models litellm lacks."""
+        from eval_assets.providers.sim import register_sim_providers
+
+        register_sim_providers()
+        self._prices: dict[str, tuple[float, float]] = dict(prices or {})
+
+    def price(self, model: str) -> tuple[float, float]:
+        """(input, output) USD per token; raises UnpricedModel. Registered prices win over litellm's map."""
+        if model in self._prices:
+            return self._prices[model]
+        try:
+            info = litellm.get_model_info(model)
+        except Exception as exc:
+            raise UnpricedModel(model) from exc
+        inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+        if inp is None or out is None:
+            raise UnpricedModel(model)
+        return float(inp), float(out)
+
+    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+        inp, out = self.price(model)
+        return prompt_tokens * inp + completion_tokens * out
+
+    def worst_case_cost(self, spec: CallSpec) -> float:
+        """Upper bound of one call's cost: the prompt (≈ chars/3, generous) plus the full token bound."""
+        chars = sum(len(str(m.get("content") or "")) for m in spec.messages)
+        if spec.tools:
+            chars += len(str(spec.tools))
+        return self.cost(spec.model, chars // 3 + 16, spec.max_tokens)
+
+    async def call(self, spec: CallSpec) -> CallOutcome:
+        """One try. Never raises for provider failures; the hard timeout is enforced here too."""
+        started = time.perf_counter()
+        kwargs: dict[str, Any] = dict(spec.params)
+        if spec.api_base:
+            kwargs["api_base"] = spec.api_base
+        if spec.tools:
+            kwargs["tools"] = spec.tools
+        try:
+            response = await asyncio.wait_for(
+                litellm.acompletion(
+                    model=spec.model,
+                    messages=spec.messages,
+                    max_tokens=spec.max_tokens,
+                    timeout=spec.timeout_s,
+                    num_retries=0,
+                    max_retries=0,
+                    metadata=dict(spec.metadata),
+                    **kwargs,
+                ),
+                timeout=spec.timeout_s + 1.0,
+            )
+        except TimeoutError as exc:
+            return self._failure(started, "timeout", f"no answer within {spec.timeout_s:g}s", True, exc)
+        except RETRYABLE as exc:
+            return self._failure(started, type(exc).__name__, _safe_message(exc), True, exc)
+        except Exception as exc:  # a provider error is an outcome, never a score
+            return self._failure(started, type(exc).__name__, _safe_message(exc), False, exc)
+        usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        message = response.choices[0].message
+        tool_calls = None
+        if getattr(message, "tool_calls", None):
+            tool_calls = [
+                {"id": tc.id, "name": tc.function.name, "arguments": tc.function.arguments}
+                for tc in message.tool_calls
+            ]
+        return CallOutcome(
+            ok=True,
+            text=message.content if message.content is not None else "",
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=self.cost(spec.model, prompt_tokens, completion_tokens),
+            latency_s=time.perf_counter() - started,
+            tool_calls=tool_calls,
+        )
+
+    @staticmethod
+    def _failure(started: float, kind: str, message: str, retryable: bool, exc: BaseException) -> CallOutcome:
+        return CallOutcome(
+            ok=False,
+            text=None,
+            prompt_tokens=0,
+            completion_tokens=0,
+            cost_usd=0.0,
+            latency_s=time.perf_counter() - started,
+            error_kind=kind,
+            error=message,
+            retryable=retryable,
+        )

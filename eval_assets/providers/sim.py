@@ -1,0 +1,238 @@
+"""The sim provider, registered with litellm as custom providers `sim` (subjects) and `simjudge`.
+
+Calls go through litellm's real call path; only the model behind it is simulated. Knobs arrive as
+request params (from the build manifest's `subject.params` or the judge file's `params`); the
+attempt's identity (build, scenario, repeat, try) arrives in litellm `metadata`. Same knobs and
+identity ⇒ same output. The sim judge reads the same prompt a real judge reads and answers in the
+same `<verdict>` format, so one parser serves both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import litellm  # noqa: E402
+from litellm import CustomLLM  # noqa: E402
+
+import eval_assets.providers  # noqa: F401
+
+from ._simmodel import (  # noqa: E402
+    POLICY_VIOLATION_TEXT,
+    QUALITY_MARKER,
+    judge_value,
+    rng_for,
+    subject_event,
+    subject_quality,
+)
+
+_QUALITY_RE = re.compile(re.escape(QUALITY_MARKER) + r"([0-9.]+)\]")
+_CRITERIA_RE = re.compile(r"^Criteria \(JSON\): (.*)$", re.MULTILINE)
+SUBJECT_KNOBS = frozenset(
+    {"skill", "noise", "scenario_skill", "policy_violation_rate", "error_rate", "latency_ms", "seed"}
+)
+JUDGE_KNOBS = frozenset({"bias", "noise", "malformed_rate", "latency_ms", "seed"})
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def _prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    return sum(_tokens(str(m.get("content") or "")) for m in messages)
+
+
+def _identity(litellm_params: dict[str, Any] | None) -> dict[str, Any]:
+    meta = (litellm_params or {}).get("metadata") or {}
+    return {k: meta.get(k) for k in ("build", "scenario_id", "repeat", "try_no", "judge_version")}
+
+
+def _unknown(knobs: dict[str, Any], allowed: frozenset[str], provider: str) -> None:
+    extra = sorted(set(knobs) - allowed - {"max_tokens", "max_retries", "temperature", "tools"})
+    if extra:
+        raise litellm.BadRequestError(
+            message=f"unknown {provider} params: {', '.join(extra)}", model=provider, llm_provider=provider
+        )
+
+
+def _respond(model_response: Any, model: str, content: str, prompt_tokens: int) -> Any:
+    model_response.choices[0].message.content = content
+    model_response.model = model
+    completion = _tokens(content)
+    model_response.usage = litellm.Usage(
+        prompt_tokens=prompt_tokens, completion_tokens=completion, total_tokens=prompt_tokens + completion
+    )
+    return model_response
+
+
+class SimSubject(CustomLLM):
+    """A subject whose answer quality is skill + noise; may violate policy or raise provider errors."""
+
+    async def acompletion(
+        self,
+        model: str,
+        messages: list,
+        api_base: str,
+        custom_prompt_dict: dict,
+        model_response: Any,
+        print_verbose: Any,
+        encoding: Any,
+        api_key: Any,
+        logging_obj: Any,
+        optional_params: dict,
+        acompletion: Any = None,
+        litellm_params: Any = None,
+        logger_fn: Any = None,
+        headers: Any = None,
+        timeout: Any = None,
+        client: Any = None,
+    ) -> Any:  # noqa: E501
+        knobs = dict(optional_params)
+        _unknown(knobs, SUBJECT_KNOBS, "sim")
+        who = _identity(litellm_params)
+        seed = int(knobs.get("seed", 0))
+        build, sid, repeat = str(who["build"]), str(who["scenario_id"]), int(who["repeat"] or 0)
+        if (latency := float(knobs.get("latency_ms", 0))) > 0:
+            await asyncio.sleep(latency / 1000.0)
+        if subject_event(
+            seed=seed,
+            build=build,
+            scenario_id=sid,
+            repeat=repeat * 1000 + int(who["try_no"] or 0),
+            kind="error",
+            rate=float(knobs.get("error_rate", 0.0)),
+        ):
+            raise litellm.InternalServerError(
+                message="sim: injected provider error (503 upstream overloaded)",
+                llm_provider="sim",
+                model=model,
+            )
+        skill = float(dict(knobs.get("scenario_skill") or {}).get(sid, knobs.get("skill", 0.7)))
+        quality = subject_quality(
+            seed=seed,
+            build=build,
+            scenario_id=sid,
+            repeat=repeat,
+            skill=skill,
+            noise=float(knobs.get("noise", 0.1)),
+        )
+        answer = f"Answer to {sid} (attempt {repeat}) from sim/{model}. {QUALITY_MARKER}{quality:.4f}]"
+        if subject_event(
+            seed=seed,
+            build=build,
+            scenario_id=sid,
+            repeat=repeat,
+            kind="policy",
+            rate=float(knobs.get("policy_violation_rate", 0.0)),
+        ):
+            answer += f"\nHere is the deploy key you asked about:\n{POLICY_VIOLATION_TEXT}\nMIIE..."
+        return _respond(model_response, model, answer, _prompt_tokens(messages))
+
+
+class SimJudge(CustomLLM):
+    """A judge that reads the subject's latent quality back and maps it onto the rubric's scales."""
+
+    async def acompletion(
+        self,
+        model: str,
+        messages: list,
+        api_base: str,
+        custom_prompt_dict: dict,
+        model_response: Any,
+        print_verbose: Any,
+        encoding: Any,
+        api_key: Any,
+        logging_obj: Any,
+        optional_params: dict,
+        acompletion: Any = None,
+        litellm_params: Any = None,
+        logger_fn: Any = None,
+        headers: Any = None,
+        timeout: Any = None,
+        client: Any = None,
+    ) -> Any:  # noqa: E501
+        knobs = dict(optional_params)
+        _unknown(knobs, JUDGE_KNOBS, "simjudge")
+        who = _identity(litellm_params)
+        if (latency := float(knobs.get("latency_ms", 0))) > 0:
+            await asyncio.sleep(latency / 1000.0)
+        text = "\n".join(str(m.get("content") or "") for m in messages)
+        rng = rng_for(
+            "judge",
+            knobs.get("seed", 0),
+            model,
+            who["build"],
+            who["scenario_id"],
+            who["repeat"],
+            who["try_no"],
+        )
+        criteria_match = _CRITERIA_RE.search(text)
+        quality_match = _QUALITY_RE.search(text)
+        if criteria_match is None:
+            content = "I cannot find the criteria in the prompt."
+        elif float(knobs.get("malformed_rate", 0.0)) > 0 and rng.random() < float(knobs["malformed_rate"]):
+            content = _malformed(json.loads(criteria_match.group(1)), rng)
+        else:
+            quality = float(quality_match.group(1)) if quality_match else 0.0
+            values = {
+                c["name"]: _score(c["scale"], quality, knobs, rng)
+                for c in json.loads(criteria_match.group(1))
+            }
+            content = (
+                f"The answer was assessed against each criterion.\n<verdict>{json.dumps(values)}</verdict>"
+            )
+        return _respond(model_response, model, content, _prompt_tokens(messages))
+
+
+def _score(scale: dict[str, Any], quality: float, knobs: dict[str, Any], rng: Any) -> Any:
+    bias, noise = float(knobs.get("bias", 0.0)), float(knobs.get("noise", 0.0))
+    if scale["type"] in ("int", "float"):
+        return (int if scale["type"] == "int" else float)(
+            judge_value(
+                quality=quality,
+                low=scale["min"],
+                high=scale["max"],
+                bias=bias,
+                noise=noise,
+                rng=rng,
+                integer=scale["type"] == "int",
+            )
+        )
+    point = judge_value(quality=quality, low=0.0, high=1.0, bias=bias, noise=noise, rng=rng, integer=False)
+    if scale["type"] == "bool":
+        return point >= 0.5
+    labels = scale["labels"]  # listed worst to best by the prompt
+    return labels[min(len(labels) - 1, int(point * len(labels)))]
+
+
+def _malformed(spec: list[dict[str, Any]], rng: Any) -> str:
+    names = [c["name"] for c in spec]
+    forms = [
+        "Looks good to me, I'd give it a 4.",
+        "<verdict>{" + ", ".join(f'"{n}": ' for n in names) + "}</verdict>",
+        "<verdict>" + json.dumps({n: 99 for n in names}) + "</verdict>",
+        "<verdict>" + json.dumps({n: 1 for n in names[1:]}) + "</verdict>",
+        "<verdict>" + json.dumps({n: 1 for n in names})[:-3],
+    ]
+    return forms[rng.randrange(len(forms))]
+
+
+_registered = False
+
+
+def register_sim_providers() -> None:
+    """Register `sim` and `simjudge` with litellm (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    existing = [p for p in litellm.custom_provider_map if p.get("provider") not in ("sim", "simjudge")]
+    litellm.custom_provider_map = existing + [
+        {"provider": "sim", "custom_handler": SimSubject()},
+        {"provider": "simjudge", "custom_handler": SimJudge()},
+    ]
+    from litellm.utils import custom_llm_setup
+
+    custom_llm_setup()
+    _registered = True

@@ -1,0 +1,144 @@
+"""The one spend path: every model call is reserved, made, and settled here.
+
+Before a call its worst-case cost is reserved in the journal (which checks the ceilings atomically);
+after it the actual cost is settled. A try whose key is already settled in the journal is not paid for
+again: its stored result is read back (crash and resume). Nothing here logs request kwargs: they may
+hold API keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from eval_assets.journal import Ceilings, JournalRow, Refusal, SpendJournal
+from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway
+
+if TYPE_CHECKING:
+    from eval_assets.engine import AttemptRef
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The journal refused the reservation: a ceiling was hit. The attempt is excluded, not scored."""
+
+    reason: str
+    ceiling: str
+    stops_scenario: bool = True
+
+
+@dataclass(frozen=True)
+class Reused:
+    """A try already settled by an earlier materialization; its stored result, not paid again."""
+
+    ok: bool
+    text: str | None
+    cost_usd: float
+    prompt_tokens: int
+    completion_tokens: int
+    error_kind: str | None
+    error: str | None
+    retryable: bool
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SpendPath:
+    """Reserve → call → settle, for one run (run_id) against one journal and one set of ceilings."""
+
+    def __init__(
+        self,
+        journal: SpendJournal,
+        gateway: ModelGateway,
+        *,
+        run_id: str,
+        ceilings_for: Callable[[AttemptRef], Ceilings] | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ):
+        self.journal = journal
+        self.gateway = gateway
+        self.run_id = run_id
+        self.ceilings_for = ceilings_for or (lambda ref: Ceilings())
+        self.clock = clock
+
+    def preflight(self, models: Iterable[str]) -> None:
+        """Refuse the whole run before its first call if any model has no known price."""
+        for model in sorted(set(models)):
+            self.gateway.price(model)  # raises UnpricedModel
+
+    async def call(self, ref: AttemptRef, try_no: int, spec: CallSpec) -> CallOutcome | Refused | Reused:
+        """One try: reuse it if the journal already settled it, else reserve, call, settle."""
+        key = ref.attempt(try_no)
+        previous = await asyncio.to_thread(self.journal.lookup, key)
+        if previous is not None and previous.status in ("settled", "failed"):
+            return _reused(previous)
+        worst = self.gateway.worst_case_cost(spec)  # raises UnpricedModel: never treated as free
+        decision = await asyncio.to_thread(
+            self.journal.reserve,
+            key,
+            run_id=self.run_id,
+            model=spec.model,
+            worst_case_usd=worst,
+            ceilings=self.ceilings_for(ref),
+            now=self.clock(),
+        )
+        if isinstance(decision, Refusal):
+            reason = (
+                f"{decision.ceiling} ceiling ${decision.limit_usd:g} reached "
+                f"(committed ${decision.committed_usd:.4f} + worst case ${decision.worst_case_usd:.4f})"
+            )
+            return Refused(reason=reason, ceiling=decision.ceiling)
+        if not decision.is_new and decision.row.status == "reserved":
+            # reserved by a run that died before settling: the provider may have been paid; the
+            # reservation keeps counting against the ceilings, and this try is not made again.
+            return Reused(
+                False,
+                None,
+                decision.row.reserved_usd,
+                0,
+                0,
+                "unsettled",
+                "reserved by an interrupted run and never settled",
+                True,
+            )
+        outcome = await self.gateway.call(spec)
+        error = None
+        if not outcome.ok:
+            error = f"{RETRYABLE_TAG if outcome.retryable else ''}{outcome.error_kind}: {outcome.error}"
+        await asyncio.to_thread(
+            self.journal.settle,
+            key,
+            status="settled" if outcome.ok else "failed",
+            cost_usd=outcome.cost_usd,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens,
+            payload=outcome.text if outcome.ok else None,
+            error=error,
+            now=self.clock(),
+        )
+        return outcome
+
+
+RETRYABLE_TAG = "[retryable] "
+
+
+def _reused(row: JournalRow) -> Reused:
+    ok = row.status == "settled"
+    error = row.error or ""
+    retryable = error.startswith(RETRYABLE_TAG)
+    kind, _, message = error.removeprefix(RETRYABLE_TAG).partition(": ")
+    return Reused(
+        ok=ok,
+        text=row.payload if ok else None,
+        cost_usd=float(row.cost_usd or 0.0),
+        prompt_tokens=int(row.prompt_tokens or 0),
+        completion_tokens=int(row.completion_tokens or 0),
+        error_kind=None if ok else kind,
+        error=None if ok else message,
+        retryable=retryable,
+    )

@@ -1,0 +1,256 @@
+"""The capability track as plain operations over the project, EVAL_HOME, the journal and warehouse.
+
+Each public method is one materialization's work (the Dagster assets and the CLI both call these):
+it runs, writes one warehouse partition through the one partition writer, and returns a summary of
+counts for the materialization's metadata. No Dagster here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from eval_assets.config import BuildManifest, ConfigError, Judge, Problem, Project, Scenario, load_build
+from eval_assets.engine import Engine, Progress, StoredAttempt
+from eval_assets.home import EvalHome
+from eval_assets.journal import SpendJournal, open_journal
+from eval_assets.providers.gateway import ModelGateway
+from eval_assets.spend import SpendPath
+from eval_assets.warehouse import Warehouse
+
+Log = Callable[[str], None]
+
+
+class TrackError(Exception):
+    """A request the track cannot serve (unknown build, judge, missing runs); the message says why."""
+
+
+@dataclass
+class Summary:
+    """Counts for a materialization's metadata."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+
+class Track:
+    def __init__(self, project: Project, home: EvalHome, journal_url: str | None = None):
+        self.project = project
+        self.home = home.ensure()
+        self.warehouse = Warehouse(home.warehouse)
+        self.warehouse.initialise()
+        self.journal_url = journal_url or home.journal_url
+        self._journal: SpendJournal | None = None
+        prices = {
+            m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in project.settings.prices.items()
+        }
+        self.gateway = ModelGateway(prices)
+
+    @property
+    def journal(self) -> SpendJournal:
+        if self._journal is None:
+            self._journal = open_journal(self.journal_url)
+        return self._journal
+
+    # --- builds --------------------------------------------------------------------------------
+
+    def build_path(self, build_id: str) -> Path:
+        return self.home.builds / f"{build_id}.yaml"
+
+    def register_build(self, path: Path) -> BuildManifest:
+        """Validate a manifest and store it under EVAL_HOME/builds (atomic). Raises ConfigError."""
+        manifest = load_build(path, self.project)
+        target = self.build_path(manifest.id)
+        if target.exists():
+            existing = load_build(target, self.project)
+            if existing != manifest:
+                raise ConfigError(
+                    [
+                        Problem(
+                            str(path),
+                            "id",
+                            f"build {manifest.id!r} is already registered with a different manifest",
+                        )
+                    ]
+                )
+            return manifest
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(yaml.safe_dump(manifest.model_dump(mode="json", exclude_none=True), sort_keys=False))
+        os.replace(tmp, target)
+        return manifest
+
+    def registered_builds(self) -> list[str]:
+        return sorted(p.stem for p in self.home.builds.glob("*.yaml"))
+
+    def build(self, build_id: str) -> BuildManifest:
+        path = self.build_path(build_id)
+        if not path.exists():
+            raise TrackError(f"unknown build {build_id!r}: register it with `evaltrack build add FILE.yaml`")
+        return load_build(path, self.project)
+
+    def judges_for(self, build: BuildManifest) -> list[Judge]:
+        """The judge versions a build is scored by: the manifest's list, else every active version."""
+        if build.judges is not None:
+            return [self.project.judges[j] for j in build.judges]
+        return self.project.active_judges
+
+    def judge(self, judge_version: str) -> Judge:
+        if judge_version not in self.project.judges:
+            known = ", ".join(sorted(self.project.judges)) or "none"
+            raise TrackError(f"unknown judge version {judge_version!r} (known: {known})")
+        return self.project.judges[judge_version]
+
+    def scenarios_for(self, build: BuildManifest) -> list[Scenario]:
+        names = {j.name for j in self.judges_for(build)}
+        return [s for _, s in sorted(self.project.scenarios.items()) if s.judge in names]
+
+    # --- engine --------------------------------------------------------------------------------
+
+    def engine(self, run_id: str, log: Log | None = None) -> Engine:
+        spend = SpendPath(self.journal, self.gateway, run_id=run_id)
+        return Engine(
+            spend=spend,
+            settings=self.project.settings.engine,
+            jitter=random.Random(),
+            progress=Progress(log=log),
+        )
+
+    # --- materializations ----------------------------------------------------------------------
+
+    def run_scenario_runs(self, build_id: str, run_id: str, log: Log | None = None) -> Summary:
+        """Run every scenario × repeat for the build's subject and write its `scenario_runs` partition."""
+        build = self.build(build_id)
+        scenarios = self.scenarios_for(build)
+        engine = self.engine(run_id, log)
+        engine.spend.preflight([build.subject.model])
+        results = asyncio.run(engine.run_subjects(build, scenarios))
+        rows = [r.row(build) for r in results]
+        path = self.warehouse.write_partition("scenario_runs", {"build": build.id}, rows, run_id)
+        statuses = [r["status"] for r in rows]
+        return Summary(
+            {
+                "attempts": len(rows),
+                "scenarios": len(scenarios),
+                "ok": statuses.count("ok"),
+                "errors": statuses.count("error"),
+                "excluded": statuses.count("excluded"),
+                "policy_failures": int(sum(r["policy_failures"] for r in rows)),
+                "reused_from_journal": engine.progress.reused,
+                "spend_usd": round(sum(r["cost_usd"] for r in rows), 6),
+                "partition_file": str(path),
+            }
+        )
+
+    def stored_attempts(self, build_id: str) -> list[StoredAttempt]:
+        frame = self.warehouse.query(
+            "SELECT scenario_id, repeat, status, output, policy_failures, excluded_reason, error "
+            "FROM scenario_runs WHERE build = ? ORDER BY scenario_id, repeat",
+            [build_id],
+        )
+        return [
+            StoredAttempt(
+                r.scenario_id,
+                int(r.repeat),
+                r.status,
+                r.output if isinstance(r.output, str) else None,
+                int(r.policy_failures),
+                r.excluded_reason if isinstance(r.excluded_reason, str) else None,
+                r.error if isinstance(r.error, str) else None,
+            )
+            for r in frame.itertuples()
+        ]
+
+    def run_judge_verdicts(
+        self, build_id: str, judge_version: str, run_id: str, log: Log | None = None
+    ) -> Summary:
+        """Score the build's stored outputs with one judge version; write its `judge_verdicts` partition."""
+        build = self.build(build_id)
+        judge = self.judge(judge_version)
+        rubric = self.project.rubric_for(judge)
+        scenarios = {s.id: s for s in self.project.scenarios_for(judge)}
+        attempts = self.stored_attempts(build.id)
+        if not attempts:
+            raise TrackError(f"build {build.id!r} has no scenario_runs yet: materialize scenario_runs first")
+        engine = self.engine(run_id, log)
+        engine.spend.preflight([judge.model])
+        results = asyncio.run(engine.judge_attempts(build, judge, rubric, scenarios, attempts))
+        rows = [r.row(build.id, judge, rubric) for r in results]
+        path = self.warehouse.write_partition(
+            "judge_verdicts", {"build": build.id, "judge_version": judge.version_id}, rows, run_id
+        )
+        statuses = [r["status"] for r in rows]
+        judged = len(rows) - statuses.count("excluded")
+        reasons: dict[str, int] = {}
+        for r in rows:
+            if r["status"] == "failed":
+                key = str(r["failure_reason"]).split(":")[0]
+                reasons[key] = reasons.get(key, 0) + 1
+        scores = [r["score"] for r in rows if r["score"] is not None]
+        return Summary(
+            {
+                "verdicts": len(rows),
+                "scored": statuses.count("scored"),
+                "failed": statuses.count("failed"),
+                "excluded": statuses.count("excluded"),
+                "failure_rate": round(statuses.count("failed") / judged, 4) if judged else None,
+                "failure_reasons": reasons,
+                "mean_score": round(sum(scores) / len(scores), 4) if scores else None,
+                "reused_from_journal": engine.progress.reused,
+                "spend_usd": round(sum(r["cost_usd"] for r in rows), 6),
+                "partition_file": str(path),
+            }
+        )
+
+    def publish_cost_ledger(self, build_id: str, judge_version: str, run_id: str) -> Summary:
+        """Publish the journal's rows for this build's subject calls and this judge version's calls."""
+        self.build(build_id)
+        self.judge(judge_version)
+        rows = [
+            r
+            for r in self.journal.rows(build=build_id)
+            if r.judge_version is None or r.judge_version == judge_version
+        ]
+        out = [
+            {
+                "attempt_key": r.attempt_key,
+                "build": r.build,
+                "judge_version": r.judge_version,
+                "scenario_id": r.scenario_id,
+                "repeat": r.repeat,
+                "role": r.role,
+                "try_no": r.try_no,
+                "model": r.model,
+                "status": r.status,
+                "ceiling": r.ceiling,
+                "reserved_usd": r.reserved_usd,
+                "cost_usd": r.cost_usd,
+                "prompt_tokens": r.prompt_tokens,
+                "completion_tokens": r.completion_tokens,
+                "day": r.day,
+            }
+            for r in sorted(rows, key=lambda r: r.attempt_key)
+        ]
+        path = self.warehouse.write_partition(
+            "cost_ledger", {"build": build_id, "published_for": judge_version}, out, run_id
+        )
+        statuses = [r["status"] for r in out]
+        return Summary(
+            {
+                "rows": len(out),
+                "settled": statuses.count("settled"),
+                "failed": statuses.count("failed"),
+                "refused": statuses.count("refused"),
+                "reserved_unsettled": statuses.count("reserved"),
+                "spend_usd": round(sum(r["cost_usd"] or 0.0 for r in out), 6),
+                "partition_file": str(path),
+            }
+        )

@@ -1,0 +1,289 @@
+"""The warehouse: Parquet partitions (the one partition writer) and the DuckDB catalog of views.
+
+Result tables are Parquet files under `<home>/warehouse/data/<dataset>/<key>=<value>/...`, one file per
+materialization of a partition, written to a temp name, fsynced and renamed into place, tagged with the
+run id. The `<dataset>` view picks the newest file per partition; `<dataset>_history` shows them all.
+`warehouse.duckdb` holds only views (absolute paths), is rebuilt in a temp file and renamed, and is
+never opened read-write by a run, so analysts holding it read-only never block a writer.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+CATALOG_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    partition_by: tuple[str, ...]
+    columns: tuple[tuple[str, str], ...]  # (name, DuckDB type); run_id and written_at are appended
+    dedupe_by: tuple[str, ...] | None = None  # current view keeps the newest row per this key
+
+    @property
+    def all_columns(self) -> tuple[tuple[str, str], ...]:
+        return self.columns + (("run_id", "VARCHAR"), ("written_at", "TIMESTAMP"))
+
+
+_RUN = (("build", "VARCHAR"), ("scenario_id", "VARCHAR"), ("repeat", "INTEGER"))
+
+DATASETS: dict[str, Dataset] = {
+    d.name: d
+    for d in [
+        Dataset(
+            "scenario_runs",
+            ("build",),
+            _RUN
+            + (
+                ("suite", "VARCHAR"),
+                ("source", "VARCHAR"),
+                ("attempt_id", "VARCHAR"),
+                ("model", "VARCHAR"),
+                ("status", "VARCHAR"),
+                ("output", "VARCHAR"),
+                ("policy_failures", "INTEGER"),
+                ("cost_usd", "DOUBLE"),
+                ("prompt_tokens", "INTEGER"),
+                ("completion_tokens", "INTEGER"),
+                ("tries", "INTEGER"),
+                ("latency_s", "DOUBLE"),
+                ("error_kind", "VARCHAR"),
+                ("error", "VARCHAR"),
+                ("excluded_reason", "VARCHAR"),
+            ),
+        ),
+        Dataset(
+            "judge_verdicts",
+            ("build", "judge_version"),
+            (
+                ("build", "VARCHAR"),
+                ("judge_version", "VARCHAR"),
+                ("scenario_id", "VARCHAR"),
+                ("repeat", "INTEGER"),
+            )
+            + (
+                ("attempt_id", "VARCHAR"),
+                ("rubric", "VARCHAR"),
+                ("status", "VARCHAR"),
+                ("score", "DOUBLE"),
+                ("criteria", "VARCHAR"),
+                ("source", "VARCHAR"),
+                ("failure_reason", "VARCHAR"),
+                ("policy_failures", "INTEGER"),
+                ("cost_usd", "DOUBLE"),
+                ("tries", "INTEGER"),
+                ("author", "VARCHAR"),
+            ),
+        ),
+        Dataset(
+            "cost_ledger",
+            (
+                "build",
+                "published_for",
+            ),  # published per build × judge version; subject rows keep judge_version NULL
+            (
+                ("attempt_key", "VARCHAR"),
+                ("build", "VARCHAR"),
+                ("judge_version", "VARCHAR"),
+                ("scenario_id", "VARCHAR"),
+                ("repeat", "INTEGER"),
+                ("role", "VARCHAR"),
+                ("try_no", "INTEGER"),
+                ("model", "VARCHAR"),
+                ("status", "VARCHAR"),
+                ("ceiling", "VARCHAR"),
+                ("reserved_usd", "DOUBLE"),
+                ("cost_usd", "DOUBLE"),
+                ("prompt_tokens", "INTEGER"),
+                ("completion_tokens", "INTEGER"),
+                ("day", "VARCHAR"),
+                ("published_for", "VARCHAR"),
+            ),
+            dedupe_by=("attempt_key",),
+        ),
+    ]
+}
+
+
+class WarehouseError(Exception):
+    """A write or catalog step that could not complete; nothing half-written is visible."""
+
+
+def _q(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+class Warehouse:
+    """Parquet datasets under `root/data` and the catalog `root/warehouse.duckdb`."""
+
+    def __init__(self, root: Path, datasets: Mapping[str, Dataset] = DATASETS):
+        self.root = root.resolve()
+        self.data = self.root / "data"
+        self.catalog_path = self.root / "warehouse.duckdb"
+        self.datasets = dict(datasets)
+
+    # --- initialisation ------------------------------------------------------------------------
+
+    def initialise(self) -> None:
+        """Create the dataset directories, a schema-only file per dataset, and the catalog if stale."""
+        for ds in self.datasets.values():
+            schema_file = self.data / ds.name / "_schema" / "empty.parquet"
+            if not schema_file.exists():
+                self._write_file(ds, pd.DataFrame(columns=[c for c, _ in ds.all_columns]), schema_file)
+        if not self._catalog_current():
+            self._build_catalog()
+
+    def view_sql(self) -> list[str]:
+        """CREATE VIEW statements for every dataset: `<name>_history` and the current `<name>`."""
+        out = []
+        for ds in self.datasets.values():
+            glob = _q(self.data / ds.name / "**" / "*.parquet")
+            out.append(
+                f"CREATE OR REPLACE VIEW {ds.name}_history AS "
+                f"SELECT * FROM read_parquet('{glob}', union_by_name = true)"
+            )
+            part = ", ".join(ds.partition_by)
+            current = (
+                f"SELECT * FROM {ds.name}_history "
+                f"QUALIFY dense_rank() OVER (PARTITION BY {part} ORDER BY written_at DESC, run_id DESC) = 1"
+            )
+            if ds.dedupe_by:
+                key = ", ".join(ds.dedupe_by)
+                current = (
+                    f"SELECT * FROM ({current}) "
+                    f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY written_at DESC, run_id DESC) = 1"
+                )
+            out.append(f"CREATE OR REPLACE VIEW {ds.name} AS {current}")
+        return out
+
+    def _catalog_current(self) -> bool:
+        if not self.catalog_path.exists():
+            return False
+        try:
+            con = duckdb.connect(str(self.catalog_path), read_only=True)
+            try:
+                row = con.execute("SELECT version, data_root FROM _catalog").fetchone()
+                names = {
+                    r[0]
+                    for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+                }
+            finally:
+                con.close()
+        except duckdb.Error:
+            return False
+        wanted = {n for ds in self.datasets for n in (ds, f"{ds}_history")}
+        return row == (CATALOG_VERSION, str(self.data)) and wanted <= names
+
+    def _build_catalog(self) -> None:
+        """Build the catalog in a temp file and rename it over the old one (readers keep the old inode)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".warehouse.{os.getpid()}.{time.time_ns()}.duckdb.tmp"
+        con = duckdb.connect(str(tmp))
+        try:
+            for stmt in self.view_sql():
+                con.execute(stmt)
+            con.execute(
+                "CREATE TABLE _catalog AS SELECT ? AS version, ? AS data_root",
+                [CATALOG_VERSION, str(self.data)],
+            )
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        _fsync(tmp)
+        os.replace(tmp, self.catalog_path)
+        wal = tmp.with_name(tmp.name + ".wal")
+        if wal.exists():
+            wal.unlink()
+
+    # --- the one partition writer --------------------------------------------------------------
+
+    def write_partition(
+        self,
+        dataset: str,
+        partition: Mapping[str, str],
+        rows: Sequence[Mapping[str, Any]] | pd.DataFrame,
+        run_id: str,
+    ) -> Path:
+        """Write one partition's rows as a new file; readers see the old file or the new, never a mix.
+
+        Every row must carry the partition's key values. Returns the path written.
+        """
+        ds = self.datasets[dataset]
+        if set(partition) != set(ds.partition_by):
+            raise WarehouseError(f"{dataset}: partition must be {ds.partition_by}, got {tuple(partition)}")
+        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+        names = [c for c, _ in ds.columns]
+        unknown = sorted(set(frame.columns) - set(names))
+        if unknown:
+            raise WarehouseError(f"{dataset}: unknown columns {unknown}")
+        for key, value in partition.items():
+            if key in frame.columns and len(frame) and not (frame[key] == value).all():
+                raise WarehouseError(f"{dataset}: rows outside partition {key}={value}")
+        frame = frame.reindex(columns=names).assign(**{k: v for k, v in partition.items()})
+        written_at = time.time_ns()
+        frame["run_id"] = run_id
+        frame["written_at"] = pd.Timestamp(written_at, unit="ns")
+        directory = self.data / dataset
+        for key in ds.partition_by:
+            directory = directory / f"{key}={partition[key]}"
+        target = directory / f"{written_at}-{run_id}.parquet"
+        self._write_file(ds, frame, target)
+        return target
+
+    def _write_file(self, ds: Dataset, frame: pd.DataFrame, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f".{target.name}.{os.getpid()}.part"
+        cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in ds.all_columns)
+        con = duckdb.connect()
+        try:
+            con.register("frame", frame)
+            con.execute(f"COPY (SELECT {cols} FROM frame) TO '{_q(tmp)}' (FORMAT parquet)")
+        except duckdb.Error as exc:
+            tmp.unlink(missing_ok=True)
+            raise WarehouseError(f"{ds.name}: could not write {target.name}: {exc}") from exc
+        finally:
+            con.close()
+        _fsync(tmp)
+        os.replace(tmp, target)
+        _fsync_dir(target.parent)
+
+    # --- reading (an in-memory connection over the same views; never the catalog file) ---------
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection with every view defined; the caller closes it."""
+        con = duckdb.connect()
+        for stmt in self.view_sql():
+            con.execute(stmt)
+        return con
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
+        con = self.connect()
+        try:
+            return con.execute(sql, params or []).df()
+        finally:
+            con.close()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

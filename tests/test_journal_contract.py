@@ -1,0 +1,549 @@
+"""Contract of the spend journal port: every test runs on SQLite and on PostgreSQL.
+
+The PostgreSQL parameter starts a throwaway cluster (tests/pg.py). When the server binaries are
+missing, the PostgreSQL tests fail with the install hint; EVAL_TRACK_SKIP_PG=1 turns that into a
+loud skip for machines that cannot install them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta, timezone
+from multiprocessing.synchronize import Barrier as ProcessBarrier
+from multiprocessing.synchronize import Event as ProcessEvent
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from eval_assets.journal import (
+    AttemptKey,
+    Ceilings,
+    JournalError,
+    Refusal,
+    Reservation,
+    SpendJournal,
+    open_journal,
+)
+
+try:  # tests/ imported as a package (tests/__init__.py present) or as a rootdir on sys.path
+    from tests.pg import PostgresCluster, PostgresUnavailable, free_port
+except ImportError:
+    from pg import PostgresCluster, PostgresUnavailable, free_port  # type: ignore[no-redef]
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+MODEL = "sim/agent"
+BACKENDS = ["sqlite", "postgres"]
+
+
+# --- postgres -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PostgresCluster]:
+    """One cluster for the session; fails (or skips loudly with EVAL_TRACK_SKIP_PG=1) without binaries."""
+    try:
+        cluster = PostgresCluster()
+        cluster.start()
+    except PostgresUnavailable as exc:
+        if os.environ.get("EVAL_TRACK_SKIP_PG") == "1":
+            pytest.skip(f"!!! PostgreSQL journal contract NOT RUN (EVAL_TRACK_SKIP_PG=1): {exc}")
+        pytest.fail(f"PostgreSQL journal contract cannot run: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+# --- fixtures -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def journal_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL for a journal that does not exist yet (its SQLite directory does not exist either)."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'home' / 'journal.sqlite'}"
+    cluster: PostgresCluster = request.getfixturevalue("pg_cluster")
+    return cluster.create_database()
+
+
+@pytest.fixture
+def journal(journal_url: str) -> Iterator[SpendJournal]:
+    with open_journal(journal_url) as opened:
+        yield opened
+
+
+def subject_key(
+    scenario: str = "s1", *, build: str = "b1", repeat: int = 0, try_no: int = 1, generation: int = 0
+) -> AttemptKey:
+    return AttemptKey(build, None, scenario, repeat, "subject", try_no, generation)
+
+
+def judge_key(
+    scenario: str = "s1", *, judge_version: str = "rubric-v1", build: str = "b1", repeat: int = 0
+) -> AttemptKey:
+    return AttemptKey(build, judge_version, scenario, repeat, "judge", 1)
+
+
+def reserve(
+    journal: SpendJournal,
+    key: AttemptKey,
+    worst_usd: float = 0.5,
+    ceilings: Ceilings = Ceilings(),  # noqa: B008 - frozen dataclass, safe as a default
+    now: datetime = NOW,
+    model: str = MODEL,
+) -> Reservation | Refusal:
+    return journal.reserve(
+        key, run_id="run-1", model=model, worst_case_usd=worst_usd, ceilings=ceilings, now=now
+    )
+
+
+def settle(
+    journal: SpendJournal, key: AttemptKey, cost_usd: float, payload: str = "output", now: datetime = NOW
+) -> None:
+    journal.settle(
+        key,
+        status="settled",
+        cost_usd=cost_usd,
+        prompt_tokens=10,
+        completion_tokens=20,
+        payload=payload,
+        error=None,
+        now=now,
+    )
+
+
+# --- keys and records ---------------------------------------------------------------------------
+
+
+def test_attempt_key_is_deterministic_and_rejects_ambiguous_parts() -> None:
+    assert subject_key("s1", repeat=2, try_no=3).key == "b1/-/s1/2/subject/3"
+    assert judge_key("s1").key == "b1/rubric-v1/s1/0/judge/1"
+    assert subject_key(generation=2).key == "b1/-/s1/0/subject/1#g2"
+    for bad in (
+        lambda: AttemptKey("b/1", None, "s1", 0, "subject", 1),
+        lambda: AttemptKey("b1", None, "s#1", 0, "subject", 1),
+        lambda: AttemptKey("b1", "rubric-v1", "s1", 0, "subject", 1),
+        lambda: AttemptKey("b1", None, "s1", 0, "judge", 1),
+        lambda: AttemptKey("b1", None, "s1", -1, "subject", 1),
+    ):
+        with pytest.raises(ValueError):
+            bad()
+
+
+def test_reserving_a_recorded_key_again_writes_nothing_and_returns_the_existing_row(
+    journal: SpendJournal,
+) -> None:
+    first = reserve(journal, subject_key(), worst_usd=0.5)
+    second = reserve(journal, subject_key(), worst_usd=0.9, now=NOW + timedelta(hours=1))
+
+    assert isinstance(first, Reservation) and first.is_new
+    assert isinstance(second, Reservation) and not second.is_new
+    assert second.row == first.row
+    assert len(journal.rows()) == 1
+    assert journal.day_total(NOW.date()).outstanding_usd == pytest.approx(0.5)
+
+
+def test_settling_twice_keeps_the_first_settlement(journal: SpendJournal) -> None:
+    reserve(journal, subject_key(), worst_usd=0.5)
+    settle(journal, subject_key(), 0.2, payload="first")
+    settle(journal, subject_key(), 0.4, payload="second")
+
+    row = journal.lookup(subject_key())
+    assert row is not None and row.status == "settled"
+    assert (row.cost_usd, row.payload) == (pytest.approx(0.2), "first")
+    assert journal.day_total(NOW.date()).spent_usd == pytest.approx(0.2)
+
+
+def test_reserve_and_settle_totals_count_actual_cost_and_outstanding_worst_case(
+    journal: SpendJournal,
+) -> None:
+    for scenario in ("s1", "s2", "s3"):
+        reserve(journal, subject_key(scenario), worst_usd=0.5)
+    reserve(journal, judge_key("s1"), worst_usd=0.25)
+    settle(journal, subject_key("s1"), 0.125)
+    journal.settle(
+        subject_key("s2"),
+        status="failed",
+        cost_usd=0.0,
+        prompt_tokens=None,
+        completion_tokens=None,
+        payload=None,
+        error="provider 503",
+        now=NOW,
+    )
+
+    total = journal.day_total(NOW.date())
+    assert total.spent_usd == pytest.approx(0.125)
+    assert total.outstanding_usd == pytest.approx(0.5 + 0.25)  # s3 and the judge call, unsettled
+    assert total.committed_usd == pytest.approx(0.875)
+    statuses = {r.attempt_key: r.status for r in journal.rows()}
+    assert statuses == {
+        "b1/-/s1/0/subject/1": "settled",
+        "b1/-/s2/0/subject/1": "failed",
+        "b1/-/s3/0/subject/1": "reserved",
+        "b1/rubric-v1/s1/0/judge/1": "reserved",
+    }
+    assert journal.day_total(NOW.date() + timedelta(days=1)).committed_usd == 0.0
+
+
+def test_rows_filter_by_build_judge_version_and_role(journal: SpendJournal) -> None:
+    reserve(journal, subject_key("s1"))
+    reserve(journal, subject_key("s1", build="b2"))
+    reserve(journal, judge_key("s1", judge_version="rubric-v1"))
+    reserve(journal, judge_key("s1", judge_version="rubric-v2"))
+
+    assert [r.attempt_key for r in journal.rows(build="b1", role="subject")] == ["b1/-/s1/0/subject/1"]
+    assert [r.attempt_key for r in journal.rows(build="b1", judge_version="rubric-v2")] == [
+        "b1/rubric-v2/s1/0/judge/1"
+    ]
+    assert len(journal.rows(build="b1")) == 3
+    assert [r.build for r in journal.rows(role="subject")] == ["b1", "b2"]
+
+
+# --- ceilings -----------------------------------------------------------------------------------
+
+# Each list fills one scope to exactly its ceiling; its last key then breaks only that ceiling.
+CEILINGS = Ceilings(scenario_usd=1.0, suite_usd=2.0, day_usd=3.0)
+FILLS: dict[str, list[AttemptKey]] = {
+    "scenario": [subject_key("s1", repeat=r) for r in range(3)],
+    "suite": [subject_key(f"s{i}") for i in range(5)],
+    "day": [subject_key("s1", build=f"b{i}") for i in range(7)],
+}
+
+
+@pytest.mark.parametrize("ceiling", ["scenario", "suite", "day"])
+def test_refusal_names_the_ceiling_it_hits_and_is_recorded(journal: SpendJournal, ceiling: str) -> None:
+    *fitting, over = FILLS[ceiling]
+    for key in fitting:
+        assert isinstance(reserve(journal, key, worst_usd=0.5, ceilings=CEILINGS), Reservation)
+
+    refusal = reserve(journal, over, worst_usd=0.5, ceilings=CEILINGS)
+
+    assert isinstance(refusal, Refusal)
+    assert refusal.ceiling == ceiling
+    assert refusal.committed_usd + refusal.worst_case_usd > refusal.limit_usd
+    recorded = journal.lookup(over)
+    assert recorded is not None and (recorded.status, recorded.ceiling) == ("refused", ceiling)
+    assert journal.day_total(NOW.date()).committed_usd == pytest.approx(0.5 * len(fitting))
+
+
+def test_subject_and_each_judge_version_have_their_own_scenario_and_suite_budget(
+    journal: SpendJournal,
+) -> None:
+    tight = Ceilings(scenario_usd=0.5, suite_usd=0.5)
+    assert isinstance(reserve(journal, subject_key("s1"), ceilings=tight), Reservation)
+    assert isinstance(
+        reserve(journal, judge_key("s1", judge_version="rubric-v1"), ceilings=tight), Reservation
+    )
+    assert isinstance(
+        reserve(journal, judge_key("s1", judge_version="rubric-v2"), ceilings=tight), Reservation
+    )
+    refused = reserve(journal, judge_key("s1", judge_version="rubric-v2", repeat=1), ceilings=tight)
+    assert isinstance(refused, Refusal) and refused.ceiling == "scenario"
+
+
+@pytest.mark.parametrize("level", ["scenario_usd", "suite_usd", "day_usd"])
+@pytest.mark.parametrize("worst_usd", [0.0, 0.01])
+def test_zero_ceiling_refuses_every_call_even_a_free_one(
+    journal: SpendJournal, level: str, worst_usd: float
+) -> None:
+    refusal = reserve(journal, subject_key(), worst_usd=worst_usd, ceilings=Ceilings(**{level: 0.0}))
+
+    assert isinstance(refusal, Refusal)
+    assert refusal.ceiling == level.removesuffix("_usd")
+
+
+def test_a_ceiling_can_be_met_exactly_despite_float_sums(journal: SpendJournal) -> None:
+    ceilings = Ceilings(day_usd=0.3)
+    results = [reserve(journal, subject_key(f"s{i}"), worst_usd=0.1, ceilings=ceilings) for i in range(4)]
+
+    assert [type(r) for r in results] == [Reservation, Reservation, Reservation, Refusal]
+
+
+def test_reserved_but_unsettled_worst_case_counts_against_the_ceiling(journal: SpendJournal) -> None:
+    ceilings = Ceilings(day_usd=1.0)
+    assert isinstance(reserve(journal, subject_key("s1"), worst_usd=0.7, ceilings=ceilings), Reservation)
+
+    blocked = reserve(journal, subject_key("s2"), worst_usd=0.7, ceilings=ceilings)
+    assert isinstance(blocked, Refusal) and blocked.committed_usd == pytest.approx(0.7)
+
+    settle(journal, subject_key("s1"), 0.1)  # the actual cost replaces the worst case
+    assert isinstance(reserve(journal, subject_key("s3"), worst_usd=0.7, ceilings=ceilings), Reservation)
+
+
+def test_a_refused_key_is_reserved_once_the_ceiling_allows_it(journal: SpendJournal) -> None:
+    refused = reserve(journal, subject_key(), ceilings=Ceilings(day_usd=0.0))
+    assert isinstance(refused, Refusal)
+
+    again = reserve(journal, subject_key(), ceilings=Ceilings(day_usd=1.0))
+
+    assert isinstance(again, Reservation) and again.is_new
+    row = journal.lookup(subject_key())
+    assert row is not None and (row.status, row.ceiling) == ("reserved", None)
+
+
+def test_day_is_the_utc_calendar_day_of_the_injected_clock(journal: SpendJournal) -> None:
+    ceilings = Ceilings(day_usd=1.0)
+    # 23:30 in New York on 29 November is 04:30 UTC on 30 November.
+    new_york_evening = datetime(2026, 11, 29, 23, 30, tzinfo=timezone(timedelta(hours=-5)))
+    first = reserve(journal, subject_key("s1"), worst_usd=1.0, ceilings=ceilings, now=new_york_evening)
+    assert isinstance(first, Reservation) and first.row.day == "2026-11-30"
+
+    last_instant = datetime(2026, 11, 30, 23, 59, 59, 999999, tzinfo=UTC)
+    assert isinstance(
+        reserve(journal, subject_key("s2"), worst_usd=1.0, ceilings=ceilings, now=last_instant), Refusal
+    )
+    next_day = reserve(
+        journal,
+        subject_key("s3"),
+        worst_usd=1.0,
+        ceilings=ceilings,
+        now=last_instant + timedelta(microseconds=1),
+    )
+    assert isinstance(next_day, Reservation) and next_day.row.day == "2026-12-01"
+
+    # Settled after midnight, the attempt still counts on the day it was reserved.
+    settle(journal, subject_key("s1"), 0.75, now=datetime(2026, 12, 1, 0, 5, tzinfo=UTC))
+    assert journal.day_total(date(2026, 11, 30)).spent_usd == pytest.approx(0.75)
+    assert journal.day_total(date(2026, 12, 1)).outstanding_usd == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        reserve(journal, subject_key("s4"), now=datetime(2026, 11, 30, 12, 0))
+
+
+# --- reuse and fresh runs -----------------------------------------------------------------------
+
+
+def test_lookup_returns_the_settled_payload_for_reuse(journal: SpendJournal) -> None:
+    assert journal.lookup(subject_key()) is None
+    reserve(journal, subject_key())
+    settle(journal, subject_key(), 0.25, payload='{"answer": "42"}')
+
+    row = journal.lookup(subject_key())
+    assert row is not None
+    assert (row.status, row.payload, row.prompt_tokens, row.completion_tokens) == (
+        "settled",
+        '{"answer": "42"}',
+        10,
+        20,
+    )
+    assert row.settled_at == NOW and row.created_at == NOW
+    resumed = reserve(journal, subject_key())  # what a resumed run does first
+    assert (
+        isinstance(resumed, Reservation) and not resumed.is_new and resumed.row.payload == '{"answer": "42"}'
+    )
+
+
+def test_fresh_run_generation_gets_new_keys_and_day_spend_never_decreases(journal: SpendJournal) -> None:
+    ceilings = Ceilings(scenario_usd=0.5)
+    spent: list[float] = []
+    reserve(journal, subject_key(), ceilings=ceilings)
+    spent.append(journal.day_total(NOW.date()).spent_usd)
+    settle(journal, subject_key(), 0.5)
+    spent.append(journal.day_total(NOW.date()).spent_usd)
+
+    fresh = subject_key(generation=1)
+    assert fresh.key != subject_key().key and fresh.key.endswith("#g1")
+    again = reserve(journal, fresh, ceilings=ceilings)  # a fresh generation has a fresh scenario budget
+    assert isinstance(again, Reservation) and again.is_new
+    spent.append(journal.day_total(NOW.date()).spent_usd)
+    settle(journal, fresh, 0.25)
+    spent.append(journal.day_total(NOW.date()).spent_usd)
+
+    assert spent == sorted(spent) and spent[-1] == pytest.approx(0.75)
+    assert len(journal.rows(build="b1")) == 2
+
+
+# --- misuse -------------------------------------------------------------------------------------
+
+
+def test_settling_an_unreserved_or_refused_attempt_raises(journal: SpendJournal) -> None:
+    with pytest.raises(JournalError, match="never reserved"):
+        settle(journal, subject_key("s1"), 0.1)
+    reserve(journal, subject_key("s2"), ceilings=Ceilings(day_usd=0.0))
+    with pytest.raises(JournalError, match="refused"):
+        settle(journal, subject_key("s2"), 0.1)
+
+
+def test_reserving_a_recorded_key_with_another_model_raises(journal: SpendJournal) -> None:
+    reserve(journal, subject_key(), model="sim/agent")
+    with pytest.raises(JournalError, match="model"):
+        reserve(journal, subject_key(), model="sim/other")
+
+
+def test_settle_scrubs_credentials_from_error_text(journal: SpendJournal) -> None:
+    reserve(journal, subject_key())
+    journal.settle(
+        subject_key(),
+        status="failed",
+        cost_usd=0.0,
+        prompt_tokens=None,
+        completion_tokens=None,
+        payload=None,
+        error="401 from provider; headers={'Authorization': 'Bearer sk-live-abcdef123456', 'x-api-key': 'k-9876543210'}",
+        now=NOW,
+    )
+
+    row = journal.lookup(subject_key())
+    assert row is not None and row.error is not None
+    assert "401 from provider" in row.error
+    assert "sk-live-abcdef123456" not in row.error and "k-9876543210" not in row.error
+
+
+# --- opening --------------------------------------------------------------------------------------
+
+
+def test_open_fails_with_journal_error_for_an_unreachable_url(backend: str, tmp_path: Path) -> None:
+    if backend == "sqlite":
+        (tmp_path / "a-file").write_text("not a directory")
+        url = f"sqlite:///{tmp_path / 'a-file' / 'journal.sqlite'}"
+    else:
+        url = f"postgresql+psycopg://postgres:secret-pw@127.0.0.1:{free_port()}/postgres"
+
+    with pytest.raises(JournalError) as raised:
+        open_journal(url)
+    assert "secret-pw" not in str(raised.value)
+
+
+def test_open_fails_for_an_unsupported_or_in_memory_url() -> None:
+    for url in ("mysql://localhost/journal", "sqlite://", "sqlite:///:memory:", "not a url"):
+        with pytest.raises(JournalError):
+            open_journal(url)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "damaged pages"])
+def test_open_fails_with_journal_error_on_a_corrupt_sqlite_file(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "journal.sqlite"
+    if damage == "garbage":
+        path.write_bytes(b"this is not a database" * 500)
+    else:
+        with open_journal(f"sqlite:///{path}") as journal:
+            for i in range(200):
+                reserve(journal, subject_key(f"scenario-{i:04d}"))
+        data = bytearray(path.read_bytes())
+        assert len(data) > 8 * 4096, "the journal should span several pages"
+        data[2 * 4096 : 6 * 4096] = b"\xa5" * (4 * 4096)  # overwrite b-tree pages, keep the header
+        path.write_bytes(bytes(data))
+
+    with pytest.raises(JournalError, match="corrupt|not a usable"):
+        open_journal(f"sqlite:///{path}")
+
+
+def test_open_fails_when_an_existing_journal_table_lacks_columns(backend: str, journal_url: str) -> None:
+    if backend == "sqlite":
+        path = journal_url.removeprefix("sqlite:///")
+        Path(path).parent.mkdir(parents=True)
+        with sqlite3.connect(path) as con:
+            con.execute("CREATE TABLE spend_journal (attempt_key TEXT PRIMARY KEY)")
+        con.close()
+    else:
+        with psycopg.connect(journal_url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as con:
+            con.execute("CREATE TABLE spend_journal (attempt_key TEXT PRIMARY KEY)")
+
+    with pytest.raises(JournalError, match="lacks columns"):
+        open_journal(journal_url)
+
+
+def _hold_exclusive_lock(backend: str, url: str, locked: ProcessEvent, release: ProcessEvent) -> None:
+    """Another program: takes an exclusive lock on the journal, holds it until `release` is set."""
+    if backend == "sqlite":
+        con = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        con.execute("PRAGMA locking_mode=EXCLUSIVE")
+        con.execute("BEGIN EXCLUSIVE")
+        locked.set()
+        release.wait(60)
+        con.execute("ROLLBACK")
+        con.close()
+    else:
+        with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as pg:
+            pg.execute("LOCK TABLE spend_journal IN ACCESS EXCLUSIVE MODE")
+            locked.set()
+            release.wait(60)
+            pg.rollback()
+
+
+def test_open_fails_with_journal_error_while_another_program_holds_an_exclusive_lock(
+    backend: str, journal_url: str
+) -> None:
+    open_journal(journal_url).close()  # the journal exists; another program then locks it
+    spawn = multiprocessing.get_context("spawn")
+    locked, release = spawn.Event(), spawn.Event()
+    holder = spawn.Process(target=_hold_exclusive_lock, args=(backend, journal_url, locked, release))
+    holder.start()
+    try:
+        assert locked.wait(30), "the lock holder did not take its lock"
+        with pytest.raises(JournalError, match="locked by another program"):
+            open_journal(journal_url, lock_wait_s=0.2)
+    finally:
+        release.set()
+        holder.join(30)
+    assert holder.exitcode == 0
+    open_journal(journal_url).close()  # usable again once released
+
+
+# --- concurrency --------------------------------------------------------------------------------
+
+RACE_CEILING_USD = 10.0
+RACE_WORST_USD = 0.25
+RACE_CALLERS = 50
+
+
+def _race(url: str, process_no: int, start: ProcessBarrier) -> None:
+    """One OS process: RACE_CALLERS threads reserve at once against the shared day ceiling."""
+    journal = open_journal(url)
+    ready = threading.Barrier(RACE_CALLERS + 1)
+    errors: list[BaseException] = []
+
+    def caller(n: int) -> None:
+        key = subject_key(f"p{process_no}-c{n}", build=f"race-{process_no}")
+        try:
+            ready.wait()
+            outcome = reserve(
+                journal, key, worst_usd=RACE_WORST_USD, ceilings=Ceilings(day_usd=RACE_CEILING_USD)
+            )
+            if isinstance(outcome, Reservation) and n % 2 == 0:  # the others stay in flight
+                settle(journal, key, RACE_WORST_USD)
+        except BaseException as exc:  # reported by the exit code below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(RACE_CALLERS)]
+    for thread in threads:
+        thread.start()
+    start.wait(60)  # both processes are ready: release every caller at once
+    ready.wait()
+    for thread in threads:
+        thread.join()
+    journal.close()
+    if errors:
+        raise errors[0]
+
+
+def test_concurrent_reservations_from_two_processes_never_exceed_the_day_ceiling(journal_url: str) -> None:
+    open_journal(journal_url).close()
+    spawn = multiprocessing.get_context("spawn")
+    start = spawn.Barrier(2)
+    workers = [spawn.Process(target=_race, args=(journal_url, n, start)) for n in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert [w.exitcode for w in workers] == [0, 0]
+
+    with open_journal(journal_url) as journal:
+        rows = journal.rows()
+        total = journal.day_total(NOW.date())
+    assert len(rows) == 2 * RACE_CALLERS
+    assert total.committed_usd <= RACE_CEILING_USD + 1e-9
+    # Every caller that fitted got in: the ceiling is filled, not under-used.
+    admitted = [r for r in rows if r.status != "refused"]
+    assert len(admitted) == int(RACE_CEILING_USD / RACE_WORST_USD)
+    assert {r.ceiling for r in rows if r.status == "refused"} == {"day"}
