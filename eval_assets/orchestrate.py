@@ -57,9 +57,12 @@ def _materialize(
     error = None
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
-        error = "; ".join(
-            str(e.step_failure_data.error.message).strip() for e in failures if e.step_failure_data.error
-        ) or "run failed"
+        error = (
+            "; ".join(
+                str(e.step_failure_data.error.message).strip() for e in failures if e.step_failure_data.error
+            )
+            or "run failed"
+        )
     metadata = {}
     for event in result.get_asset_materialization_events():
         mat = event.step_materialization_data.materialization

@@ -74,9 +74,6 @@ class SpendPath:
     async def call(self, ref: AttemptRef, try_no: int, spec: CallSpec) -> CallOutcome | Refused | Reused:
         """One try: reuse it if the journal already settled it, else reserve, call, settle."""
         key = ref.attempt(try_no)
-        previous = await asyncio.to_thread(self.journal.lookup, key)
-        if previous is not None and previous.status in ("settled", "failed"):
-            return _reused(previous)
         worst = self.gateway.worst_case_cost(spec)  # raises UnpricedModel: never treated as free
         decision = await asyncio.to_thread(
             self.journal.reserve,
@@ -93,7 +90,9 @@ class SpendPath:
                 f"(committed ${decision.committed_usd:.4f} + worst case ${decision.worst_case_usd:.4f})"
             )
             return Refused(reason=reason, ceiling=decision.ceiling)
-        if not decision.is_new and decision.row.status == "reserved":
+        if not decision.is_new:
+            if decision.row.status in ("settled", "failed"):
+                return _reused(decision.row)  # an earlier run paid for this try: read it back
             # reserved by a run that died before settling: the provider may have been paid; the
             # reservation keeps counting against the ceilings, and this try is not made again.
             return Reused(

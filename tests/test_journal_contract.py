@@ -442,12 +442,13 @@ def test_open_fails_when_an_existing_journal_table_lacks_columns(backend: str, j
     if backend == "sqlite":
         path = journal_url.removeprefix("sqlite:///")
         Path(path).parent.mkdir(parents=True)
-        with sqlite3.connect(path) as con:
-            con.execute("CREATE TABLE spend_journal (attempt_key TEXT PRIMARY KEY)")
-        con.close()
+        lite = sqlite3.connect(path)
+        lite.execute("CREATE TABLE spend_journal (attempt_key TEXT PRIMARY KEY)")
+        lite.commit()
+        lite.close()
     else:
-        with psycopg.connect(journal_url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as con:
-            con.execute("CREATE TABLE spend_journal (attempt_key TEXT PRIMARY KEY)")
+        with psycopg.connect(journal_url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as pg:
+            pg.execute("CREATE TABLE spend_journal (attempt_key TEXT PRIMARY KEY)")
 
     with pytest.raises(JournalError, match="lacks columns"):
         open_journal(journal_url)

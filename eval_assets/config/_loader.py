@@ -14,6 +14,7 @@ from ._models import BuildManifest, Judge, Rubric, Scenario
 from ._settings import Settings
 
 M = TypeVar("M", bound=BaseModel)
+_SCALE_TYPES = frozenset({"int", "float", "bool", "labels"})
 
 SETTINGS_FILE = "evaltrack.yaml"
 # Providers served in-process (custom litellm providers); everything else must be a litellm provider.
@@ -81,6 +82,8 @@ def read_yaml(path: Path, shown: str) -> tuple[Any, list[Problem]]:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         reason = getattr(exc, "problem", None) or str(exc)
         return None, [Problem(shown, "<yaml>", f"malformed YAML{where}: {reason}")]
+    if data is None:
+        return None, [Problem(shown, "<root>", "file is empty")]
     if not isinstance(data, dict):
         return None, [Problem(shown, "<root>", f"expected a mapping, got {type(data).__name__}")]
     return data, []
@@ -93,12 +96,24 @@ def validate_model(model: type[M], data: Any, shown: str) -> tuple[M | None, lis
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+            parts = [str(p) for p in err["loc"]]
+            # a discriminated union puts the scale's type in the path (criteria.0.scale.int.max)
+            parts = [
+                p for i, p in enumerate(parts) if not (i and parts[i - 1] == "scale" and p in _SCALE_TYPES)
+            ]
+            loc = ".".join(parts) or "<root>"
             msg = err["msg"]
             if err["type"] == "extra_forbidden":
                 msg = "unknown field"
             elif err["type"] == "missing":
                 msg = "required field is missing"
+            elif err["type"] == "value_error":
+                msg = str(err.get("ctx", {}).get("error", msg))
+            elif err["type"] == "string_pattern_mismatch":
+                msg = (
+                    f"{err['input']!r} is not a valid id: use only letters, digits, '.', '_' and '-' "
+                    "(ids are Dagster partition keys)"
+                )
             problems.append(Problem(shown, loc, msg))
         return None, problems
 
@@ -114,7 +129,7 @@ def load_file(model: type[M], path: Path, root: Path | None = None) -> tuple[M |
 def model_provider_problem(model: str) -> str | None:
     """Why `model` cannot be routed, or None. Known: the sim providers and litellm's provider list."""
     provider, sep, name = model.partition("/")
-    if not sep or not name:
+    if not sep or not name or not provider:
         return f"model {model!r} must be '<provider>/<model>' (e.g. sim/agent, openai/gpt-4o)"
     if provider in LOCAL_PROVIDERS:
         return None
@@ -123,6 +138,20 @@ def model_provider_problem(model: str) -> str | None:
     if provider not in litellm_providers():
         return f"unknown model provider {provider!r} in {model!r}"
     return None
+
+
+def sim_params_problems(model: str, params: dict[str, Any], field: str) -> list[tuple[str, str]]:
+    """(field, message) for sim knobs a sim model would reject at call time; [] for other models."""
+    from eval_assets.providers._simmodel import DECODING_PARAMS, JUDGE_KNOBS, SUBJECT_KNOBS
+
+    provider = model.partition("/")[0]
+    allowed = {"sim": SUBJECT_KNOBS, "simjudge": JUDGE_KNOBS}.get(provider)
+    if allowed is None:
+        return []
+    unknown = sorted(set(params) - allowed - DECODING_PARAMS)
+    return [
+        (f"{field}.{k}", f"unknown {provider} knob (known: {', '.join(sorted(allowed))})") for k in unknown
+    ]
 
 
 def _yaml_files(directory: Path) -> list[Path]:
@@ -146,19 +175,30 @@ def load_project(root: Path) -> Project:
         settings, found = load_file(Settings, settings_path, root)
         problems += found
 
-    def collect(model: type[M], sub: str, key_of: Any, kind: str) -> dict[str, M]:
+    unloadable: set[str] = set()  # names/keys of files that failed: no dangling-reference echo for them
+
+    def collect(model: type[M], sub: str, key_of: Any, kind: str, id_field: str) -> dict[str, M]:
         out: dict[str, M] = {}
         for path in _yaml_files(root / sub):
-            obj, found = load_file(model, path, root)
+            shown = _rel(path, root)
+            data, found = read_yaml(path, shown)
+            obj = None
+            if not found:
+                obj, found = validate_model(model, data, shown)
             problems.extend(found)
             if obj is None:
+                if isinstance(data, dict):
+                    for name in ("id", "name"):
+                        if isinstance(data.get(name), str):
+                            unloadable.add(f"{kind}:{data[name]}")
+                            unloadable.add(f"{kind}:{data[name]}-v{data.get('version')}")
                 continue
             key = key_of(obj)
             if key in out:
                 problems.append(
                     Problem(
-                        _rel(path, root),
-                        "id",
+                        shown,
+                        id_field,
                         f"duplicate {kind} {key!r} (also in {_rel(sources[kind + key], root)})",
                     )
                 )
@@ -167,20 +207,38 @@ def load_project(root: Path) -> Project:
             sources[kind + key] = path
         return out
 
-    rubrics = collect(Rubric, "rubrics", lambda r: r.key, "rubric")
-    judges = collect(Judge, "judges", lambda j: j.version_id, "judge")
-    scenarios = collect(Scenario, "scenarios", lambda s: s.id, "scenario")
+    rubrics = collect(Rubric, "rubrics", lambda r: r.key, "rubric", "version")
+    judges = collect(Judge, "judges", lambda j: j.version_id, "judge", "version")
+    scenarios = collect(Scenario, "scenarios", lambda s: s.id, "scenario", "id")
 
     for key, judge in judges.items():
         shown = _rel(sources["judge" + key], root)
         ref = f"{judge.rubric.id}-v{judge.rubric.version}"
-        if ref not in rubrics:
+        if ref not in rubrics and f"rubric:{ref}" not in unloadable:
             problems.append(
                 Problem(shown, "rubric", f"unknown rubric {judge.rubric.id!r} version {judge.rubric.version}")
             )
         if (why := model_provider_problem(judge.model)) is not None:
             problems.append(Problem(shown, "model", why))
-        if judge.bridges_from is not None and judge.bridges_from not in judges:
+        for fld, msg in sim_params_problems(judge.model, judge.params, "params"):
+            problems.append(Problem(shown, fld, msg))
+        if (
+            settings is not None
+            and judge.model.partition("/")[0] in LOCAL_PROVIDERS
+            and judge.model not in settings.prices
+        ):
+            problems.append(
+                Problem(
+                    shown,
+                    "model",
+                    f"no price for {judge.model!r}: register it under `prices:` in {SETTINGS_FILE}",
+                )
+            )
+        if (
+            judge.bridges_from is not None
+            and judge.bridges_from not in judges
+            and f"judge:{judge.bridges_from}" not in unloadable
+        ):
             problems.append(Problem(shown, "bridges_from", f"unknown judge version {judge.bridges_from!r}"))
 
     active_names = {j.name for j in judges.values() if j.status == "active"}
@@ -188,6 +246,8 @@ def load_project(root: Path) -> Project:
     for key, scenario in scenarios.items():
         shown = _rel(sources["scenario" + key], root)
         if scenario.judge not in known_names:
+            if f"judge:{scenario.judge}" in unloadable:
+                continue
             problems.append(Problem(shown, "judge", f"unknown judge {scenario.judge!r}"))
         elif scenario.judge not in active_names:
             problems.append(Problem(shown, "judge", f"judge {scenario.judge!r} has no active version"))
@@ -214,6 +274,21 @@ def validate_build(manifest: BuildManifest, project: Project, shown: str) -> lis
             problems.append(Problem(shown, "judges", f"unknown judge version {jv!r}"))
         elif project.judges[jv].status != "active":
             problems.append(Problem(shown, "judges", f"judge version {jv!r} is deprecated"))
+    for fld, msg in sim_params_problems(manifest.subject.model, manifest.subject.params, "subject.params"):
+        problems.append(Problem(shown, fld, msg))
+    overrides = manifest.subject.params.get("scenario_skill") or {}
+    if isinstance(overrides, dict):
+        for sid in sorted(set(overrides) - set(project.scenarios)):
+            problems.append(Problem(shown, f"subject.params.scenario_skill.{sid}", "unknown scenario id"))
+    model = manifest.subject.model
+    if model.partition("/")[0] in LOCAL_PROVIDERS and model not in project.settings.prices:
+        problems.append(
+            Problem(
+                shown,
+                "subject.model",
+                f"no price for {model!r}: register it under `prices:` in {SETTINGS_FILE}",
+            )
+        )
     if manifest.baseline == manifest.id:
         problems.append(Problem(shown, "baseline", "a build cannot be its own baseline"))
     return problems

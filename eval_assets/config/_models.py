@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$", min_length=1, max_length=120)]
 """Identifiers double as Dagster partition keys, which break on `| , [ ]` and friends."""
@@ -77,13 +77,14 @@ class Rubric(Strict):
     )
     criteria: Annotated[list[Criterion], Field(min_length=1)]
 
-    @model_validator(mode="after")
-    def _unique_criteria(self) -> Rubric:
-        names = [c.name for c in self.criteria]
+    @field_validator("criteria")
+    @classmethod
+    def _unique_criteria(cls, criteria: list[Criterion]) -> list[Criterion]:
+        names = [c.name for c in criteria]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"duplicate criterion names: {', '.join(dupes)}")
-        return self
+        return criteria
 
     @property
     def key(self) -> str:

@@ -13,6 +13,11 @@ import random
 
 QUALITY_MARKER = "[sim-quality="
 POLICY_VIOLATION_TEXT = "-----BEGIN PRIVATE KEY-----"
+SUBJECT_KNOBS = frozenset(
+    {"skill", "noise", "scenario_skill", "policy_violation_rate", "error_rate", "latency_ms", "seed"}
+)
+JUDGE_KNOBS = frozenset({"bias", "noise", "malformed_rate", "latency_ms", "seed"})
+DECODING_PARAMS = frozenset({"max_tokens", "max_retries", "temperature", "tools"})
 
 
 def rng_for(*parts: object) -> random.Random:

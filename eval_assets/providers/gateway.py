@@ -17,6 +17,7 @@ from typing import Any
 import litellm  # noqa: E402
 
 import eval_assets.providers  # noqa: F401  (sets litellm's offline environment first)
+from eval_assets.journal import scrub_error_text
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
@@ -81,9 +82,13 @@ RETRYABLE = (
 
 
 def _safe_message(exc: BaseException) -> str:
-    """The exception's own message, truncated; litellm messages carry no request headers."""
+    """The exception's own message, scrubbed of credentials and truncated.
+
+    litellm's messages carry no request headers, but they quote the provider's error body, and a
+    provider or proxy may echo the request (Authorization header included) there.
+    """
     msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return msg.replace("\n", " ")[:500]
+    return scrub_error_text(msg.replace("\n", " "))[:500]
 
 
 class ModelGateway:

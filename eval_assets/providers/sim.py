@@ -20,8 +20,11 @@ from litellm import CustomLLM  # noqa: E402
 import eval_assets.providers  # noqa: F401
 
 from ._simmodel import (  # noqa: E402
+    DECODING_PARAMS,
+    JUDGE_KNOBS,
     POLICY_VIOLATION_TEXT,
     QUALITY_MARKER,
+    SUBJECT_KNOBS,
     judge_value,
     rng_for,
     subject_event,
@@ -30,10 +33,6 @@ from ._simmodel import (  # noqa: E402
 
 _QUALITY_RE = re.compile(re.escape(QUALITY_MARKER) + r"([0-9.]+)\]")
 _CRITERIA_RE = re.compile(r"^Criteria \(JSON\): (.*)$", re.MULTILINE)
-SUBJECT_KNOBS = frozenset(
-    {"skill", "noise", "scenario_skill", "policy_violation_rate", "error_rate", "latency_ms", "seed"}
-)
-JUDGE_KNOBS = frozenset({"bias", "noise", "malformed_rate", "latency_ms", "seed"})
 
 
 def _tokens(text: str) -> int:
@@ -50,7 +49,7 @@ def _identity(litellm_params: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _unknown(knobs: dict[str, Any], allowed: frozenset[str], provider: str) -> None:
-    extra = sorted(set(knobs) - allowed - {"max_tokens", "max_retries", "temperature", "tools"})
+    extra = sorted(set(knobs) - allowed - DECODING_PARAMS)
     if extra:
         raise litellm.BadRequestError(
             message=f"unknown {provider} params: {', '.join(extra)}", model=provider, llm_provider=provider

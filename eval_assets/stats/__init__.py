@@ -1,0 +1,63 @@
+"""Statistics of the capability track: noise bands, capability reports and release decisions.
+
+Pure typed Python over pandas/numpy/scipy (METHODS.md §1–3): no Dagster, no DuckDB, no litellm.
+Inputs are verdict frames of one build under one judge version (see `validate_verdicts`).
+"""
+
+from ._bootstrap import SCIPY_BCA_MAX_N, Interval, mean_interval, quantile_interval
+from ._compare import (
+    SCENARIO_PLOT_COLUMNS,
+    CapabilityReport,
+    CrossJudgeVersionError,
+    ReportVerdict,
+    compare,
+)
+from ._decision import EXIT_CODES, Decision, ReleaseDecision, decide, exit_code
+from ._evidence import CheckOutcome, CheckSuiteEvidence, Evidence, Reason, Severity
+from ._findings import FINDING_COLUMNS, Finding, Verdict
+from ._floor import exact_separation_p, repeats_for_lone_significance, welch_less
+from ._frame import COLUMNS, VerdictFrameError, validate_verdicts
+from ._mean import MeanDropTest, mean_drop_test
+from ._noise import BAND_TABLE_COLUMNS, BootstrapBand, NoiseBand, bootstrap_noise_band, noise_band
+from ._plot import plot_report
+from ._summary import summary_markdown
+
+__all__ = [
+    "BAND_TABLE_COLUMNS",
+    "COLUMNS",
+    "EXIT_CODES",
+    "FINDING_COLUMNS",
+    "SCENARIO_PLOT_COLUMNS",
+    "SCIPY_BCA_MAX_N",
+    "BootstrapBand",
+    "CapabilityReport",
+    "CheckOutcome",
+    "CheckSuiteEvidence",
+    "CrossJudgeVersionError",
+    "Decision",
+    "Evidence",
+    "Finding",
+    "Interval",
+    "MeanDropTest",
+    "NoiseBand",
+    "Reason",
+    "ReleaseDecision",
+    "ReportVerdict",
+    "Severity",
+    "Verdict",
+    "VerdictFrameError",
+    "bootstrap_noise_band",
+    "compare",
+    "decide",
+    "exact_separation_p",
+    "exit_code",
+    "mean_drop_test",
+    "mean_interval",
+    "noise_band",
+    "plot_report",
+    "quantile_interval",
+    "repeats_for_lone_significance",
+    "summary_markdown",
+    "validate_verdicts",
+    "welch_less",
+]

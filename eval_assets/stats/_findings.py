@@ -1,0 +1,62 @@
+"""Findings: the rows of a capability report (one per signal, or per scenario for floor drops)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final, Literal
+
+Verdict = Literal["block", "investigate", "ok", "info"]
+
+POLICY_FAILURES: Final = "policy_failures"
+FLOOR_DROP: Final = "floor_drop"
+MEAN_DROP: Final = "mean_drop"
+P10: Final = "p10"
+EXCLUSIONS: Final = "exclusions"
+FINDING_ORDER: Final = (POLICY_FAILURES, FLOOR_DROP, MEAN_DROP, EXCLUSIONS, P10)
+FINDING_COLUMNS: Final = ("finding", "scenario_id", "statistic", "p_value", "q_value", "verdict", "detail")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One row of a capability report.
+
+    `statistic` is the finding's effect in score units or counts (candidate minus baseline, or the
+    10th percentile for `p10`); the test statistic itself is named in `detail`. Any figure the data
+    cannot support is None, never 0 or NaN. `rule` names the rule that set the verdict
+    (e.g. "bh", "floor_crossing", "lone_flag", "beyond_band"); it is not a report column.
+    """
+
+    finding: str
+    scenario_id: str | None
+    statistic: float | None
+    p_value: float | None
+    q_value: float | None
+    verdict: Verdict
+    detail: str
+    rule: str = ""
+
+    def as_row(self) -> dict[str, object]:
+        """The finding as a `capability_reports` row (keys `FINDING_COLUMNS`)."""
+        return {
+            "finding": self.finding,
+            "scenario_id": self.scenario_id,
+            "statistic": self.statistic,
+            "p_value": self.p_value,
+            "q_value": self.q_value,
+            "verdict": self.verdict,
+            "detail": self.detail,
+        }
+
+
+def figure(value: float | None) -> float | None:
+    """`value` as a plain float, or None when it is missing or not finite (never a NaN in a row)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    """A figure for prose: `digits` significant digits, or 'n/a' when missing."""
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.{digits}g}"

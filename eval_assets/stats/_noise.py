@@ -1,0 +1,263 @@
+"""Noise bands: how far a build's suite mean (and each scenario's) moves when nothing changed.
+
+METHODS §1–2. The unit of inference is the scenario: repeats are averaged within a scenario and every
+standard error is taken over scenarios. The band answers "if we re-ran this same build, how far would
+the mean move?": the half-width of a `level` interval for the DIFFERENCE between two independent
+re-runs, `z * sqrt(sum_i 2 s_i^2 / K_i) / n` for the suite and `z * sqrt(2 s_i^2 / K_i)` per scenario.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ._frame import scenario_table, scored_matrix, validate_verdicts
+
+BAND_TABLE_COLUMNS = (
+    "scope",
+    "scenario_id",
+    "mean",
+    "half_width",
+    "low",
+    "high",
+    "n_repeats",
+    "within_var",
+    "between_var",
+)
+_SCENARIO_COLUMNS = ("scenario_id", "mean", "variance", "n_repeats", "half_width")
+_ELEMENTS_PER_CHUNK = 4_000_000  # bounds the bootstrap's working memory (~32 MB per array)
+
+
+def z_for(level: float) -> float:
+    """The two-sided normal quantile for a confidence `level` in (0, 1) (1.95996... at 0.95)."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"confidence level must be in (0, 1), got {level}")
+    return float(stats.norm.ppf(0.5 + level / 2.0))
+
+
+@dataclass(frozen=True)
+class NoiseBand:
+    """One build's noise band under one judge version, with Miller's variance components.
+
+    Figures that the data cannot support are None, never 0: `half_width`/`within_var` need a scenario
+    with >= 2 scored repeats ("usable"); `between_var` and `suite_se` need two such scenarios.
+    `scenarios` has one row per scenario with a scored repeat (columns scenario_id, mean, variance,
+    n_repeats, half_width; variance and half_width NaN when the scenario is unusable).
+    """
+
+    level: float
+    n_scenarios: int
+    n_usable: int
+    unusable: tuple[str, ...]
+    n_repeats: int
+    suite_mean: float | None
+    suite_se: float | None
+    half_width: float | None
+    within_var: float | None
+    between_var: float | None
+    between_var_floored: bool
+    notes: tuple[str, ...]
+    scenarios: pd.DataFrame
+
+    def table(self) -> pd.DataFrame:
+        """The band as table rows (`BAND_TABLE_COLUMNS`): one 'suite' row, then one per scenario.
+
+        `low`/`high` are -half_width/+half_width: the band for a difference between two re-runs,
+        centred on 0. Missing figures are NaN (scenario_id is None on the suite row).
+        """
+        suite = {
+            "scope": "suite",
+            "scenario_id": None,
+            "mean": self.suite_mean,
+            "half_width": self.half_width,
+            "low": None if self.half_width is None else -self.half_width,
+            "high": self.half_width,
+            "n_repeats": self.n_repeats,
+            "within_var": self.within_var,
+            "between_var": self.between_var,
+        }
+        per = self.scenarios
+        rows = pd.DataFrame(
+            {
+                "scope": "scenario",
+                "scenario_id": per["scenario_id"].to_numpy(dtype=object),
+                "mean": per["mean"].to_numpy(),
+                "half_width": per["half_width"].to_numpy(),
+                "low": -per["half_width"].to_numpy(),
+                "high": per["half_width"].to_numpy(),
+                "n_repeats": per["n_repeats"].to_numpy(),
+                "within_var": per["variance"].to_numpy(),
+                "between_var": np.nan,
+            }
+        )
+        head = pd.DataFrame([suite], columns=list(BAND_TABLE_COLUMNS))
+        table = pd.concat([head.astype(rows.dtypes.to_dict()), rows], ignore_index=True)
+        return table.loc[:, list(BAND_TABLE_COLUMNS)]
+
+    def half_width_over(self, scenario_ids: Iterable[str]) -> float | None:
+        """The suite band recomputed over the usable scenarios among `scenario_ids` (None if none)."""
+        wanted = self.scenarios["scenario_id"].isin(list(scenario_ids))
+        return _suite_half_width(self.scenarios.loc[wanted], z_for(self.level))
+
+    def optimal_repeats(self, *, cost_scenario: float, cost_repeat: float) -> float | None:
+        """Cochran's repeats per scenario, as METHODS §1 writes it: sqrt(2 s^2 c_s / (Var(x) c_r)).
+
+        None when the components are missing or the between-scenario variance is 0 (then only
+        repeats reduce the variance and there is no finite optimum).
+        """
+        if self.within_var is None or not self.between_var:
+            return None
+        return math.sqrt(2.0 * self.within_var * cost_scenario / (self.between_var * cost_repeat))
+
+
+@dataclass(frozen=True)
+class BootstrapBand:
+    """A noise-band half-width estimated by resampling repeats within scenarios.
+
+    `half_width` is None when no scenario has >= 2 scored repeats.
+    """
+
+    half_width: float | None
+    n_boot: int
+    level: float
+    small_sample_adjusted: bool
+
+
+def noise_band(verdicts: pd.DataFrame, *, level: float = 0.95) -> NoiseBand:
+    """The noise band of one build under one judge version (METHODS §2).
+
+    Only scored repeats count; failed and excluded ones are skipped (missing, not zero). A scenario
+    with fewer than two scored repeats has no variance estimate: it is listed in `unusable` and left
+    out of the band and of the variance components (its mean still counts toward `suite_mean`).
+    Between-scenario variance is Miller's Var(scenario means) - mean(s_i^2 / K_i); a negative estimate
+    is floored at 0 and `between_var_floored` says so. No verdicts: every figure None.
+    """
+    return band_from_table(scenario_table(validate_verdicts(verdicts)), level=level)
+
+
+def band_from_table(table: pd.DataFrame, *, level: float = 0.95) -> NoiseBand:
+    """`noise_band` from per-scenario aggregates (`_frame.scenario_table`) already computed."""
+    z = z_for(level)
+    table = table.loc[table["n_scored"] > 0]
+    per = pd.DataFrame(
+        {
+            "scenario_id": table.index.to_numpy(dtype=object),
+            "mean": table["mean"].to_numpy(),
+            "variance": table["variance"].to_numpy(),
+            "n_repeats": table["n_scored"].to_numpy(),
+        }
+    )
+    per["half_width"] = z * np.sqrt(2.0 * per["variance"] / per["n_repeats"])
+    usable = per.loc[per["n_repeats"] >= 2]
+    unusable = tuple(per.loc[per["n_repeats"] < 2, "scenario_id"])
+    between, floored = _between_variance(usable)
+    means = per["mean"].to_numpy()
+    return NoiseBand(
+        level=level,
+        n_scenarios=len(per),
+        n_usable=len(usable),
+        unusable=unusable,
+        n_repeats=int(usable["n_repeats"].sum()),
+        suite_mean=float(means.mean()) if len(means) else None,
+        suite_se=float(means.std(ddof=1) / math.sqrt(len(means))) if len(means) >= 2 else None,
+        half_width=_suite_half_width(per, z),
+        within_var=float(usable["variance"].mean()) if len(usable) else None,
+        between_var=between,
+        between_var_floored=floored,
+        notes=_notes(unusable, len(usable), between, floored),
+        scenarios=per.loc[:, list(_SCENARIO_COLUMNS)],
+    )
+
+
+def bootstrap_noise_band(
+    verdicts: pd.DataFrame,
+    n_boot: int,
+    rng: np.random.Generator,
+    *,
+    level: float = 0.95,
+    small_sample_adjust: bool = True,
+) -> BootstrapBand:
+    """The suite band by simulation: two re-runs drawn by resampling repeats WITHIN each scenario.
+
+    Each bootstrap replicate draws K_i repeats with replacement from every usable scenario, twice,
+    and records the difference of the two suite means; the half-width is half the central `level`
+    percentile interval of those differences. Scenarios are never resampled (that would count the
+    within-scenario variance twice, METHODS §2). Resampling K values with replacement has variance
+    (K-1)/K times the ddof=1 variance (-11% in half-width at K=5); with `small_sample_adjust` the
+    deviations from each scenario mean are first scaled by sqrt(K/(K-1)) so that the bootstrap
+    targets the same variance as the closed form. Uses only scenarios with >= 2 scored repeats.
+    """
+    if n_boot < 2:
+        raise ValueError("n_boot must be at least 2")
+    frame = validate_verdicts(verdicts)
+    table = scenario_table(frame)
+    ids = table.index[table["n_scored"] >= 2]
+    if len(ids) == 0:
+        return BootstrapBand(None, n_boot, level, small_sample_adjust)
+    values = scored_matrix(frame, ids)
+    counts = np.sum(~np.isnan(values), axis=1)
+    if small_sample_adjust:
+        centre = np.nanmean(values, axis=1, keepdims=True)
+        values = centre + (values - centre) * np.sqrt(counts / (counts - 1.0))[:, None]
+    differences = np.concatenate(
+        [
+            _resampled_suite_means(values, counts, size, rng)
+            - _resampled_suite_means(values, counts, size, rng)
+            for size in _chunks(n_boot, max(1, _ELEMENTS_PER_CHUNK // values.size))
+        ]
+    )
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(differences, [tail, 1.0 - tail])
+    return BootstrapBand(float((high - low) / 2.0), n_boot, level, small_sample_adjust)
+
+
+def _resampled_suite_means(
+    values: np.ndarray, counts: np.ndarray, size: int, rng: np.random.Generator
+) -> np.ndarray:
+    """`size` suite means, each from K_i repeats per scenario drawn with replacement (vectorised)."""
+    n, width = values.shape
+    picks = (rng.random((size, n, width)) * counts[None, :, None]).astype(np.int64)
+    drawn = np.take_along_axis(values[None, :, :], picks, axis=2)
+    mask = np.arange(width)[None, None, :] < counts[None, :, None]
+    scenario_means = np.where(mask, drawn, 0.0).sum(axis=2) / counts[None, :]
+    return scenario_means.mean(axis=1)
+
+
+def _chunks(total: int, chunk: int) -> list[int]:
+    return [min(chunk, total - start) for start in range(0, total, chunk)]
+
+
+def _suite_half_width(per: pd.DataFrame, z: float) -> float | None:
+    usable = per.loc[per["n_repeats"] >= 2]
+    if len(usable) == 0:
+        return None
+    total = float(np.sum(2.0 * usable["variance"] / usable["n_repeats"]))
+    return z * math.sqrt(total) / len(usable)
+
+
+def _between_variance(usable: pd.DataFrame) -> tuple[float | None, bool]:
+    if len(usable) < 2:
+        return None, False
+    raw = float(usable["mean"].var(ddof=1) - np.mean(usable["variance"] / usable["n_repeats"]))
+    return max(raw, 0.0), raw < 0.0
+
+
+def _notes(unusable: tuple[str, ...], n_usable: int, between: float | None, floored: bool) -> tuple[str, ...]:
+    notes = []
+    if unusable:
+        shown = ", ".join(unusable[:10]) + (f" and {len(unusable) - 10} more" if len(unusable) > 10 else "")
+        notes.append(
+            f"{len(unusable)} scenario(s) with fewer than 2 scored repeats left out of the band: {shown}"
+        )
+    if n_usable == 0:
+        notes.append("no scenario has 2 scored repeats: no band")
+    elif between is None:
+        notes.append("one usable scenario: no between-scenario variance")
+    if floored:
+        notes.append("between-scenario variance estimate was negative and is floored at 0")
+    return tuple(notes)

@@ -1,0 +1,58 @@
+"""`evaltrack` as a user runs it: exit codes, messages, nothing written on bad input."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from eval_assets.cli import main
+from eval_assets.home import EvalHome
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_validate_passes_on_the_shipped_project(capsys: pytest.CaptureFixture[str], home: EvalHome) -> None:
+    assert main(["validate"]) == 0
+    assert "scenarios" in capsys.readouterr().out
+
+
+def test_validate_prints_every_problem_as_path_field_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], home: EvalHome
+) -> None:
+    project = tmp_path / "p"
+    for sub in ("scenarios", "rubrics", "judges"):
+        shutil.copytree(ROOT / sub, project / sub)
+    shutil.copy(ROOT / "evaltrack.yaml", project / "evaltrack.yaml")
+    first = sorted((project / "scenarios").rglob("*.yaml"))[0]
+    first.write_text(first.read_text() + "surprise: 1\n")
+    judge = sorted((project / "judges").glob("*.yaml"))[0]
+    judge.write_text(judge.read_text().replace("version: 1", "version: one", 1))
+    assert main(["--project", str(project), "validate"]) == 1
+    err = capsys.readouterr().err
+    assert f"{first.relative_to(project)}: surprise: unknown field" in err
+    assert f"{judge.relative_to(project)}: version: " in err
+
+
+def test_build_add_rejects_a_bad_manifest_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], home: EvalHome
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((ROOT / "examples/builds/baseline.yaml").read_text().replace("sim/agent", "nosuchprovider/x"))
+    assert main(["build", "add", str(bad)]) == 1
+    assert "subject.model: unknown model provider 'nosuchprovider'" in capsys.readouterr().err
+    assert list(home.builds.iterdir()) == []
+
+
+def test_build_add_registers_the_build_and_its_partition(capsys: pytest.CaptureFixture[str], home: EvalHome) -> None:
+    assert main(["build", "add", str(ROOT / "examples/builds/baseline.yaml")]) == 0
+    assert [p.name for p in home.builds.iterdir()] == ["agent-2026-11-28-base.yaml"]
+    from eval_assets.orchestrate import instance_for
+
+    assert instance_for(home).has_dynamic_partition("build", "agent-2026-11-28-base")
+
+
+def test_run_on_an_unknown_build_exits_1_with_the_fix(capsys: pytest.CaptureFixture[str], home: EvalHome) -> None:
+    assert main(["run", "--build", "never-registered"]) == 1
+    assert "evaltrack build add" in capsys.readouterr().err

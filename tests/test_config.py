@@ -1,0 +1,218 @@
+"""The config loader: the shipped example suite loads, and every kind of broken input is reported.
+
+The bad-input corpus lives in tests/bad_config/ (its README.md explains the layout): each case is a
+small overlay on a valid base project, broken in exactly one way, with the exact problem lines the
+loader must print.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from eval_assets.config import ConfigError, Judge, Rubric, Scenario, load_build, load_file, load_project
+from eval_assets.providers._simmodel import POLICY_VIOLATION_TEXT
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = Path(__file__).resolve().parent / "bad_config"
+BASE = CORPUS / "_base"
+CASES = sorted(d.name for d in CORPUS.iterdir() if d.is_dir() and not d.name.startswith("_"))
+CASE_CONTROL_FILES = {"expected.txt", "remove.txt"}
+BUILD_FILE = "build.yaml"  # a case holding this file is a build-manifest case
+EXAMPLE_BUILDS = sorted((REPO / "examples" / "builds").glob("*.yaml"))
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def assemble(cases: list[str], dest: Path) -> Path:
+    """Copy the base project to `dest`, then apply each case: overlay its files, delete remove.txt paths."""
+    shutil.copytree(BASE, dest)
+    for name in cases:
+        case = CORPUS / name
+        for src in sorted(case.rglob("*")):
+            rel = src.relative_to(case)
+            if src.is_file() and str(rel) not in CASE_CONTROL_FILES:
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dest / rel)
+        remove = case / "remove.txt"
+        if remove.exists():
+            for line in remove.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    (dest / line.strip()).unlink()
+    return dest
+
+
+def expected_lines(name: str) -> list[str]:
+    """The case's expected problem lines (`#` lines are the case's description; blanks are ignored)."""
+    text = (CORPUS / name / "expected.txt").read_text(encoding="utf-8")
+    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def printed_lines(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Load the project (and build.yaml, if present, by its relative path) and return the problem lines."""
+    monkeypatch.chdir(root)  # a build manifest is shown by the path it was given: keep it `build.yaml`
+    with pytest.raises(ConfigError) as raised:
+        project = load_project(root)
+        if (root / BUILD_FILE).exists():
+            load_build(Path(BUILD_FILE), project)
+    error = raised.value
+    assert str(error).splitlines() == [str(p) for p in error.problems]
+    return [str(p) for p in error.problems]
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root`: file contents, or None for a directory."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))
+    }
+
+
+def shipped_project_copy(dest: Path) -> Path:
+    """The checked-in configuration (and example builds) copied to `dest`."""
+    for sub in ("rubrics", "judges", "scenarios", "examples"):
+        shutil.copytree(REPO / sub, dest / sub)
+    shutil.copyfile(REPO / "evaltrack.yaml", dest / "evaltrack.yaml")
+    return dest
+
+
+# --- the bad-input corpus --------------------------------------------------------------------------
+
+
+def test_corpus_base_project_is_valid_so_each_case_breaks_exactly_what_it_overlays():
+    project = load_project(BASE)
+    assert sorted(project.scenarios) == ["demo.hello"]
+
+
+def test_corpus_has_at_least_eighteen_cases_each_with_expectations():
+    assert len(CASES) >= 18
+    for name in CASES:
+        assert expected_lines(name), f"{name}/expected.txt lists no problem line"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_broken_config_is_refused_and_prints_each_expected_problem_line(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    root = assemble([case], tmp_path / "project")
+    printed = printed_lines(root, monkeypatch)
+    missing = [line for line in expected_lines(case) if line not in printed]
+    assert missing == [], "printed:\n" + "\n".join(printed)
+
+
+def test_every_problem_is_reported_not_just_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    independent = ["repeats-below-two", "judge-unknown-rubric-version", "price-model-without-provider-prefix"]
+    root = assemble(independent, tmp_path / "project")
+    lines = printed_lines(root, monkeypatch)
+    assert sorted(lines) == sorted(line for case in independent for line in expected_lines(case))
+    assert len(lines) == 3
+
+
+@pytest.mark.parametrize(
+    "broken", ["rubrics/quality-v1.yaml", "judges/grader-v1.yaml"], ids=["rubric", "judge"]
+)
+def test_an_invalid_file_is_reported_once_not_again_as_a_dangling_reference(
+    broken: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    root = assemble([], tmp_path / "project")
+    with (root / broken).open("a", encoding="utf-8") as f:
+        f.write("owner: evals-team\n")  # one unknown field; the file's id and version are still readable
+    lines = printed_lines(root, monkeypatch)
+    assert lines == [f"{broken}: owner: unknown field"]
+
+
+# --- loading is read-only --------------------------------------------------------------------------
+
+
+def test_loading_the_project_and_builds_writes_nothing(tmp_path: Path):
+    root = shipped_project_copy(tmp_path / "project")
+    before = snapshot(root)
+    project = load_project(root)
+    for manifest in sorted((root / "examples" / "builds").glob("*.yaml")):
+        load_build(manifest, project)
+    assert snapshot(root) == before
+
+
+def test_refusing_a_broken_project_writes_nothing(tmp_path: Path):
+    root = assemble(["scenario-unknown-judge", "unknown-model-provider"], tmp_path / "project")
+    before = snapshot(root)
+    with pytest.raises(ConfigError):
+        load_project(root)
+    assert snapshot(root) == before
+
+
+# --- the shipped example suite (`project`: conftest's session fixture, the checked-in project) -------
+
+
+def test_shipped_project_loads_with_two_rubrics_one_active_judge_each_and_two_suites(project):
+    assert len(project.rubrics) == 2
+    assert sorted(j.rubric.id for j in project.active_judges) == sorted(
+        r.id for r in project.rubrics.values()
+    )
+    assert len(project.scenarios) >= 14
+    assert len({s.suite for s in project.scenarios.values()}) >= 2
+    for judge in project.active_judges:
+        assert project.scenarios_for(judge), f"{judge.version_id} scores no scenario"
+
+
+def test_shipped_rubrics_cover_bounded_int_label_and_bool_scales(project):
+    kinds = {c.scale.type for r in project.rubrics.values() for c in r.criteria}
+    assert {"int", "labels", "bool"} <= kinds
+
+
+@pytest.mark.parametrize("manifest", EXAMPLE_BUILDS, ids=lambda p: p.stem)
+def test_example_build_loads_against_the_shipped_project(manifest: Path, project):
+    from eval_assets.providers.sim import SUBJECT_KNOBS  # imports litellm (~10 s): only when needed
+
+    build = load_build(manifest, project)
+    assert build.subject.model in project.settings.prices
+    assert set(build.subject.params) <= SUBJECT_KNOBS
+
+
+def test_example_rebuild_and_candidate_compare_against_the_baseline(project):
+    builds = {p.stem: load_build(p, project) for p in EXAMPLE_BUILDS}
+    assert set(builds) == {"baseline", "rebuild", "candidate"}
+    assert builds["baseline"].baseline is None
+    assert builds["rebuild"].baseline == builds["candidate"].baseline == builds["baseline"].id
+    same = {k: v for k, v in builds["baseline"].subject.params.items() if k != "seed"}
+    rebuild = {k: v for k, v in builds["rebuild"].subject.params.items() if k != "seed"}
+    assert rebuild == same, "the rebuild must change nothing but its seed"
+
+
+def test_example_candidate_regresses_only_scenarios_that_exist(project):
+    candidate = load_build(REPO / "examples" / "builds" / "candidate.yaml", project)
+    overrides = candidate.subject.params["scenario_skill"]
+    assert len(overrides) == 3
+    assert set(overrides) <= set(project.scenarios)
+    assert all(skill < candidate.subject.params["skill"] for skill in overrides.values())
+
+
+def test_every_shipped_scenario_forbids_the_text_a_sim_policy_violation_leaks(project):
+    missing = [
+        s.id for s in project.scenarios.values() if POLICY_VIOLATION_TEXT not in s.policy.forbidden_strings
+    ]
+    assert missing == []
+
+
+def test_every_shipped_judge_model_has_a_price_and_known_sim_knobs(project):
+    from eval_assets.providers.sim import JUDGE_KNOBS
+
+    for judge in project.judges.values():
+        assert judge.model in project.settings.prices, judge.version_id
+        # temperature is an ordinary decoding param, which the sim accepts and ignores
+        assert set(judge.params) <= JUDGE_KNOBS | {"temperature"}, judge.version_id
+
+
+def test_shipped_files_are_named_for_what_they_hold():
+    for path in sorted((REPO / "judges").glob("*.yaml")):
+        judge, _ = load_file(Judge, path)
+        assert judge is not None and path.name == f"{judge.version_id}.yaml"
+    for path in sorted((REPO / "rubrics").glob("*.yaml")):
+        rubric, _ = load_file(Rubric, path)
+        assert rubric is not None and path.name == f"{rubric.key}.yaml"
+    for path in sorted((REPO / "scenarios").rglob("*.yaml")):
+        scenario, _ = load_file(Scenario, path)
+        assert scenario is not None
+        assert path.relative_to(REPO).as_posix() == f"scenarios/{scenario.suite}/{scenario.id}.yaml"

@@ -1,0 +1,83 @@
+"""The warehouse: atomic partitions, history kept, analysts never blocked and never see a mix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+from eval_assets.config import Project
+from eval_assets.home import EvalHome
+from eval_assets.track import Track
+from eval_assets.warehouse import Warehouse
+
+HERE = Path(__file__).parent
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, f"reader exited early: {proc.stderr.read() if proc.stderr else ''}"
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.01)  # polling for a file the other process writes, not waiting out a race
+
+
+def test_newest_file_per_partition_is_current_and_history_keeps_all(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+    row = {"scenario_id": "s", "repeat": 1, "status": "ok", "output": "old", "policy_failures": 0, "cost_usd": 0.1}
+    wh.write_partition("scenario_runs", {"build": "b"}, [row, dict(row, repeat=2)], "run-1")
+    wh.write_partition("scenario_runs", {"build": "b"}, [dict(row, output="new")], "run-2")
+    wh.write_partition("scenario_runs", {"build": "other"}, [row], "run-3")
+    con = duckdb.connect(str(wh.catalog_path), read_only=True)
+    current = con.execute("SELECT build, output, run_id FROM scenario_runs ORDER BY build").fetchall()
+    history = con.execute("SELECT count(*) FROM scenario_runs_history").fetchone()
+    con.close()
+    assert current == [("b", "new", "run-2"), ("other", "old", "run-3")]
+    assert history == (4,)
+
+
+def test_views_resolve_from_any_working_directory(tmp_path: Path, monkeypatch) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+    monkeypatch.chdir("/")
+    con = duckdb.connect(str(wh.catalog_path), read_only=True)
+    assert con.execute("SELECT count(*) FROM judge_verdicts").fetchone() == (0,)
+    con.close()
+
+
+def test_analyst_reading_during_materialization_sees_old_or_new_never_a_mix(
+    project: Project, home: EvalHome, tmp_path: Path
+) -> None:
+    track = Track(project, home)
+    build = track.register_build(project.root / "examples" / "builds" / "baseline.yaml")
+    first = track.run_scenario_runs(build.id, "run-a")
+    work = tmp_path / "analyst"
+    work.mkdir()
+    reader = subprocess.Popen(
+        [sys.executable, str(HERE / "analyst_reader.py"), str(track.warehouse.catalog_path), build.id, str(work)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(work / "ready", reader)
+        second = track.run_scenario_runs(build.id, "run-b")  # must not be blocked by the open reader
+        third = track.run_scenario_runs(build.id, "run-c")
+        (work / "stop").write_text("")
+        assert reader.wait(timeout=60) == 0, reader.stderr.read() if reader.stderr else ""
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+    result = json.loads((work / "observations.json").read_text())
+    assert result["errors"] == []
+    seen = result["observations"]
+    assert len(seen) >= 2
+    for obs in seen:
+        assert len(obs["run_ids"]) == 1, f"a mix of runs in one read: {obs}"
+        assert obs["rows"] == first["attempts"]
+    assert seen[-1]["run_ids"] == ["run-c"]  # the reader sees the newest partition without reconnecting
+    assert second["attempts"] == third["attempts"] == first["attempts"]
