@@ -176,6 +176,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cycles", type=int, default=20, help="reserve+settle cycles per caller")
     parser.add_argument("--prefill", type=int, default=0, help="settled rows on the same day beforehand")
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument(
+        "--pg-fsync", choices=["on", "off"], default="on", help="off: take the disk's flush latency out"
+    )
     args = parser.parse_args(argv)
     shape = dict(processes=args.processes, callers=args.callers, cycles=args.cycles, prefill=args.prefill)
 
@@ -191,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory(prefix="evaltrack-bench-") as tmp:
             print(f"{'sqlite':<11}{measure(f'sqlite:///{tmp}/journal.sqlite', **shape)}", flush=True)
     if args.backend in ("postgresql", "both"):
-        with PostgresCluster(fsync=True) as cluster:
+        with PostgresCluster(fsync=args.pg_fsync == "on") as cluster:
             print(f"{'postgresql':<11}{measure(cluster.create_database(), **shape)}", flush=True)
     rate = engine_attempt_rate()
     print(

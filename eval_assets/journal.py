@@ -25,10 +25,15 @@ unsettled ones. Refused rows commit nothing. Rows are never deleted: replacing a
 generation) adds rows, so the spend of a day never decreases.
 
 Locking: a reservation runs in one transaction that first takes the journal's write lock: on SQLite
-`BEGIN IMMEDIATE` (the database write lock; threads of one process queue on a process-local lock
-first so they do not spin in SQLite's busy handler); on PostgreSQL one transaction-scoped advisory
-lock (`pg_advisory_xact_lock`) shared by all reservations, because a suite's attempts can straddle
-two days and so no per-day lock would do.
+`BEGIN IMMEDIATE` (the database write lock, which every write takes); on PostgreSQL one
+transaction-scoped advisory lock (`pg_advisory_xact_lock`) shared by all reservations, because a
+suite's attempts can straddle two days and so no per-day lock would do (settlements do not take it:
+they only replace a worst case by the actual cost). Threads of one process first queue on a
+process-local lock, so that SQLite's busy handler (which sleeps and polls) and the advisory lock only
+ever see one waiter per process. Reads never wait for writers (WAL; MVCC).
+
+Durability: SQLite runs with synchronous=FULL and PostgreSQL with its default synchronous commit, so a
+reservation that `reserve` returned survives a crash or power cut before the model call is made.
 
 Thread safety: a `SpendJournal` may be used from any number of threads at once (for asyncio code,
 `await asyncio.to_thread(journal.reserve, ...)`). Open one per process; do not carry one across fork.
@@ -39,6 +44,7 @@ error texts are scrubbed of anything that looks like a credential before they ar
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sqlite3
@@ -69,6 +75,7 @@ __all__ = [
     "SpendJournal",
     "SpendTotal",
     "open_journal",
+    "scrub_error_text",
 ]
 
 Role = Literal["subject", "judge"]
@@ -145,6 +152,22 @@ _COMMITTED_USD = sa.case(
     (_TABLE.c.status == "reserved", _TABLE.c.reserved_usd),
     (_TABLE.c.status.in_(("settled", "failed")), _TABLE.c.cost_usd),
     else_=0.0,
+)
+
+# Statements are built once, with bound parameters: building and cache-keying a statement per call
+# costs several times what executing it does, and reservations run under a lock.
+_SELECT_ROW = sa.select(_TABLE).where(_TABLE.c.attempt_key == sa.bindparam("b_key"))
+_INSERT_NEW = {
+    "sqlite": sqlite_dialect.insert(_TABLE).on_conflict_do_nothing(index_elements=["attempt_key"]),
+    "postgresql": pg_dialect.insert(_TABLE).on_conflict_do_nothing(index_elements=["attempt_key"]),
+}
+_UPDATE_REFUSED = sa.update(_TABLE).where(
+    _TABLE.c.attempt_key == sa.bindparam("b_key"), _TABLE.c.status == "refused"
+)
+_SETTLE_RESERVED = (
+    sa.update(_TABLE)
+    .where(_TABLE.c.attempt_key == sa.bindparam("b_key"), _TABLE.c.status == "reserved")
+    .returning(*_TABLE.c)
 )
 
 
@@ -324,13 +347,13 @@ class SpendJournal:
         self._dialect: Literal["sqlite", "postgresql"] = cast(
             Literal["sqlite", "postgresql"], parsed.get_backend_name()
         )
-        self._local_write_lock: threading.Lock | None = None
+        # Threads of one process queue on this lock before they contend for the database's lock
+        # (SQLite's busy handler sleeps and polls; many waiters on one advisory lock convoy on the GIL).
+        self._local_lock = threading.Lock()
         if self._dialect == "sqlite":
             path = _sqlite_path(parsed)
             _probe_sqlite(path, lock_wait_s)
             self._engine = _sqlite_engine(parsed)
-            # Threads of one process queue here instead of in SQLite's sleeping busy handler.
-            self._local_write_lock = threading.Lock()
         else:
             self._engine = _postgres_engine(parsed)
         try:
@@ -424,13 +447,9 @@ class SpendJournal:
                 "error": None,
             }
             if existing is None:
-                conn.execute(self._insert_ignoring_duplicates(values))
+                conn.execute(_INSERT_NEW[self._dialect], values)
             else:
-                conn.execute(
-                    sa.update(_TABLE)
-                    .where(_TABLE.c.attempt_key == key, _TABLE.c.status == "refused")
-                    .values(**values)
-                )
+                conn.execute(_UPDATE_REFUSED, {**values, "b_key": key})
             row = _row_from_mapping(values)
             if breach is None:
                 return Reservation(row=row, is_new=True)
@@ -473,29 +492,25 @@ class SpendJournal:
         moment = _utc(now)
         key = attempt.key
         with self._database_errors("settle " + key), self._write_transaction(serialize=False) as conn:
+            settlement = {
+                "b_key": key,
+                "status": status,
+                "cost_usd": float(cost_usd),
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "settled_at": moment,
+                "payload": payload,
+                "error": None if error is None else scrub_error_text(error),
+            }
+            settled = conn.execute(_SETTLE_RESERVED, settlement).mappings().first()
+            if settled is not None:
+                return _row_from_mapping(settled)
             existing = _select_row(conn, key)
             if existing is None:
                 raise JournalError(f"cannot settle {key}: it was never reserved")
             if existing.status == "refused":
                 raise JournalError(f"cannot settle {key}: its reservation was refused ({existing.ceiling})")
-            if existing.status != "reserved":
-                return existing
-            conn.execute(
-                sa.update(_TABLE)
-                .where(_TABLE.c.attempt_key == key, _TABLE.c.status == "reserved")
-                .values(
-                    status=status,
-                    cost_usd=float(cost_usd),
-                    prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens,
-                    settled_at=moment,
-                    payload=payload,
-                    error=None if error is None else scrub_error_text(error),
-                )
-            )
-            settled = _select_row(conn, key)
-            assert settled is not None  # the row existed in this transaction and rows are never deleted
-            return settled
+            return existing  # already settled or failed: the first settlement wins
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -573,7 +588,7 @@ class SpendJournal:
         self, *, serialize: bool, lock_wait_s: float | None = None
     ) -> Iterator[Connection]:
         """A write transaction holding the write lock (SQLite always; PostgreSQL when `serialize`)."""
-        local_lock = self._local_write_lock if self._local_write_lock is not None else nullcontext()
+        local_lock = self._local_lock if self._dialect == "sqlite" or serialize else nullcontext()
         with local_lock, self._engine.connect() as conn:
             conn.execution_options(**{_WRITE_OPTION: True})
             with conn.begin():
@@ -598,19 +613,6 @@ class SpendJournal:
         except sa.exc.SQLAlchemyError as exc:
             detail = _first_line(getattr(exc, "orig", None) or exc)
             raise JournalError(f"journal {self._url_text}: {action} failed: {detail}") from exc
-
-    def _insert_ignoring_duplicates(self, values: Mapping[str, Any]) -> sa.Executable:
-        if self._dialect == "postgresql":
-            return (
-                pg_dialect.insert(_TABLE)
-                .values(**values)
-                .on_conflict_do_nothing(index_elements=["attempt_key"])
-            )
-        return (
-            sqlite_dialect.insert(_TABLE)
-            .values(**values)
-            .on_conflict_do_nothing(index_elements=["attempt_key"])
-        )
 
 
 def open_journal(url: str, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> SpendJournal:
@@ -770,46 +772,73 @@ def _postgres_engine(parsed: sa.URL) -> Engine:
 
 
 def _select_row(conn: Connection, key: str) -> JournalRow | None:
-    found = conn.execute(sa.select(_TABLE).where(_TABLE.c.attempt_key == key)).mappings().first()
+    found = conn.execute(_SELECT_ROW, {"b_key": key}).mappings().first()
     return None if found is None else _row_from_mapping(found)
 
 
 def _first_breach(
     conn: Connection, attempt: AttemptKey, ceilings: Ceilings, day: str, worst_case_usd: float
 ) -> _Breach | None:
-    """The narrowest ceiling the reservation would break, or None; reads committed spend only."""
-
-    def breaks(limit: float, committed: float) -> bool:
-        return limit <= 0 or committed + worst_case_usd > limit + _USD_TOLERANCE
-
-    if ceilings.scenario_usd is not None or ceilings.suite_usd is not None:
-        judge_version = (
-            _TABLE.c.judge_version.is_(None)
-            if attempt.judge_version is None
-            else _TABLE.c.judge_version == attempt.judge_version
+    """The narrowest ceiling the reservation would break, or None."""
+    checked = [
+        (name, limit)
+        for name, limit in (
+            ("scenario", ceilings.scenario_usd),
+            ("suite", ceilings.suite_usd),
+            ("day", ceilings.day_usd),
         )
-        in_scenario = _TABLE.c.scenario_id == attempt.scenario_id
-        suite_usd, scenario_usd = conn.execute(
-            sa.select(
-                sa.func.coalesce(sa.func.sum(_COMMITTED_USD), 0.0),
-                sa.func.coalesce(sa.func.sum(sa.case((in_scenario, _COMMITTED_USD), else_=0.0)), 0.0),
-            ).where(
-                _TABLE.c.build == attempt.build,
-                judge_version,
-                _TABLE.c.generation == attempt.generation,
-            )
-        ).one()
-        if ceilings.scenario_usd is not None and breaks(ceilings.scenario_usd, float(scenario_usd)):
-            return _Breach("scenario", ceilings.scenario_usd, float(scenario_usd))
-        if ceilings.suite_usd is not None and breaks(ceilings.suite_usd, float(suite_usd)):
-            return _Breach("suite", ceilings.suite_usd, float(suite_usd))
-    if ceilings.day_usd is not None:
-        day_usd = conn.execute(
-            sa.select(sa.func.coalesce(sa.func.sum(_COMMITTED_USD), 0.0)).where(_TABLE.c.day == day)
-        ).scalar_one()
-        if breaks(ceilings.day_usd, float(day_usd)):
-            return _Breach("day", ceilings.day_usd, float(day_usd))
+        if limit is not None
+    ]
+    if not checked:
+        return None
+    statement = _committed_sums_statement(
+        tuple(cast(CeilingName, name) for name, _ in checked), attempt.judge_version is None
+    )
+    committed_sums = conn.execute(
+        statement,
+        {
+            "b_build": attempt.build,
+            "b_judge_version": attempt.judge_version,
+            "b_generation": attempt.generation,
+            "b_scenario_id": attempt.scenario_id,
+            "b_day": day,
+        },
+    ).one()
+    for (name, limit), committed in zip(checked, committed_sums, strict=True):
+        assert limit is not None  # filtered above
+        if limit <= 0 or float(committed) + worst_case_usd > limit + _USD_TOLERANCE:
+            return _Breach(cast(CeilingName, name), limit, float(committed))
     return None
+
+
+@functools.cache
+def _committed_sums_statement(scopes: tuple[CeilingName, ...], subject: bool) -> sa.Select[Any]:
+    """One SELECT of the committed spend of each scope, in order.
+
+    One statement, so on PostgreSQL (READ COMMITTED) every sum comes from one snapshot, taken after
+    the advisory lock was granted: every reservation committed before it is counted.
+    """
+    suite = (
+        _TABLE.c.build == sa.bindparam("b_build"),
+        # IS NULL / = rather than IS NOT DISTINCT FROM, which PostgreSQL cannot serve from an index.
+        _TABLE.c.judge_version.is_(None)
+        if subject
+        else _TABLE.c.judge_version == sa.bindparam("b_judge_version"),
+        _TABLE.c.generation == sa.bindparam("b_generation"),
+    )
+    where: dict[CeilingName, tuple[sa.ColumnElement[bool], ...]] = {
+        "scenario": (*suite, _TABLE.c.scenario_id == sa.bindparam("b_scenario_id")),
+        "suite": suite,
+        "day": (_TABLE.c.day == sa.bindparam("b_day"),),
+    }
+    return sa.select(
+        *(
+            sa.select(sa.func.coalesce(sa.func.sum(_COMMITTED_USD), 0.0))
+            .where(*where[scope])
+            .scalar_subquery()
+            for scope in scopes
+        )
+    )
 
 
 def _as_utc(moment: datetime | None) -> datetime | None:

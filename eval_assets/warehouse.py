@@ -9,6 +9,7 @@ never opened read-write by a run, so analysts holding it read-only never block a
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -19,7 +20,6 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-CATALOG_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class Dataset:
     partition_by: tuple[str, ...]
     columns: tuple[tuple[str, str], ...]  # (name, DuckDB type); run_id and written_at are appended
     dedupe_by: tuple[str, ...] | None = None  # current view keeps the newest row per this key
+    append_only: bool = False  # every file is current (e.g. imported human scores); nothing replaces
 
     @property
     def all_columns(self) -> tuple[tuple[str, str], ...]:
@@ -110,8 +111,72 @@ DATASETS: dict[str, Dataset] = {
             ),
             dedupe_by=("attempt_key",),
         ),
+        # --- release statistics (noise bands, reports, decisions) ---
+        Dataset(
+            "noise_bands",
+            ("build", "judge_version"),
+            (
+                ("build", "VARCHAR"),
+                ("judge_version", "VARCHAR"),
+                ("scope", "VARCHAR"),
+                ("scenario_id", "VARCHAR"),
+                ("mean", "DOUBLE"),
+                ("half_width", "DOUBLE"),
+                ("low", "DOUBLE"),
+                ("high", "DOUBLE"),
+                ("n_repeats", "DOUBLE"),
+                ("within_var", "DOUBLE"),
+                ("between_var", "DOUBLE"),
+            ),
+        ),
+        Dataset(
+            "capability_reports",
+            ("build", "judge_version"),
+            (
+                ("build", "VARCHAR"),
+                ("judge_version", "VARCHAR"),
+                ("baseline", "VARCHAR"),
+                ("finding", "VARCHAR"),
+                ("scenario_id", "VARCHAR"),
+                ("statistic", "DOUBLE"),
+                ("p_value", "DOUBLE"),
+                ("q_value", "DOUBLE"),
+                ("verdict", "VARCHAR"),
+                ("detail", "VARCHAR"),
+            ),
+        ),
+        Dataset(
+            "release_decision_reasons",
+            ("build",),
+            (
+                ("build", "VARCHAR"),
+                ("decision", "VARCHAR"),
+                ("rank", "INTEGER"),
+                ("severity", "VARCHAR"),
+                ("source", "VARCHAR"),
+                ("finding", "VARCHAR"),
+                ("scenario_ids", "VARCHAR"),
+                ("message", "VARCHAR"),
+                ("advice", "VARCHAR"),
+            ),
+        ),
+        Dataset(
+            "release_decisions",
+            ("build",),
+            (
+                ("build", "VARCHAR"),
+                ("decision", "VARCHAR"),
+                ("reasons", "VARCHAR"),
+                ("judge_versions", "VARCHAR"),
+                ("baseline", "VARCHAR"),
+            ),
+        ),
     ]
 }
+
+
+# Views over the dataset views (analyst-facing joins and sums), created after them in this order.
+DERIVED_VIEWS: list[tuple[str, str]] = []
 
 
 class WarehouseError(Exception):
@@ -152,6 +217,9 @@ class Warehouse:
                 f"SELECT * FROM read_parquet('{glob}', union_by_name = true)"
             )
             part = ", ".join(ds.partition_by)
+            if ds.append_only:
+                out.append(f"CREATE OR REPLACE VIEW {ds.name} AS SELECT * FROM {ds.name}_history")
+                continue
             current = (
                 f"SELECT * FROM {ds.name}_history "
                 f"QUALIFY dense_rank() OVER (PARTITION BY {part} ORDER BY written_at DESC, run_id DESC) = 1"
@@ -163,6 +231,7 @@ class Warehouse:
                     f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY written_at DESC, run_id DESC) = 1"
                 )
             out.append(f"CREATE OR REPLACE VIEW {ds.name} AS {current}")
+        out += [f"CREATE OR REPLACE VIEW {name} AS {sql}" for name, sql in DERIVED_VIEWS]
         return out
 
     def _catalog_current(self) -> bool:
@@ -180,7 +249,7 @@ class Warehouse:
                 con.close()
         except duckdb.Error:
             return False
-        wanted = {n for ds in self.datasets for n in (ds, f"{ds}_history")}
+        wanted = {n for ds in self.datasets for n in (ds, f"{ds}_history")} | {n for n, _ in DERIVED_VIEWS}
         return row == (CATALOG_VERSION, str(self.data)) and wanted <= names
 
     def _build_catalog(self) -> None:

@@ -126,6 +126,7 @@ class OpenAIStub:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._completions = 0
+        self._stopped_listener: Any = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -148,6 +149,7 @@ class OpenAIStub:
         server, thread = self._server, self._thread
         if server is None:
             return
+        self._stopped_listener = server.socket
         try:
             server.shutdown()  # returns once serve_forever has left its loop
         finally:
@@ -167,6 +169,15 @@ class OpenAIStub:
     @property
     def running(self) -> bool:
         return self._server is not None
+
+    @property
+    def port_released(self) -> bool:
+        """True once `stop()` has closed the listening socket."""
+        return (
+            self._server is None
+            and self._stopped_listener is not None
+            and self._stopped_listener.fileno() == -1
+        )
 
     @property
     def alive_threads(self) -> list[threading.Thread]:

@@ -248,9 +248,8 @@ def stub(only_the_stub_is_contacted: set[tuple[str, int]]) -> Iterator[OpenAIStu
     try:
         yield server
     finally:
-        listener = server._server
         server.stop()
-        assert listener is not None and listener.socket.fileno() == -1, "the stub's port was not closed"
+        assert server.port_released, "the stub's port was not closed"
         assert not server.alive_threads, f"stub threads outlived the test: {server.alive_threads}"
 
 
@@ -552,4 +551,3 @@ def test_litellm_loads_no_remote_price_map() -> None:
     assert info["source"] == "local" and info["is_env_forced"] and info["fallback_reason"] is None, info
     if _LITELLM_IMPORTED_HERE:  # this module imported litellm under the audit hook
         assert not _IMPORT_EVENTS, _IMPORT_EVENTS
-

@@ -50,13 +50,16 @@ def pg_cluster() -> Iterator[PostgresCluster]:
         cluster = PostgresCluster()
         cluster.start()
     except PostgresUnavailable as exc:
-        if os.environ.get("EVAL_TRACK_SKIP_PG") == "1":
-            pytest.skip(f"!!! PostgreSQL journal contract NOT RUN (EVAL_TRACK_SKIP_PG=1): {exc}")
-        pytest.fail(f"PostgreSQL journal contract cannot run: {exc}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+        unavailable = str(exc)
+    else:
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+        return
+    if os.environ.get("EVAL_TRACK_SKIP_PG") == "1":
+        pytest.skip(f"!!! PostgreSQL journal contract NOT RUN (EVAL_TRACK_SKIP_PG=1): {unavailable}")
+    pytest.fail(f"PostgreSQL journal contract cannot run: {unavailable}", pytrace=False)
 
 
 # --- fixtures -----------------------------------------------------------------------------------

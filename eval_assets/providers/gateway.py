@@ -100,6 +100,20 @@ class ModelGateway:
 
         register_sim_providers()
         self._prices: dict[str, tuple[float, float]] = dict(prices or {})
+        # litellm prices every response itself (in its logging path); teach it the registered prices so
+        # that path finds them directly instead of searching its map for a near match.
+        if self._prices:
+            litellm.register_model(
+                {
+                    model: {
+                        "input_cost_per_token": inp,
+                        "output_cost_per_token": out,
+                        "litellm_provider": model.partition("/")[0],
+                        "mode": "chat",
+                    }
+                    for model, (inp, out) in self._prices.items()
+                }
+            )
 
     def price(self, model: str) -> tuple[float, float]:
         """(input, output) USD per token; raises UnpricedModel. Registered prices win over litellm's map."""

@@ -9,6 +9,7 @@ chunked index draws and the jackknife of the mean in closed form ((sum - x_i) / 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,12 +39,15 @@ def mean_interval(
 ) -> Interval | None:
     """BCa interval for the mean of `values`; None with fewer than two values.
 
-    Falls back to the percentile interval when BCa is degenerate (e.g. every value equal, or every
-    bootstrap mean on one side of the estimate) and says so in `method`.
+    Every value equal: the interval is that value, method 'degenerate (every value equal)', without
+    resampling. Otherwise falls back to the percentile interval when BCa cannot be computed (e.g.
+    every bootstrap mean on one side of the estimate) and says so in `method`.
     """
     values = np.asarray(values, dtype=float)
     if len(values) < 2:
         return None
+    if np.ptp(values) == 0.0:
+        return Interval(float(values[0]), float(values[0]), "degenerate (every value equal)")
     if len(values) <= scipy_max_n:
         bca = _scipy_interval(values, np.mean, "BCa", n_resamples, level, rng)
         if bca is not None:
@@ -74,7 +78,7 @@ def quantile_interval(
 
 def _scipy_interval(
     values: np.ndarray,
-    statistic: object,
+    statistic: Callable[..., np.ndarray],
     method: str,
     n_resamples: int,
     level: float,
@@ -82,7 +86,7 @@ def _scipy_interval(
 ) -> tuple[float, float] | None:
     batch = max(1, _ELEMENTS_PER_CHUNK // len(values))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # degenerate data is detected from the NaN result below
+        warnings.simplefilter("ignore")  # a degenerate BCa is detected from its NaN result below
         result = stats.bootstrap(
             (values,),
             statistic,

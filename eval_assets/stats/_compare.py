@@ -45,7 +45,11 @@ SCENARIO_PLOT_COLUMNS = (
     "q_value",
     "verdict",
 )
-_TOP_UP = "top up repeats and re-run the report"
+_ADVICE = {
+    "lone_flag": "top up these scenarios to {repeats} repeats and re-run the report",
+    "drop_within_noise": "top up repeats (more repeats narrow the noise band) and re-run the report",
+    "no_band": "run at least 2 repeats per scenario so the baseline has a noise band",
+}
 
 
 class CrossJudgeVersionError(ValueError):
@@ -73,6 +77,8 @@ class CapabilityReport:
     scored verdicts, every repeat excluded, fewer than two scenarios in common); such a report still
     carries the policy-failure finding, which blocks on any increase. `scenarios` has one row per
     scenario in both builds (`SCENARIO_PLOT_COLUMNS`), empty when nothing was compared.
+    `repeats_to_confirm` is the repeat count at which one scenario alone could reach significance
+    after Benjamini-Hochberg with an exact test (7 at 200 scenarios), None when nothing was tested.
     """
 
     candidate_build: str | None
@@ -82,6 +88,7 @@ class CapabilityReport:
     alpha: float
     q: float
     band_half_width: float | None
+    repeats_to_confirm: int | None
     decided_nothing: str | None
     findings: tuple[Finding, ...]
     scenarios: pd.DataFrame
@@ -90,9 +97,7 @@ class CapabilityReport:
     def source(self) -> str:
         """Who this evidence is: the judge version and the two builds."""
         judge = self.judge_version or "(unnamed judge version)"
-        return (
-            f"judge {judge}, {self.candidate_build or 'candidate'} vs {self.baseline_build or 'no baseline'}"
-        )
+        return f"judge {judge}, {self.candidate_build or 'candidate'} vs {self.baseline_build or 'baseline'}"
 
     @property
     def verdict(self) -> ReportVerdict:
@@ -130,7 +135,9 @@ class CapabilityReport:
         if first.verdict == "investigate":
             severity = "investigate"
         ids = tuple(f.scenario_id for f in group if f.scenario_id is not None)
-        advice = _TOP_UP if first.verdict == "investigate" else None
+        advice = (
+            _ADVICE[first.rule].format(repeats=self.repeats_to_confirm) if first.rule in _ADVICE else None
+        )
         if not ids:
             return Reason(
                 severity, self.source, first.finding, f"{first.finding}: {first.detail}", (), advice
@@ -216,6 +223,7 @@ def compare(
         alpha=alpha,
         q=q,
         band_half_width=half_width,
+        repeats_to_confirm=drops.repeats_needed,
         decided_nothing=None,
         findings=tuple(findings),
         scenarios=_scenario_frame(paired, drops, band),
@@ -273,6 +281,7 @@ def _nothing(labels: _Labels, settings: _Settings, why: str, findings: list[Find
         alpha=settings.alpha,
         q=settings.q,
         band_half_width=None,
+        repeats_to_confirm=None,
         decided_nothing=why,
         findings=tuple([*findings, *placeholders]),
         scenarios=pd.DataFrame(columns=list(SCENARIO_PLOT_COLUMNS)),

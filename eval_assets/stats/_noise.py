@@ -45,7 +45,8 @@ class NoiseBand:
     """One build's noise band under one judge version, with Miller's variance components.
 
     Figures that the data cannot support are None, never 0: `half_width`/`within_var` need a scenario
-    with >= 2 scored repeats ("usable"); `between_var` and `suite_se` need two such scenarios.
+    with >= 2 scored repeats ("usable"); `between_var` needs two usable scenarios and `suite_se` two
+    scenarios with a scored repeat.
     `scenarios` has one row per scenario with a scored repeat (columns scenario_id, mean, variance,
     n_repeats, half_width; variance and half_width NaN when the scenario is unusable).
     """
@@ -107,8 +108,9 @@ class NoiseBand:
     def optimal_repeats(self, *, cost_scenario: float, cost_repeat: float) -> float | None:
         """Cochran's repeats per scenario, as METHODS §1 writes it: sqrt(2 s^2 c_s / (Var(x) c_r)).
 
-        None when the components are missing or the between-scenario variance is 0 (then only
-        repeats reduce the variance and there is no finite optimum).
+        The textbook two-stage optimum for one mean (Cochran 1977, §10.6) has no factor 2; the
+        factor is kept as METHODS states it until METHODS says otherwise. None when a component is
+        missing or the between-scenario variance is 0 (no finite optimum: only repeats help).
         """
         if self.within_var is None or not self.between_var:
             return None

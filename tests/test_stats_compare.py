@@ -1,0 +1,476 @@
+"""Capability reports and release decisions: each rule of METHODS §3, bad input, rendering."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from matplotlib import image
+from scipy import stats
+
+from eval_assets.stats import (
+    FINDING_COLUMNS,
+    CapabilityReport,
+    CheckOutcome,
+    CheckSuiteEvidence,
+    CrossJudgeVersionError,
+    Interval,
+    _bootstrap,
+    _compare,
+    compare,
+    decide,
+    exact_separation_p,
+    exit_code,
+    mean_drop_test,
+    mean_interval,
+    noise_band,
+    plot_report,
+    repeats_for_lone_significance,
+    summary_markdown,
+    welch_less,
+)
+
+FLOOR = 0.15
+SCORE_FINDINGS = ("mean_drop", "p10", "floor_drop")
+
+
+def frame_from(scores: np.ndarray, ids: list[str] | None = None) -> pd.DataFrame:
+    """A scored frame from an (n_scenarios, n_repeats) score array."""
+    n, k = scores.shape
+    ids = ids or [f"s{i:03d}" for i in range(n)]
+    return pd.DataFrame(
+        {
+            "scenario_id": np.repeat(ids, k),
+            "repeat": np.tile(np.arange(k), n),
+            "status": "scored",
+            "score": scores.ravel(),
+            "policy_failures": 0,
+        }
+    )
+
+
+def draws(skills: np.ndarray, seed: int, k: int = 5, sd: float = 0.05) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.clip(skills[:, None] + sd * rng.standard_normal((len(skills), k)), 0.0, 1.0)
+
+
+def pair(n: int = 200, k: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Skills in [0.6, 0.9] and two independent draws at sd 0.05 (an A/A pair)."""
+    skills = np.random.default_rng(seed).uniform(0.6, 0.9, n)
+    return skills, draws(skills, seed + 1, k), draws(skills, seed + 2, k)
+
+
+def finding(report: CapabilityReport, name: str, scenario_id: str | None = None):  # noqa: ANN201
+    return next(f for f in report.findings if f.finding == name and f.scenario_id == scenario_id)
+
+
+# --- per-scenario test -----------------------------------------------------------------------------
+
+samples = st.lists(st.floats(0.0, 1.0), min_size=2, max_size=8)
+
+
+@pytest.mark.filterwarnings("ignore:Precision loss:RuntimeWarning")  # scipy's warning for a constant sample
+@settings(max_examples=100, deadline=None)
+@given(samples, samples)
+def test_vectorised_welch_equals_scipy_ttest_ind_where_defined(cand: list[float], base: list[float]) -> None:
+    c, b = np.array(cand), np.array(base)
+    p = welch_less([c.mean()], [c.var(ddof=1)], [len(c)], [b.mean()], [b.var(ddof=1)], [len(b)])[0]
+    if c.var(ddof=1) + b.var(ddof=1) > 1e-8:  # below that scipy itself warns of precision loss
+        expected = stats.ttest_ind(c, b, equal_var=False, alternative="less").pvalue
+        assert p == pytest.approx(expected, rel=1e-6, abs=1e-12)
+    assert 0.0 < p <= 1.0
+
+
+def test_constant_repeats_give_p_one_or_the_exact_separation_bound_never_nan() -> None:
+    p = welch_less([0.9, 0.5, 0.5], [0.0] * 3, [5] * 3, [0.5, 0.5, 0.9], [0.0] * 3, [5] * 3)
+    assert list(p) == [1.0, 1.0, pytest.approx(1 / 252)]
+    assert exact_separation_p(5, 5) == pytest.approx(1 / math.comb(10, 5))
+
+
+def test_fewer_than_two_repeats_leaves_a_scenario_untested() -> None:
+    p = welch_less([0.1], [math.nan], [1], [0.9], [0.01], [5])
+    assert math.isnan(p[0])
+
+
+def test_lone_significance_needs_seven_repeats_among_200_scenarios() -> None:
+    """METHODS §3: at 5 repeats an exact test cannot reach BH significance alone among ~200."""
+    assert repeats_for_lone_significance(200, 0.10) == 7
+    assert repeats_for_lone_significance(10, 0.10) == 5  # 1/C(8, 4) = 0.014 > 0.01 >= 1/C(10, 5)
+
+
+# --- policy failures -------------------------------------------------------------------------------
+
+
+def test_any_policy_failure_increase_blocks_even_when_scores_improve() -> None:
+    _, base, cand = pair()
+    candidate = frame_from(np.clip(cand + 0.05, 0, 1)).assign(policy_failures=0)
+    candidate.loc[3, "policy_failures"] = 2
+    report = compare(frame_from(base), candidate, FLOOR)
+    policy = finding(report, "policy_failures")
+    assert policy.verdict == "block" and policy.statistic == 2.0
+    assert decide([report]).decision == "block"
+
+
+def test_policy_failures_of_failed_verdicts_count_and_rates_use_attempts_with_output() -> None:
+    _, base, cand = pair(n=20)
+    candidate = frame_from(cand)
+    candidate.loc[0, ["status", "score", "policy_failures"]] = ["failed", math.nan, 1]
+    candidate.loc[1, ["status", "score"]] = ["excluded", math.nan]
+    report = compare(frame_from(base), candidate, FLOOR)
+    policy = finding(report, "policy_failures")
+    assert policy.verdict == "block"
+    assert "candidate 1/99 " in policy.detail
+    expected = stats.fisher_exact([[1, 98], [0, 100]], alternative="greater").pvalue
+    assert policy.p_value == pytest.approx(expected)
+
+
+# --- floor drops -----------------------------------------------------------------------------------
+
+
+def test_a_repeat_below_the_floor_blocks_only_where_the_baseline_stayed_above_it() -> None:
+    _, base, cand = pair(n=50)
+    cand[0, 2] = 0.05  # crossed; baseline scenario 0 never did
+    cand[1, 2], base[1, 4] = 0.05, 0.10  # crossed, but so did the baseline
+    report = compare(frame_from(base), frame_from(cand), FLOOR)
+    assert finding(report, "floor_drop", "s000").verdict == "block"
+    assert finding(report, "floor_drop", "s000").rule == "floor_crossing"
+    assert finding(report, "floor_drop", "s001").rule != "floor_crossing"
+
+
+def test_a_lone_bh_discovery_at_five_repeats_is_investigate_with_advice_to_top_up() -> None:
+    skills, base, cand = pair()
+    cand[7] = draws(skills[7:8] - 0.3, 99)[0]
+    report = compare(frame_from(base), frame_from(cand), floor=None)
+    lone = finding(report, "floor_drop", "s007")
+    assert lone.verdict == "investigate" and lone.rule == "lone_flag"
+    assert lone.q_value is not None and lone.q_value <= 0.10
+    assert "top up repeats to 7" in lone.detail
+    decision = decide([report])
+    assert decision.decision == "investigate"
+    assert decision.reasons[0].scenario_ids == ("s007",)
+    assert decision.reasons[0].advice == "top up these scenarios to 7 repeats and re-run the report"
+
+
+def test_the_same_lone_discovery_blocks_once_there_are_enough_repeats_to_confirm_it() -> None:
+    skills, base, cand = pair(k=8)
+    cand[7] = draws(skills[7:8] - 0.3, 99, k=8)[0]
+    report = compare(frame_from(base), frame_from(cand), floor=None)
+    assert finding(report, "floor_drop", "s007").verdict == "block"
+    assert finding(report, "floor_drop", "s007").rule == "bh"
+
+
+def test_two_bh_discoveries_block_both_scenarios() -> None:
+    skills, base, cand = pair()
+    for i in (7, 8):
+        cand[i] = draws(skills[i : i + 1] - 0.3, 90 + i)[0]
+    report = compare(frame_from(base), frame_from(cand), floor=None)
+    assert {finding(report, "floor_drop", s).verdict for s in ("s007", "s008")} == {"block"}
+    block = next(r for r in decide([report]).reasons if r.severity == "block")
+    assert block.scenario_ids == ("s007", "s008")
+
+
+def test_q_values_are_benjamini_hochberg_over_the_tested_scenarios() -> None:
+    _, base, cand = pair(n=30)
+    report = compare(frame_from(base), frame_from(cand), FLOOR)
+    rows = report.scenarios
+    assert np.allclose(rows["q_value"], stats.false_discovery_control(rows["p_value"], method="bh"))
+
+
+# --- mean drop -------------------------------------------------------------------------------------
+
+
+def differences(mean: float, sd: float = 0.05, n: int = 200) -> np.ndarray:
+    z = np.random.default_rng(0).standard_normal(n)
+    return mean + sd * (z - z.mean()) / z.std(ddof=1)
+
+
+@pytest.mark.parametrize(
+    ("mean", "verdict", "rule"),
+    [(-0.020, "block", "beyond_band"), (-0.008, "investigate", "drop_within_noise"), (-0.001, "ok", "")],
+)
+def test_mean_drop_blocks_beyond_the_band_and_investigates_inside_it(
+    mean: float, verdict: str, rule: str
+) -> None:
+    d = differences(mean)
+    test = mean_drop_test(d, np.zeros_like(d), 0.01, alpha=0.05)
+    assert (test.verdict, test.rule) == (verdict, rule)
+    assert test.p_drop == pytest.approx(stats.ttest_rel(d, np.zeros_like(d), alternative="less").pvalue)
+    assert test.p_beyond == pytest.approx(stats.ttest_1samp(d, -0.01, alternative="less").pvalue)
+
+
+def test_a_point_estimate_just_beyond_the_band_is_not_enough_to_block() -> None:
+    """Blocking needs the drop to be beyond the band with significance, not just its estimate."""
+    test = mean_drop_test(differences(-0.011), np.zeros(200), 0.01, alpha=0.05)
+    assert test.verdict == "investigate"
+
+
+def test_identical_differences_are_judged_against_the_band_without_p_values() -> None:
+    assert mean_drop_test(np.full(5, 0.3), np.full(5, 0.5), 0.1, alpha=0.05).verdict == "block"
+    test = mean_drop_test(np.full(5, 0.5), np.full(5, 0.5), 0.1, alpha=0.05)
+    assert (test.verdict, test.p_drop, test.p_beyond) == ("ok", None, None)
+
+
+def test_mean_finding_carries_a_bca_interval_and_the_band() -> None:
+    skills, base, _ = pair()
+    report = compare(frame_from(base), frame_from(draws(skills - 0.05, 3)), FLOOR)
+    mean = finding(report, "mean_drop")
+    assert mean.verdict == "block" and mean.statistic is not None and mean.statistic < 0
+    assert "(BCa)" in mean.detail and "noise band" in mean.detail
+
+
+@pytest.mark.parametrize("scipy_max_n", [0, 1_000])
+def test_identical_differences_give_a_point_interval_without_resampling(scipy_max_n: int) -> None:
+    rng = np.random.default_rng(0)
+    interval = mean_interval(np.full(50, 0.2), n_resamples=200, level=0.95, rng=rng, scipy_max_n=scipy_max_n)
+    assert interval == Interval(0.2, 0.2, "degenerate (every value equal)")
+
+
+def test_degenerate_bca_falls_back_to_the_percentile_interval_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = stats.bootstrap
+
+    def bca_fails(*args: object, **kwargs: object) -> object:
+        result = real(*args, **kwargs)
+        if kwargs["method"] == "BCa":
+            result.confidence_interval = stats._common.ConfidenceInterval(math.nan, math.nan)
+        return result
+
+    monkeypatch.setattr(_bootstrap.stats, "bootstrap", bca_fails)
+    values = np.random.default_rng(1).normal(size=100)
+    interval = mean_interval(values, n_resamples=500, level=0.95, rng=np.random.default_rng(2))
+    assert interval is not None and interval.method == "percentile (BCa degenerate)"
+    assert interval.low < values.mean() < interval.high
+
+
+def test_vectorised_bca_for_large_suites_agrees_with_scipy() -> None:
+    values = np.random.default_rng(1).exponential(size=3000)
+    kwargs = {"n_resamples": 4000, "level": 0.95}
+    scipy_ci = mean_interval(values, rng=np.random.default_rng(2), **kwargs)
+    fast_ci = mean_interval(values, rng=np.random.default_rng(3), scipy_max_n=0, **kwargs)
+    assert scipy_ci is not None and fast_ci is not None and fast_ci.method == "BCa (vectorised)"
+    width = scipy_ci.high - scipy_ci.low
+    assert abs(fast_ci.low - scipy_ci.low) < 0.05 * width
+    assert abs(fast_ci.high - scipy_ci.high) < 0.05 * width
+
+
+# --- p10 and exclusions ----------------------------------------------------------------------------
+
+
+def test_the_10th_percentile_is_reported_not_gated() -> None:
+    skills, base, cand = pair()
+    report = compare(frame_from(base), frame_from(cand), FLOOR)
+    p10 = finding(report, "p10")
+    d = report.scenarios["candidate_mean"] - report.scenarios["baseline_mean"]
+    assert p10.verdict == "info" and p10.statistic == pytest.approx(stats.quantile(d.to_numpy(), 0.1))
+    assert "CI [" in p10.detail
+
+
+def exclude(frame: pd.DataFrame, scenario_ids: list[str]) -> pd.DataFrame:
+    out = frame.copy()
+    hit = out["scenario_id"].isin(scenario_ids)
+    out.loc[hit, "status"], out.loc[hit, "score"] = "excluded", math.nan
+    return out
+
+
+def test_exclusion_rates_are_compared_with_fisher() -> None:
+    _, base, cand = pair(n=40)
+    report = compare(frame_from(base), exclude(frame_from(cand), ["s000", "s001"]), FLOOR)
+    excl = finding(report, "exclusions")
+    assert excl.verdict == "info" and excl.statistic == pytest.approx(10 / 200)
+    assert excl.p_value == pytest.approx(stats.fisher_exact([[10, 190], [0, 200]]).pvalue)
+
+
+def test_exclusion_sensitivity_says_when_worst_case_fill_flips_the_verdict() -> None:
+    _, base, cand = pair()
+    excluded = [f"s{i:03d}" for i in range(40)]
+    report = compare(frame_from(base), exclude(frame_from(cand), excluded), FLOOR)
+    excl = finding(report, "exclusions")
+    assert finding(report, "mean_drop").verdict == "ok"
+    assert "filled with the worst score: block" in excl.detail
+    assert "FLIPS from ok" in excl.detail and excl.rule == "sensitivity_flip"
+    assert any(r.finding == "exclusions" and r.severity == "info" for r in decide([report]).reasons)
+
+
+def test_excluded_scenarios_are_missing_not_zero_in_the_mean() -> None:
+    _, base, cand = pair()
+    report = compare(frame_from(base), exclude(frame_from(cand), ["s000"]), FLOOR)
+    assert "s000" not in set(report.scenarios["scenario_id"])
+    assert finding(report, "mean_drop").verdict == "ok"
+
+
+# --- bad input -------------------------------------------------------------------------------------
+
+
+def no_scores(report: CapabilityReport) -> bool:
+    rows = [f for f in report.findings if f.finding in SCORE_FINDINGS]
+    return bool(rows) and all((f.statistic, f.p_value, f.q_value) == (None, None, None) for f in rows)
+
+
+def all_failed(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(status="failed", score=math.nan)
+
+
+BAD_INPUTS = {
+    "no baseline": (lambda b, c: (None, c), "no baseline"),
+    "baseline without verdicts": (lambda b, c: (pd.DataFrame(), c), "no verdicts for the baseline"),
+    "candidate without verdicts": (lambda b, c: (b, pd.DataFrame()), "no verdicts for the candidate"),
+    "every candidate repeat excluded": (lambda b, c: (b, exclude(c, list(c["scenario_id"]))), "every repeat"),
+    "nothing scored": (lambda b, c: (b, all_failed(c)), "no scored verdicts"),
+    "one scenario": (lambda b, c: (b.head(5), c.head(5)), "need at least 2"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_gives_a_report_that_decided_nothing_with_no_fabricated_figures(case: str) -> None:
+    make, message = BAD_INPUTS[case]
+    _, base, cand = pair(n=10)
+    baseline, candidate = make(frame_from(base), frame_from(cand))
+    report = compare(
+        baseline, candidate, FLOOR, judge_version="j-v1", baseline_build="b1", candidate_build="b2"
+    )
+    assert report.decided_nothing is not None and message in report.decided_nothing
+    assert report.verdict == "none" and no_scores(report)
+    assert not any(isinstance(v, float) and math.isnan(v) for row in report.rows() for v in row.values())
+    decision = decide([report])
+    assert (decision.decision, decision.exit_code) == ("none", 2)
+    assert message in decision.reasons[0].message and "j-v1" in decision.reasons[0].source
+
+
+def test_policy_comparison_without_attempts_has_no_figures() -> None:
+    _, base, cand = pair(n=10)
+    report = compare(frame_from(base), exclude(frame_from(cand), [f"s{i:03d}" for i in range(10)]), FLOOR)
+    policy = finding(report, "policy_failures")
+    assert (policy.statistic, policy.p_value, policy.verdict) == (None, None, "info")
+
+
+def test_a_report_that_decided_nothing_still_blocks_on_a_policy_failure() -> None:
+    _, base, cand = pair(n=10)
+    candidate = frame_from(cand).head(5).assign(policy_failures=[0, 0, 1, 0, 0])
+    report = compare(frame_from(base).head(5), candidate, FLOOR)
+    assert report.decided_nothing is not None
+    assert report.verdict == "block" and decide([report]).decision == "block"
+
+
+def test_comparing_across_judge_versions_is_refused_naming_both_and_the_fix() -> None:
+    _, base, cand = pair(n=10)
+    baseline = frame_from(base).assign(judge_version="helpfulness-v1")
+    candidate = frame_from(cand).assign(judge_version="helpfulness-v2")
+    with pytest.raises(CrossJudgeVersionError) as refusal:
+        compare(baseline, candidate, FLOOR, baseline_build="agent-1")
+    message = str(refusal.value)
+    assert "helpfulness-v1" in message and "helpfulness-v2" in message
+    assert "Re-judge agent-1's stored outputs with helpfulness-v2" in message and "bridge" in message
+
+
+def test_a_frame_mixing_judge_versions_is_refused() -> None:
+    _, base, cand = pair(n=10)
+    candidate = frame_from(cand).assign(judge_version=["v1", "v2"] * 25)
+    with pytest.raises(CrossJudgeVersionError, match="span judge versions v1, v2"):
+        compare(frame_from(base), candidate, FLOOR)
+
+
+# --- rendering -------------------------------------------------------------------------------------
+
+
+def flagged_report() -> CapabilityReport:
+    skills, base, cand = pair()
+    cand[[3, 4]] = 0.02
+    return compare(frame_from(base), frame_from(cand), FLOOR, judge_version="j-v1", candidate_build="b2")
+
+
+def test_report_rows_have_the_view_columns_and_one_floor_row_per_scenario() -> None:
+    report = flagged_report()
+    table = report.to_frame()
+    assert tuple(table.columns) == FINDING_COLUMNS
+    assert (table["finding"] == "floor_drop").sum() == 200
+    assert table.loc[table["finding"] != "floor_drop", "scenario_id"].isna().all()
+
+
+def test_summary_markdown_names_the_verdict_and_the_flagged_scenarios() -> None:
+    text = summary_markdown(flagged_report())
+    assert "**Verdict: block**" in text and "`s003` block" in text and "`s004` block" in text
+    assert "| mean_drop |" in text and "`s005`" not in text
+
+
+def test_plot_is_a_png_wide_enough_for_200_scenarios() -> None:
+    png = plot_report(flagged_report())
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    height, width, _ = image.imread(__import__("io").BytesIO(png)).shape
+    assert width >= 1100 and height >= 700
+
+
+def test_plot_of_a_report_that_decided_nothing_says_why() -> None:
+    report = compare(None, frame_from(pair(n=5)[1]), FLOOR)
+    assert plot_report(report).startswith(b"\x89PNG")
+
+
+# --- release decision ------------------------------------------------------------------------------
+
+
+def aa_report(judge: str, seed: int = 0) -> CapabilityReport:
+    _, base, cand = pair(seed=seed)
+    return compare(frame_from(base), frame_from(cand), FLOOR, judge_version=judge)
+
+
+def test_decision_blocks_when_any_judge_version_blocks_and_lists_block_reasons_first() -> None:
+    calm = aa_report("j-v1")
+    blocking = flagged_report()
+    decision = decide([calm, blocking])
+    assert decision.decision == "block" and decision.exit_code == 1
+    severities = [r.severity for r in decision.reasons]
+    assert severities == sorted(severities, key=["block", "investigate", "none", "info"].index)
+    assert decision.reasons[0].scenario_ids == ("s003", "s004") and "j-v1" in decision.reasons[0].source
+
+
+def test_decision_allows_when_every_report_is_ok() -> None:
+    decision = decide([aa_report("j-v1"), aa_report("j-v2", seed=5)])
+    assert decision.decision == "allow" and decision.exit_code == 0
+    assert {r.severity for r in decision.reasons} == {"info"}
+
+
+def test_a_failed_deterministic_check_blocks_like_any_other_evidence() -> None:
+    suite = CheckSuiteEvidence("deterministic suite", (CheckOutcome("no-secrets", False, "leaked key"),))
+    decision = decide([aa_report("j-v1"), suite])
+    assert decision.decision == "block"
+    assert decision.reasons[0].source == "deterministic suite" and "leaked key" in decision.reasons[0].message
+
+
+def test_evidence_that_decided_nothing_does_not_stop_the_others_from_deciding() -> None:
+    nothing = compare(None, frame_from(pair()[1]), FLOOR, judge_version="j-v2")
+    decision = decide([aa_report("j-v1"), nothing])
+    assert decision.decision == "allow"
+    assert any(r.severity == "none" and "j-v2" in r.source for r in decision.reasons)
+
+
+def test_no_evidence_or_only_empty_suites_is_no_decision() -> None:
+    assert decide([]).decision == "none"
+    assert decide([CheckSuiteEvidence("deterministic suite", ())]).exit_code == 2
+
+
+def test_exit_codes_follow_release_status() -> None:
+    assert [exit_code(d) for d in ("allow", "block", "none", "investigate")] == [0, 1, 2, 3]
+
+
+def test_noise_band_passed_in_is_the_one_used() -> None:
+    _, base, cand = pair()
+    band = noise_band(frame_from(base))
+    report = compare(frame_from(base), frame_from(cand), FLOOR, band)
+    assert report.band_half_width == pytest.approx(band.half_width)
+
+
+@pytest.mark.parametrize(("hits", "trials"), [(0, 50), (3, 1000), (7, 7), (12, 40)])
+def test_policy_rate_interval_is_the_exact_binomial_interval(hits: int, trials: int) -> None:
+    expected = stats.binomtest(hits, trials).proportion_ci(method="exact")
+    assert _compare.clopper_pearson(hits, trials) == pytest.approx((expected.low, expected.high), abs=1e-9)
+
+
+def test_the_same_inputs_give_the_same_report() -> None:
+    _, base, cand = pair()
+    first = compare(frame_from(base), frame_from(cand), FLOOR)
+    again = compare(frame_from(base), frame_from(cand), FLOOR)
+    assert first.rows() == again.rows()

@@ -1,0 +1,214 @@
+"""Noise bands (METHODS §1–2): closed form, variance components, bootstrap check, edge cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from eval_assets.stats import (
+    BAND_TABLE_COLUMNS,
+    VerdictFrameError,
+    bootstrap_noise_band,
+    noise_band,
+    validate_verdicts,
+)
+
+Z95 = stats.norm.ppf(0.975)
+
+
+def verdicts(scores: dict[str, list[float]], **statuses: list[str]) -> pd.DataFrame:
+    """A scored frame from {scenario: [repeat scores]}; `statuses` adds failed/excluded repeats."""
+    rows = [(sid, r, "scored", s, 0) for sid, values in scores.items() for r, s in enumerate(values)]
+    for status, sids in statuses.items():
+        for sid in sids:
+            rows.append((sid, 100 + len(rows), status, math.nan, 0))
+    return pd.DataFrame(rows, columns=["scenario_id", "repeat", "status", "score", "policy_failures"])
+
+
+def exact_sd_repeats(mean: float, sd: float, k: int) -> list[float]:
+    """k repeats whose sample mean and sample sd (ddof=1) are exactly `mean` and `sd`."""
+    z = np.arange(k) - (k - 1) / 2
+    return list(mean + sd * z / z.std(ddof=1))
+
+
+def simulated(n: int, k: int, sd: float, skills: np.ndarray, seed: int) -> pd.DataFrame:
+    """Clipped Gaussian repeats around `skills` (the sim model, drawn with numpy for speed)."""
+    rng = np.random.default_rng(seed)
+    scores = np.clip(skills[:, None] + sd * rng.standard_normal((n, k)), 0.0, 1.0)
+    return verdicts({f"s{i:04d}": list(row) for i, row in enumerate(scores)})
+
+
+@pytest.mark.parametrize(("n", "expected"), [(100, 1.86), (200, 1.31), (400, 0.93)])
+def test_reference_magnitudes_of_methods_section_2(n: int, expected: float) -> None:
+    """K=5, within-scenario sd 15 on a 0-100 scale -> +/-1.86, 1.31, 0.93 at 100, 200, 400 scenarios."""
+    frame = verdicts({f"s{i}": exact_sd_repeats(0.5, 0.15, 5) for i in range(n)})
+    assert 100 * noise_band(frame).half_width == pytest.approx(expected, abs=0.005)
+
+
+def test_reference_magnitude_holds_approximately_on_simulated_repeats() -> None:
+    band = noise_band(simulated(200, 5, 0.15, np.full(200, 0.5), seed=3))
+    assert 100 * band.half_width == pytest.approx(1.31, rel=0.10)
+
+
+def test_suite_and_scenario_half_widths_follow_the_closed_form_with_unequal_repeats() -> None:
+    frame = verdicts(
+        {"a": exact_sd_repeats(0.3, 0.1, 5), "b": exact_sd_repeats(0.6, 0.2, 4), "c": [0.9, 0.7, 0.8]}
+    )
+    band = noise_band(frame)
+    variances = {"a": 0.1**2, "b": 0.2**2, "c": np.var([0.9, 0.7, 0.8], ddof=1)}
+    counts = {"a": 5, "b": 4, "c": 3}
+    expected = Z95 * math.sqrt(sum(2 * variances[s] / counts[s] for s in "abc")) / 3
+    assert band.half_width == pytest.approx(expected)
+    per = band.scenarios.set_index("scenario_id")
+    for sid in "abc":
+        assert per.loc[sid, "half_width"] == pytest.approx(Z95 * math.sqrt(2 * variances[sid] / counts[sid]))
+        assert per.loc[sid, "n_repeats"] == counts[sid]
+
+
+def test_failed_and_excluded_repeats_are_skipped_not_scored_zero() -> None:
+    scores = {f"s{i}": exact_sd_repeats(0.5 + 0.01 * i, 0.1, 5) for i in range(10)}
+    clean = noise_band(verdicts(scores))
+    with_missing = noise_band(verdicts(scores, failed=["s1", "s2"], excluded=["s3"]))
+    assert with_missing.half_width == pytest.approx(clean.half_width)
+    assert with_missing.n_repeats == clean.n_repeats == 50
+
+
+def test_scenarios_with_fewer_than_two_scored_repeats_are_reported_unusable_not_zero() -> None:
+    scores = {f"s{i}": exact_sd_repeats(0.5, 0.1, 5) for i in range(4)}
+    band_without = noise_band(verdicts(scores))
+    band = noise_band(verdicts({**scores, "lonely": [0.2]}, failed=["lonely"] * 4))
+    assert band.unusable == ("lonely",)
+    assert band.n_usable == 4 and band.n_scenarios == 5
+    assert band.half_width == pytest.approx(band_without.half_width)
+    lonely = band.scenarios.set_index("scenario_id").loc["lonely"]
+    assert math.isnan(lonely["variance"]) and math.isnan(lonely["half_width"])
+    assert any("fewer than 2 scored repeats" in note for note in band.notes)
+
+
+def test_negative_between_scenario_variance_is_floored_at_zero_and_flagged() -> None:
+    same_mean = {f"s{i}": list(np.roll([0.3, 0.4, 0.5, 0.6, 0.7], i)) for i in range(6)}
+    band = noise_band(verdicts(same_mean))
+    assert band.between_var == 0.0
+    assert band.between_var_floored
+    assert any("floored" in note for note in band.notes)
+    assert band.optimal_repeats(cost_scenario=1.0, cost_repeat=1.0) is None
+
+
+def test_variance_components_recover_the_simulated_truth() -> None:
+    skills = np.random.default_rng(11).uniform(0.35, 0.65, 3000)
+    band = noise_band(simulated(3000, 5, 0.1, skills, seed=12))
+    assert band.within_var == pytest.approx(0.1**2, rel=0.05)
+    assert band.between_var == pytest.approx(np.var(skills, ddof=1), rel=0.10)
+    assert not band.between_var_floored
+    expected_k = math.sqrt(2 * band.within_var * 3.0 / (band.between_var * 1.0))
+    assert band.optimal_repeats(cost_scenario=3.0, cost_repeat=1.0) == pytest.approx(expected_k)
+
+
+def test_suite_mean_and_clustered_standard_error_are_taken_over_scenarios() -> None:
+    scores = {"a": [0.2, 0.4], "b": [0.6, 0.6, 0.9], "c": [1.0, 0.8]}
+    band = noise_band(verdicts(scores))
+    means = np.array([0.3, 0.7, 0.9])
+    assert band.suite_mean == pytest.approx(means.mean())
+    assert band.suite_se == pytest.approx(means.std(ddof=1) / math.sqrt(3))
+
+
+def test_band_table_has_a_suite_row_then_scenario_rows_with_symmetric_limits() -> None:
+    band = noise_band(verdicts({f"s{i}": exact_sd_repeats(0.5, 0.1, 5) for i in range(3)}))
+    table = band.table()
+    assert tuple(table.columns) == BAND_TABLE_COLUMNS
+    assert list(table["scope"]) == ["suite", "scenario", "scenario", "scenario"]
+    assert pd.isna(table.loc[0, "scenario_id"]) and table.loc[0, "between_var"] == band.between_var
+    assert table["between_var"].iloc[1:].isna().all()
+    assert np.allclose(table["low"], -table["half_width"]) and np.allclose(table["high"], table["half_width"])
+    assert table.loc[0, "n_repeats"] == 15
+
+
+def test_no_verdicts_give_no_figures_rather_than_zeros() -> None:
+    band = noise_band(pd.DataFrame())
+    assert (band.half_width, band.suite_mean, band.suite_se, band.within_var, band.between_var) == (None,) * 5
+    assert band.n_repeats == 0
+    assert band.table()[["mean", "half_width", "low", "high"]].isna().all().all()
+    assert bootstrap_noise_band(pd.DataFrame(), 100, np.random.default_rng(0)).half_width is None
+
+
+def test_one_usable_scenario_has_a_band_but_no_between_variance() -> None:
+    band = noise_band(verdicts({"only": exact_sd_repeats(0.5, 0.1, 5)}))
+    assert band.half_width == pytest.approx(Z95 * math.sqrt(2 * 0.01 / 5))
+    assert band.between_var is None and band.suite_se is None
+
+
+def test_closed_form_agrees_with_within_scenario_bootstrap_within_10_percent() -> None:
+    skills = np.random.default_rng(5).uniform(0.4, 0.9, 200)
+    frame = simulated(200, 5, 0.15, skills, seed=6)
+    closed = noise_band(frame).half_width
+    boot = bootstrap_noise_band(frame, 4000, np.random.default_rng(7)).half_width
+    assert boot == pytest.approx(closed, rel=0.10)
+
+
+def test_unadjusted_bootstrap_understates_the_band_by_sqrt_k_minus_1_over_k() -> None:
+    """Why the bootstrap rescales deviations: plain resampling of 5 repeats loses 11% of the width."""
+    frame = simulated(400, 5, 0.15, np.full(400, 0.5), seed=8)
+    closed = noise_band(frame).half_width
+    raw = bootstrap_noise_band(frame, 4000, np.random.default_rng(9), small_sample_adjust=False)
+    assert raw.half_width / closed == pytest.approx(math.sqrt(4 / 5), rel=0.04)
+
+
+scenario_repeats = st.lists(
+    st.lists(st.one_of(st.floats(0.0, 1.0), st.sampled_from(["failed", "excluded"])), min_size=1, max_size=6),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenario_repeats)
+def test_band_matches_a_direct_implementation_of_the_definition(data: list[list[float | str]]) -> None:
+    rows = []
+    for i, repeats in enumerate(data):
+        for r, value in enumerate(repeats):
+            scored = not isinstance(value, str)
+            rows.append((f"s{i}", r, "scored" if scored else value, value if scored else math.nan, 0))
+    frame = pd.DataFrame(rows, columns=["scenario_id", "repeat", "status", "score", "policy_failures"])
+    scored = [[v for v in repeats if not isinstance(v, str)] for repeats in data]
+    usable = [np.array(s) for s in scored if len(s) >= 2]
+    band = noise_band(frame)
+    if not usable:
+        assert band.half_width is None
+        return
+    total = sum(2 * np.var(s, ddof=1) / len(s) for s in usable)
+    assert band.half_width == pytest.approx(Z95 * math.sqrt(total) / len(usable), abs=1e-12)
+    assert band.within_var == pytest.approx(np.mean([np.var(s, ddof=1) for s in usable]), abs=1e-12)
+    shuffled = noise_band(frame.sample(frac=1.0, random_state=1))
+    assert shuffled.half_width == pytest.approx(band.half_width, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda f: f.drop(columns=["status"]), "lacks column"),
+        (lambda f: f.assign(status="pending"), "unknown status"),
+        (lambda f: f.assign(score=np.where(f.index == 0, np.nan, f["score"])), "finite score"),
+        (lambda f: f.assign(score=np.where(f.index == 0, 1.5, f["score"])), "finite score"),
+        (lambda f: f.assign(status=np.where(f.index == 0, "failed", f["status"])), "carry a score"),
+        (lambda f: f.assign(repeat=0), "appears more than once"),
+        (lambda f: f.assign(policy_failures=-1), ">= 0"),
+        (lambda f: f.assign(repeat=0.5), "whole number"),
+    ],
+)
+def test_malformed_verdict_frames_are_refused_with_the_reason(change: object, message: str) -> None:
+    frame = verdicts({"a": [0.2, 0.4, 0.6]})
+    with pytest.raises(VerdictFrameError, match=message):
+        validate_verdicts(change(frame))  # type: ignore[operator]
+
+
+def test_an_excluded_row_with_a_policy_count_is_refused() -> None:
+    frame = verdicts({"a": [0.2, 0.4]}, excluded=["a"])
+    frame.loc[frame["status"] == "excluded", "policy_failures"] = 1
+    with pytest.raises(VerdictFrameError, match="excluded row"):
+        validate_verdicts(frame)
