@@ -21,7 +21,6 @@ import duckdb
 import pandas as pd
 
 
-
 @dataclass(frozen=True)
 class Dataset:
     name: str
@@ -241,16 +240,15 @@ class Warehouse:
             con = duckdb.connect(str(self.catalog_path), read_only=True)
             try:
                 row = con.execute("SELECT version, data_root FROM _catalog").fetchone()
-                names = {
-                    r[0]
-                    for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
-                }
             finally:
                 con.close()
         except duckdb.Error:
             return False
-        wanted = {n for ds in self.datasets for n in (ds, f"{ds}_history")} | {n for n, _ in DERIVED_VIEWS}
-        return row == (CATALOG_VERSION, str(self.data)) and wanted <= names
+        return row == (self._catalog_version(), str(self.data))
+
+    def _catalog_version(self) -> str:
+        """Changes whenever any view definition changes, so a stale catalog is rebuilt."""
+        return hashlib.sha256("\n".join(self.view_sql()).encode()).hexdigest()[:16]
 
     def _build_catalog(self) -> None:
         """Build the catalog in a temp file and rename it over the old one (readers keep the old inode)."""
@@ -262,7 +260,7 @@ class Warehouse:
                 con.execute(stmt)
             con.execute(
                 "CREATE TABLE _catalog AS SELECT ? AS version, ? AS data_root",
-                [CATALOG_VERSION, str(self.data)],
+                [self._catalog_version(), str(self.data)],
             )
             con.execute("CHECKPOINT")
         finally:
