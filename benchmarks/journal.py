@@ -196,6 +196,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.backend in ("postgresql", "both"):
         with PostgresCluster(fsync=args.pg_fsync == "on") as cluster:
             print(f"{'postgresql':<11}{measure(cluster.create_database(), **shape)}", flush=True)
+    print(
+        "closed loop: each caller reserves again as soon as it has settled, so latencies include the wait"
+        " behind the journal's single reservation lock (SQLite: its write lock)"
+    )
     rate = engine_attempt_rate()
     print(
         "engine attempt rate: not measured yet (engine_attempt_rate() returns None)"

@@ -130,12 +130,66 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _print_problems(exc)
     ok = _run_builds(args, track, build_ids, None)
+    from eval_assets.release import recorded_decision
+
     print()
+    for build_id in build_ids:
+        row = recorded_decision(track, build_id)
+        decision = row["decision"] if row else "no decision"
+        print(f"decision for {build_id}: {decision}")
+        for line in str((row or {}).get("reasons") or "").splitlines()[:6]:
+            print(f"    {line}")
     print(f"warehouse: {track.warehouse.catalog_path}")
     print(f"  open it read-only: duckdb.connect('{track.warehouse.catalog_path}', read_only=True)")
-    print("  views: scenario_runs, judge_verdicts, cost_ledger (+ *_history)")
+    print(
+        "  views: scenario_runs, judge_verdicts, cost_ledger, noise_bands, capability_reports, release_decisions (+ *_history)"
+    )
     print(f"UI: EVAL_HOME={home.root} evaltrack ui   (then http://127.0.0.1:3000)")
     return 0 if ok else 1
+
+
+def cmd_release_status(args: argparse.Namespace) -> int:
+    from eval_assets.release import recorded_decision
+    from eval_assets.stats import exit_code
+    from eval_assets.track import Track, TrackError
+
+    try:
+        track = Track(_project(args), _home(args))
+        track.build(args.build)
+    except ConfigError as exc:
+        return _print_problems(exc)
+    except TrackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    row = recorded_decision(track, args.build)
+    if row is None:
+        print(
+            f"build {args.build}: no decision yet (materialize release_decision, e.g. `evaltrack run --build {args.build}`)"
+        )
+        return 2
+    print(f"build {args.build}: {row['decision']} (baseline: {row['baseline'] or 'none'})")
+    for line in str(row["reasons"] or "").splitlines():
+        print(f"  {line}")
+    return exit_code(row["decision"])
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from eval_assets.release import build_report
+    from eval_assets.stats import CrossJudgeVersionError, summary_markdown
+    from eval_assets.track import Track, TrackError
+
+    try:
+        track = Track(_project(args), _home(args))
+        for build in (args.baseline, args.candidate):
+            track.build(build)
+        run = build_report(track, args.candidate, args.judge, args.baseline)
+    except ConfigError as exc:
+        return _print_problems(exc)
+    except (CrossJudgeVersionError, TrackError) as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 1
+    print(summary_markdown(run.report))
+    return 0
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -192,6 +246,16 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--build", required=True)
     run.add_argument("--judge", help="one judge version (default: every active version)")
     run.set_defaults(func=cmd_run)
+    status = sub.add_parser(
+        "release-status", help="print a build's decision; exit 0 allow, 1 block, 2 none, 3 investigate"
+    )
+    status.add_argument("build")
+    status.set_defaults(func=cmd_release_status)
+    cmp = sub.add_parser("compare", help="capability report between two builds under one judge version")
+    cmp.add_argument("--baseline", required=True)
+    cmp.add_argument("--candidate", required=True)
+    cmp.add_argument("--judge", required=True, help="judge version, e.g. helpfulness-v1")
+    cmp.set_defaults(func=cmd_compare)
     ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=cmd_ui)

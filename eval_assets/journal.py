@@ -515,7 +515,7 @@ class SpendJournal:
     # -- reading ---------------------------------------------------------------------------------
 
     def lookup(self, attempt: AttemptKey) -> JournalRow | None:
-        """The journal's row for `attempt`, or None when it was never reserved or refused."""
+        """The journal's row for `attempt` (a refused reservation is a row too), or None if it has none."""
         with self._database_errors("lookup " + attempt.key), self._read_transaction() as conn:
             return _select_row(conn, attempt.key)
 

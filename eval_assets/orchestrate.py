@@ -26,6 +26,10 @@ class StepResult:
     metadata: dict[str, dict[str, Any]]
 
 
+PER_JUDGE_ASSETS = ("judge_verdicts", "cost_ledger", "noise_bands", "capability_report")
+PER_BUILD_FINAL_ASSETS = ("release_decision",)
+
+
 def instance_for(home: EvalHome) -> dg.DagsterInstance:
     home.ensure()
     os.environ["DAGSTER_HOME"] = str(home.dagster)
@@ -83,7 +87,8 @@ def materialize_build(
     on_step: Callable[[StepResult], None] | None = None,
     tags: dict[str, str] | None = None,
 ) -> list[StepResult]:
-    """Materialize one build in graph order: scenario_runs, then per judge version verdicts and ledger.
+    """Materialize one build in graph order: scenario_runs; per judge version verdicts, ledger, noise
+    band and report; then the release decision.
 
     Stops at the first failed step (later steps would only fail on its missing output).
     """
@@ -93,7 +98,8 @@ def materialize_build(
     steps: list[tuple[list[str], str | dg.MultiPartitionKey]] = [(["scenario_runs"], build_id)]
     for jv in judge_versions:
         key = dg.MultiPartitionKey({"build": build_id, "judge_version": jv})
-        steps.append((["judge_verdicts", "cost_ledger"], key))
+        steps.append((list(PER_JUDGE_ASSETS), key))
+    steps.append((list(PER_BUILD_FINAL_ASSETS), build_id))
     results = []
     for assets, key in steps:
         step = _materialize(defs, instance, assets, key, tags)

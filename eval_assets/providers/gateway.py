@@ -8,6 +8,7 @@ request kwargs or headers (they hold API keys).
 from __future__ import annotations
 
 import asyncio
+import logging
 import functools
 import time
 from collections.abc import Mapping
@@ -20,6 +21,8 @@ import eval_assets.providers  # noqa: F401  (sets litellm's offline environment 
 from eval_assets.journal import scrub_error_text
 
 litellm.suppress_debug_info = True
+# litellm warns once per registered custom price about cache pricing it cannot know; not actionable here.
+logging.getLogger("LiteLLM").setLevel(logging.ERROR)
 litellm.telemetry = False
 litellm.drop_params = False
 litellm.set_verbose = False

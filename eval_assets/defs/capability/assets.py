@@ -1,25 +1,10 @@
 """Capability track assets: subject runs per build, verdicts and the cost ledger per build × judge."""
 
-from typing import Any
-
 import dagster as dg
 
+from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
 from eval_assets.defs.resources import TrackResource
-
-
-def _metadata(values: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if key == "partition_file":
-            out[key] = dg.MetadataValue.path(value)
-        elif isinstance(value, dict):
-            out[key] = dg.MetadataValue.json(value)
-        elif value is None:
-            out[key] = dg.MetadataValue.text("n/a")
-        else:
-            out[key] = value
-    return out
 
 
 @dg.asset(
@@ -33,7 +18,7 @@ def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg
     context.log.info(f"running the subject of build {build}")
     summary = track.track.run_scenario_runs(build, context.run_id, log=context.log.info)
     context.log.info(f"{summary['attempts']} attempts: {summary['errors']} errors, ${summary['spend_usd']}")
-    return dg.MaterializeResult(metadata=_metadata(summary.values))
+    return dg.MaterializeResult(metadata=as_metadata(summary.values))
 
 
 @dg.asset(
@@ -51,7 +36,7 @@ def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> d
         f"{summary['verdicts']} verdicts: {summary['scored']} scored, {summary['failed']} failed, "
         f"{summary['excluded']} excluded"
     )
-    return dg.MaterializeResult(metadata=_metadata(summary.values))
+    return dg.MaterializeResult(metadata=as_metadata(summary.values))
 
 
 @dg.asset(
@@ -65,4 +50,4 @@ def cost_ledger(context: dg.AssetExecutionContext, track: TrackResource) -> dg.M
     build, judge_version = build_and_judge(context)
     summary = track.track.publish_cost_ledger(build, judge_version, context.run_id)
     context.log.info(f"published {summary['rows']} ledger rows, ${summary['spend_usd']}")
-    return dg.MaterializeResult(metadata=_metadata(summary.values))
+    return dg.MaterializeResult(metadata=as_metadata(summary.values))

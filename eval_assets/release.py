@@ -1,0 +1,264 @@
+"""Release statistics over the warehouse: noise bands, capability reports, release decisions.
+
+Each function is one materialization's work on top of a `Track` (the Dagster assets and the CLI both
+call these). Verdicts of one judge version only are ever compared: a baseline without verdicts under
+the candidate's judge version is refused with the fix, never silently compared under another.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from eval_assets.stats import (
+    CapabilityReport,
+    CrossJudgeVersionError,
+    Evidence,
+    NoiseBand,
+    Reason,
+    ReleaseDecision,
+    compare,
+    decide,
+    noise_band,
+    plot_report,
+    summary_markdown,
+)
+from eval_assets.track import Summary, Track, TrackError
+
+VERDICT_COLUMNS = "scenario_id, repeat, status, score, policy_failures"
+
+
+def verdict_frame(track: Track, build: str, judge_version: str) -> pd.DataFrame:
+    """Current verdicts of one build under one judge version (empty frame when there are none)."""
+    return track.warehouse.query(
+        f"SELECT {VERDICT_COLUMNS} FROM judge_verdicts WHERE build = ? AND judge_version = ? "
+        "ORDER BY scenario_id, repeat",
+        [build, judge_version],
+    )
+
+
+def judged_versions(track: Track, build: str) -> list[str]:
+    frame = track.warehouse.query(
+        "SELECT DISTINCT judge_version FROM judge_verdicts WHERE build = ? ORDER BY 1", [build]
+    )
+    return [str(v) for v in frame["judge_version"]]
+
+
+def _require_verdicts(track: Track, build: str, judge_version: str) -> pd.DataFrame:
+    frame = verdict_frame(track, build, judge_version)
+    if frame.empty:
+        raise TrackError(
+            f"build {build!r} has no verdicts under {judge_version} yet: materialize judge_verdicts "
+            f"[{build}|{judge_version}] first"
+        )
+    return frame
+
+
+def run_noise_bands(track: Track, build: str, judge_version: str, run_id: str) -> Summary:
+    """The build's own noise band under one judge version (METHODS §2); writes `noise_bands`."""
+    track.build(build)
+    track.judge(judge_version)
+    band = noise_band(_require_verdicts(track, build, judge_version))
+    table = band.table().assign(build=build, judge_version=judge_version)
+    path = track.warehouse.write_partition(
+        "noise_bands", {"build": build, "judge_version": judge_version}, table, run_id
+    )
+    suite = table[table["scope"] == "suite"].iloc[0]
+    return Summary(
+        {
+            "suite_half_width": _num(suite["half_width"]),
+            "suite_mean": _num(suite["mean"]),
+            "within_var": _num(suite["within_var"]),
+            "between_var": _num(suite["between_var"]),
+            "scenarios": int((table["scope"] == "scenario").sum()),
+            "partition_file": str(path),
+        }
+    )
+
+
+def _num(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else round(float(value), 6)
+
+
+def newest_allowed_build(track: Track, *, excluding: str) -> str | None:
+    """The newest build whose recorded decision was `allow` (by when the decision was written)."""
+    frame = track.warehouse.query(
+        "SELECT build FROM release_decisions WHERE decision = 'allow' AND build <> ? "
+        "ORDER BY written_at DESC LIMIT 1",
+        [excluding],
+    )
+    return None if frame.empty else str(frame["build"].iloc[0])
+
+
+def baseline_for(track: Track, build: str) -> str | None:
+    """The manifest's baseline, else the newest build whose decision was allow, else None."""
+    manifest = track.build(build)
+    return manifest.baseline or newest_allowed_build(track, excluding=build)
+
+
+@dataclass(frozen=True)
+class ReportRun:
+    report: CapabilityReport
+    baseline: str | None
+    band: NoiseBand | None
+
+
+def build_report(track: Track, candidate: str, judge_version: str, baseline: str | None) -> ReportRun:
+    """Compare candidate with baseline under ONE judge version.
+
+    Raises CrossJudgeVersionError when the baseline has verdicts, but none under this version.
+    A missing baseline, or one with no verdicts at all yet, gives a report that decides nothing.
+    """
+    judge = track.judge(judge_version)
+    rubric = track.project.rubric_for(judge)
+    cand = _require_verdicts(track, candidate, judge_version)
+    base = None
+    if baseline is not None:
+        if not track.build_path(baseline).exists():
+            raise TrackError(f"baseline build {baseline!r} of {candidate!r} is not registered")
+        base = verdict_frame(track, baseline, judge_version)
+        if base.empty:
+            others = judged_versions(track, baseline)
+            if others:
+                raise CrossJudgeVersionError.for_versions(baseline, judge_version, others)
+    band = noise_band(base) if base is not None and not base.empty else None
+    report = compare(
+        None if base is None or base.empty else base,
+        cand,
+        rubric.floor,
+        band,
+        judge_version=judge_version,
+        baseline_build=baseline,
+        candidate_build=candidate,
+    )
+    if baseline is not None and (base is None or base.empty):
+        report = _note(report, f"baseline {baseline} has no verdicts yet")
+    return ReportRun(report, baseline, band)
+
+
+def _note(report: CapabilityReport, reason: str) -> CapabilityReport:
+    from dataclasses import replace
+
+    return replace(report, decided_nothing=report.decided_nothing or reason)
+
+
+def run_capability_report(
+    track: Track, build: str, judge_version: str, run_id: str
+) -> tuple[Summary, str, bytes]:
+    """The report against the build's baseline; writes `capability_reports`. Returns summary, markdown, PNG."""
+    baseline = baseline_for(track, build)
+    run = build_report(track, build, judge_version, baseline)
+    rows = pd.DataFrame(run.report.rows()).assign(build=build, judge_version=judge_version, baseline=baseline)
+    path = track.warehouse.write_partition(
+        "capability_reports", {"build": build, "judge_version": judge_version}, rows, run_id
+    )
+    exemptions = exemptions_in_force(track, build, judge_version)
+    markdown = summary_markdown(run.report)
+    if exemptions:
+        markdown += (
+            "\n**Provider-family exemptions in force**\n\n" + "\n".join(f"- {e}" for e in exemptions) + "\n"
+        )
+    verdicts = rows["verdict"].tolist() if "verdict" in rows else []
+    summary = Summary(
+        {
+            "verdict": run.report.verdict,
+            "baseline": baseline or "none",
+            "decided_nothing": run.report.decided_nothing or "",
+            "findings": len(rows),
+            "block_findings": verdicts.count("block"),
+            "investigate_findings": verdicts.count("investigate"),
+            "partition_file": str(path),
+        }
+    )
+    return summary, markdown, plot_report(run.report)
+
+
+def exemptions_in_force(track: Track, build: str, judge_version: str) -> list[str]:
+    """Scenarios judged by a judge of the subject's own provider family, with their recorded reason."""
+    manifest = track.build(build)
+    judge = track.judge(judge_version)
+    if judge.family != manifest.subject.family:
+        return []
+    return [f"{s.id}: {s.family_exemption}" for s in track.project.scenarios_for(judge) if s.family_exemption]
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A judge version whose report could not be made: no decision can rest on it."""
+
+    source: str
+    why: str
+
+    @property
+    def decided_nothing(self) -> str:
+        return self.why
+
+    def reasons(self) -> tuple[Reason, ...]:
+        return (Reason("none", self.source, "report", self.why),)
+
+
+def decision_versions(track: Track, build: str) -> list[str]:
+    """Judge versions whose reports a release decision combines: the build's active versions."""
+    return [j.version_id for j in track.judges_for(track.build(build)) if j.status == "active"]
+
+
+def make_decision(
+    track: Track, build: str, extra: Sequence[Evidence] = ()
+) -> tuple[ReleaseDecision, str | None]:
+    """Combine every active judge version's report (and `extra` evidence, e.g. the deterministic suite)."""
+    baseline = baseline_for(track, build)
+    evidence: list[Evidence] = []
+    for jv in decision_versions(track, build):
+        try:
+            evidence.append(build_report(track, build, jv, baseline).report)
+        except (CrossJudgeVersionError, TrackError) as exc:
+            evidence.append(_Refused(jv, str(exc)))
+    evidence.extend(extra)
+    return decide(evidence), baseline
+
+
+def run_release_decision(track: Track, build: str, run_id: str, extra: Sequence[Evidence] = ()) -> Summary:
+    """Decide and write `release_decisions` (one row) and `release_decision_reasons` (one per reason)."""
+    decision, baseline = make_decision(track, build, extra)
+    versions = decision_versions(track, build)
+    row = {
+        "build": build,
+        "decision": decision.decision,
+        "reasons": "\n".join(r.text() for r in decision.reasons),
+        "judge_versions": ",".join(versions),
+        "baseline": baseline,
+    }
+    track.warehouse.write_partition("release_decisions", {"build": build}, [row], run_id)
+    reasons = [dict(r, build=build, rank=i) for i, r in enumerate(decision.rows(), start=1)]
+    track.warehouse.write_partition("release_decision_reasons", {"build": build}, reasons, run_id)
+    return Summary(
+        {
+            "decision": decision.decision,
+            "exit_code": decision.exit_code,
+            "baseline": baseline or "none",
+            "judge_versions": versions,
+            "reasons": [r.text() for r in decision.reasons],
+        }
+    )
+
+
+def recorded_decision(track: Track, build: str) -> dict[str, Any] | None:
+    frame = track.warehouse.query(
+        "SELECT decision, reasons, baseline FROM release_decisions WHERE build = ?", [build]
+    )
+    if frame.empty:
+        return None
+    return {k: frame[k].iloc[0] for k in frame.columns}
+
+
+def png_markdown(png: bytes) -> str:
+    return f"![capability report](data:image/png;base64,{base64.b64encode(png).decode()})"
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
