@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval_assets.config import BuildManifest, Engine as EngineSettings, Scenario, load_project  # noqa: E402
+from eval_assets.config import BuildManifest, Scenario, load_project  # noqa: E402
+from eval_assets.config import Engine as EngineSettings  # noqa: E402
 from eval_assets.engine import Engine  # noqa: E402
 from eval_assets.journal import open_journal  # noqa: E402
 from eval_assets.providers.gateway import ModelGateway  # noqa: E402

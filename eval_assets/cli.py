@@ -12,6 +12,7 @@ from pathlib import Path
 
 from eval_assets.config import ConfigError, Project, load_build, load_project
 from eval_assets.home import EvalHome, default_home, project_root
+from eval_assets.journal import JournalError
 
 EXAMPLE_BUILDS = ("baseline.yaml", "rebuild.yaml", "candidate.yaml")
 
@@ -71,7 +72,9 @@ def cmd_build_add(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_builds(args: argparse.Namespace, track: object, build_ids: Sequence[str], judge: str | None) -> bool:
+def _run_builds(
+    args: argparse.Namespace, track: object, build_ids: Sequence[str], judge: str | None, fresh: bool = False
+) -> bool:
     from eval_assets.orchestrate import StepResult, materialize_build
     from eval_assets.track import Track
 
@@ -91,7 +94,14 @@ def _run_builds(args: argparse.Namespace, track: object, build_ids: Sequence[str
             if step.error:
                 print(f"    error: {step.error}")
 
-        results = materialize_build(track.home, build_id, versions, on_step=show)
+        tags = {}
+        if fresh:
+            generation = track.next_generation(build_id)
+            tags["evaltrack/generation"] = str(generation)
+            print(
+                f"  fresh run: generation {generation} (new attempt keys; earlier spend stays on the ledger)"
+            )
+        results = materialize_build(track.home, build_id, versions, on_step=show, tags=tags)
         ok = ok and all(r.success for r in results)
     return ok
 
@@ -104,12 +114,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.judge:
             track.judge(args.judge)
         track.build(args.build)
+        track.journal  # noqa: B018  (an unreachable or locked journal fails here, before any model call)
     except ConfigError as exc:
         return _print_problems(exc)
-    except TrackError as exc:
+    except (TrackError, JournalError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    return 0 if _run_builds(args, track, [args.build], args.judge) else 1
+    return 0 if _run_builds(args, track, [args.build], args.judge, fresh=args.fresh) else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -245,6 +256,9 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="materialize everything for one build")
     run.add_argument("--build", required=True)
     run.add_argument("--judge", help="one judge version (default: every active version)")
+    run.add_argument(
+        "--fresh", action="store_true", help="pay again with new attempt keys instead of reusing settled ones"
+    )
     run.set_defaults(func=cmd_run)
     status = sub.add_parser(
         "release-status", help="print a build's decision; exit 0 allow, 1 block, 2 none, 3 investigate"

@@ -19,7 +19,7 @@ from eval_assets.config import BuildManifest, Judge, Rubric, Scenario
 from eval_assets.config import Engine as EngineSettings
 from eval_assets.journal import AttemptKey
 from eval_assets.judging import Verdict, parse_verdict, policy_failures, render_judge_prompt
-from eval_assets.providers.gateway import CallSpec
+from eval_assets.providers.gateway import CallOutcome, CallSpec
 from eval_assets.spend import Refused, Reused, SpendPath
 
 Role = Literal["subject", "judge"]
@@ -188,7 +188,7 @@ class Engine:
         """Up to `max_tries` tries; retries only retryable errors; a refused reservation excludes."""
         stop_key = (ref.scenario_id, ref.judge_version)
         cost = 0.0
-        last = None
+        last: CallOutcome | Reused | None = None
         for try_no in range(1, self.settings.max_tries + 1):
             if stop_key in self._stopped:
                 return CallResult("excluded", None, try_no - 1, cost, excluded_reason=self._stopped[stop_key])

@@ -90,6 +90,7 @@ BUSY_TIMEOUT_S = 30.0
 """How long an operation on an open SQLite journal waits for another process's write lock."""
 
 TABLE_NAME = "spend_journal"
+TOTALS_TABLE_NAME = "spend_totals"
 
 # Sums of float USD amounts are not exact; a reservation within this of a ceiling still fits.
 _USD_TOLERANCE = 1e-9
@@ -148,10 +149,14 @@ _TABLE = sa.Table(
     ),
 )
 
-_COMMITTED_USD = sa.case(
-    (_TABLE.c.status == "reserved", _TABLE.c.reserved_usd),
-    (_TABLE.c.status.in_(("settled", "failed")), _TABLE.c.cost_usd),
-    else_=0.0,
+_TOTALS = sa.Table(
+    TOTALS_TABLE_NAME,
+    _METADATA,
+    sa.Column("scope", sa.String, primary_key=True),
+    sa.Column("scope_key", sa.String, primary_key=True),
+    sa.Column("spent_usd", sa.Double, nullable=False),
+    sa.Column("outstanding_usd", sa.Double, nullable=False),
+    sa.CheckConstraint("scope IN ('scenario', 'suite', 'day')", name="ck_spend_totals_scope"),
 )
 
 # Statements are built once, with bound parameters: building and cache-keying a statement per call
@@ -169,6 +174,63 @@ _SETTLE_RESERVED = (
     .where(_TABLE.c.attempt_key == sa.bindparam("b_key"), _TABLE.c.status == "reserved")
     .returning(*_TABLE.c)
 )
+
+# Scopes in the order their totals rows are written (and so locked, on PostgreSQL): one global order
+# for every transaction, so two writers never wait on each other's totals rows in a cycle.
+_SCOPES: tuple[CeilingName, ...] = ("day", "suite", "scenario")
+
+
+def _committed_total(scope: CeilingName) -> sa.ScalarSelect[Any]:
+    return (
+        sa.select(_TOTALS.c.spent_usd + _TOTALS.c.outstanding_usd)
+        .where(_TOTALS.c.scope == scope, _TOTALS.c.scope_key == sa.bindparam(f"k_{scope}"))
+        .scalar_subquery()
+    )
+
+
+# One SELECT: the key's status (NULL: not recorded) and the committed spend of its scenario, suite and
+# day (NULL: nothing committed yet), so on PostgreSQL all of it comes from one snapshot.
+_RESERVE_READ = sa.select(
+    sa.select(_TABLE.c.status).where(_TABLE.c.attempt_key == sa.bindparam("b_key")).scalar_subquery(),
+    *(_committed_total(scope) for scope in ("scenario", "suite", "day")),
+)
+
+
+def _totals_upsert(insert: Any) -> Any:
+    """Add (d_spent, d_outstanding) to the three totals of one attempt, creating missing rows.
+
+    The SET is relative (`total = total + delta`), never a value computed from an earlier read: on
+    PostgreSQL the UPDATE applies the delta to the newest committed version of the row, after waiting
+    for any writer holding it, so concurrent reservations and settlements never lose an update.
+    """
+    statement = insert(_TOTALS).values(
+        [
+            {
+                "scope": scope,
+                "scope_key": sa.bindparam(f"k_{scope}"),
+                "spent_usd": sa.bindparam("d_spent", type_=sa.Double),
+                "outstanding_usd": sa.bindparam("d_outstanding", type_=sa.Double),
+            }
+            for scope in _SCOPES
+        ]
+    )
+    return statement.on_conflict_do_update(
+        index_elements=[_TOTALS.c.scope, _TOTALS.c.scope_key],
+        set_={
+            "spent_usd": _TOTALS.c.spent_usd + statement.excluded.spent_usd,
+            "outstanding_usd": _TOTALS.c.outstanding_usd + statement.excluded.outstanding_usd,
+        },
+    )
+
+
+_UPSERT_TOTALS = {
+    "sqlite": _totals_upsert(sqlite_dialect.insert),
+    "postgresql": _totals_upsert(pg_dialect.insert),
+}
+_SELECT_DAY_TOTAL = sa.select(_TOTALS.c.spent_usd, _TOTALS.c.outstanding_usd).where(
+    _TOTALS.c.scope == "day", _TOTALS.c.scope_key == sa.bindparam("k_day")
+)
+_SELECT_TOTALS = sa.select(_TOTALS).order_by(_TOTALS.c.scope, _TOTALS.c.scope_key)
 
 
 # --- values -------------------------------------------------------------------------------------

@@ -27,6 +27,8 @@ _NEUTRALISE = str.maketrans(
         ">": "›",
         "\uff1c": "‹",  # fullwidth <
         "\uff1e": "›",  # fullwidth >
+        "\ufe64": "‹",  # small form < (judge-governance: NFKC folds it, like fullwidth, to ASCII <)
+        "\ufe65": "›",  # small form >
         "\u2039": "‹",
         "\u203a": "›",
         "\u27e8": "‹",
@@ -123,6 +125,23 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name}")
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json object hook: a key given twice is rejected (json.loads would silently keep the last).
+
+    judge-governance: a reply like {"correctness": 1, "correctness": 5} is ambiguous, so it fails.
+    """
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
 def parse_verdict(text: str | None, rubric: Rubric) -> Verdict:
     """Validate a judge reply against `rubric`. Fails closed: any defect → failed, reason, no score."""
     if text is None or not text.strip():
@@ -137,11 +156,22 @@ def parse_verdict(text: str | None, rubric: Rubric) -> Verdict:
     if text[blocks[0].end() :].strip():
         return Verdict.failed("text after the verdict block; the verdict must be the final answer")
     try:
-        data = json.loads(blocks[0].group(1), parse_constant=_reject_constant)
+        data = json.loads(blocks[0].group(1), parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        return Verdict.failed(f"duplicate key in verdict: {exc}")
     except (ValueError, RecursionError) as exc:
         return Verdict.failed(f"verdict is not valid JSON: {exc}")
     if not isinstance(data, dict):
         return Verdict.failed(f"verdict must be a JSON object, got {type(data).__name__}")
+    return check_criteria(data, rubric)
+
+
+def check_criteria(data: dict[str, Any], rubric: Rubric) -> Verdict:
+    """Validate criterion values against `rubric`: every criterion present, no other key, each value
+    of its scale's type and within its bounds or label set. The checks `parse_verdict` applies after
+    decoding, shared with human-score import (judge-governance) so there is one set of value rules.
+    Fails closed: the first defect gives a failed verdict with its reason and no value.
+    """
     expected = [c.name for c in rubric.criteria]
     missing = [n for n in expected if n not in data]
     if missing:
@@ -168,7 +198,8 @@ def _check_value(value: Any, scale: Any) -> str | None:
     elif isinstance(scale, FloatScale):
         if isinstance(value, bool) or not isinstance(value, int | float):
             return f"expected a number, got {json.dumps(value)}"
-        if not math.isfinite(value) or not scale.min <= value <= scale.max:
+        # judge-governance: isfinite only on floats (math.isfinite(10**400) raises OverflowError)
+        if (isinstance(value, float) and not math.isfinite(value)) or not scale.min <= value <= scale.max:
             return f"{value} is outside {scale.min}..{scale.max}"
     elif isinstance(scale, BoolScale):
         if not isinstance(value, bool):

@@ -97,8 +97,7 @@ def materialize_build(
     register_partition(instance, build_id)
     steps: list[tuple[list[str], str | dg.MultiPartitionKey]] = [(["scenario_runs"], build_id)]
     for jv in judge_versions:
-        key = dg.MultiPartitionKey({"build": build_id, "judge_version": jv})
-        steps.append((list(PER_JUDGE_ASSETS), key))
+        steps.append((list(PER_JUDGE_ASSETS), dg.MultiPartitionKey({"build": build_id, "judge_version": jv})))
     steps.append((list(PER_BUILD_FINAL_ASSETS), build_id))
     results = []
     for assets, key in steps:

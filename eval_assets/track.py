@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 
 from eval_assets.config import BuildManifest, ConfigError, Judge, Problem, Project, Scenario, load_build
-from eval_assets.engine import Engine, Progress, StoredAttempt
+from eval_assets.engine import AttemptRef, Engine, Progress, StoredAttempt
 from eval_assets.home import EvalHome
-from eval_assets.journal import SpendJournal, open_journal
+from eval_assets.journal import Ceilings, SpendJournal, open_journal
 from eval_assets.providers.gateway import ModelGateway
 from eval_assets.spend import SpendPath
 from eval_assets.warehouse import Warehouse
@@ -42,13 +42,35 @@ class Summary:
         return self.values[key]
 
 
+def exclude_stopped_scenarios(
+    rows: list[dict[str, Any]], reason_key: str = "excluded_reason"
+) -> list[dict[str, Any]]:
+    """A scenario with any excluded attempt leaves the distribution whole: all its rows become excluded.
+
+    Which repeats ran before a ceiling stopped a scenario depends on timing; excluding the scenario as a
+    whole keeps the result deterministic. Outputs and costs of the attempts that ran are kept.
+    """
+    stopped: dict[str, str] = {}
+    for r in rows:
+        if r["status"] == "excluded":
+            stopped.setdefault(r["scenario_id"], str(r.get(reason_key) or "excluded"))
+    out = []
+    for r in rows:
+        if r["scenario_id"] in stopped and r["status"] != "excluded":
+            r = dict(r, status="excluded", **{reason_key: f"scenario stopped: {stopped[r['scenario_id']]}"})
+            if "score" in r:
+                r["score"] = None
+        out.append(r)
+    return out
+
+
 class Track:
     def __init__(self, project: Project, home: EvalHome, journal_url: str | None = None):
         self.project = project
         self.home = home.ensure()
         self.warehouse = Warehouse(home.warehouse)
         self.warehouse.initialise()
-        self.journal_url = journal_url or home.journal_url
+        self.journal_url = journal_url or project.settings.spend.journal_url or home.journal_url
         self._journal: SpendJournal | None = None
         prices = {
             m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in project.settings.prices.items()
@@ -115,8 +137,23 @@ class Track:
 
     # --- engine --------------------------------------------------------------------------------
 
+    def ceilings_for(self, ref: AttemptRef) -> Ceilings:
+        """The three ceilings that apply to one call (METHODS §7)."""
+        spend = self.project.settings.spend
+        scenario = self.project.scenarios.get(ref.scenario_id)
+        own = scenario.ceiling_usd if scenario is not None else None
+        return Ceilings(
+            scenario_usd=own if own is not None else spend.scenario_ceiling_usd,
+            suite_usd=spend.suite_ceiling_usd,
+            day_usd=spend.day_ceiling_usd,
+        )
+
+    def next_generation(self, build_id: str) -> int:
+        """The generation an explicit fresh run uses: one past every generation the journal has seen."""
+        return 1 + max((r.generation for r in self.journal.rows(build=build_id)), default=0)
+
     def engine(self, run_id: str, log: Log | None = None) -> Engine:
-        spend = SpendPath(self.journal, self.gateway, run_id=run_id)
+        spend = SpendPath(self.journal, self.gateway, run_id=run_id, ceilings_for=self.ceilings_for)
         return Engine(
             spend=spend,
             settings=self.project.settings.engine,
@@ -126,20 +163,30 @@ class Track:
 
     # --- materializations ----------------------------------------------------------------------
 
-    def run_scenario_runs(self, build_id: str, run_id: str, log: Log | None = None) -> Summary:
-        """Run every scenario × repeat for the build's subject and write its `scenario_runs` partition."""
+    def run_scenario_runs(
+        self, build_id: str, run_id: str, log: Log | None = None, generation: int = 0
+    ) -> Summary:
+        """Run every scenario × repeat for the build's subject and write its `scenario_runs` partition.
+
+        Tries already settled in the journal (same generation) are read back, not paid again.
+        A scenario any of whose attempts hit a ceiling is excluded as a whole (missing, never zero).
+        """
         build = self.build(build_id)
         scenarios = self.scenarios_for(build)
         engine = self.engine(run_id, log)
         engine.spend.preflight([build.subject.model])
-        results = asyncio.run(engine.run_subjects(build, scenarios))
-        rows = [r.row(build) for r in results]
+        results = asyncio.run(engine.run_subjects(build, scenarios, generation))
+        rows = exclude_stopped_scenarios([r.row(build) for r in results])
         path = self.warehouse.write_partition("scenario_runs", {"build": build.id}, rows, run_id)
         statuses = [r["status"] for r in rows]
+        excluded_scenarios = sorted({r["scenario_id"] for r in rows if r["status"] == "excluded"})
         return Summary(
             {
                 "attempts": len(rows),
                 "scenarios": len(scenarios),
+                "generation": generation,
+                "excluded_scenarios": excluded_scenarios,
+                "exclusion_rate": round(statuses.count("excluded") / len(rows), 4) if rows else None,
                 "ok": statuses.count("ok"),
                 "errors": statuses.count("error"),
                 "excluded": statuses.count("excluded"),
@@ -170,7 +217,7 @@ class Track:
         ]
 
     def run_judge_verdicts(
-        self, build_id: str, judge_version: str, run_id: str, log: Log | None = None
+        self, build_id: str, judge_version: str, run_id: str, log: Log | None = None, generation: int = 0
     ) -> Summary:
         """Score the build's stored outputs with one judge version; write its `judge_verdicts` partition."""
         build = self.build(build_id)
@@ -182,8 +229,10 @@ class Track:
             raise TrackError(f"build {build.id!r} has no scenario_runs yet: materialize scenario_runs first")
         engine = self.engine(run_id, log)
         engine.spend.preflight([judge.model])
-        results = asyncio.run(engine.judge_attempts(build, judge, rubric, scenarios, attempts))
-        rows = [r.row(build.id, judge, rubric) for r in results]
+        results = asyncio.run(engine.judge_attempts(build, judge, rubric, scenarios, attempts, generation))
+        rows = exclude_stopped_scenarios(
+            [r.row(build.id, judge, rubric) for r in results], reason_key="failure_reason"
+        )
         path = self.warehouse.write_partition(
             "judge_verdicts", {"build": build.id, "judge_version": judge.version_id}, rows, run_id
         )
@@ -202,6 +251,8 @@ class Track:
                 "failed": statuses.count("failed"),
                 "excluded": statuses.count("excluded"),
                 "failure_rate": round(statuses.count("failed") / judged, 4) if judged else None,
+                "exclusion_rate": round(statuses.count("excluded") / len(rows), 4) if rows else None,
+                "generation": generation,
                 "failure_reasons": reasons,
                 "mean_score": round(sum(scores) / len(scores), 4) if scores else None,
                 "reused_from_journal": engine.progress.reused,
@@ -250,7 +301,7 @@ class Track:
                 "failed": statuses.count("failed"),
                 "refused": statuses.count("refused"),
                 "reserved_unsettled": statuses.count("reserved"),
-                "spend_usd": round(sum(r["cost_usd"] or 0.0 for r in out), 6),
+                "spend_usd": round(sum(float(r["cost_usd"] or 0.0) for r in out), 6),
                 "partition_file": str(path),
             }
         )

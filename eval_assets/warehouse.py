@@ -175,7 +175,28 @@ DATASETS: dict[str, Dataset] = {
 
 
 # Views over the dataset views (analyst-facing joins and sums), created after them in this order.
-DERIVED_VIEWS: list[tuple[str, str]] = []
+DERIVED_VIEWS: list[tuple[str, str]] = [
+    (
+        "daily_spend",
+        "SELECT day, model, role, count(*) AS calls, sum(coalesce(cost_usd, 0)) AS cost_usd, "
+        "sum(CASE WHEN status = 'reserved' THEN reserved_usd ELSE 0 END) AS unsettled_reserved_usd "
+        "FROM cost_ledger WHERE status <> 'refused' GROUP BY ALL ORDER BY ALL",
+    ),
+    (
+        "ceiling_hits_daily",  # a tracked figure: never blocks
+        "SELECT day, count(*) FILTER (WHERE status = 'refused') AS refused, count(*) AS reservations, "
+        "count(*) FILTER (WHERE status = 'refused') / count(*) AS hit_rate, "
+        "list_sort(list_distinct(list(ceiling) FILTER (WHERE ceiling IS NOT NULL))) AS ceilings "
+        "FROM cost_ledger GROUP BY day ORDER BY day",
+    ),
+    (
+        "exclusions",
+        "SELECT build, judge_version, count(*) FILTER (WHERE status = 'excluded') AS excluded, count(*) AS verdicts, "
+        "count(*) FILTER (WHERE status = 'excluded') / count(*) AS exclusion_rate, "
+        "count(DISTINCT scenario_id) FILTER (WHERE status = 'excluded') AS excluded_scenarios "
+        "FROM judge_verdicts GROUP BY ALL ORDER BY ALL",
+    ),
+]
 
 
 class WarehouseError(Exception):

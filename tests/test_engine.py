@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from eval_assets.config import BuildManifest, Engine as EngineSettings, Project
+from eval_assets.config import BuildManifest, Project
+from eval_assets.config import Engine as EngineSettings
 from eval_assets.engine import Engine, StoredAttempt
 from eval_assets.journal import open_journal
 from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway, UnpricedModel

@@ -24,7 +24,7 @@ from ._models import (
     Scenario,
     Subject,
 )
-from ._settings import Engine, Price, Settings
+from ._settings import Engine, Price, Settings, Spend
 
 __all__ = [
     "BoolScale",
@@ -44,6 +44,7 @@ __all__ = [
     "Rubric",
     "Scenario",
     "Settings",
+    "Spend",
     "Subject",
     "load_build",
     "load_file",

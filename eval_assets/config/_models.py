@@ -150,6 +150,9 @@ class Scenario(Strict):
         default=None, description="reason this scenario may be judged by the subject's own provider family"
     )
     source: Literal["authored", "trajectory"] = "authored"
+    ceiling_usd: Annotated[float, Field(ge=0.0)] | None = Field(
+        default=None, description="spend ceiling for this scenario per build (and per judge version); USD"
+    )
 
 
 # --- builds ----------------------------------------------------------------------------------

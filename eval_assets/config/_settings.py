@@ -24,8 +24,22 @@ class Engine(Strict):
     backoff_max_s: Annotated[float, Field(ge=0.0, le=600.0)] = 8.0
 
 
+class Spend(Strict):
+    """Spend ceilings in USD (None: no ceiling; 0: nothing runs) and where the journal lives."""
+
+    scenario_ceiling_usd: Annotated[float, Field(ge=0.0)] | None = Field(
+        default=None, description="default per-scenario ceiling; a scenario file's ceiling_usd overrides it"
+    )
+    suite_ceiling_usd: Annotated[float, Field(ge=0.0)] | None = None
+    day_ceiling_usd: Annotated[float, Field(ge=0.0)] | None = None
+    journal_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default sqlite:///$EVAL_HOME/journal.sqlite"
+    )
+
+
 class Settings(Strict):
     prices: dict[str, Price] = Field(
         default_factory=dict, description="prices for models litellm's own map does not know (e.g. sim/*)"
     )
     engine: Engine = Engine()
+    spend: Spend = Spend()

@@ -8,8 +8,8 @@ request kwargs or headers (they hold API keys).
 from __future__ import annotations
 
 import asyncio
-import logging
 import functools
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field

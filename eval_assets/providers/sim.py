@@ -108,7 +108,7 @@ class SimSubject(CustomLLM):
                 llm_provider="sim",
                 model=model,
             )
-        skill = float(dict(knobs.get("scenario_skill") or {}).get(sid, knobs.get("skill", 0.7)))
+        skill = float(dict(knobs.get("scenario_skill") or {}).get(sid, knobs.get("skill", 0.7)) or 0.0)
         quality = subject_quality(
             seed=seed,
             build=build,

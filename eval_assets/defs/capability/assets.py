@@ -6,6 +6,13 @@ from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
 from eval_assets.defs.resources import TrackResource
 
+GENERATION_TAG = "evaltrack/generation"
+
+
+def generation(context: dg.AssetExecutionContext) -> int:
+    """0 normally (settled tries are reused); an explicit fresh run carries a new generation tag."""
+    return int(context.run.tags.get(GENERATION_TAG, "0"))
+
 
 @dg.asset(
     partitions_def=build_partitions,
@@ -16,7 +23,9 @@ from eval_assets.defs.resources import TrackResource
 def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build = context.partition_key
     context.log.info(f"running the subject of build {build}")
-    summary = track.track.run_scenario_runs(build, context.run_id, log=context.log.info)
+    summary = track.track.run_scenario_runs(
+        build, context.run_id, log=context.log.info, generation=generation(context)
+    )
     context.log.info(f"{summary['attempts']} attempts: {summary['errors']} errors, ${summary['spend_usd']}")
     return dg.MaterializeResult(metadata=as_metadata(summary.values))
 
@@ -31,7 +40,9 @@ def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg
 def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build, judge_version = build_and_judge(context)
     context.log.info(f"judging build {build} with {judge_version}")
-    summary = track.track.run_judge_verdicts(build, judge_version, context.run_id, log=context.log.info)
+    summary = track.track.run_judge_verdicts(
+        build, judge_version, context.run_id, log=context.log.info, generation=generation(context)
+    )
     context.log.info(
         f"{summary['verdicts']} verdicts: {summary['scored']} scored, {summary['failed']} failed, "
         f"{summary['excluded']} excluded"

@@ -1,0 +1,337 @@
+"""Cases: a scenario, a subject output produced deterministically, and assertions over it.
+
+A case is one of two kinds of YAML file:
+
+- a **case file** (`gates/cases/*.yaml`) names a scenario of the project and asserts on one run:
+
+  ```yaml
+  id: canned-sim-verdict
+  scenario: support.refund-policy     # a scenario id under scenarios/
+  subject: {model: sim/agent, family: sim, params: {skill: 0.9, noise: 0.0, seed: 7}}  # optional
+  judge: helpfulness-v1               # optional: a judge version id, needed by verdict/score assertions
+  build: gates-canned                 # optional: the identity the sim sees (default: the suite's build)
+  repeat: 1                           # optional, default 1
+  output: "..."                       # optional: a canned subject output (no subject call)
+  assertions:                         # at least one
+    - contains: "refund"
+    - not_contains: "BEGIN PRIVATE KEY"
+    - policy_failures: 0
+    - verdict: scored
+    - score_at_least: 0.7
+    - score_at_most: 1.0
+  ```
+
+- a **scenario file** with an `assertions:` block (the same list). A converted scenario
+  (`source: trajectory`, issue 7) without one is *awaiting assertions*: listed, never run, never
+  blocking. Assertions are never generated; a person writes them.
+
+A case runs on the sim provider only (`sim/...` subject, `simjudge/...` judge): the deterministic
+suite never needs a network or an API key. The subject is the case's own `subject:` or, failing
+that, the build's subject; a non-sim subject makes the case an error, never a silent skip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from eval_assets.config import Judge, Scenario, Subject
+from eval_assets.config._loader import LOCAL_PROVIDERS, read_yaml, validate_model
+from eval_assets.config._models import Id
+
+from ._outcome import GateContext, Outcome
+
+ASSERTION_KINDS: dict[str, str] = {
+    "contains": "the subject output contains this text",
+    "not_contains": "the subject output does not contain this text",
+    "policy_failures": "the scenario's policy checks find exactly this many failures",
+    "verdict": "the judge's verdict status (scored or failed)",
+    "score_at_least": "the judge's aggregate score (0-1) is at least this",
+    "score_at_most": "the judge's aggregate score (0-1) is at most this",
+}
+_JUDGED = frozenset({"verdict", "score_at_least", "score_at_most"})
+
+
+class CaseError(Exception):
+    """A case that cannot run (unknown scenario, no subject, a failed model call): an `error`."""
+
+
+@dataclass(frozen=True)
+class Assertion:
+    """One assertion: its kind (a key of ASSERTION_KINDS) and expected value."""
+
+    kind: str
+    value: Any
+
+    def text(self) -> str:
+        return f"{self.kind}: {self.value!r}"
+
+
+def parse_assertion(item: Any) -> Assertion:
+    """Validate one assertion entry (a one-key mapping). Raises ValueError saying what is wrong."""
+    if not isinstance(item, dict) or len(item) != 1:
+        raise ValueError(f"an assertion is a mapping with one key (one of {', '.join(ASSERTION_KINDS)})")
+    ((kind, value),) = item.items()
+    if kind not in ASSERTION_KINDS:
+        raise ValueError(f"unknown assertion {kind!r} (known: {', '.join(ASSERTION_KINDS)})")
+    if kind in ("contains", "not_contains"):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{kind}: expected a non-empty string")
+    elif kind == "policy_failures":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError("policy_failures: expected a whole number >= 0")
+    elif kind == "verdict":
+        if value not in ("scored", "failed"):
+            raise ValueError("verdict: expected 'scored' or 'failed'")
+    elif isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{kind}: expected a number in [0, 1]")
+    return Assertion(kind, value)
+
+
+def _assertions(items: list[Any]) -> list[Any]:
+    for index, item in enumerate(items):
+        try:
+            parse_assertion(item)
+        except ValueError as exc:
+            raise ValueError(f"assertion {index}: {exc}") from None
+    return items
+
+
+class CaseFile(BaseModel):
+    """A case file (see module doc). Unknown fields are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: Id
+    description: str = ""
+    scenario: Id
+    subject: Subject | None = None
+    judge: Id | None = None
+    build: Id | None = None
+    repeat: Annotated[int, Field(ge=0)] = 1
+    output: str | None = None
+    assertions: Annotated[list[Any], Field(min_length=1)]
+
+    @field_validator("assertions")
+    @classmethod
+    def _valid_assertions(cls, items: list[Any]) -> list[Any]:
+        return _assertions(items)
+
+
+@dataclass(frozen=True)
+class LoadedCase:
+    """A case ready to run. `scenario` is set for scenario files; case files name `scenario_id`."""
+
+    path: Path
+    id: str
+    source: Literal["authored", "trajectory"]
+    assertions: tuple[Assertion, ...] | None  # None: a scenario file with no assertions block
+    scenario: Scenario | None = None
+    case: CaseFile | None = None
+
+    @property
+    def awaiting_assertions(self) -> bool:
+        """A converted scenario nobody has written assertions for yet: listed, never blocking."""
+        return self.source == "trajectory" and self.assertions is None
+
+
+def load_case(path: Path, shown: str | None = None) -> tuple[LoadedCase | None, list[str]]:
+    """Load a case file or a scenario file; return the case or the problems (`field: message`)."""
+    shown = shown or str(path)
+    data, problems = read_yaml(path, shown)
+    if problems:
+        return None, [f"{p.field}: {p.message}" for p in problems]
+    assert isinstance(data, dict)
+    if "input" in data:  # a scenario file, perhaps with an assertions block
+        body = dict(data)
+        raw = body.pop("assertions", None)
+        scenario, found = validate_model(Scenario, body, shown)
+        messages = [f"{p.field}: {p.message}" for p in found]
+        parsed: tuple[Assertion, ...] | None = None
+        if raw is not None:
+            if not isinstance(raw, list) or not raw:
+                messages.append("assertions: expected a non-empty list")
+            else:
+                try:
+                    parsed = tuple(parse_assertion(item) for item in _assertions(raw))
+                except ValueError as exc:
+                    messages.append(f"assertions: {exc}")
+        if messages or scenario is None:
+            return None, messages
+        if parsed is None and scenario.source != "trajectory":
+            return None, ["assertions: a capability scenario has no assertions, so it is not a case"]
+        return LoadedCase(path, scenario.id, scenario.source, parsed, scenario=scenario), []
+    case, found = validate_model(CaseFile, data, shown)
+    if case is None:
+        return None, [f"{p.field}: {p.message}" for p in found]
+    asserted = tuple(parse_assertion(item) for item in case.assertions)
+    return LoadedCase(path, case.id, "authored", asserted, case=case), []
+
+
+def case_file_problems(root: Path, relative: str) -> list[str]:
+    """Why the case file `relative` (to `root`) cannot be loaded; [] when it loads."""
+    path = root / relative
+    if not path.is_file():
+        return [f"case file {relative!r} does not exist"]
+    _, problems = load_case(path, relative)
+    return [f"case file {relative!r}: {p}" for p in problems]
+
+
+def converted_cases(root: Path, pattern: str) -> list[Path]:
+    """Scenario files matching `pattern` (relative to `root`) that are marked `source: trajectory`."""
+    out = []
+    for path in sorted(root.glob(pattern)):
+        if not path.is_file() or path.suffix not in {".yaml", ".yml"}:
+            continue
+        data, problems = read_yaml(path, str(path))
+        if not problems and isinstance(data, dict) and data.get("source") == "trajectory":
+            out.append(path)
+    return out
+
+
+# --- running ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    """What one case run produced: the output, its policy failures and the verdict (if judged)."""
+
+    output: str
+    policy_failures: int
+    verdict_status: str | None = None
+    score: float | None = None
+    failure_reason: str | None = None
+
+
+def _require_local(model: str, what: str) -> None:
+    if model.partition("/")[0] not in LOCAL_PROVIDERS:
+        raise CaseError(
+            f"{what} {model!r} is not on the sim provider: cases run without a network or an API key"
+        )
+
+
+def _judge_for(case: LoadedCase, scenario: Scenario, ctx: GateContext) -> Judge:
+    project = ctx.project()
+    wanted = case.case.judge if case.case is not None else None
+    if wanted is not None:
+        if wanted not in project.judges:
+            raise CaseError(f"case {case.id}: unknown judge version {wanted!r}")
+        return project.judges[wanted]
+    active = [j for j in project.active_judges if j.name == scenario.judge]
+    if not active:
+        raise CaseError(f"case {case.id}: judge {scenario.judge!r} has no active version")
+    return active[-1]
+
+
+def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
+    """Run `case` once, deterministically, on the sim provider. Raises CaseError when it cannot run."""
+    from eval_assets.judging import parse_verdict, policy_failures, render_judge_prompt
+    from eval_assets.providers.gateway import CallSpec, ModelGateway
+
+    project = ctx.project()
+    if case.scenario is not None:
+        scenario = case.scenario
+    else:
+        assert case.case is not None
+        if case.case.scenario not in project.scenarios:
+            raise CaseError(f"case {case.id}: unknown scenario {case.case.scenario!r}")
+        scenario = project.scenarios[case.case.scenario]
+    spec_case = case.case
+    build = (spec_case.build if spec_case else None) or ctx.build or "gates"
+    repeat = spec_case.repeat if spec_case else 1
+    prices = {
+        m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in project.settings.prices.items()
+    }
+    gateway = ModelGateway(prices)
+    timeout = project.settings.engine.timeout_s
+    identity = {"build": build, "scenario_id": scenario.id, "repeat": repeat, "try_no": 1}
+
+    if spec_case is not None and spec_case.output is not None:
+        output = spec_case.output
+    else:
+        subject: Subject | None = (spec_case.subject if spec_case else None) or ctx.subject
+        if subject is None:
+            raise CaseError(f"case {case.id}: no subject (the case names none and no build subject was given)")
+        _require_local(subject.model, "subject")
+        messages = [m.model_dump() for m in scenario.input]
+        if subject.system_prompt:
+            messages = [{"role": "system", "content": subject.system_prompt}, *messages]
+        outcome = asyncio.run(
+            gateway.call(
+                CallSpec(
+                    model=subject.model,
+                    messages=messages,
+                    max_tokens=scenario.max_output_tokens,
+                    timeout_s=timeout,
+                    params=subject.params,
+                    metadata={**identity, "role": "subject"},
+                )
+            )
+        )
+        if not outcome.ok or outcome.text is None:
+            raise CaseError(f"case {case.id}: subject call failed: {outcome.error_kind}: {outcome.error}")
+        output = outcome.text
+    run = CaseRun(output=output, policy_failures=policy_failures(output, scenario))
+    assertions = case.assertions or ()
+    judged = any(a.kind in _JUDGED for a in assertions) or (spec_case is not None and spec_case.judge)
+    if not judged:
+        return run
+    judge = _judge_for(case, scenario, ctx)
+    _require_local(judge.model, "judge")
+    rubric = project.rubric_for(judge)
+    reply = asyncio.run(
+        gateway.call(
+            CallSpec(
+                model=judge.model,
+                messages=render_judge_prompt(judge, rubric, scenario, output),
+                max_tokens=judge.max_output_tokens,
+                timeout_s=timeout,
+                params=judge.params,
+                metadata={**identity, "role": "judge", "judge_version": judge.version_id},
+            )
+        )
+    )
+    if not reply.ok:
+        raise CaseError(f"case {case.id}: judge call failed: {reply.error_kind}: {reply.error}")
+    verdict = parse_verdict(reply.text, rubric)
+    return CaseRun(output, run.policy_failures, verdict.status, verdict.score, verdict.failure_reason)
+
+
+def failed_assertions(assertions: Sequence[Assertion], run: CaseRun) -> list[str]:
+    """One line per assertion that does not hold for `run`, in declaration order."""
+    out = []
+    for a in assertions:
+        if a.kind == "contains" and a.value not in run.output:
+            out.append(f"{a.text()} — the output does not contain it")
+        elif a.kind == "not_contains" and a.value in run.output:
+            out.append(f"{a.text()} — the output contains it")
+        elif a.kind == "policy_failures" and run.policy_failures != a.value:
+            out.append(f"{a.text()} — found {run.policy_failures}")
+        elif a.kind == "verdict" and run.verdict_status != a.value:
+            why = f" ({run.failure_reason})" if run.failure_reason else ""
+            out.append(f"{a.text()} — the verdict is {run.verdict_status}{why}")
+        elif a.kind == "score_at_least" and (run.score is None or run.score < a.value):
+            out.append(f"{a.text()} — the score is {_score(run)}")
+        elif a.kind == "score_at_most" and (run.score is None or run.score > a.value):
+            out.append(f"{a.text()} — the score is {_score(run)}")
+    return out
+
+
+def _score(run: CaseRun) -> str:
+    return "none" if run.score is None else f"{run.score:.4f}"
+
+
+def case_outcome(case: LoadedCase, ctx: GateContext) -> Outcome:
+    """Run a case and check its assertions: passed when every assertion holds. Raises CaseError."""
+    if case.assertions is None:
+        raise CaseError(f"case {case.id} has no assertions")
+    run = execute_case(case, ctx)
+    failures = failed_assertions(case.assertions, run)
+    if failures:
+        return Outcome.failed(f"{len(failures)} of {len(case.assertions)} assertion(s) failed", failures)
+    return Outcome.ok(f"{len(case.assertions)} assertion(s) hold")
