@@ -24,16 +24,61 @@ Committed spend in a scope = actual cost of settled and failed attempts + worst 
 unsettled ones. Refused rows commit nothing. Rows are never deleted: replacing a result (a fresh
 generation) adds rows, so the spend of a day never decreases.
 
+Running totals: table `spend_totals` holds, per (scope, key) — ('day', '2026-11-30'),
+('suite', 'b1/rubric-v1/0'), ('scenario', 'b1/-/s1/0'), see `scope_keys` — the spent and the
+outstanding part of the scope's committed spend, in integer nano-USD (each row counts as its amount
+rounded to 1e-9 USD; integer sums are exact and order-independent, so the totals never drift). They
+are maintained in the same transaction as the rows: a reservation adds its worst case to the
+outstanding part of its three scopes, a settlement moves (worst case -> actual cost) from outstanding
+to spent; a refusal adds nothing. So in every committed state, and in every snapshot, each total
+equals the sum over its rows (`scope_totals()`; the contract tests recompute it from `rows()`), and
+a reservation reads three totals instead of summing rows: its cost does not grow as a day fills. A
+journal written before the totals existed gets them at open, filled from its rows in the schema
+transaction. Every process writing a journal must run a version that maintains them.
+
 Locking: a reservation runs in one transaction that first takes the journal's write lock: on SQLite
 `BEGIN IMMEDIATE` (the database write lock, which every write takes); on PostgreSQL one
 transaction-scoped advisory lock (`pg_advisory_xact_lock`) shared by all reservations, because a
-suite's attempts can straddle two days and so no per-day lock would do (settlements do not take it:
-they only replace a worst case by the actual cost). Threads of one process first queue on a
+suite's attempts can straddle two days and so no per-day lock would do. Settlements do not take it:
+they only replace a worst case by the actual cost. Threads of one process first queue on a
 process-local lock, so that SQLite's busy handler (which sleeps and polls) and the advisory lock only
 ever see one waiter per process. Reads never wait for writers (WAL; MVCC).
 
-Durability: SQLite runs with synchronous=FULL and PostgreSQL with its default synchronous commit, so a
-reservation that `reserve` returned survives a crash or power cut before the model call is made.
+Why a ceiling holds on PostgreSQL (READ COMMITTED), with settlements outside the advisory lock:
+
+1. Reservations are totally ordered by the advisory lock, and the lock is released only after the
+   holder's commit is visible. A reservation reads the key's status and its three totals in one
+   statement issued after the lock was granted (never in the statement that takes the lock: its
+   snapshot would predate the grant), so it sees every earlier reservation.
+2. Totals are only ever changed by relative updates (`total = total + delta`, an upsert) in the
+   transaction that changes the rows. PostgreSQL applies such an UPDATE to the newest committed
+   version of the row, after waiting for a concurrent writer of it, so no delta is lost; and as each
+   writer of a totals row waits for the previous one to commit, any snapshot that sees a writer's
+   commit sees every earlier writer's: a snapshot's totals equal the sums of the rows it sees.
+3. The only writers that can commit between a reservation's read and its own commit are
+   settlements. One that commits before the read is counted exactly; one that commits after it
+   changes the total by (actual - worst case) <= 0 for an honest worst case, so the reservation
+   checked against a total at least the true one: conservative, never over. The reservation's own
+   upsert then adds its worst case on top of the settled value (point 2), so the total stays exact.
+   An actual cost above the worst case can overshoot a ceiling with or without concurrency: a
+   worst case is the caller's promise, which the journal cannot check.
+4. No deadlock: every transaction writes its totals rows in one global order (day, suite, scenario)
+   in a single statement; settlements never wait for the advisory lock; a reservation holds no row
+   lock while it waits for the advisory lock (it is the transaction's first statement).
+This is the guarantee the per-call row sums gave (they too read one snapshot after the lock), at
+O(1) per reservation. On SQLite every write, settlements included, holds the database write lock, so
+reads and writes of a reservation see one serial order.
+
+Durability: SQLite runs in WAL mode with synchronous=NORMAL: a commit is written to the WAL (the OS
+page cache) without an fsync; the WAL is fsynced at checkpoints. A commit that returned survives the
+crash of any process, `kill -9` included, which is the failure that matters here (a run killed
+mid-materialization resumes from the journal). An OS crash or power cut can lose the last commits
+before the next checkpoint (never corrupt the database): a lost reservation whose call was made is
+spend the journal does not know about, a lost settlement leaves its worst case counted and its output
+not reusable. FULL would fsync every commit and cap a busy journal at the disk's flush rate.
+PostgreSQL runs with its default synchronous commit (the server fsyncs its WAL at each commit, and
+concurrent settlements share a flush): a reservation that `reserve` returned survives a crash of the
+server or machine.
 
 Thread safety: a `SpendJournal` may be used from any number of threads at once (for asyncio code,
 `await asyncio.to_thread(journal.reserve, ...)`). Open one per process; do not carry one across fork.
@@ -44,7 +89,6 @@ error texts are scrubbed of anything that looks like a credential before they ar
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 import sqlite3
@@ -73,8 +117,10 @@ __all__ = [
     "Reservation",
     "Role",
     "SpendJournal",
+    "ScopeTotal",
     "SpendTotal",
     "open_journal",
+    "scope_keys",
     "scrub_error_text",
 ]
 
@@ -92,8 +138,8 @@ BUSY_TIMEOUT_S = 30.0
 TABLE_NAME = "spend_journal"
 TOTALS_TABLE_NAME = "spend_totals"
 
-# Sums of float USD amounts are not exact; a reservation within this of a ceiling still fits.
-_USD_TOLERANCE = 1e-9
+# The largest worst case or cost one attempt may record: totals are 64-bit integer nano-USD.
+_MAX_ATTEMPT_USD = 1e6
 # One PostgreSQL advisory lock key for every reservation ("evjrnl" in ASCII).
 _ADVISORY_LOCK_KEY = 0x65766A726E6C
 _ERROR_TEXT_MAX_CHARS = 4000
@@ -135,27 +181,23 @@ _TABLE = sa.Table(
     sa.Column("error", sa.Text, nullable=True),
     sa.CheckConstraint("status IN ('reserved', 'settled', 'failed', 'refused')", name="ck_status"),
     sa.CheckConstraint("role IN ('subject', 'judge')", name="ck_role"),
-    # Covering indexes: the ceiling sums read only the index.
-    sa.Index("ix_spend_journal_day", "day", "status", "reserved_usd", "cost_usd"),
-    sa.Index(
-        "ix_spend_journal_suite",
-        "build",
-        "judge_version",
-        "generation",
-        "scenario_id",
-        "status",
-        "reserved_usd",
-        "cost_usd",
-    ),
+    # For `rows(build=..., judge_version=...)`. Ceiling checks read `spend_totals`, never these rows.
+    sa.Index("ix_spend_journal_build", "build", "judge_version"),
 )
+
+# Covering indexes of journals written before `spend_totals` existed: their ceiling sums read them.
+# They index `status` and `cost_usd`, which every settlement changes; dropped when the totals arrive.
+_OBSOLETE_INDEXES = ("ix_spend_journal_day", "ix_spend_journal_suite")
 
 _TOTALS = sa.Table(
     TOTALS_TABLE_NAME,
     _METADATA,
     sa.Column("scope", sa.String, primary_key=True),
     sa.Column("scope_key", sa.String, primary_key=True),
-    sa.Column("spent_usd", sa.Double, nullable=False),
-    sa.Column("outstanding_usd", sa.Double, nullable=False),
+    # Integer nano-USD (1e-9 USD): sums of integers are exact and independent of the order of the
+    # additions, so a total never drifts from the sum of its rows however many updates it took.
+    sa.Column("spent_nusd", sa.BigInteger, nullable=False),
+    sa.Column("outstanding_nusd", sa.BigInteger, nullable=False),
     sa.CheckConstraint("scope IN ('scenario', 'suite', 'day')", name="ck_spend_totals_scope"),
 )
 
@@ -182,7 +224,7 @@ _SCOPES: tuple[CeilingName, ...] = ("day", "suite", "scenario")
 
 def _committed_total(scope: CeilingName) -> sa.ScalarSelect[Any]:
     return (
-        sa.select(_TOTALS.c.spent_usd + _TOTALS.c.outstanding_usd)
+        sa.select(_TOTALS.c.spent_nusd + _TOTALS.c.outstanding_nusd)
         .where(_TOTALS.c.scope == scope, _TOTALS.c.scope_key == sa.bindparam(f"k_{scope}"))
         .scalar_subquery()
     )
@@ -196,38 +238,23 @@ _RESERVE_READ = sa.select(
 )
 
 
-def _totals_upsert(insert: Any) -> Any:
-    """Add (d_spent, d_outstanding) to the three totals of one attempt, creating missing rows.
-
-    The SET is relative (`total = total + delta`), never a value computed from an earlier read: on
-    PostgreSQL the UPDATE applies the delta to the newest committed version of the row, after waiting
-    for any writer holding it, so concurrent reservations and settlements never lose an update.
-    """
-    statement = insert(_TOTALS).values(
-        [
-            {
-                "scope": scope,
-                "scope_key": sa.bindparam(f"k_{scope}"),
-                "spent_usd": sa.bindparam("d_spent", type_=sa.Double),
-                "outstanding_usd": sa.bindparam("d_outstanding", type_=sa.Double),
-            }
-            for scope in _SCOPES
-        ]
-    )
-    return statement.on_conflict_do_update(
-        index_elements=[_TOTALS.c.scope, _TOTALS.c.scope_key],
-        set_={
-            "spent_usd": _TOTALS.c.spent_usd + statement.excluded.spent_usd,
-            "outstanding_usd": _TOTALS.c.outstanding_usd + statement.excluded.outstanding_usd,
-        },
-    )
-
-
-_UPSERT_TOTALS = {
-    "sqlite": _totals_upsert(sqlite_dialect.insert),
-    "postgresql": _totals_upsert(pg_dialect.insert),
-}
-_SELECT_DAY_TOTAL = sa.select(_TOTALS.c.spent_usd, _TOTALS.c.outstanding_usd).where(
+# Adds (d_spent, d_outstanding) to the three totals of one attempt, creating missing rows, in one
+# statement (one round trip), rows in `_SCOPES` order. The SET is relative (`total = total + delta`),
+# never a value computed from an earlier read: on PostgreSQL the UPDATE applies the delta to the newest
+# committed version of the row, after waiting for any writer holding it, so concurrent reservations and
+# settlements never lose an update. Plain SQL, the same on both dialects: SQLAlchemy does not cache a
+# multi-row VALUES construct and would compile it on every call.
+_UPSERT_TOTALS = sa.text(
+    f"INSERT INTO {TOTALS_TABLE_NAME} (scope, scope_key, spent_nusd, outstanding_nusd) VALUES "
+    + ", ".join(f"('{scope}', :k_{scope}, :d_spent, :d_outstanding)" for scope in _SCOPES)
+    + " ON CONFLICT (scope, scope_key) DO UPDATE SET"
+    f" spent_nusd = {TOTALS_TABLE_NAME}.spent_nusd + excluded.spent_nusd,"
+    f" outstanding_nusd = {TOTALS_TABLE_NAME}.outstanding_nusd + excluded.outstanding_nusd"
+).bindparams(
+    sa.bindparam("d_spent", type_=sa.BigInteger),
+    sa.bindparam("d_outstanding", type_=sa.BigInteger),
+)
+_SELECT_DAY_TOTAL = sa.select(_TOTALS.c.spent_nusd, _TOTALS.c.outstanding_nusd).where(
     _TOTALS.c.scope == "day", _TOTALS.c.scope_key == sa.bindparam("k_day")
 )
 _SELECT_TOTALS = sa.select(_TOTALS).order_by(_TOTALS.c.scope, _TOTALS.c.scope_key)
@@ -384,6 +411,25 @@ class SpendTotal:
 
 
 @dataclass(frozen=True)
+class ScopeTotal:
+    """The running total of one spend scope, as `spend_totals` holds it (see the module docstring).
+
+    `scope` and `key`: ('day', '2026-11-30'), ('suite', 'b1/rubric-v1/0') or
+    ('scenario', 'b1/rubric-v1/s1/0'); a subject scope has '-' for its judge version.
+    """
+
+    scope: CeilingName
+    key: str
+    spent_usd: float
+    outstanding_usd: float
+
+    @property
+    def committed_usd(self) -> float:
+        """What the scope's ceiling is checked against."""
+        return self.spent_usd + self.outstanding_usd
+
+
+@dataclass(frozen=True)
 class _Breach:
     ceiling: CeilingName
     limit_usd: float
@@ -459,23 +505,29 @@ class SpendJournal:
 
         In one transaction under the journal's write lock: when the key is already recorded (and not
         refused) nothing is written and `Reservation(is_new=False)` carries the existing row. Otherwise
-        the committed spend of the attempt's scenario, suite and day (UTC day of `now`) is summed and
-        each non-None ceiling is checked, narrowest first: a ceiling of 0 refuses everything, any other
-        refuses when committed + worst case exceeds it. The outcome is written: a `reserved` row
-        (-> `Reservation(is_new=True)`) or a `refused` row naming the first ceiling hit (-> `Refusal`).
+        the committed spend of the attempt's scenario, suite and day (UTC day of `now`) is read from
+        their running totals (O(1), however full the day) and each non-None ceiling is checked,
+        narrowest first: a ceiling of 0 refuses everything, any other refuses when committed + worst
+        case exceeds it (in nano-USD). The outcome is written: a `reserved` row, whose worst case is
+        added to the three totals (-> `Reservation(is_new=True)`), or a `refused` row naming the first
+        ceiling hit, which adds nothing (-> `Refusal`).
         A key refused earlier is checked again (ceilings or the day may have changed) and its row
         updated with the new outcome, so a resumed run can do what an earlier one could not afford.
 
-        Raises ValueError for a negative or non-finite worst case or a naive `now`; JournalError when
+        Raises ValueError for a negative, non-finite or absurd (> 1e6 USD) worst case or a naive `now`;
+        JournalError when
         the key exists with another model (the caller's keys are not deterministic) or the database
         fails.
         """
-        _check_usd("worst_case_usd", worst_case_usd)
+        _check_usd("worst_case_usd", worst_case_usd, at_most=_MAX_ATTEMPT_USD)
         moment = _utc(now)
         day = moment.date().isoformat()
         key = attempt.key
+        keys = _scope_params(attempt, day)
         with self._database_errors("reserve " + key), self._write_transaction(serialize=True) as conn:
-            existing = _select_row(conn, key)
+            # After the lock was granted: every reservation committed before this one is counted.
+            status, *committed = conn.execute(_RESERVE_READ, {"b_key": key, **keys}).one()
+            existing = None if status is None else _select_row(conn, key)
             if existing is not None:
                 if existing.model != model:
                     raise JournalError(
@@ -484,7 +536,7 @@ class SpendJournal:
                     )
                 if existing.status != "refused":
                     return Reservation(row=existing, is_new=False)
-            breach = _first_breach(conn, attempt, ceilings, day, worst_case_usd)
+            breach = _first_breach(ceilings, committed, worst_case_usd)
             values: dict[str, Any] = {
                 "attempt_key": key,
                 "run_id": run_id,
@@ -514,6 +566,8 @@ class SpendJournal:
                 conn.execute(_UPDATE_REFUSED, {**values, "b_key": key})
             row = _row_from_mapping(values)
             if breach is None:
+                deltas = {"d_spent": 0, "d_outstanding": _nusd(worst_case_usd)}
+                conn.execute(_UPSERT_TOTALS, {**keys, **deltas})
                 return Reservation(row=row, is_new=True)
             return Refusal(
                 row=row,
@@ -540,14 +594,16 @@ class SpendJournal:
         `status`: `settled` (the call returned; `payload` is the output or raw verdict text, kept so
         a later run can reuse it) or `failed` (the provider errored; `cost_usd` is what it charged,
         usually 0). Either way the reservation's worst case stops counting and `cost_usd` counts
-        instead, even when it exceeds the worst case. `error` is scrubbed of credentials and capped.
+        instead, even when it exceeds the worst case: the same transaction adds (cost - worst case)
+        to the running totals of the attempt's scenario, suite and day (the day it was reserved on).
+        `error` is scrubbed of credentials and capped.
         The first settlement wins: settling a settled or failed attempt again changes nothing and
         returns the stored row. Raises JournalError for an attempt that was never reserved or was
         refused, ValueError for a bad status, cost or token count or a naive `now`.
         """
         if status not in ("settled", "failed"):
             raise ValueError(f"status must be 'settled' or 'failed', not {status!r}")
-        _check_usd("cost_usd", cost_usd)
+        _check_usd("cost_usd", cost_usd, at_most=_MAX_ATTEMPT_USD)
         for name, tokens in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
             if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
                 raise ValueError(f"{name} must be None or an int >= 0, not {tokens!r}")
@@ -566,7 +622,12 @@ class SpendJournal:
             }
             settled = conn.execute(_SETTLE_RESERVED, settlement).mappings().first()
             if settled is not None:
-                return _row_from_mapping(settled)
+                row = _row_from_mapping(settled)
+                # The actual cost replaces the worst case in the attempt's scenario, suite and day.
+                assert row.cost_usd is not None  # just set
+                deltas = {"d_spent": _nusd(row.cost_usd), "d_outstanding": -_nusd(row.reserved_usd)}
+                conn.execute(_UPSERT_TOTALS, {**_scope_params(row, row.day), **deltas})
+                return row
             existing = _select_row(conn, key)
             if existing is None:
                 raise JournalError(f"cannot settle {key}: it was never reserved")
@@ -606,33 +667,47 @@ class SpendJournal:
     def day_total(self, day: date) -> SpendTotal:
         """Spend recorded on the UTC calendar day `day` (rows count on the day they were reserved)."""
         day_text = day.isoformat()
-        spent = sa.func.coalesce(
-            sa.func.sum(sa.case((_TABLE.c.status.in_(("settled", "failed")), _TABLE.c.cost_usd), else_=0.0)),
-            0.0,
-        )
-        outstanding = sa.func.coalesce(
-            sa.func.sum(sa.case((_TABLE.c.status == "reserved", _TABLE.c.reserved_usd), else_=0.0)), 0.0
-        )
-        query = sa.select(spent, outstanding).where(_TABLE.c.day == day_text)
-        with self._database_errors("sum day " + day_text), self._read_transaction() as conn:
-            spent_usd, outstanding_usd = conn.execute(query).one()
-        return SpendTotal(day=day_text, spent_usd=float(spent_usd), outstanding_usd=float(outstanding_usd))
+        with self._database_errors("total of day " + day_text), self._read_transaction() as conn:
+            found = conn.execute(_SELECT_DAY_TOTAL, {"k_day": day_text}).first()
+        spent, outstanding = (0, 0) if found is None else found
+        return SpendTotal(day=day_text, spent_usd=_usd(spent), outstanding_usd=_usd(outstanding))
+
+    def scope_totals(self) -> list[ScopeTotal]:
+        """Every running total in `spend_totals`, ordered by scope and key.
+
+        A scope has a total once one of its attempts was reserved (refusals alone create none).
+        """
+        with self._database_errors("read totals"), self._read_transaction() as conn:
+            return [
+                ScopeTotal(
+                    scope=cast(CeilingName, m["scope"]),
+                    key=m["scope_key"],
+                    spent_usd=_usd(m["spent_nusd"]),
+                    outstanding_usd=_usd(m["outstanding_nusd"]),
+                )
+                for m in conn.execute(_SELECT_TOTALS).mappings()
+            ]
 
     # -- internals -------------------------------------------------------------------------------
 
     def _create_schema(self, lock_wait_s: float) -> None:
         try:
             with self._write_transaction(serialize=True, lock_wait_s=lock_wait_s) as conn:
+                had_totals = sa.inspect(conn).has_table(TOTALS_TABLE_NAME)
                 _METADATA.create_all(conn)
-                present = {c["name"] for c in sa.inspect(conn).get_columns(TABLE_NAME)}
-                missing = sorted({c.name for c in _TABLE.columns} - present)
-                if missing:
-                    raise JournalError(
-                        f"the journal table {TABLE_NAME} at {self._url_text} lacks columns {missing}: "
-                        "it was written by an incompatible version; use a new journal"
-                    )
+                inspector = sa.inspect(conn)
+                for table in (_TABLE, _TOTALS):
+                    present = {c["name"] for c in inspector.get_columns(table.name)}
+                    missing = sorted({c.name for c in table.columns} - present)
+                    if missing:
+                        raise JournalError(
+                            f"the journal table {table.name} at {self._url_text} lacks columns {missing}: "
+                            "it was written by an incompatible version; use a new journal"
+                        )
                 # Waits (at most lock_wait_s on PostgreSQL) for a lock another session holds on the table.
                 conn.execute(sa.select(_TABLE.c.attempt_key).limit(1))
+                if not had_totals:
+                    _migrate_to_totals(conn)
         except sa.exc.OperationalError as exc:
             if _is_lock_timeout(exc):
                 raise JournalError(
@@ -718,9 +793,11 @@ def _check_key_part(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a non-empty string without '/', '#' or whitespace, not {value!r}")
 
 
-def _check_usd(name: str, value: object) -> None:
+def _check_usd(name: str, value: object, *, at_most: float = math.inf) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a finite number of USD >= 0, not {value!r}")
+    if value > at_most:
+        raise ValueError(f"{name} must be at most {at_most:g} USD, not {value!r}")
 
 
 def _utc(moment: datetime) -> datetime:
@@ -811,8 +888,8 @@ def _sqlite_engine(parsed: sa.URL) -> Engine:
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # SQLAlchemy emits BEGIN itself (below); the driver's own transaction handling is off.
         dbapi_connection.isolation_level = None
-        # FULL: a reservation that was acknowledged survives a power cut.
-        dbapi_connection.execute("PRAGMA synchronous=FULL")
+        # NORMAL (in WAL mode): commits survive any process crash, not an OS crash (module docstring).
+        dbapi_connection.execute("PRAGMA synchronous=NORMAL")
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
@@ -838,69 +915,104 @@ def _select_row(conn: Connection, key: str) -> JournalRow | None:
     return None if found is None else _row_from_mapping(found)
 
 
-def _first_breach(
-    conn: Connection, attempt: AttemptKey, ceilings: Ceilings, day: str, worst_case_usd: float
-) -> _Breach | None:
-    """The narrowest ceiling the reservation would break, or None."""
-    checked = [
-        (name, limit)
-        for name, limit in (
-            ("scenario", ceilings.scenario_usd),
-            ("suite", ceilings.suite_usd),
-            ("day", ceilings.day_usd),
-        )
-        if limit is not None
-    ]
-    if not checked:
-        return None
-    statement = _committed_sums_statement(
-        tuple(cast(CeilingName, name) for name, _ in checked), attempt.judge_version is None
+def _first_breach(ceilings: Ceilings, committed: list[int | None], worst_case_usd: float) -> _Breach | None:
+    """The narrowest ceiling the reservation would break, or None.
+
+    `committed`: nano-USD committed in the attempt's scenario, suite and day (None: no total yet).
+    """
+    worst = _nusd(worst_case_usd)
+    limits = (
+        ("scenario", ceilings.scenario_usd),
+        ("suite", ceilings.suite_usd),
+        ("day", ceilings.day_usd),
     )
-    committed_sums = conn.execute(
-        statement,
-        {
-            "b_build": attempt.build,
-            "b_judge_version": attempt.judge_version,
-            "b_generation": attempt.generation,
-            "b_scenario_id": attempt.scenario_id,
-            "b_day": day,
-        },
-    ).one()
-    for (name, limit), committed in zip(checked, committed_sums, strict=True):
-        assert limit is not None  # filtered above
-        if limit <= 0 or float(committed) + worst_case_usd > limit + _USD_TOLERANCE:
-            return _Breach(cast(CeilingName, name), limit, float(committed))
+    for (name, limit), total in zip(limits, committed, strict=True):
+        if limit is None:
+            continue
+        total = total or 0
+        if limit <= 0 or total + worst > _nusd(limit):
+            return _Breach(cast(CeilingName, name), limit, _usd(total))
     return None
 
 
-@functools.cache
-def _committed_sums_statement(scopes: tuple[CeilingName, ...], subject: bool) -> sa.Select[Any]:
-    """One SELECT of the committed spend of each scope, in order.
+def scope_keys(attempt: AttemptKey | JournalRow, day: str) -> dict[CeilingName, str]:
+    """The `spend_totals` keys of an attempt's scenario, suite and day (`day`: its UTC day, ISO format).
 
-    One statement, so on PostgreSQL (READ COMMITTED) every sum comes from one snapshot, taken after
-    the advisory lock was granted: every reservation committed before it is counted.
+    Scenario `{build}/{judge_version or '-'}/{scenario_id}/{generation}`, suite
+    `{build}/{judge_version or '-'}/{generation}`, day `YYYY-MM-DD`. Parts are joined with '/', which
+    no part may contain, so a key names exactly one scope.
     """
-    suite = (
-        _TABLE.c.build == sa.bindparam("b_build"),
-        # IS NULL / = rather than IS NOT DISTINCT FROM, which PostgreSQL cannot serve from an index.
-        _TABLE.c.judge_version.is_(None)
-        if subject
-        else _TABLE.c.judge_version == sa.bindparam("b_judge_version"),
-        _TABLE.c.generation == sa.bindparam("b_generation"),
-    )
-    where: dict[CeilingName, tuple[sa.ColumnElement[bool], ...]] = {
-        "scenario": (*suite, _TABLE.c.scenario_id == sa.bindparam("b_scenario_id")),
+    return _scope_keys(attempt.build, attempt.judge_version, attempt.scenario_id, attempt.generation, day)
+
+
+def _scope_keys(
+    build: str, judge_version: str | None, scenario_id: str, generation: int, day: str
+) -> dict[CeilingName, str]:
+    suite = f"{build}/{judge_version or '-'}/{generation}"
+    return {
+        "scenario": f"{build}/{judge_version or '-'}/{scenario_id}/{generation}",
         "suite": suite,
-        "day": (_TABLE.c.day == sa.bindparam("b_day"),),
+        "day": day,
     }
-    return sa.select(
-        *(
-            sa.select(sa.func.coalesce(sa.func.sum(_COMMITTED_USD), 0.0))
-            .where(*where[scope])
-            .scalar_subquery()
-            for scope in scopes
-        )
+
+
+def _scope_params(attempt: AttemptKey | JournalRow, day: str) -> dict[str, str]:
+    return {f"k_{scope}": key for scope, key in scope_keys(attempt, day).items()}
+
+
+def _nusd(usd: float) -> int:
+    """USD as integer nano-USD, the unit of `spend_totals` (rounded; a row counts as `_nusd` of it)."""
+    return round(usd * 1e9)
+
+
+def _usd(nusd: int | None) -> float:
+    return 0.0 if nusd is None else int(nusd) / 1e9
+
+
+def _migrate_to_totals(conn: Connection) -> None:
+    """Fill the just-created `spend_totals` from the rows of a journal written before it existed.
+
+    Runs in the schema transaction, under the write lock (SQLite) or reservation lock (PostgreSQL),
+    so no reservation of this version runs meanwhile. Each row counts as `_nusd` of its committed
+    amount, exactly as `reserve` and `settle` add it, so the totals equal a from-rows recomputation.
+    Then swaps the covering indexes the row sums needed for the one `rows()` needs.
+    """
+    totals: dict[tuple[str, str], list[int]] = {}
+    columns = (
+        _TABLE.c.build,
+        _TABLE.c.judge_version,
+        _TABLE.c.scenario_id,
+        _TABLE.c.generation,
+        _TABLE.c.day,
+        _TABLE.c.status,
+        _TABLE.c.reserved_usd,
+        _TABLE.c.cost_usd,
     )
+    query = sa.select(*columns).where(_TABLE.c.status != "refused")
+    for row in conn.execute(query, execution_options={"yield_per": 10_000}).mappings():
+        if row["status"] == "reserved":
+            delta = (0, _nusd(row["reserved_usd"]))
+        else:  # settled or failed
+            delta = (_nusd(row["cost_usd"] or 0.0), 0)
+        keys = _scope_keys(
+            row["build"], row["judge_version"], row["scenario_id"], row["generation"], row["day"]
+        )
+        for scope, key in keys.items():
+            total = totals.setdefault((scope, key), [0, 0])
+            total[0] += delta[0]
+            total[1] += delta[1]
+    if totals:
+        conn.execute(
+            sa.insert(_TOTALS),
+            [
+                {"scope": scope, "scope_key": key, "spent_nusd": spent, "outstanding_nusd": outstanding}
+                for (scope, key), (spent, outstanding) in totals.items()
+            ],
+        )
+    for name in _OBSOLETE_INDEXES:
+        conn.execute(sa.text(f"DROP INDEX IF EXISTS {name}"))
+    for index in _TABLE.indexes:
+        index.create(conn, checkfirst=True)
 
 
 def _as_utc(moment: datetime | None) -> datetime | None:

@@ -170,6 +170,48 @@ DATASETS: dict[str, Dataset] = {
                 ("baseline", "VARCHAR"),
             ),
         ),
+        # --- deterministic suite ---
+        # One row per gate, invalid registry entry, converted case and ordinary test of a build's
+        # suite run (eval_assets.gates.SuiteResult.gate_rows). status: pass / fail / pending / error /
+        # awaiting_assertions; blocks: fail or error and not quarantined (only tests are quarantined).
+        Dataset(
+            "gate_results",
+            ("build",),
+            (
+                ("build", "VARCHAR"),
+                ("gate_id", "VARCHAR"),
+                ("kind", "VARCHAR"),
+                ("milestone", "INTEGER"),
+                ("status", "VARCHAR"),
+                ("duration_s", "DOUBLE"),
+                ("message", "VARCHAR"),
+                ("declared_in", "VARCHAR"),
+                ("retried", "BOOLEAN"),
+                ("quarantined", "BOOLEAN"),
+                ("blocks", "BOOLEAN"),
+                ("ran_at", "TIMESTAMP"),
+            ),
+        ),
+        # Flaky-test history: one row per ordinary (non-gate) test run, never replaced
+        # (eval_assets.gates.SuiteResult.quarantine_rows). The quarantine rules replay it.
+        Dataset(
+            "test_quarantine",
+            ("build",),
+            (
+                ("build", "VARCHAR"),
+                ("test_id", "VARCHAR"),
+                ("ran_at", "TIMESTAMP"),
+                ("status", "VARCHAR"),
+                ("first_try", "VARCHAR"),
+                ("retried", "BOOLEAN"),
+                ("failed", "BOOLEAN"),
+                ("quarantined", "BOOLEAN"),
+                ("quarantined_from", "TIMESTAMP"),
+                ("quarantined_until", "TIMESTAMP"),
+                ("message", "VARCHAR"),
+            ),
+            append_only=True,
+        ),
     ]
 }
 

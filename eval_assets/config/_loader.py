@@ -160,11 +160,16 @@ def _yaml_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*") if p.suffix in {".yaml", ".yml"} and p.is_file())
 
 
-def load_project(root: Path) -> Project:
+def load_project(root: Path, *, check_registry: bool = True) -> Project:
     """Load and cross-validate scenarios/, rubrics/, judges/ and evaltrack.yaml under `root`.
 
     Raises ConfigError listing every problem (not just the first). Reads only; writes nothing.
+    `check_registry=False` skips the judge identity registry (judges/registry.yaml) checks; only
+    `evaltrack judges record` loads that way, to record what a normal load refuses as unrecorded.
     """
+    # --- judge governance: the identity registry is not a judge file (see _registry.py) ---
+    from ._registry import REGISTRY_PATH, registry_problems
+
     root = root.resolve()
     problems: list[Problem] = []
     sources: dict[str, Path] = {}
@@ -180,6 +185,8 @@ def load_project(root: Path) -> Project:
     def collect(model: type[M], sub: str, key_of: Any, kind: str, id_field: str) -> dict[str, M]:
         out: dict[str, M] = {}
         for path in _yaml_files(root / sub):
+            if path == root / REGISTRY_PATH:  # judge governance: the registry, not a judge version
+                continue
             shown = _rel(path, root)
             data, found = read_yaml(path, shown)
             obj = None
@@ -256,6 +263,10 @@ def load_project(root: Path) -> Project:
         for model in settings.prices:
             if (why := model_provider_problem(model)) is not None:
                 problems.append(Problem(SETTINGS_FILE, f"prices.{model}", why))
+
+    # --- judge governance: each judge version's content against judges/registry.yaml ---
+    if check_registry:
+        problems += registry_problems(root, judges, rubrics, sources)
 
     if problems or settings is None:
         raise ConfigError(problems)

@@ -1,0 +1,91 @@
+"""The deterministic suite: the gate registry, its four kinds, cases, and flaky-test quarantine.
+
+Plain typed Python (no Dagster): `read_registry`/`load_registry` read `gates/*.yaml`,
+`check_docs` reconciles it with `docs/specs/*.md`, `run_suite` runs it for a build's milestone,
+and `record_suite` writes `gate_results` and `test_quarantine` through the one partition writer.
+`SuiteResult.evidence()` is the release decision's input.
+"""
+
+from ._cases import ASSERTION_KINDS, CaseError, CaseFile, LoadedCase, load_case
+from ._docs import check_docs, validate_gates
+from ._outcome import Clock, GateContext, GateFailed, Outcome, Skip, utc_now
+from ._quarantine import (
+    FAILURE_WINDOW,
+    QUARANTINE_LENGTH,
+    MemoryQuarantineStore,
+    Quarantine,
+    QuarantineStore,
+    TestRecord,
+    WarehouseQuarantineStore,
+    quarantine_at,
+)
+from ._registry import (
+    KINDS,
+    CallableImportError,
+    CaseGate,
+    CorpusGate,
+    DeclaredIn,
+    Gate,
+    InvalidEntry,
+    PropertyGate,
+    Registry,
+    StructuralGate,
+    SuiteTest,
+    load_registry,
+    read_registry,
+    resolve_callable,
+)
+from ._runner import (
+    CONVERTED_GLOB,
+    EVIDENCE_SOURCE,
+    GateResult,
+    Status,
+    SuiteResult,
+    record_suite,
+    run_suite,
+)
+
+__all__ = [
+    "ASSERTION_KINDS",
+    "CONVERTED_GLOB",
+    "EVIDENCE_SOURCE",
+    "FAILURE_WINDOW",
+    "KINDS",
+    "QUARANTINE_LENGTH",
+    "CallableImportError",
+    "CaseError",
+    "CaseFile",
+    "CaseGate",
+    "Clock",
+    "CorpusGate",
+    "DeclaredIn",
+    "Gate",
+    "GateContext",
+    "GateFailed",
+    "GateResult",
+    "InvalidEntry",
+    "LoadedCase",
+    "MemoryQuarantineStore",
+    "Outcome",
+    "PropertyGate",
+    "Quarantine",
+    "QuarantineStore",
+    "Registry",
+    "Skip",
+    "Status",
+    "StructuralGate",
+    "SuiteResult",
+    "SuiteTest",
+    "TestRecord",
+    "WarehouseQuarantineStore",
+    "check_docs",
+    "load_case",
+    "load_registry",
+    "quarantine_at",
+    "read_registry",
+    "record_suite",
+    "resolve_callable",
+    "run_suite",
+    "utc_now",
+    "validate_gates",
+]

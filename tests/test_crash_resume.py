@@ -1,0 +1,118 @@
+"""Crash and resume: kill -9 a real materialization halfway, materialize again, never pay twice."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from eval_assets.config import load_project
+from eval_assets.home import EvalHome
+from eval_assets.track import Track
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_ID = "crash-build"
+JUDGE = "helpfulness-v1"
+
+
+def _project_copy(dest: Path) -> Path:
+    """The shipped project with a slow, narrow engine so a kill lands mid-run."""
+    for sub in ("scenarios", "rubrics", "judges", "examples"):
+        shutil.copytree(ROOT / sub, dest / sub)
+    settings = yaml.safe_load((ROOT / "evaltrack.yaml").read_text())
+    settings["engine"] = {"concurrency_per_model": 4, "timeout_s": 30, "max_tries": 3}
+    (dest / "evaltrack.yaml").write_text(yaml.safe_dump(settings))
+    manifest = yaml.safe_load((ROOT / "examples/builds/baseline.yaml").read_text())
+    manifest.update(id=BUILD_ID, baseline=None)
+    manifest["subject"]["params"].update(latency_ms=100, error_rate=0.0)
+    (dest / "crash-build.yaml").write_text(
+        yaml.safe_dump({k: v for k, v in manifest.items() if v is not None})
+    )
+    return dest
+
+
+def _evaltrack(project: Path, home: Path, *args: str) -> subprocess.Popen:
+    exe = Path(sys.executable).with_name("evaltrack")
+    return subprocess.Popen(
+        [str(exe), "--project", str(project), "--home", str(home), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _finish(proc: subprocess.Popen) -> str:
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    return out
+
+
+def _ledger(home: Path) -> list[tuple]:
+    con = sqlite3.connect(f"file:{home / 'journal.sqlite'}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT attempt_key, status, cost_usd, reserved_usd FROM spend_journal").fetchall()
+    finally:
+        con.close()
+
+
+def _settled_subject_calls(home: Path) -> int:
+    path = home / "journal.sqlite"
+    if not path.exists():
+        return 0
+    try:
+        return sum(1 for key, status, *_ in _ledger(home) if "/subject/" in key and status == "settled")
+    except sqlite3.OperationalError:
+        return 0  # the schema is not there yet
+
+
+def _spend(rows: list[tuple]) -> float:
+    return sum(cost or 0.0 for _, status, cost, _ in rows if status in ("settled", "failed"))
+
+
+def test_kill_9_mid_materialization_then_resume_pays_no_attempt_twice(tmp_path: Path) -> None:
+    project = _project_copy(tmp_path / "project")
+    clean, crashed = tmp_path / "clean-home", tmp_path / "crashed-home"
+    loaded = load_project(project)
+    for home in (clean, crashed):
+        Track(loaded, EvalHome(home)).register_build(project / "crash-build.yaml")
+
+    _finish(_evaltrack(project, clean, "run", "--build", BUILD_ID, "--judge", JUDGE))
+    uninterrupted = _ledger(clean)
+
+    victim = _evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge", JUDGE)
+    deadline = time.monotonic() + 300
+    while _settled_subject_calls(crashed) < 20:  # halfway through the 83 subject calls
+        assert victim.poll() is None, victim.communicate()[0]
+        assert time.monotonic() < deadline, "the run never got going"
+        time.sleep(0.05)  # polling another process's progress, not waiting out a race
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=30)
+    at_kill = _ledger(crashed)
+    in_flight = [r for r in at_kill if r[1] == "reserved"]
+    assert 0 < len([r for r in at_kill if r[1] == "settled"]) < len(uninterrupted)
+
+    out = _finish(_evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge", JUDGE))
+    resumed = _ledger(crashed)
+    keys = [r[0] for r in resumed]
+    assert len(keys) == len(set(keys))  # the ledger has no duplicate keys
+    assert "reused_from_journal" in out
+    # everything settled before the kill was reused, not paid again
+    settled_before = {r[0] for r in at_kill if r[1] == "settled"}
+    assert settled_before <= {r[0] for r in resumed if r[1] == "settled"}
+    # spend = one uninterrupted run's, plus at most the calls in flight at the kill
+    extra = _spend(resumed) - _spend(uninterrupted)
+    assert -1e-9 <= extra <= sum(r[3] for r in in_flight) + 1e-9, (extra, in_flight)
+    # in-flight reservations stay reserved (their worst case keeps counting against the ceilings)
+    assert {r[0] for r in in_flight} <= {r[0] for r in resumed if r[1] == "reserved"}
+    print(
+        f"spend uninterrupted ${_spend(uninterrupted):.6f}, interrupted+resumed ${_spend(resumed):.6f}, "
+        f"{len(in_flight)} calls in flight at the kill"
+    )
