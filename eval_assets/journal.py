@@ -89,21 +89,20 @@ error texts are scrubbed of anything that looks like a credential before they ar
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Engine
 
 __all__ = [
@@ -140,6 +139,8 @@ TOTALS_TABLE_NAME = "spend_totals"
 
 # The largest worst case or cost one attempt may record: totals are 64-bit integer nano-USD.
 _MAX_ATTEMPT_USD = 1e6
+# The most operations one write transaction carries (group commit).
+_MAX_BATCH = 256
 # One PostgreSQL advisory lock key for every reservation ("evjrnl" in ASCII).
 _ADVISORY_LOCK_KEY = 0x65766A726E6C
 _ERROR_TEXT_MAX_CHARS = 4000
@@ -202,52 +203,51 @@ _TOTALS = sa.Table(
 )
 
 # Statements are built once, with bound parameters: building and cache-keying a statement per call
-# costs several times what executing it does, and reservations run under a lock.
+# costs several times what executing it does, and writes run under a lock.
+_COLUMN_NAMES = tuple(c.name for c in _TABLE.columns)
 _SELECT_ROW = sa.select(_TABLE).where(_TABLE.c.attempt_key == sa.bindparam("b_key"))
-_INSERT_NEW = {
-    "sqlite": sqlite_dialect.insert(_TABLE).on_conflict_do_nothing(index_elements=["attempt_key"]),
-    "postgresql": pg_dialect.insert(_TABLE).on_conflict_do_nothing(index_elements=["attempt_key"]),
-}
-_UPDATE_REFUSED = sa.update(_TABLE).where(
-    _TABLE.c.attempt_key == sa.bindparam("b_key"), _TABLE.c.status == "refused"
+_SELECT_ROWS = (
+    sa.select(_TABLE)
+    .where(_TABLE.c.attempt_key.in_(sa.bindparam("b_keys", expanding=True)))
+    .order_by(_TABLE.c.attempt_key)
 )
-_SETTLE_RESERVED = (
+# PostgreSQL: locks the rows a batch settles, in key order (no other settlement changes them meanwhile).
+_SELECT_ROWS_FOR_UPDATE = _SELECT_ROWS.with_for_update()
+_INSERT_ROW = sa.insert(_TABLE)
+# The stored row must still have the status it was read with; the batch checks the row count.
+_UPDATE_ROW = (
     sa.update(_TABLE)
-    .where(_TABLE.c.attempt_key == sa.bindparam("b_key"), _TABLE.c.status == "reserved")
-    .returning(*_TABLE.c)
+    .where(_TABLE.c.attempt_key == sa.bindparam("b_key"), _TABLE.c.status == sa.bindparam("b_status"))
+    .values({name: sa.bindparam(name) for name in _COLUMN_NAMES if name != "attempt_key"})
 )
 
 # Scopes in the order their totals rows are written (and so locked, on PostgreSQL): one global order
 # for every transaction, so two writers never wait on each other's totals rows in a cycle.
 _SCOPES: tuple[CeilingName, ...] = ("day", "suite", "scenario")
+_SCOPE_RANK = {scope: rank for rank, scope in enumerate(_SCOPES)}
 
-
-def _committed_total(scope: CeilingName) -> sa.ScalarSelect[Any]:
-    return (
-        sa.select(_TOTALS.c.spent_nusd + _TOTALS.c.outstanding_nusd)
-        .where(_TOTALS.c.scope == scope, _TOTALS.c.scope_key == sa.bindparam(f"k_{scope}"))
-        .scalar_subquery()
+# The committed nano-USD of the given scopes (a scope without a row has committed nothing). One
+# statement, so on PostgreSQL every total comes from one snapshot, taken after the reservation lock.
+_SELECT_COMMITTED = sa.union_all(
+    *(
+        sa.select(
+            _TOTALS.c.scope, _TOTALS.c.scope_key, _TOTALS.c.spent_nusd + _TOTALS.c.outstanding_nusd
+        ).where(
+            _TOTALS.c.scope == scope,
+            _TOTALS.c.scope_key.in_(sa.bindparam(f"k_{scope}", expanding=True)),
+        )
+        for scope in _SCOPES
     )
-
-
-# One SELECT: the key's status (NULL: not recorded) and the committed spend of its scenario, suite and
-# day (NULL: nothing committed yet), so on PostgreSQL all of it comes from one snapshot.
-_RESERVE_READ = sa.select(
-    sa.select(_TABLE.c.status).where(_TABLE.c.attempt_key == sa.bindparam("b_key")).scalar_subquery(),
-    *(_committed_total(scope) for scope in ("scenario", "suite", "day")),
 )
 
-
-# Adds (d_spent, d_outstanding) to the three totals of one attempt, creating missing rows, in one
-# statement (one round trip), rows in `_SCOPES` order. The SET is relative (`total = total + delta`),
-# never a value computed from an earlier read: on PostgreSQL the UPDATE applies the delta to the newest
-# committed version of the row, after waiting for any writer holding it, so concurrent reservations and
-# settlements never lose an update. Plain SQL, the same on both dialects: SQLAlchemy does not cache a
-# multi-row VALUES construct and would compile it on every call.
-_UPSERT_TOTALS = sa.text(
-    f"INSERT INTO {TOTALS_TABLE_NAME} (scope, scope_key, spent_nusd, outstanding_nusd) VALUES "
-    + ", ".join(f"('{scope}', :k_{scope}, :d_spent, :d_outstanding)" for scope in _SCOPES)
-    + " ON CONFLICT (scope, scope_key) DO UPDATE SET"
+# Adds (d_spent, d_outstanding) nano-USD to one total, creating its row. The SET is relative
+# (`total = total + delta`), never a value computed from an earlier read: on PostgreSQL the UPDATE
+# applies the delta to the newest committed version of the row, after waiting for any writer holding
+# it, so concurrent transactions never lose an update. Plain SQL, the same on both dialects.
+_UPSERT_TOTAL = sa.text(
+    f"INSERT INTO {TOTALS_TABLE_NAME} (scope, scope_key, spent_nusd, outstanding_nusd)"
+    " VALUES (:scope, :scope_key, :d_spent, :d_outstanding)"
+    " ON CONFLICT (scope, scope_key) DO UPDATE SET"
     f" spent_nusd = {TOTALS_TABLE_NAME}.spent_nusd + excluded.spent_nusd,"
     f" outstanding_nusd = {TOTALS_TABLE_NAME}.outstanding_nusd + excluded.outstanding_nusd"
 ).bindparams(
@@ -436,6 +436,157 @@ class _Breach:
     committed_usd: float
 
 
+@dataclass(eq=False, kw_only=True)
+class _Op:
+    """One caller's write, queued for the process's writer (see `SpendJournal._submit`)."""
+
+    key: str
+    moment: datetime
+    wake: threading.Event = field(default_factory=threading.Event)
+    done: bool = False
+    result: object = None
+    error: BaseException | None = None
+
+    @property
+    def action(self) -> str:
+        raise NotImplementedError
+
+    def outcome(self) -> object:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+@dataclass(eq=False, kw_only=True)
+class _ReserveOp(_Op):
+    attempt: AttemptKey
+    run_id: str
+    model: str
+    worst_case_usd: float
+    ceilings: Ceilings
+    day: str
+
+    @property
+    def action(self) -> str:
+        return "reserve " + self.key
+
+
+@dataclass(eq=False, kw_only=True)
+class _SettleOp(_Op):
+    status: SettlementStatus
+    cost_usd: float
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    payload: str | None
+    error_text: str | None
+
+    @property
+    def action(self) -> str:
+        return "settle " + self.key
+
+
+@dataclass
+class _BatchState:
+    """What one write transaction has read and decided so far, applied one operation at a time.
+
+    `rows`: the journal rows of the batch's keys (None: no row), as each operation leaves them.
+    `committed`: nano-USD committed per (scope, key) for every scope a reservation of the batch
+    checks, as read after the lock plus the batch's own changes. `deltas`: (spent, outstanding)
+    nano-USD to add to each touched total when the batch is written.
+    """
+
+    rows: dict[str, JournalRow | None]
+    committed: dict[tuple[CeilingName, str], int]
+    deltas: dict[tuple[CeilingName, str], list[int]] = field(default_factory=dict)
+
+    def apply(self, op: _Op) -> object:
+        """The operation's outcome (a JournalError is the outcome of a refused operation)."""
+        if isinstance(op, _ReserveOp):
+            return self._reserve(op)
+        assert isinstance(op, _SettleOp)
+        return self._settle(op)
+
+    def _add(self, scopes: Mapping[CeilingName, str], spent: int, outstanding: int) -> None:
+        for scope, key in scopes.items():
+            delta = self.deltas.setdefault((scope, key), [0, 0])
+            delta[0] += spent
+            delta[1] += outstanding
+            if (scope, key) in self.committed:
+                self.committed[(scope, key)] += spent + outstanding
+
+    def _reserve(self, op: _ReserveOp) -> object:
+        existing = self.rows.get(op.key)
+        if existing is not None:
+            if existing.model != op.model:
+                return JournalError(
+                    f"attempt {op.key} is recorded with model {existing.model!r}, not {op.model!r}: "
+                    "attempt keys must determine the model"
+                )
+            if existing.status != "refused":
+                return Reservation(row=existing, is_new=False)
+        scopes = scope_keys(op.attempt, op.day)
+        committed = [self.committed[(scope, scopes[scope])] for scope in ("scenario", "suite", "day")]
+        breach = _first_breach(op.ceilings, committed, op.worst_case_usd)
+        attempt = op.attempt
+        row = JournalRow(
+            attempt_key=op.key,
+            run_id=op.run_id,
+            build=attempt.build,
+            judge_version=attempt.judge_version,
+            scenario_id=attempt.scenario_id,
+            repeat=attempt.repeat,
+            role=attempt.role,
+            try_no=attempt.try_no,
+            generation=attempt.generation,
+            model=op.model,
+            status="reserved" if breach is None else "refused",
+            ceiling=None if breach is None else breach.ceiling,
+            reserved_usd=op.worst_case_usd,
+            cost_usd=None,
+            prompt_tokens=None,
+            completion_tokens=None,
+            day=op.day,
+            created_at=op.moment,
+            settled_at=None,
+            payload=None,
+            error=None,
+        )
+        self.rows[op.key] = row
+        if breach is None:
+            self._add(scopes, 0, _nusd(op.worst_case_usd))
+            return Reservation(row=row, is_new=True)
+        return Refusal(
+            row=row,
+            ceiling=breach.ceiling,
+            limit_usd=breach.limit_usd,
+            committed_usd=breach.committed_usd,
+            worst_case_usd=op.worst_case_usd,
+        )
+
+    def _settle(self, op: _SettleOp) -> object:
+        existing = self.rows.get(op.key)
+        if existing is None:
+            return JournalError(f"cannot settle {op.key}: it was never reserved")
+        if existing.status == "refused":
+            return JournalError(f"cannot settle {op.key}: its reservation was refused ({existing.ceiling})")
+        if existing.status != "reserved":
+            return existing  # already settled or failed: the first settlement wins
+        row = dataclasses.replace(
+            existing,
+            status=op.status,
+            cost_usd=op.cost_usd,
+            prompt_tokens=op.prompt_tokens,
+            completion_tokens=op.completion_tokens,
+            settled_at=op.moment,
+            payload=op.payload,
+            error=op.error_text,
+        )
+        self.rows[op.key] = row
+        # The actual cost replaces the worst case in the attempt's scenario, suite and day.
+        self._add(scope_keys(existing, existing.day), _nusd(op.cost_usd), -_nusd(existing.reserved_usd))
+        return row
+
+
 # --- the journal --------------------------------------------------------------------------------
 
 
@@ -458,6 +609,10 @@ class SpendJournal:
         # Threads of one process queue on this lock before they contend for the database's lock
         # (SQLite's busy handler sleeps and polls; many waiters on one advisory lock convoy on the GIL).
         self._local_lock = threading.Lock()
+        # Group commit: reservations and settlements queue here; one thread at a time writes them.
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Op] = []
+        self._writing = False
         if self._dialect == "sqlite":
             path = _sqlite_path(parsed)
             _probe_sqlite(path, lock_wait_s)
@@ -513,69 +668,26 @@ class SpendJournal:
         ceiling hit, which adds nothing (-> `Refusal`).
         A key refused earlier is checked again (ceilings or the day may have changed) and its row
         updated with the new outcome, so a resumed run can do what an earlier one could not afford.
+        Returns once the outcome is committed (the transaction may carry other callers' operations
+        too: see "Group commit" in the module docstring).
 
         Raises ValueError for a negative, non-finite or absurd (> 1e6 USD) worst case or a naive `now`;
-        JournalError when
-        the key exists with another model (the caller's keys are not deterministic) or the database
-        fails.
+        JournalError when the key exists with another model (the caller's keys are not deterministic)
+        or the database fails.
         """
         _check_usd("worst_case_usd", worst_case_usd, at_most=_MAX_ATTEMPT_USD)
         moment = _utc(now)
-        day = moment.date().isoformat()
-        key = attempt.key
-        keys = _scope_params(attempt, day)
-        with self._database_errors("reserve " + key), self._write_transaction(serialize=True) as conn:
-            # After the lock was granted: every reservation committed before this one is counted.
-            status, *committed = conn.execute(_RESERVE_READ, {"b_key": key, **keys}).one()
-            existing = None if status is None else _select_row(conn, key)
-            if existing is not None:
-                if existing.model != model:
-                    raise JournalError(
-                        f"attempt {key} is recorded with model {existing.model!r}, not {model!r}: "
-                        "attempt keys must determine the model"
-                    )
-                if existing.status != "refused":
-                    return Reservation(row=existing, is_new=False)
-            breach = _first_breach(ceilings, committed, worst_case_usd)
-            values: dict[str, Any] = {
-                "attempt_key": key,
-                "run_id": run_id,
-                "build": attempt.build,
-                "judge_version": attempt.judge_version,
-                "scenario_id": attempt.scenario_id,
-                "repeat": attempt.repeat,
-                "role": attempt.role,
-                "try_no": attempt.try_no,
-                "generation": attempt.generation,
-                "model": model,
-                "status": "reserved" if breach is None else "refused",
-                "ceiling": None if breach is None else breach.ceiling,
-                "reserved_usd": float(worst_case_usd),
-                "cost_usd": None,
-                "prompt_tokens": None,
-                "completion_tokens": None,
-                "day": day,
-                "created_at": moment,
-                "settled_at": None,
-                "payload": None,
-                "error": None,
-            }
-            if existing is None:
-                conn.execute(_INSERT_NEW[self._dialect], values)
-            else:
-                conn.execute(_UPDATE_REFUSED, {**values, "b_key": key})
-            row = _row_from_mapping(values)
-            if breach is None:
-                deltas = {"d_spent": 0, "d_outstanding": _nusd(worst_case_usd)}
-                conn.execute(_UPSERT_TOTALS, {**keys, **deltas})
-                return Reservation(row=row, is_new=True)
-            return Refusal(
-                row=row,
-                ceiling=breach.ceiling,
-                limit_usd=breach.limit_usd,
-                committed_usd=breach.committed_usd,
-                worst_case_usd=float(worst_case_usd),
-            )
+        op = _ReserveOp(
+            key=attempt.key,
+            attempt=attempt,
+            run_id=run_id,
+            model=model,
+            worst_case_usd=float(worst_case_usd),
+            ceilings=ceilings,
+            moment=moment,
+            day=moment.date().isoformat(),
+        )
+        return cast("Reservation | Refusal", self._submit(op))
 
     def settle(
         self,
@@ -607,33 +719,17 @@ class SpendJournal:
         for name, tokens in (("prompt_tokens", prompt_tokens), ("completion_tokens", completion_tokens)):
             if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
                 raise ValueError(f"{name} must be None or an int >= 0, not {tokens!r}")
-        moment = _utc(now)
-        key = attempt.key
-        with self._database_errors("settle " + key), self._write_transaction(serialize=False) as conn:
-            settlement = {
-                "b_key": key,
-                "status": status,
-                "cost_usd": float(cost_usd),
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "settled_at": moment,
-                "payload": payload,
-                "error": None if error is None else scrub_error_text(error),
-            }
-            settled = conn.execute(_SETTLE_RESERVED, settlement).mappings().first()
-            if settled is not None:
-                row = _row_from_mapping(settled)
-                # The actual cost replaces the worst case in the attempt's scenario, suite and day.
-                assert row.cost_usd is not None  # just set
-                deltas = {"d_spent": _nusd(row.cost_usd), "d_outstanding": -_nusd(row.reserved_usd)}
-                conn.execute(_UPSERT_TOTALS, {**_scope_params(row, row.day), **deltas})
-                return row
-            existing = _select_row(conn, key)
-            if existing is None:
-                raise JournalError(f"cannot settle {key}: it was never reserved")
-            if existing.status == "refused":
-                raise JournalError(f"cannot settle {key}: its reservation was refused ({existing.ceiling})")
-            return existing  # already settled or failed: the first settlement wins
+        op = _SettleOp(
+            key=attempt.key,
+            status=status,
+            cost_usd=float(cost_usd),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            payload=payload,
+            error_text=None if error is None else scrub_error_text(error),
+            moment=_utc(now),
+        )
+        return cast(JournalRow, self._submit(op))
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -719,6 +815,86 @@ class SpendJournal:
             ) from exc
         except sa.exc.SQLAlchemyError as exc:
             raise JournalError(f"cannot open the journal at {self._url_text}: {_first_line(exc)}") from exc
+
+    def _submit(self, op: _Op) -> object:
+        """Queue `op` and return its outcome once committed (or raise its error).
+
+        Group commit: the first caller to find no writer becomes the writer and writes the queued
+        operations (up to `_MAX_BATCH`, oldest first, its own among them) in one transaction, then
+        hands the role to the oldest caller still queued. The others sleep until their operation is
+        committed. One transaction (one lock acquisition, one commit) thus carries every operation
+        that queued while the previous one ran: fewer lock hand-overs and commits per operation the
+        busier the journal, in the order the operations queued.
+        """
+        with self._queue_lock:
+            self._queue.append(op)
+            lead = not self._writing
+            self._writing = True
+        if not lead:
+            op.wake.wait()
+            if op.done:
+                return op.outcome()
+            # Woken without an outcome: this thread is the writer now, and its op the oldest queued.
+        try:
+            with self._queue_lock:
+                batch = self._queue[:_MAX_BATCH]
+                del self._queue[:_MAX_BATCH]
+            self._write_batch(batch, op)
+        finally:
+            with self._queue_lock:
+                if self._queue:
+                    self._queue[0].wake.set()
+                else:
+                    self._writing = False
+        return op.outcome()
+
+    def _write_batch(self, batch: list[_Op], own: _Op) -> None:
+        """Write `batch` in one transaction; every op in it is done (and woken) on return."""
+        try:
+            outcomes = self._apply_batch(batch)
+        except sa.exc.SQLAlchemyError as exc:
+            detail = _first_line(getattr(exc, "orig", None) or exc)
+            for op in batch:
+                op.error = JournalError(f"journal {self._url_text}: {op.action} failed: {detail}")
+                op.error.__cause__ = exc
+        except BaseException as exc:  # a bug or an interrupt in this thread: the others learn of it
+            for op in batch:
+                op.error = (
+                    exc if op is own else JournalError(f"{op.action} failed: the writer raised {exc!r}")
+                )
+        else:
+            for op, outcome in zip(batch, outcomes, strict=True):
+                if isinstance(outcome, JournalError):
+                    op.error = outcome
+                else:
+                    op.result = outcome
+        finally:
+            for op in batch:
+                op.done = True
+                op.wake.set()
+
+    def _apply_batch(self, batch: list[_Op]) -> list[object]:
+        """Apply `batch` in order in one transaction; the outcomes, valid once this returns (committed)."""
+        reserves = [op for op in batch if isinstance(op, _ReserveOp)]
+        settling = len(reserves) < len(batch)
+        keys = sorted({op.key for op in batch})
+        # Reservations take the reservation lock (PostgreSQL; SQLite's write lock is taken anyway).
+        with self._write_transaction(serialize=bool(reserves)) as conn:
+            select = _SELECT_ROWS_FOR_UPDATE if settling and self._dialect == "postgresql" else _SELECT_ROWS
+            stored: dict[str, JournalRow | None] = dict.fromkeys(keys)
+            for found in conn.execute(select, {"b_keys": keys}).mappings():
+                stored[found["attempt_key"]] = _row_from_mapping(found)
+            committed: dict[tuple[CeilingName, str], int] = {}
+            if reserves:
+                checked = {(s, k) for op in reserves for s, k in scope_keys(op.attempt, op.day).items()}
+                committed = dict.fromkeys(checked, 0)
+                params = {f"k_{scope}": sorted(k for s, k in checked if s == scope) for scope in _SCOPES}
+                for scope, key, total in conn.execute(_SELECT_COMMITTED, params):
+                    committed[(scope, key)] = int(total)
+            state = _BatchState(rows=dict(stored), committed=committed)
+            outcomes = [state.apply(op) for op in batch]
+            _write_state(conn, stored, state)
+        return outcomes
 
     @contextmanager
     def _write_transaction(
@@ -956,10 +1132,6 @@ def _scope_keys(
     }
 
 
-def _scope_params(attempt: AttemptKey | JournalRow, day: str) -> dict[str, str]:
-    return {f"k_{scope}": key for scope, key in scope_keys(attempt, day).items()}
-
-
 def _nusd(usd: float) -> int:
     """USD as integer nano-USD, the unit of `spend_totals` (rounded; a row counts as `_nusd` of it)."""
     return round(usd * 1e9)
@@ -967,6 +1139,42 @@ def _nusd(usd: float) -> int:
 
 def _usd(nusd: int | None) -> float:
     return 0.0 if nusd is None else int(nusd) / 1e9
+
+
+def _write_state(conn: Connection, stored: Mapping[str, JournalRow | None], state: _BatchState) -> None:
+    """Write what a batch changed: new and changed rows in key order, then totals in `_SCOPES` order."""
+    changed = sorted(key for key, row in state.rows.items() if row is not None and row != stored[key])
+    inserts = [_row_values(state.rows[key]) for key in changed if stored[key] is None]
+    updates = [
+        {**_row_values(state.rows[key]), "b_key": key, "b_status": cast(JournalRow, stored[key]).status}
+        for key in changed
+        if stored[key] is not None
+    ]
+    if inserts:
+        conn.execute(_INSERT_ROW, inserts)
+    if updates:
+        updated = conn.execute(_UPDATE_ROW, updates).rowcount
+        if updated != len(updates):  # a row changed under the lock: another writer breaks the protocol
+            raise JournalError(f"journal rows changed under the write lock ({updated} of {len(updates)})")
+    if state.deltas:
+        order = sorted(state.deltas, key=lambda scope_key: (_SCOPE_RANK[scope_key[0]], scope_key[1]))
+        conn.execute(
+            _UPSERT_TOTAL,
+            [
+                {
+                    "scope": scope,
+                    "scope_key": key,
+                    "d_spent": state.deltas[(scope, key)][0],
+                    "d_outstanding": state.deltas[(scope, key)][1],
+                }
+                for scope, key in order
+            ],
+        )
+
+
+def _row_values(row: JournalRow | None) -> dict[str, Any]:
+    assert row is not None
+    return {name: getattr(row, name) for name in _COLUMN_NAMES}
 
 
 def _migrate_to_totals(conn: Connection) -> None:

@@ -126,7 +126,9 @@ def _reject_constant(name: str) -> Any:
 
 
 class _DuplicateKey(ValueError):
-    pass
+    def __init__(self, key: str):
+        super().__init__(f"duplicate key {key!r}")
+        self.key = key
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -140,6 +142,14 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise _DuplicateKey(key)
         seen[key] = value
     return seen
+
+
+def strict_json(text: str) -> Any:
+    """The verdict parser's JSON decoder: json.loads that also rejects NaN/Infinity and duplicate keys.
+
+    Raises ValueError (or RecursionError for absurd nesting). Shared with human-score import.
+    """
+    return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
 
 
 def parse_verdict(text: str | None, rubric: Rubric) -> Verdict:
@@ -156,9 +166,9 @@ def parse_verdict(text: str | None, rubric: Rubric) -> Verdict:
     if text[blocks[0].end() :].strip():
         return Verdict.failed("text after the verdict block; the verdict must be the final answer")
     try:
-        data = json.loads(blocks[0].group(1), parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+        data = strict_json(blocks[0].group(1))
     except _DuplicateKey as exc:
-        return Verdict.failed(f"duplicate key in verdict: {exc}")
+        return Verdict.failed(f"duplicate key in verdict: {exc.key}")
     except (ValueError, RecursionError) as exc:
         return Verdict.failed(f"verdict is not valid JSON: {exc}")
     if not isinstance(data, dict):

@@ -27,7 +27,7 @@ class StepResult:
 
 
 PER_JUDGE_ASSETS = ("judge_verdicts", "cost_ledger", "noise_bands", "capability_report")
-PER_BUILD_FINAL_ASSETS = ("release_decision",)
+PER_BUILD_FINAL_ASSETS = ("deterministic_suite", "release_decision")
 
 
 def instance_for(home: EvalHome) -> dg.DagsterInstance:
@@ -90,7 +90,9 @@ def materialize_build(
     """Materialize one build in graph order: scenario_runs; per judge version verdicts, ledger, noise
     band and report; then the release decision.
 
-    Stops at the first failed step (later steps would only fail on its missing output).
+    Stops at the first step that failed to materialize (later steps would only fail on its missing
+    output); a deterministic suite that materialized but failed its blocking gate check goes on to
+    the decision, which then blocks.
     """
     instance = instance_for(home)
     defs = load_definitions()
@@ -98,13 +100,15 @@ def materialize_build(
     steps: list[tuple[list[str], str | dg.MultiPartitionKey]] = [(["scenario_runs"], build_id)]
     for jv in judge_versions:
         steps.append((list(PER_JUDGE_ASSETS), dg.MultiPartitionKey({"build": build_id, "judge_version": jv})))
-    steps.append((list(PER_BUILD_FINAL_ASSETS), build_id))
+    steps += [([asset], build_id) for asset in PER_BUILD_FINAL_ASSETS]
     results = []
     for assets, key in steps:
         step = _materialize(defs, instance, assets, key, tags)
         results.append(step)
         if on_step:
             on_step(step)
-        if not step.success:
+        # a materialized suite whose blocking gate check failed is evidence, not a reason to stop:
+        # the decision (its own run, as the automation daemon would launch it) must still say block
+        if not step.success and not set(step.assets) <= set(step.metadata):
             break
     return results

@@ -113,6 +113,11 @@ class Track:
     def registered_builds(self) -> list[str]:
         return sorted(p.stem for p in self.home.builds.glob("*.yaml"))
 
+    def builds_by_registration(self) -> list[str]:
+        """Registered builds, oldest registration first (by when the manifest was stored)."""
+        paths = sorted(self.home.builds.glob("*.yaml"), key=lambda p: (p.stat().st_mtime_ns, p.stem))
+        return [p.stem for p in paths]
+
     def build(self, build_id: str) -> BuildManifest:
         path = self.build_path(build_id)
         if not path.exists():

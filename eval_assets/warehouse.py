@@ -212,6 +212,69 @@ DATASETS: dict[str, Dataset] = {
             ),
             append_only=True,
         ),
+        # --- judge governance ---
+        # Bridge runs (eval_assets.bridge.run_bridge): METHODS §5 figures for a judge version that
+        # declares `bridges_from`, one row per materialization. Figures are in `unit` (rubric points
+        # on [scale_low, scale_high], or the normalised score with one point = point_size); reasons
+        # (one per line) say why an unpublished calibration was not published; builds comma-joined.
+        Dataset(
+            "calibration_offsets",
+            ("judge_to",),
+            (
+                ("judge_from", "VARCHAR"),
+                ("judge_to", "VARCHAR"),
+                ("published", "BOOLEAN"),
+                ("reasons", "VARCHAR"),
+                ("offset", "DOUBLE"),
+                ("ci_low", "DOUBLE"),
+                ("ci_high", "DOUBLE"),
+                ("half_width", "DOUBLE"),
+                ("sd_diff", "DOUBLE"),
+                ("ba_low", "DOUBLE"),
+                ("ba_high", "DOUBLE"),
+                ("slope", "DOUBLE"),
+                ("slope_ci_low", "DOUBLE"),
+                ("slope_ci_high", "DOUBLE"),
+                ("equating_intercept", "DOUBLE"),
+                ("equating_slope", "DOUBLE"),
+                ("spearman_rho", "DOUBLE"),
+                ("krippendorff_alpha", "DOUBLE"),
+                ("n_outputs", "INTEGER"),
+                ("n_scenarios", "INTEGER"),
+                ("n_needed", "INTEGER"),
+                ("builds", "VARCHAR"),
+                ("unit", "VARCHAR"),
+                ("scale_low", "DOUBLE"),
+                ("scale_high", "DOUBLE"),
+                ("point_size", "DOUBLE"),
+                ("level", "DOUBLE"),
+            ),
+        ),
+        # Human scores (eval_assets.human_scores.import_scores): append-only, one file per import and
+        # build; nothing updates or deletes a row. A retraction is a new row whose `retracts` names
+        # the retracted score_id (criteria NULL for a pure retraction). `score` is the rubric's
+        # normalised weighted aggregate, computed in code as for judge verdicts.
+        Dataset(
+            "human_scores",
+            ("build",),
+            (
+                ("score_id", "VARCHAR"),
+                ("build", "VARCHAR"),
+                ("scenario_id", "VARCHAR"),
+                ("repeat", "INTEGER"),
+                ("attempt_id", "VARCHAR"),
+                ("judge_version", "VARCHAR"),
+                ("rubric", "VARCHAR"),
+                ("source", "VARCHAR"),
+                ("criteria", "VARCHAR"),
+                ("score", "DOUBLE"),
+                ("author", "VARCHAR"),
+                ("retracts", "VARCHAR"),
+                ("imported_from", "VARCHAR"),
+                ("line", "INTEGER"),
+            ),
+            append_only=True,
+        ),
     ]
 }
 
@@ -237,6 +300,43 @@ DERIVED_VIEWS: list[tuple[str, str]] = [
         "count(*) FILTER (WHERE status = 'excluded') / count(*) AS exclusion_rate, "
         "count(DISTINCT scenario_id) FILTER (WHERE status = 'excluded') AS excluded_scenarios "
         "FROM judge_verdicts GROUP BY ALL ORDER BY ALL",
+    ),
+    # --- judge governance ---
+    (
+        # human scores in force: not a pure retraction, not retracted; one row per score_id even if
+        # two concurrent imports appended the same row
+        "human_scores_current",
+        "SELECT * FROM human_scores h WHERE h.criteria IS NOT NULL AND NOT EXISTS "
+        "(SELECT 1 FROM human_scores r WHERE r.retracts = h.score_id) "
+        "QUALIFY row_number() OVER (PARTITION BY h.score_id ORDER BY h.written_at, h.run_id) = 1",
+    ),
+    (
+        # Per judge version: agreement with the current human scores of the SAME attempts under the
+        # same rubric, on the normalised score (one pair per human score row). kappa_quadratic is
+        # 1 - mean (j - h)^2 / E_chance (j - h)^2 with the observed marginals: Cohen's quadratic-weighted
+        # kappa (exact for one equally spaced ordinal criterion); alpha is Krippendorff's interval
+        # alpha for two coders; spearman_rho is the correlation of mid-ranks. NULL when undefined.
+        "judge_agreement",
+        "WITH pairs AS (SELECT v.judge_version, v.rubric, v.score AS j, h.score AS h, h.author, "
+        "v.build || '/' || v.scenario_id || '/' || CAST(v.repeat AS VARCHAR) AS attempt "
+        "FROM judge_verdicts v JOIN human_scores_current h ON v.build = h.build "
+        "AND v.scenario_id = h.scenario_id AND v.repeat = h.repeat AND v.rubric = h.rubric "
+        "WHERE v.status = 'scored' AND v.score IS NOT NULL AND h.score IS NOT NULL), "
+        "ranked AS (SELECT *, rank() OVER (PARTITION BY judge_version ORDER BY j) "
+        "+ (count(*) OVER (PARTITION BY judge_version, j) - 1) / 2.0 AS rj, "
+        "rank() OVER (PARTITION BY judge_version ORDER BY h) "
+        "+ (count(*) OVER (PARTITION BY judge_version, h) - 1) / 2.0 AS rh FROM pairs), "
+        "agg AS (SELECT judge_version, any_value(rubric) AS rubric, count(*) AS n, "
+        "count(DISTINCT attempt) AS n_attempts, count(DISTINCT author) AS n_authors, "
+        "avg(j) AS judge_mean, avg(h) AS human_mean, avg((j - h) * (j - h)) AS msd, "
+        "var_pop(j) + var_pop(h) + (avg(j) - avg(h)) * (avg(j) - avg(h)) AS chance_msd, "
+        "(sum(j * j) + sum(h * h) - (sum(j) + sum(h)) * (sum(j) + sum(h)) / (2.0 * count(*))) "
+        "/ (2.0 * count(*) - 1) AS pooled_var, corr(rj, rh) AS rho FROM ranked GROUP BY judge_version) "
+        "SELECT judge_version, rubric, n, n_attempts, n_authors, judge_mean, human_mean, "
+        "CASE WHEN n >= 2 AND chance_msd > 1e-12 THEN 1 - msd / chance_msd END AS kappa_quadratic, "
+        "CASE WHEN n >= 2 AND pooled_var > 1e-12 THEN 1 - msd / (2 * pooled_var) END AS krippendorff_alpha, "
+        "CASE WHEN n >= 2 AND isfinite(rho) THEN rho END AS spearman_rho "
+        "FROM agg ORDER BY judge_version",
     ),
 ]
 

@@ -440,11 +440,13 @@ def test_a_failed_deterministic_check_blocks_like_any_other_evidence() -> None:
     assert decision.reasons[0].source == "deterministic suite" and "leaked key" in decision.reasons[0].message
 
 
-def test_evidence_that_decided_nothing_does_not_stop_the_others_from_deciding() -> None:
+def test_evidence_that_decided_nothing_withholds_allow_but_never_a_block() -> None:
     nothing = compare(None, frame_from(pair()[1]), FLOOR, judge_version="j-v2")
     decision = decide([aa_report("j-v1"), nothing])
-    assert decision.decision == "allow"
+    assert decision.decision == "none"  # fail closed: partial evidence never allows a release
     assert any(r.severity == "none" and "j-v2" in r.source for r in decision.reasons)
+    failing = CheckSuiteEvidence("deterministic suite", (CheckOutcome("g1", False, "fail: boom"),))
+    assert decide([nothing, failing]).decision == "block"
 
 
 def test_no_evidence_or_only_empty_suites_is_no_decision() -> None:

@@ -204,6 +204,8 @@ def _changed(
         if entry.fields.get(name) == now[name]:
             continue
         if name == "rubric_content":
+            if entry.fields.get("rubric") != now["rubric"]:
+                continue  # another rubric is referenced: that is the change to name, not its content
             what = f"the content of rubric {judge.rubric.id!r} version {judge.rubric.version} changed"
         elif name not in entry.fields:
             what = f"{name} was not recorded"
@@ -231,7 +233,9 @@ def _findings(
         if entry is None:
             found.append(
                 _Finding(
-                    Problem(shown, "version", f"judge {vid!r} is not recorded in {REGISTRY_PATH}: {RECORD_HINT}"),
+                    Problem(
+                        shown, "version", f"judge {vid!r} is not recorded in {REGISTRY_PATH}: {RECORD_HINT}"
+                    ),
                     record="new",
                     version_id=vid,
                 )
@@ -392,7 +396,9 @@ def record_new_versions(project: Project, *, now: datetime | None = None) -> lis
     registry, problems = read_registry(root)
     if registry is None:
         raise ConfigError(problems)
-    findings = _findings(project.judges, project.rubrics, _shown_of(project.judges, project.sources, root), registry)
+    findings = _findings(
+        project.judges, project.rubrics, _shown_of(project.judges, project.sources, root), registry
+    )
     hard = [f.problem for f in findings if f.record is None]
     if hard:
         raise ConfigError(hard)

@@ -43,3 +43,4 @@ class Settings(Strict):
     )
     engine: Engine = Engine()
     spend: Spend = Spend()
+    nightly_cron: str = Field(default="0 2 * * *", description="the nightly schedule, UTC cron")

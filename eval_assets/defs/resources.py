@@ -1,5 +1,6 @@
 """Resources: one ConfigurableResource gives assets the track over EVAL_HOME and the project."""
 
+import os
 from functools import cached_property
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import dagster as dg
 
 from eval_assets.config import load_project
 from eval_assets.home import EvalHome, default_home, project_root
+from eval_assets.notify import Notifier
 from eval_assets.track import Track
 
 
@@ -22,8 +24,25 @@ class TrackResource(dg.ConfigurableResource):
         return Track(load_project(Path(self.project_root)), EvalHome(Path(self.eval_home)), self.journal_url)
 
 
+class NotificationResource(dg.ConfigurableResource):
+    """Where release-block notices go besides the Dagster log (JSONL file; webhook when set)."""
+
+    jsonl_path: str | None = None
+    webhook_url: str | None = None
+
+    def notifier(self) -> Notifier:
+        return Notifier(Path(self.jsonl_path) if self.jsonl_path else None, self.webhook_url or None)
+
+
 @dg.definitions
 def resources() -> dg.Definitions:
+    home = default_home()
     return dg.Definitions(
-        resources={"track": TrackResource(eval_home=str(default_home()), project_root=str(project_root()))}
+        resources={
+            "track": TrackResource(eval_home=str(home), project_root=str(project_root())),
+            "notifications": NotificationResource(
+                jsonl_path=str(home / "notifications" / "release_blocks.jsonl"),
+                webhook_url=os.environ.get("EVAL_NOTIFY_WEBHOOK") or None,
+            ),
+        }
     )

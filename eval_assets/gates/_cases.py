@@ -40,8 +40,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from eval_assets.config import Judge, Scenario, Subject
-from eval_assets.config._loader import LOCAL_PROVIDERS, read_yaml, validate_model
+from eval_assets.config import Judge, Rubric, Scenario, Settings, Subject, load_file
+from eval_assets.config._loader import LOCAL_PROVIDERS, SETTINGS_FILE, read_yaml, validate_model
 from eval_assets.config._models import Id
 
 from ._outcome import GateContext, Outcome
@@ -215,14 +215,60 @@ def _require_local(model: str, what: str) -> None:
         )
 
 
-def _judge_for(case: LoadedCase, scenario: Scenario, ctx: GateContext) -> Judge:
-    project = ctx.project()
+@dataclass(frozen=True)
+class _Resources:
+    """What a case needs from the project, loaded file by file (not through `load_project`, so a
+    scenario file elsewhere in the tree that the project loader rejects cannot stop a case)."""
+
+    root: Path
+
+    def settings(self) -> Settings:
+        path = self.root / SETTINGS_FILE
+        if not path.exists():
+            return Settings()
+        settings, problems = load_file(Settings, path, self.root)
+        if settings is None:
+            raise CaseError(f"{SETTINGS_FILE} is invalid: {'; '.join(str(p) for p in problems)}")
+        return settings
+
+    def judges(self) -> dict[str, Judge]:
+        out = {}
+        for path in sorted((self.root / "judges").rglob("*.yaml")):
+            judge, _ = load_file(Judge, path, self.root)
+            if judge is not None:
+                out[judge.version_id] = judge
+        return out
+
+    def rubric(self, judge: Judge) -> Rubric:
+        for path in sorted((self.root / "rubrics").rglob("*.yaml")):
+            rubric, _ = load_file(Rubric, path, self.root)
+            if rubric is not None and (rubric.id, rubric.version) == (judge.rubric.id, judge.rubric.version):
+                return rubric
+        raise CaseError(f"judge {judge.version_id}: rubric {judge.rubric.id}-v{judge.rubric.version} not found")
+
+    def scenario(self, scenario_id: str) -> Scenario:
+        for path in sorted((self.root / "scenarios").rglob("*.yaml")):
+            data, problems = read_yaml(path, str(path))
+            if problems or not isinstance(data, dict) or data.get("id") != scenario_id:
+                continue
+            body = {k: v for k, v in data.items() if k != "assertions"}
+            scenario, found = validate_model(Scenario, body, str(path.relative_to(self.root)))
+            if scenario is None:
+                raise CaseError(f"scenario {scenario_id!r} is invalid: {'; '.join(str(p) for p in found)}")
+            return scenario
+        raise CaseError(f"unknown scenario {scenario_id!r}")
+
+
+def _judge_for(case: LoadedCase, scenario: Scenario, resources: _Resources) -> Judge:
+    judges = resources.judges()
     wanted = case.case.judge if case.case is not None else None
     if wanted is not None:
-        if wanted not in project.judges:
+        if wanted not in judges:
             raise CaseError(f"case {case.id}: unknown judge version {wanted!r}")
-        return project.judges[wanted]
-    active = [j for j in project.active_judges if j.name == scenario.judge]
+        return judges[wanted]
+    active = sorted(
+        (j for j in judges.values() if j.name == scenario.judge and j.status == "active"), key=lambda j: j.version
+    )
     if not active:
         raise CaseError(f"case {case.id}: judge {scenario.judge!r} has no active version")
     return active[-1]
@@ -233,22 +279,19 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     from eval_assets.judging import parse_verdict, policy_failures, render_judge_prompt
     from eval_assets.providers.gateway import CallSpec, ModelGateway
 
-    project = ctx.project()
+    resources = _Resources(ctx.root)
+    spec_case = case.case
     if case.scenario is not None:
         scenario = case.scenario
     else:
-        assert case.case is not None
-        if case.case.scenario not in project.scenarios:
-            raise CaseError(f"case {case.id}: unknown scenario {case.case.scenario!r}")
-        scenario = project.scenarios[case.case.scenario]
-    spec_case = case.case
+        assert spec_case is not None
+        scenario = resources.scenario(spec_case.scenario)
     build = (spec_case.build if spec_case else None) or ctx.build or "gates"
     repeat = spec_case.repeat if spec_case else 1
-    prices = {
-        m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in project.settings.prices.items()
-    }
+    settings = resources.settings()
+    prices = {m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in settings.prices.items()}
     gateway = ModelGateway(prices)
-    timeout = project.settings.engine.timeout_s
+    timeout = settings.engine.timeout_s
     identity = {"build": build, "scenario_id": scenario.id, "repeat": repeat, "try_no": 1}
 
     if spec_case is not None and spec_case.output is not None:
@@ -281,9 +324,9 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     judged = any(a.kind in _JUDGED for a in assertions) or (spec_case is not None and spec_case.judge)
     if not judged:
         return run
-    judge = _judge_for(case, scenario, ctx)
+    judge = _judge_for(case, scenario, resources)
     _require_local(judge.model, "judge")
-    rubric = project.rubric_for(judge)
+    rubric = resources.rubric(judge)
     reply = asyncio.run(
         gateway.call(
             CallSpec(

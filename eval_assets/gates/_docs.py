@@ -97,7 +97,9 @@ def check_docs(root: Path, registry: Registry | None = None) -> list[Problem]:
         for gate_id, heading in headings_wanted.get(doc, []):
             if heading not in headings:
                 problems.append(
-                    Problem(doc, f"heading {heading!r}", f"`{gate_id}` links to a heading this document lacks")
+                    Problem(
+                        doc, f"heading {heading!r}", f"`{gate_id}` links to a heading this document lacks"
+                    )
                 )
         if declared is None:
             if registered:
@@ -115,11 +117,17 @@ def check_docs(root: Path, registry: Registry | None = None) -> list[Problem]:
             elsewhere = [f"`{i}` is registered under {doc_of[i]}" for i in unregistered if i in doc_of]
             note = f" ({'; '.join(elsewhere)})" if elsewhere else ""
             problems.append(
-                Problem(doc, SECTION, f"declared here but not in the registry for this document: {_fmt(unregistered)}{note}")
+                Problem(
+                    doc,
+                    SECTION,
+                    f"declared here but not in the registry for this document: {_fmt(unregistered)}{note}",
+                )
             )
         undeclared = sorted(set(registered) - set(declared))
         if undeclared:
-            problems.append(Problem(doc, SECTION, f"in the registry but not declared here: {_fmt(undeclared)}"))
+            problems.append(
+                Problem(doc, SECTION, f"in the registry but not declared here: {_fmt(undeclared)}")
+            )
         twice = sorted({i for i in declared if declared.count(i) > 1})
         if twice:
             problems.append(Problem(doc, SECTION, f"declared more than once: {_fmt(twice)}"))

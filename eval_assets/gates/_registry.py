@@ -260,14 +260,14 @@ def _validate_gate(data: Any, shown: str, loc: str) -> tuple[Gate | None, list[P
     if not isinstance(data, dict):
         return None, [Problem(shown, loc, f"expected a mapping, got {type(data).__name__}")]
     kind = data.get("kind")
-    if kind not in GATE_MODELS:
+    if not isinstance(kind, str) or kind not in GATE_MODELS:
         if kind is None:
             head = Problem(shown, f"{loc}.kind", "required field is missing")
         else:
             head = Problem(shown, f"{loc}.kind", f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
         _, rest = validate_model(_LenientCommon, data, shown)
         return None, [head, *_prefixed(rest, loc)]
-    gate, problems = validate_model(GATE_MODELS[kind], data, shown)  # type: ignore[type-var]
+    gate, problems = validate_model(GATE_MODELS[kind], data, shown)
     return gate, _prefixed(problems, loc)  # type: ignore[return-value]
 
 

@@ -129,7 +129,9 @@ class SuiteResult:
         from eval_assets.stats import CheckOutcome, CheckSuiteEvidence
 
         outcomes = tuple(
-            CheckOutcome(r.gate_id, r.status == "pass", "" if r.status == "pass" else f"{r.status}: {r.message}")
+            CheckOutcome(
+                r.gate_id, r.status == "pass", "" if r.status == "pass" else f"{r.status}: {r.message}"
+            )
             for r in self.results
             if r.status in ("pass", "fail", "error") and not r.quarantined
         )
@@ -254,7 +256,9 @@ def _interpret(returned: Any) -> Outcome:
     return Outcome.ok()
 
 
-def _call_check(check: Callable[..., Any], ctx: GateContext) -> tuple[Literal["pass", "fail", "error"], Outcome]:
+def _call_check(
+    check: Callable[..., Any], ctx: GateContext
+) -> tuple[Literal["pass", "fail", "error"], Outcome]:
     """Call a check and classify: pass/fail from its outcome, skip → fail, raise → error."""
     try:
         outcome = _interpret(check(ctx))
@@ -271,9 +275,7 @@ def _declared(gate: Gate) -> str:
     return gate.declared_in.link
 
 
-def _result(
-    gate: Gate, status: Status, started: float, outcome: Outcome | str, **extra: Any
-) -> GateResult:
+def _result(gate: Gate, status: Status, started: float, outcome: Outcome | str, **extra: Any) -> GateResult:
     if isinstance(outcome, str):
         outcome = Outcome(status == "pass", outcome)
     return GateResult(
@@ -320,7 +322,9 @@ def _run_gate(gate: Gate, suite: _Suite) -> GateResult:
             suite._cases_run.add(path.resolve())
             case, problems = load_case(path, gate.case)
             if case is None:
-                return _result(gate, "error", started, f"case file {gate.case} is invalid: {'; '.join(problems)}")
+                return _result(
+                    gate, "error", started, f"case file {gate.case} is invalid: {'; '.join(problems)}"
+                )
             if case.awaiting_assertions:
                 return _result(gate, "awaiting_assertions", started, _AWAITING)
             fields = {"case_path": path}
@@ -330,11 +334,15 @@ def _run_gate(gate: Gate, suite: _Suite) -> GateResult:
     status, outcome = _call_check(check, ctx)
     if status == "pass" and isinstance(gate, PropertyGate):
         if outcome.trials is None or outcome.trials < gate.min_trials:
-            ran = "no trial count was reported" if outcome.trials is None else f"{outcome.trials} trial(s) ran"
+            ran = (
+                "no trial count was reported" if outcome.trials is None else f"{outcome.trials} trial(s) ran"
+            )
             return _result(gate, "fail", started, f"{ran}, fewer than min_trials {gate.min_trials}")
     if isinstance(gate, CaseGate) and status != "error" and gate.expect == "fail":
         if status == "fail":
-            return _result(gate, "pass", started, replace(outcome, message=f"failed as expected: {outcome.message}"))
+            return _result(
+                gate, "pass", started, replace(outcome, message=f"failed as expected: {outcome.message}")
+            )
         return _result(gate, "fail", started, "expected the case to fail, but every assertion held")
     return _result(gate, status, started, outcome)
 
@@ -346,7 +354,9 @@ def _invalid_result(entry: InvalidEntry, suite: _Suite) -> GateResult:
     problems = "; ".join(f"{p.field}: {p.message}" for p in entry.problems)
     return GateResult(
         gate_id=entry.id,
-        kind=entry.kind if entry.kind and entry.section == "gates" else ("test" if entry.section == "tests" else "unknown"),
+        kind=entry.kind
+        if entry.kind and entry.section == "gates"
+        else ("test" if entry.section == "tests" else "unknown"),
         milestone=entry.milestone,
         status="error",
         duration_s=0.0,
@@ -500,7 +510,9 @@ def record_suite(warehouse: Warehouse, result: SuiteResult, run_id: str) -> dict
     if result.build is None:
         raise ValueError("a suite result without a build cannot be recorded")
     partition = {"build": result.build}
-    written = {"gate_results": warehouse.write_partition("gate_results", partition, result.gate_rows(), run_id)}
+    written = {
+        "gate_results": warehouse.write_partition("gate_results", partition, result.gate_rows(), run_id)
+    }
     if result.test_records:
         written["test_quarantine"] = warehouse.write_partition(
             "test_quarantine", partition, result.quarantine_rows(), run_id

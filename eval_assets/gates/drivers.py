@@ -115,9 +115,7 @@ def for_all(ctx: GateContext) -> Outcome:
         return Outcome.failed(f"the generator could not produce {ctx.min_trials} values", trials=trials)
     except BaseExceptionGroup as group:
         if all(isinstance(e, _Falsified) for e in group.exceptions):
-            return Outcome.failed(
-                f"falsified: {'; '.join(str(e) for e in group.exceptions)}", trials=trials
-            )
+            return Outcome.failed(f"falsified: {'; '.join(str(e) for e in group.exceptions)}", trials=trials)
         raise
     return Outcome.ok(f"{trials} trial(s) hold", trials=trials)
 

@@ -5,6 +5,13 @@ Inputs are verdict frames of one build under one judge version (see `validate_ve
 """
 
 from ._bootstrap import SCIPY_BCA_MAX_N, Interval, mean_interval, quantile_interval
+from ._calibration import (
+    CALIBRATION_COLUMNS,
+    Calibration,
+    CalibrationFrameError,
+    calibrate,
+    krippendorff_alpha_interval,
+)
 from ._compare import (
     SCENARIO_PLOT_COLUMNS,
     CapabilityReport,
@@ -24,12 +31,15 @@ from ._summary import summary_markdown
 
 __all__ = [
     "BAND_TABLE_COLUMNS",
+    "CALIBRATION_COLUMNS",
     "COLUMNS",
     "EXIT_CODES",
     "FINDING_COLUMNS",
     "SCENARIO_PLOT_COLUMNS",
     "SCIPY_BCA_MAX_N",
     "BootstrapBand",
+    "Calibration",
+    "CalibrationFrameError",
     "CapabilityReport",
     "CheckOutcome",
     "CheckSuiteEvidence",
@@ -47,10 +57,12 @@ __all__ = [
     "Verdict",
     "VerdictFrameError",
     "bootstrap_noise_band",
+    "calibrate",
     "compare",
     "decide",
     "exact_separation_p",
     "exit_code",
+    "krippendorff_alpha_interval",
     "mean_drop_test",
     "mean_interval",
     "noise_band",

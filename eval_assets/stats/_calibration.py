@@ -82,9 +82,9 @@ class Calibration:
         return old_score + self.offset
 
     def row(self) -> dict[str, Any]:
-        """Every field as a plain dict (reasons joined with '; ')."""
+        """Every field as a plain dict (reasons one per line, as release decisions store them)."""
         out = asdict(self)
-        out["reasons"] = "; ".join(self.reasons)
+        out["reasons"] = "\n".join(self.reasons)
         return out
 
 
@@ -243,7 +243,9 @@ def calibrate(
     if n and alpha is None:
         reasons.append("Krippendorff's alpha is undefined: every score is the same")
     elif alpha is not None and alpha < min_alpha:
-        reasons.append(f"Krippendorff's alpha {alpha:.3f} < {min_alpha:.2f}: the two versions disagree too much")
+        reasons.append(
+            f"Krippendorff's alpha {alpha:.3f} < {min_alpha:.2f}: the two versions disagree too much"
+        )
 
     return Calibration(
         n=n,

@@ -61,19 +61,22 @@ def decide(evidence: Iterable[Evidence]) -> ReleaseDecision:
     """Combine evidence into one decision.
 
     block if any reason blocks (even from evidence that otherwise decided nothing); none when there
-    is no evidence or every piece decided nothing; investigate if any reason investigates; else
-    allow. Evidence with nothing to report contributes one 'info' reason saying so. Reasons are sorted by severity, then by signal (policy failures, floor drops, mean drop,
+    is no evidence or ANY piece decided nothing (fail closed: a release is never allowed on partial
+    evidence, e.g. a judge version whose report was refused, or a suite that never ran); investigate
+    if any reason investigates; else allow. Evidence with nothing to report contributes one 'info' reason saying so. Reasons are sorted by severity, then by signal (policy failures, floor drops, mean drop,
     ...), keeping the order the evidence was given in.
     """
     pieces = list(evidence)
     reasons: list[Reason] = []
     for piece in pieces:
         found = piece.reasons()
+        if piece.decided_nothing is not None and not any(r.severity == "none" for r in found):
+            found = (*found, Reason("none", piece.source, "evidence", piece.decided_nothing))
         reasons += found or [Reason("info", piece.source, "summary", "nothing to block or investigate")]
     severities = {reason.severity for reason in reasons}
     if "block" in severities:
         decision: Decision = "block"
-    elif all(piece.decided_nothing is not None for piece in pieces):
+    elif not pieces or any(piece.decided_nothing is not None for piece in pieces):
         decision = "none"
         if not pieces:
             reasons.append(Reason("none", "release", "evidence", "no evidence: nothing to decide on"))

@@ -35,6 +35,7 @@ def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg
     deps=[scenario_runs],
     group_name="capability",
     kinds={"python", "parquet"},
+    automation_condition=dg.AutomationCondition.eager(),
     description="One judge version's validated verdicts on the build's stored outputs (fail closed).",
 )
 def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
@@ -55,6 +56,7 @@ def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> d
     deps=[judge_verdicts],
     group_name="capability",
     kinds={"python", "parquet"},
+    automation_condition=dg.AutomationCondition.eager(),
     description="The spend journal's per-attempt rows for the build's subject and this judge version.",
 )
 def cost_ledger(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:

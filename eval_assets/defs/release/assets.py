@@ -7,6 +7,8 @@ from eval_assets.defs.capability.assets import judge_verdicts
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
 from eval_assets.defs.resources import TrackResource
+from eval_assets.defs.suite.assets import deterministic_suite
+from eval_assets.suite import suite_evidence
 
 
 @dg.asset(
@@ -14,6 +16,7 @@ from eval_assets.defs.resources import TrackResource
     deps=[judge_verdicts],
     group_name="release",
     kinds={"python", "parquet"},
+    automation_condition=dg.AutomationCondition.eager(),
     description="How far the suite and each scenario move when nothing changed, from the build's own repeats.",
 )
 def noise_bands(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
@@ -28,6 +31,7 @@ def noise_bands(context: dg.AssetExecutionContext, track: TrackResource) -> dg.M
     deps=[judge_verdicts, noise_bands],
     group_name="release",
     kinds={"python", "parquet"},
+    automation_condition=dg.AutomationCondition.eager(),
     description="The build against its baseline under ONE judge version: policy, floor drops, mean drop, p10.",
 )
 def capability_report(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
@@ -47,14 +51,17 @@ def capability_report(context: dg.AssetExecutionContext, track: TrackResource) -
 
 @dg.asset(
     partitions_def=build_partitions,
-    deps=[capability_report],
+    deps=[capability_report, deterministic_suite],
     group_name="release",
     kinds={"python", "parquet"},
+    automation_condition=dg.AutomationCondition.eager(),
     description="allow / investigate / block for the build, with reasons most severe first.",
 )
 def release_decision(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build = context.partition_key
-    summary = release.run_release_decision(track.track, build, context.run_id)
+    summary = release.run_release_decision(
+        track.track, build, context.run_id, [suite_evidence(track.track, build)]
+    )
     context.log.info(f"release decision for {build}: {summary['decision']}")
     for reason in summary["reasons"]:
         context.log.info(f"  {reason}")

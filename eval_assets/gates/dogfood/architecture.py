@@ -15,10 +15,17 @@ from ._ast import dotted, parsed, python_files
 
 PACKAGE = "eval_assets"
 # The Dagster wiring layer and the modules that drive Dagster: everything else is the domain.
-WIRING = ("eval_assets/defs", "eval_assets/definitions.py", "eval_assets/cli.py", "eval_assets/orchestrate.py")
+WIRING = (
+    "eval_assets/defs",
+    "eval_assets/definitions.py",
+    "eval_assets/cli.py",
+    "eval_assets/orchestrate.py",
+)
 ORCHESTRATOR = "dagster"
 PARTITION_WRITER = "eval_assets/warehouse.py"
-PARQUET_WRITERS = frozenset({"to_parquet", "write_parquet", "write_table", "write_to_dataset", "write_dataset"})
+PARQUET_WRITERS = frozenset(
+    {"to_parquet", "write_parquet", "write_table", "write_to_dataset", "write_dataset"}
+)
 # `COPY <query> TO <file>`: DuckDB's (and PostgreSQL's) bulk export. Built from parts so that this
 # module's own constants never match it.
 _COPY_TO = re.compile(r"\b" + "CO" + r"PY\b[\s\S]*\bTO\b\s*['\"(]", re.IGNORECASE)
@@ -50,14 +57,17 @@ def domain_never_imports_dagster(ctx: GateContext) -> Outcome:
                 and isinstance(node.args[0].value, str)
             ):
                 names = [node.args[0].value]
-            findings += [f"{shown}:{node.lineno} imports {n}" for n in names if _imports_orchestrator(n)]
+            line = getattr(node, "lineno", 0)
+            findings += [f"{shown}:{line} imports {n}" for n in names if _imports_orchestrator(n)]
     if findings:
         return Outcome.failed(f"{len(findings)} import(s) of {ORCHESTRATOR} in the domain", findings)
     return Outcome.ok(f"{len(files)} domain module(s), none imports {ORCHESTRATOR}")
 
 
 def _joined_text(node: ast.JoinedStr) -> str:
-    return "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}" for v in node.values)
+    return "".join(
+        v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}" for v in node.values
+    )
 
 
 def one_partition_writer(ctx: GateContext) -> Outcome:
@@ -72,7 +82,9 @@ def one_partition_writer(ctx: GateContext) -> Outcome:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr in PARQUET_WRITERS:
                     findings.append(f"{shown}:{node.lineno} calls .{node.func.attr}()")
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _COPY_TO.search(node.value):
+            elif (
+                isinstance(node, ast.Constant) and isinstance(node.value, str) and _COPY_TO.search(node.value)
+            ):
                 findings.append(f"{shown}:{node.lineno} has a COPY ... TO statement")
             elif isinstance(node, ast.JoinedStr) and _COPY_TO.search(_joined_text(node)):
                 findings.append(f"{shown}:{node.lineno} has a COPY ... TO statement")
@@ -111,10 +123,7 @@ def assets_have_descriptions(ctx: GateContext) -> Outcome:
                     seen += 1
                     if not _has_description(call) and not ast.get_docstring(node):
                         findings.append(f"{shown}:{node.lineno} asset {node.name} has no description")
-            elif (
-                isinstance(node, ast.Call)
-                and dotted(node.func).split(".")[-1] == "AssetSpec"
-            ):
+            elif isinstance(node, ast.Call) and dotted(node.func).split(".")[-1] == "AssetSpec":
                 seen += 1
                 if not _has_description(node):
                     findings.append(f"{shown}:{node.lineno} AssetSpec without a description")

@@ -31,7 +31,11 @@ def scenario_validates(member: Path, ctx: GateContext) -> list[str] | None:
     except ConfigError as exc:
         mine = [str(p) for p in exc.problems if p.path == shown]
         return mine or None  # the project is invalid elsewhere; this file has no problem of its own
-    loaded = {str(Path(p).resolve().relative_to(ctx.root)) for k, p in project.sources.items() if k.startswith("scenario")}
+    loaded = {
+        str(Path(p).resolve().relative_to(ctx.root))
+        for k, p in project.sources.items()
+        if k.startswith("scenario")
+    }
     return None if shown in loaded else [f"{shown} was not loaded as a scenario"]
 
 

@@ -77,10 +77,14 @@ def _dumps(values: Any) -> str:
 
 def _reply_for(rubric: Rubric) -> st.SearchStrategy[str]:
     names = [c.name for c in rubric.criteria]
-    near = st.fixed_dictionaries({c.name: st.one_of(_near_valid(c.scale), _any_json()) for c in rubric.criteria})
+    near = st.fixed_dictionaries(
+        {c.name: st.one_of(_near_valid(c.scale), _any_json()) for c in rubric.criteria}
+    )
     loose = st.dictionaries(st.sampled_from([*names, "overall", ""]), _any_json(), max_size=len(names) + 1)
     body = st.one_of(near.map(_dumps), loose.map(_dumps), st.text(max_size=40))
-    wrapped = st.tuples(st.text(max_size=30), body, st.sampled_from(["", "\n", " trailing text", "<verdict>{}"]))
+    wrapped = st.tuples(
+        st.text(max_size=30), body, st.sampled_from(["", "\n", " trailing text", "<verdict>{}"])
+    )
     return st.one_of(
         st.text(),
         wrapped.map(lambda t: f"{t[0]}<verdict>{t[1]}</verdict>{t[2]}"),
@@ -124,7 +128,9 @@ def verdict_stays_in_bounds(drawn: tuple[Rubric, str]) -> None:
     assert 0.0 <= verdict.score <= 1.0, f"score {verdict.score} outside [0, 1]"
     assert verdict.criteria is not None and set(verdict.criteria) == {c.name for c in rubric.criteria}
     for c in rubric.criteria:
-        assert _within(verdict.criteria[c.name], c.scale), f"{c.name}={verdict.criteria[c.name]!r} outside its scale"
+        assert _within(verdict.criteria[c.name], c.scale), (
+            f"{c.name}={verdict.criteria[c.name]!r} outside its scale"
+        )
 
 
 def fence_inputs(ctx: GateContext) -> st.SearchStrategy[tuple[str, str]]:
@@ -146,64 +152,25 @@ def fence_has_one_pair(drawn: tuple[str, str]) -> None:
 
 # --- corpus: malformed verdicts fail closed ------------------------------------------------------
 
-_REPLY_KEYS = ("reply", "text", "response", "content", "output", "verdict", "input")
-_REASON_KEYS = ("expected_reason", "reason", "failure_reason", "expect", "expected")
-
-
-def _cases_in(member: Path) -> list[dict[str, Any]]:
-    """A tolerant reader: a .txt/.md file is one reply; .json/.yaml one case (or a list);
-    .jsonl one case per line. A case is a mapping with the reply text and optional rubric/reason."""
-    text = member.read_text(encoding="utf-8")
-    if member.suffix in (".txt", ".md", ""):
-        return [{"reply": text}]
-    if member.suffix == ".jsonl":
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    if member.suffix == ".json":
-        data = json.loads(text)
-    elif member.suffix in (".yaml", ".yml"):
-        import yaml
-
-        data = yaml.safe_load(text)
-    else:
-        return [{"reply": text}]
-    return data if isinstance(data, list) else [data]
-
-
-def _rubrics_for(case: dict[str, Any], rubrics: list[Rubric]) -> list[Rubric]:
-    wanted = case.get("rubric")
-    if wanted is None:
-        return rubrics
-    if isinstance(wanted, dict):
-        wanted = f"{wanted.get('id')}-v{wanted.get('version')}"
-    chosen = [r for r in rubrics if str(wanted) in (r.key, r.id)]
-    if not chosen:
-        raise ValueError(f"unknown rubric {wanted!r}")
-    return chosen
-
 
 def malformed_verdict_fails_closed(member: Path, ctx: GateContext) -> list[str] | None:
-    """Every reply in the member fails closed under its rubric (every shipped rubric when it names
-    none): status failed, a reason, no score and no criteria; and, when the case states the
-    expected reason, the parser's reason contains it."""
+    """Every case in the corpus file (format: eval_assets/judging_corpus.py) fails closed under every
+    shipped rubric it applies to: status failed, its expected reason, no score and no criteria. A
+    file with no case, or with a case that applies to no shipped rubric, is rejected too (an
+    unchecked case is not a pass)."""
+    from eval_assets.judging_corpus import CorpusError, check_case, load_corpus
+
+    try:
+        cases = load_corpus(member)
+    except CorpusError as exc:
+        return [f"malformed corpus file: {exc}"]
+    if not cases:
+        return ["holds no case"]
     rubrics = shipped_rubrics(ctx.root)
     findings = []
-    for index, case in enumerate(_cases_in(member)):
-        if not isinstance(case, dict):
-            case = {"reply": case}
-        key = next((k for k in _REPLY_KEYS if k in case), None)
-        if key is None:
-            findings.append(f"case {index}: no reply text (one of {', '.join(_REPLY_KEYS)})")
-            continue
-        reply = case[key] if isinstance(case[key], str) or case[key] is None else json.dumps(case[key])
-        reason = next((str(case[k]) for k in _REASON_KEYS if isinstance(case.get(k), str)), None)
-        for rubric in _rubrics_for(case, rubrics):
-            verdict = parse_verdict(reply, rubric)
-            if verdict.status != "failed" or verdict.score is not None or verdict.criteria is not None:
-                findings.append(f"case {index}: {rubric.key} accepted it (score {verdict.score})")
-            elif not verdict.failure_reason:
-                findings.append(f"case {index}: {rubric.key} failed it without a reason")
-            elif reason and reason.lower() not in verdict.failure_reason.lower():
-                findings.append(
-                    f"case {index}: {rubric.key} reason {verdict.failure_reason!r} lacks {reason!r}"
-                )
+    for case in cases:
+        applicable = [r for r in rubrics if case.applies_to(r)]
+        if not applicable:
+            findings.append(f"{case.id}: applies to no shipped rubric ({case.rubric!r})")
+        findings += [why for r in applicable if (why := check_case(case, r)) is not None]
     return findings or None

@@ -36,7 +36,16 @@ from eval_assets.gates._outcome import GateContext, Outcome
 
 CANARY_ENV = "OPENAI_API_KEY"
 DAGSTER_HOOK = "canary.dagster_run"
-LOGGERS = ("", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "eval_assets", "openai", "httpx", "httpcore")
+LOGGERS = (
+    "LiteLLM",
+    "LiteLLM Router",
+    "LiteLLM Proxy",
+    "litellm",
+    "eval_assets",
+    "openai",
+    "httpx",
+    "httpcore",
+)
 SIM_BUILD = "canary-sim"
 HTTP_BUILD = "canary-http"
 CHECKED_IN = ("scenarios", "rubrics", "judges", "examples", "gates", "evaltrack.yaml")
@@ -64,7 +73,9 @@ def _env(name: str, value: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _captured_logs(path: Path) -> Iterator[list[str]]:
-    """Every log record (DEBUG and up) of the named loggers, written to `path` as it is emitted."""
+    """Every record of the named loggers at DEBUG and up (and whatever reaches the root logger),
+    appended to `path` as it is emitted. The named loggers are detached from their own handlers
+    for the duration, so turning them up to DEBUG prints nothing to the console."""
     lines: list[str] = []
 
     class _Handler(logging.Handler):
@@ -75,18 +86,23 @@ def _captured_logs(path: Path) -> Iterator[list[str]]:
                 out.write(line + "\n")
 
     handler = _Handler(logging.DEBUG)
+    root = logging.getLogger()
     saved = []
     for name in LOGGERS:
         logger = logging.getLogger(name)
-        saved.append((logger, logger.level))
+        saved.append((logger, logger.level, logger.handlers[:], logger.propagate))
+        logger.handlers = [handler]
         logger.setLevel(logging.DEBUG)
-        logger.addHandler(handler)
+        logger.propagate = False
+    root.addHandler(handler)
     try:
         yield lines
     finally:
-        for logger, level in saved:
-            logger.removeHandler(handler)
+        root.removeHandler(handler)
+        for logger, level, handlers, propagate in saved:
+            logger.handlers = handlers
             logger.setLevel(level)
+            logger.propagate = propagate
 
 
 def _closed_port() -> int:
@@ -130,7 +146,9 @@ def scan_for_secret(paths: Sequence[Path], needles: Sequence[str]) -> tuple[list
             finally:
                 con.close()
             counts["rows"] += len(rows)
-            findings += [f"{path}: row {i} holds the key" for i, row in enumerate(rows) if _leaks(repr(row), needles)]
+            findings += [
+                f"{path}: row {i} holds the key" for i, row in enumerate(rows) if _leaks(repr(row), needles)
+            ]
         elif raw.startswith(b"SQLite format 3"):
             counts["sqlite"] += 1
             con3 = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -162,7 +180,9 @@ def no_api_key_persisted(ctx: GateContext) -> Outcome:
     for judge in project.active_judges:  # one scenario per judge, two repeats: every judge runs
         first = project.scenarios_for(judge)[0]
         scenarios[first.id] = first.model_copy(update={"repeats": 2})
-    engine = project.settings.engine.model_copy(update={"max_tries": 2, "backoff_base_s": 0.0, "backoff_max_s": 0.0})
+    engine = project.settings.engine.model_copy(
+        update={"max_tries": 2, "backoff_base_s": 0.0, "backoff_max_s": 0.0}
+    )
     tiny = dataclasses.replace(
         project, scenarios=scenarios, settings=project.settings.model_copy(update={"engine": engine})
     )
@@ -175,16 +195,31 @@ def no_api_key_persisted(ctx: GateContext) -> Outcome:
             try:
                 log = logging.getLogger("eval_assets.gates.canary").info
                 sim = track.register_build(
-                    _manifest(Path(tmp) / "sim.yaml", SIM_BUILD, {
-                        "model": "sim/agent", "family": "sim",
-                        "params": {"skill": 0.7, "seed": 3, "error_rate": 0.3, "policy_violation_rate": 0.5},
-                    })
+                    _manifest(
+                        Path(tmp) / "sim.yaml",
+                        SIM_BUILD,
+                        {
+                            "model": "sim/agent",
+                            "family": "sim",
+                            "params": {
+                                "skill": 0.7,
+                                "seed": 3,
+                                "error_rate": 0.3,
+                                "policy_violation_rate": 0.5,
+                            },
+                        },
+                    )
                 )
                 http = track.register_build(
-                    _manifest(Path(tmp) / "http.yaml", HTTP_BUILD, {
-                        "model": "openai/gpt-4o-mini", "family": "openai",
-                        "api_base": f"http://127.0.0.1:{_closed_port()}/v1",
-                    })
+                    _manifest(
+                        Path(tmp) / "http.yaml",
+                        HTTP_BUILD,
+                        {
+                            "model": "openai/gpt-4o-mini",
+                            "family": "openai",
+                            "api_base": f"http://127.0.0.1:{_closed_port()}/v1",
+                        },
+                    )
                 )
                 track.run_scenario_runs(sim.id, "canary-run-1", log=log)
                 for judge in track.judges_for(sim):
@@ -204,7 +239,9 @@ def no_api_key_persisted(ctx: GateContext) -> Outcome:
     if http_summary["errors"] == 0:
         findings.append("the real-provider build did not fail: the key's error path was not exercised")
     if counts["parquet"] == 0 or counts["sqlite"] == 0:
-        findings.append(f"nothing to scan (parquet files: {counts['parquet']}, databases: {counts['sqlite']})")
+        findings.append(
+            f"nothing to scan (parquet files: {counts['parquet']}, databases: {counts['sqlite']})"
+        )
     scanned = f"{counts['files']} files, {counts['rows']} rows, {len(lines)} log lines"
     if findings:
         return Outcome.failed(f"the canary key leaked or the scan was vacuous ({scanned})", findings)
@@ -229,7 +266,13 @@ def no_secret_checked_in(ctx: GateContext) -> Outcome:
     findings, scanned = [], 0
     for name in CHECKED_IN:
         base = ctx.root / name
-        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else []
+        files = (
+            [base]
+            if base.is_file()
+            else sorted(p for p in base.rglob("*") if p.is_file())
+            if base.is_dir()
+            else []
+        )
         for path in files:
             scanned += 1
             text = path.read_text(encoding="utf-8", errors="replace")

@@ -85,14 +85,14 @@ def check_suites(ctx: GateContext) -> st.SearchStrategy[list[CheckSuiteEvidence]
 
 
 def failed_check_blocks(suites: list[CheckSuiteEvidence]) -> None:
-    """Any failed check blocks the release; no checks at all decides nothing; else allow."""
+    """Any failed check blocks the release; otherwise no evidence, or a suite in which no check ran,
+    decides nothing (fail closed: never allow on partial evidence); otherwise the checks allow."""
     from eval_assets.stats import decide
 
     decision = decide(suites).decision
-    outcomes = [o for s in suites for o in s.outcomes]
-    if any(not o.passed for o in outcomes):
+    if any(not o.passed for s in suites for o in s.outcomes):
         assert decision == "block", decision
-    elif not outcomes:
+    elif not suites or any(not s.outcomes for s in suites):
         assert decision == "none", decision
     else:
         assert decision == "allow", decision

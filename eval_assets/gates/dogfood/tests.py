@@ -34,12 +34,12 @@ def sim_provider_is_deterministic(ctx: GateContext) -> None:
 
 def warehouse_round_trip(ctx: GateContext) -> None:
     """A partition written by the one partition writer reads back unchanged through the views."""
-    from eval_assets.warehouse import Dataset, Warehouse
+    from eval_assets.warehouse import DATASETS, Dataset, Warehouse
 
     probe = Dataset("probe", ("build",), (("build", "VARCHAR"), ("n", "INTEGER"), ("text", "VARCHAR")))
     rows = [{"build": "b1", "n": i, "text": f"row {i} ünïcode"} for i in range(5)]
     with tempfile.TemporaryDirectory(prefix="evaltrack-roundtrip-") as tmp:
-        warehouse = Warehouse(Path(tmp), {"probe": probe})
+        warehouse = Warehouse(Path(tmp), {**DATASETS, "probe": probe})
         warehouse.initialise()
         warehouse.write_partition("probe", {"build": "b1"}, rows, "run-1")
         back = warehouse.query("SELECT build, n, text FROM probe ORDER BY n").to_dict("records")

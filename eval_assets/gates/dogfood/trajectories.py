@@ -13,10 +13,30 @@ from eval_assets.gates._outcome import GateContext
 # usage and cost are discarded). The scenario's own top-level `id` is derived from content: allowed.
 RAW_LOG_FIELDS = frozenset(
     {
-        "timestamp", "timestamps", "created", "created_at", "updated_at", "started_at", "ended_at", "time",
-        "request_id", "response_id", "message_id", "trace_id", "span_id", "run_id", "session_id",
-        "call_id", "tool_call_id", "usage", "prompt_tokens", "completion_tokens", "total_tokens",
-        "cost", "cost_usd", "price",
+        "timestamp",
+        "timestamps",
+        "created",
+        "created_at",
+        "updated_at",
+        "started_at",
+        "ended_at",
+        "time",
+        "request_id",
+        "response_id",
+        "message_id",
+        "trace_id",
+        "span_id",
+        "run_id",
+        "session_id",
+        "call_id",
+        "tool_call_id",
+        "usage",
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "cost",
+        "cost_usd",
+        "price",
     }
 )
 

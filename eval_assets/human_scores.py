@@ -1,0 +1,372 @@
+"""Human scores (METHODS §6, HIP-0129 §3 score immutability): import, append-only storage, agreement.
+
+`import_scores` reads a CSV or JSONL file of human scores, validates EVERY row against its rubric with
+the verdict parser's own value checks (`judging.check_criteria`), and either rejects the whole file
+(every problem listed with its line number; nothing written) or appends the new rows to the
+append-only `human_scores` dataset (one new file per build touched) with `source = human`.
+
+Row fields: build, scenario_id, repeat, judge_version and/or rubric (a rubric key such as
+`helpfulness-v1`; with a judge version the rubric is that version's), author, optional retracts, and
+the criterion values: a `criteria` object in JSONL, one column per criterion in CSV (an empty cell is
+an absent criterion; a cell is read as JSON when it is a number, true/false or null, else as text, so
+`4` is the integer 4 and `appropriate` the label).
+
+Nothing updates or deletes a score. A retraction is a new row whose `retracts` is the score_id of an
+earlier row of the SAME attempt; with no criteria it is a pure retraction, with criteria it is also a
+corrected score. A retracted row stays readable in `human_scores` / `human_scores_history`;
+`human_scores_current` leaves it (and pure retractions) out. A row cannot retract a pure retraction,
+a row already retracted, or a row of another attempt.
+
+score_id is a content hash of (build, scenario_id, repeat, rubric, judge_version, criteria, author,
+retracts), so importing the same file again appends nothing: rows whose score_id is already stored
+are skipped (and counted), as are exact duplicates within the file. The same author giving the same
+values to the same attempt twice is one fact, stored once.
+
+If writing the second of several build partitions fails, the first stays written; importing the same
+file again appends only what is missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from eval_assets.config import Judge, Project, Rubric
+from eval_assets.judging import check_criteria, strict_json
+from eval_assets.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from eval_assets.track import Track
+
+SOURCE = "human"
+KEY_FIELDS = ("build", "scenario_id", "repeat", "judge_version", "rubric", "author", "retracts")
+JSONL_FIELDS = frozenset({*KEY_FIELDS, "criteria"})
+SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+class HumanScoreError(Exception):
+    """The file was rejected; `problems` has one `FILE:LINE: field: message` line per problem."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass
+class _Row:
+    line: int
+    fields: dict[str, Any]
+    criteria: dict[str, Any]
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+# --- reading ---------------------------------------------------------------------------------------
+
+
+def _cell(text: str) -> Any:
+    """A CSV cell as a criterion value: JSON numbers, true/false and null decode; anything else is text."""
+    try:
+        value = strict_json(text)
+    except (ValueError, RecursionError):
+        return text
+    return value if value is None or isinstance(value, bool | int | float) else text
+
+
+def _read_csv(path: Path) -> Iterator[_Row]:
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None:
+            return
+        names = [h.strip() for h in header]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes or "" in names:
+            yield _Row(1, {}, {}, [("<header>", f"duplicate or empty column names: {dupes or ['']}")])
+            return
+        start = reader.line_num
+        for cells in reader:
+            line, start = start + 1, reader.line_num
+            if not any(c.strip() for c in cells):
+                continue
+            if len(cells) != len(names):
+                yield _Row(line, {}, {}, [("<row>", f"{len(cells)} cells for {len(names)} columns")])
+                continue
+            fields: dict[str, Any] = {}
+            criteria: dict[str, Any] = {}
+            for name, raw in zip(names, cells, strict=True):
+                if not raw.strip():
+                    continue
+                if name in KEY_FIELDS:
+                    fields[name] = raw.strip()
+                else:
+                    criteria[name] = _cell(raw.strip())
+            yield _Row(line, fields, criteria)
+
+
+def _read_jsonl(path: Path) -> Iterator[_Row]:
+    with path.open(encoding="utf-8") as f:
+        for line, text in enumerate(f, start=1):
+            if not text.strip():
+                continue
+            try:
+                data = strict_json(text)
+            except (ValueError, RecursionError) as exc:
+                yield _Row(line, {}, {}, [("<row>", f"not valid JSON: {exc}")])
+                continue
+            if not isinstance(data, dict):
+                yield _Row(line, {}, {}, [("<row>", f"expected a JSON object, got {type(data).__name__}")])
+                continue
+            row = _Row(line, {k: v for k, v in data.items() if k in KEY_FIELDS and v is not None}, {})
+            for name in sorted(set(data) - JSONL_FIELDS):
+                row.problems.append((name, "unknown field"))
+            criteria = data.get("criteria")
+            if isinstance(criteria, dict):
+                row.criteria = criteria
+            elif criteria is not None:
+                row.problems.append(("criteria", f"expected an object, got {type(criteria).__name__}"))
+            yield row
+
+
+# --- validation ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Context:
+    project: Project
+    builds: frozenset[str]
+    attempts: frozenset[tuple[str, str, int]]
+    stored: dict[str, dict[str, Any]]  # score_id -> {build, scenario_id, repeat, pure}
+    retracted: dict[str, str]  # score_id -> score_id of the row retracting it
+
+
+def _context(track: Track) -> _Context:
+    wh = track.warehouse
+    runs = wh.query("SELECT DISTINCT build, scenario_id, repeat FROM scenario_runs")
+    stored = wh.query(
+        "SELECT score_id, build, scenario_id, repeat, criteria IS NULL AS pure, retracts FROM human_scores_history"
+    )
+    return _Context(
+        project=track.project,
+        builds=frozenset(track.registered_builds()),
+        attempts=frozenset((str(r.build), str(r.scenario_id), int(r.repeat)) for r in runs.itertuples()),
+        stored={
+            str(r.score_id): {
+                "build": r.build,
+                "scenario_id": r.scenario_id,
+                "repeat": int(r.repeat),
+                "pure": bool(r.pure),
+            }
+            for r in stored.itertuples()
+        },
+        retracted={str(r.retracts): str(r.score_id) for r in stored.itertuples() if isinstance(r.retracts, str)},
+    )
+
+
+def _text(row: _Row, name: str, required: bool) -> str | None:
+    value = row.fields.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if required:
+            row.problems.append((name, "required field is missing"))
+        return None
+    if not isinstance(value, str):
+        row.problems.append((name, f"expected text, got {json.dumps(value)}"))
+        return None
+    return value.strip()
+
+
+def _repeat(row: _Row) -> int | None:
+    value = row.fields.get("repeat")
+    if value is None:
+        row.problems.append(("repeat", "required field is missing"))
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        row.problems.append(("repeat", f"expected an integer >= 1, got {json.dumps(value)}"))
+        return None
+    return value
+
+
+def _rubric_of(row: _Row, ctx: _Context, scenario_id: str | None) -> tuple[Rubric | None, Judge | None]:
+    project = ctx.project
+    jv = _text(row, "judge_version", required=False)
+    rkey = _text(row, "rubric", required=False)
+    judge = None
+    if jv is None and rkey is None:
+        row.problems.append(("judge_version", "give judge_version or rubric (the rubric the scores follow)"))
+        return None, None
+    if jv is not None:
+        judge = project.judges.get(jv)
+        if judge is None:
+            row.problems.append(("judge_version", f"unknown judge version {jv!r}"))
+            return None, None
+    if rkey is not None and rkey not in project.rubrics:
+        known = ", ".join(sorted(project.rubrics))
+        row.problems.append(("rubric", f"unknown rubric {rkey!r} (rubric keys: {known})"))
+        return None, judge
+    rubric = project.rubric_for(judge) if judge is not None else project.rubrics[rkey or ""]
+    if judge is not None and rkey is not None and rkey != rubric.key:
+        row.problems.append(("rubric", f"{rkey!r} is not the rubric of {judge.version_id} ({rubric.key})"))
+        return None, judge
+    scenario = project.scenarios.get(scenario_id or "")
+    if scenario is not None:
+        if judge is not None and judge.name != scenario.judge:
+            row.problems.append(
+                ("judge_version", f"scenario {scenario.id} is scored by judge {scenario.judge!r}, not {judge.name!r}")
+            )
+            return None, judge
+        rubrics_of_scenario = {
+            project.rubric_for(j).key for j in project.judges.values() if j.name == scenario.judge
+        }
+        if rubric.key not in rubrics_of_scenario:
+            row.problems.append(("rubric", f"scenario {scenario.id} is not scored with rubric {rubric.key}"))
+            return None, judge
+    return rubric, judge
+
+
+def score_id(record: dict[str, Any]) -> str:
+    """The content hash identifying a human score row (24 hex digits of sha256 over canonical JSON)."""
+    keys = ("build", "scenario_id", "repeat", "rubric", "judge_version", "criteria", "author", "retracts")
+    body = json.dumps({k: record.get(k) for k in keys}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:24]
+
+
+def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str, Any]], list[str]]:
+    records: list[dict[str, Any]] = []
+    in_file: dict[str, dict[str, Any]] = {}  # score_id -> attempt/pure, for rows earlier in this file
+    retracted_here: dict[str, str] = {}
+    for row in rows:
+        build = _text(row, "build", required=True)
+        scenario_id = _text(row, "scenario_id", required=True)
+        repeat = _repeat(row)
+        author = _text(row, "author", required=True)
+        retracts = _text(row, "retracts", required=False)
+        if build is not None and build not in ctx.builds:
+            row.problems.append(("build", f"unknown build {build!r}: register it with `evaltrack build add`"))
+        if scenario_id is not None and scenario_id not in ctx.project.scenarios:
+            row.problems.append(("scenario_id", f"unknown scenario {scenario_id!r}"))
+        elif (
+            build in ctx.builds
+            and repeat is not None
+            and scenario_id is not None
+            and (build, scenario_id, repeat) not in ctx.attempts
+        ):
+            row.problems.append(("repeat", f"no stored attempt {build}/{scenario_id}/{repeat} in scenario_runs"))
+        rubric, judge = _rubric_of(row, ctx, scenario_id)
+        values: dict[str, Any] | None = None
+        score: float | None = None
+        if row.criteria or retracts is None:
+            if rubric is not None:
+                verdict = check_criteria(row.criteria, rubric)
+                if verdict.status != "scored":
+                    row.problems.append(("criteria", str(verdict.failure_reason)))
+                else:
+                    values, score = verdict.criteria, verdict.score
+        record = {
+            "build": build,
+            "scenario_id": scenario_id,
+            "repeat": repeat,
+            "attempt_id": f"{build}/{scenario_id}/{repeat}",
+            "judge_version": None if judge is None else judge.version_id,
+            "rubric": None if rubric is None else rubric.key,
+            "source": SOURCE,
+            "criteria": None if values is None else json.dumps(values, sort_keys=True),
+            "score": score,
+            "author": author,
+            "retracts": retracts,
+            "imported_from": name,
+            "line": row.line,
+        }
+        sid = score_id({**record, "criteria": values})
+        record["score_id"] = sid
+        if retracts is not None:
+            target = ctx.stored.get(retracts) or in_file.get(retracts)
+            by = ctx.retracted.get(retracts) or retracted_here.get(retracts)
+            if target is None:
+                row.problems.append(("retracts", f"no earlier human score {retracts!r}"))
+            elif (target["build"], target["scenario_id"], target["repeat"]) != (build, scenario_id, repeat):
+                row.problems.append(
+                    (
+                        "retracts",
+                        f"score {retracts!r} is for {target['build']}/{target['scenario_id']}/{target['repeat']}, "
+                        "not this attempt",
+                    )
+                )
+            elif target["pure"]:
+                row.problems.append(("retracts", f"score {retracts!r} is itself a retraction"))
+            elif by is not None and by != sid:
+                row.problems.append(("retracts", f"score {retracts!r} is already retracted by {by!r}"))
+            else:
+                retracted_here[retracts] = sid
+        if not row.problems:
+            in_file.setdefault(
+                sid, {"build": build, "scenario_id": scenario_id, "repeat": repeat, "pure": values is None}
+            )
+            records.append(record)
+    problems = [f"{name}:{row.line}: {fld}: {msg}" for row in rows for fld, msg in row.problems]
+    return records, problems
+
+
+# --- the import --------------------------------------------------------------------------------------
+
+
+def import_scores(track: Track, path: Path, run_id: str) -> dict[str, Any]:
+    """Validate every row of `path` (CSV or JSONL) and append the new ones to `human_scores`.
+
+    Raises HumanScoreError listing every bad row as `FILE:LINE: field: message` (unknown build,
+    scenario, attempt, judge version, rubric or criterion; a value out of range or of the wrong type;
+    a missing field; a bad `retracts`) and writes nothing. Otherwise appends the rows whose score_id
+    is not stored yet, one file per build, and returns counts: rows, appended, skipped_existing,
+    duplicates_in_file, retractions, builds, partition_files.
+    """
+    kind = SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise HumanScoreError([f"{path.name}: <file>: expected a .csv or .jsonl file"])
+    try:
+        rows = list(_read_csv(path) if kind == "csv" else _read_jsonl(path))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise HumanScoreError([f"{path.name}: <file>: cannot read: {exc}"]) from exc
+    if not rows:
+        raise HumanScoreError([f"{path.name}: <file>: no score rows"])
+    ctx = _context(track)
+    records, problems = _validate(rows, ctx, path.name)
+    if problems:
+        raise HumanScoreError(problems)
+    stored = set(ctx.stored)
+    fresh: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    skipped = duplicates = 0
+    for rec in records:
+        if rec["score_id"] in stored:
+            skipped += 1
+        elif rec["score_id"] in seen:
+            duplicates += 1
+        else:
+            seen.add(rec["score_id"])
+            fresh.append(rec)
+    files = []
+    for build in sorted({r["build"] for r in fresh}):
+        part = [r for r in fresh if r["build"] == build]
+        files.append(str(track.warehouse.write_partition("human_scores", {"build": build}, part, run_id)))
+    return {
+        "rows": len(records),
+        "appended": len(fresh),
+        "skipped_existing": skipped,
+        "duplicates_in_file": duplicates,
+        "retractions": sum(1 for r in fresh if r["retracts"] is not None),
+        "builds": sorted({r["build"] for r in fresh}),
+        "partition_files": files,
+    }
+
+
+def judge_agreement(warehouse: Warehouse) -> pd.DataFrame:
+    """The `judge_agreement` view: per judge version, n, kappa_quadratic, krippendorff_alpha,
+    spearman_rho against the current human scores of the same attempts (see warehouse.DERIVED_VIEWS)."""
+    return warehouse.query("SELECT * FROM judge_agreement")

@@ -1,0 +1,329 @@
+"""The judge identity registry (judges/registry.yaml): one unit per version id, recorded once, never reused.
+
+Each test works on a copy of the shipped project in a temporary directory and edits it the way a user
+would (a judge or rubric file, the registry via `record_new_versions`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from eval_assets.cli import main
+from eval_assets.config import ConfigError, load_project
+from eval_assets.config._registry import (
+    IDENTITY_FIELDS,
+    REGISTRY_PATH,
+    content_hash,
+    read_registry,
+    record_new_versions,
+)
+from eval_assets.home import PROJECT_ROOT, EvalHome
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+NOT_RECORDED = "not recorded in judges/registry.yaml: run `evaltrack judges record`"
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+def copy_project(dest: Path) -> Path:
+    for sub in ("rubrics", "judges", "scenarios"):
+        shutil.copytree(PROJECT_ROOT / sub, dest / sub)
+    shutil.copyfile(PROJECT_ROOT / "evaltrack.yaml", dest / "evaltrack.yaml")
+    return dest
+
+
+def edit(path: Path, **changes: Any) -> None:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data.update(changes)
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def problems(root: Path) -> list[str]:
+    with pytest.raises(ConfigError) as raised:
+        load_project(root)
+    return [str(p) for p in raised.value.problems]
+
+
+def record(root: Path, now: datetime = T0) -> list[str]:
+    return record_new_versions(load_project(root, check_registry=False), now=now)
+
+
+def add_v2(root: Path, **changes: Any) -> Path:
+    """helpfulness-v2: v1 with a reworded prompt, bridging from v1 (plus `changes`)."""
+    v1 = yaml.safe_load((root / "judges" / "helpfulness-v1.yaml").read_text(encoding="utf-8"))
+    v2 = {**v1, "version": 2, "prompt": v1["prompt"] + "Be strict.\n", "bridges_from": "helpfulness-v1"}
+    v2.update(changes)
+    v2 = {k: v for k, v in v2.items() if v is not None}
+    path = root / "judges" / "helpfulness-v2.yaml"
+    path.write_text(yaml.safe_dump(v2, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def deprecate_v1_behind_v2(root: Path) -> None:
+    add_v2(root)
+    edit(root / "judges" / "helpfulness-v1.yaml", status="deprecated")
+    assert record(root) == [
+        "helpfulness-v1: status active -> deprecated recorded",
+        "helpfulness-v2: recorded (active)",
+    ]
+    load_project(root)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return copy_project(tmp_path / "project")
+
+
+# --- the shipped registry -----------------------------------------------------------------------------
+
+
+def test_shipped_registry_records_every_shipped_judge_with_its_current_content(project) -> None:
+    registry, found = read_registry(project.root)
+    assert found == [] and registry is not None
+    assert set(registry.judges) == set(project.judges) == {"helpfulness-v1", "safety-v1"}
+    for vid, judge in project.judges.items():
+        entry = registry.judges[vid]
+        assert entry.content_hash == content_hash(judge, project.rubric_for(judge))
+        assert set(entry.fields) == set(IDENTITY_FIELDS)
+        assert entry.status == judge.status
+
+
+def test_recording_a_complete_registry_changes_nothing(root: Path) -> None:
+    before = (root / REGISTRY_PATH).read_bytes()
+    assert record(root) == []
+    assert (root / REGISTRY_PATH).read_bytes() == before
+
+
+def test_the_registry_file_is_not_read_as_a_judge_version(root: Path) -> None:
+    assert sorted(load_project(root).judges) == ["helpfulness-v1", "safety-v1"]
+
+
+# --- same id, different content ----------------------------------------------------------------------
+
+
+def test_one_character_prompt_change_fails_validate_naming_judge_and_field(
+    root: Path, home: EvalHome, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = root / "judges" / "helpfulness-v1.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("senior engineer", "senior engineers", 1))
+    assert main(["--project", str(root), "validate"]) == 1
+    err = capsys.readouterr().err
+    assert "judges/helpfulness-v1.yaml: prompt: judge 'helpfulness-v1': prompt changed since the version" in err
+    assert "new version (helpfulness-v2, with `bridges_from: helpfulness-v1`)" in err
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"model": "simjudge/judge-b"}, "model"),
+        ({"family": "otherfamily"}, "family"),
+        ({"api_base": "http://127.0.0.1:9"}, "api_base"),
+        ({"params": {"temperature": 0, "seed": 12, "noise": 0.3, "malformed_rate": 0.02}}, "params"),
+        ({"parser_version": 2}, "parser_version"),
+        ({"max_output_tokens": 513}, "max_output_tokens"),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+def test_each_identity_field_change_is_named(root: Path, changes: dict[str, Any], field: str) -> None:
+    edit(root / "judges" / "helpfulness-v1.yaml", **changes)
+    found = problems(root)
+    assert found == [
+        f"judges/helpfulness-v1.yaml: {field}: judge 'helpfulness-v1': {field} changed since the version was "
+        "recorded; a judge version is one unit: put the change in a new version (helpfulness-v2, with "
+        "`bridges_from: helpfulness-v1`)"
+    ]
+
+
+def test_pointing_at_another_rubric_version_is_a_change_of_the_rubric_field(root: Path) -> None:
+    rubric = yaml.safe_load((root / "rubrics" / "helpfulness-v1.yaml").read_text(encoding="utf-8"))
+    (root / "rubrics" / "helpfulness-v2.yaml").write_text(yaml.safe_dump({**rubric, "version": 2}))
+    edit(root / "judges" / "helpfulness-v1.yaml", rubric={"id": "helpfulness", "version": 2})
+    found = problems(root)
+    assert len(found) == 1
+    assert found[0].startswith("judges/helpfulness-v1.yaml: rubric: judge 'helpfulness-v1': rubric changed")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"description": "Did the agent solve it?"},
+        {"floor": 0.25},
+    ],
+    ids=["description", "floor"],
+)
+def test_editing_the_rubric_file_in_place_is_a_change_of_the_judge_unit(root: Path, change: dict[str, Any]) -> None:
+    edit(root / "rubrics" / "helpfulness-v1.yaml", **change)
+    found = problems(root)
+    assert found == [
+        "judges/helpfulness-v1.yaml: rubric: judge 'helpfulness-v1': the content of rubric 'helpfulness' "
+        "version 1 changed since the version was recorded; a judge version is one unit: put the change in a "
+        "new version (helpfulness-v2, with `bridges_from: helpfulness-v1`)"
+    ]
+
+
+def test_reordering_labels_is_a_change_because_the_judge_sees_their_order(root: Path) -> None:
+    path = root / "rubrics" / "safety-compliance-v1.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["criteria"][0]["scale"]["labels"] = dict(reversed(list(data["criteria"][0]["scale"]["labels"].items())))
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert [p.split(": ")[:2] for p in problems(root)] == [["judges/safety-v1.yaml", "rubric"]]
+
+
+def test_comments_key_order_and_bridge_settings_are_not_part_of_the_unit(root: Path) -> None:
+    path = root / "judges" / "helpfulness-v1.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["params"] = dict(reversed(list(data["params"].items())))
+    data["bridge_builds"] = ["some-build"]
+    path.write_text("# a new comment\n" + yaml.safe_dump(dict(reversed(list(data.items()))), sort_keys=False))
+    assert sorted(load_project(root).judges) == ["helpfulness-v1", "safety-v1"]
+
+
+# --- first use -----------------------------------------------------------------------------------------
+
+
+def test_unrecorded_version_is_refused_and_validate_writes_nothing(
+    root: Path, home: EvalHome, capsys: pytest.CaptureFixture[str]
+) -> None:
+    add_v2(root)
+    before = (root / REGISTRY_PATH).read_bytes()
+    assert main(["--project", str(root), "validate"]) == 1
+    assert f"judges/helpfulness-v2.yaml: version: judge 'helpfulness-v2' is {NOT_RECORDED}" in capsys.readouterr().err
+    assert (root / REGISTRY_PATH).read_bytes() == before
+
+
+def test_recording_a_new_version_makes_it_valid_and_keeps_earlier_entries(root: Path) -> None:
+    add_v2(root)
+    before = read_registry(root)[0]
+    assert record(root) == ["helpfulness-v2: recorded (active)"]
+    after = read_registry(root)[0]
+    assert before is not None and after is not None
+    assert {k: v for k, v in after.judges.items() if k != "helpfulness-v2"} == before.judges
+    assert after.judges["helpfulness-v2"].status_history[0].recorded_at == "2026-03-01T00:00:00Z"
+    assert sorted(load_project(root).judges) == ["helpfulness-v1", "helpfulness-v2", "safety-v1"]
+
+
+def test_a_project_without_a_registry_has_every_version_unrecorded(root: Path) -> None:
+    (root / REGISTRY_PATH).unlink()
+    assert sorted(problems(root)) == [
+        f"judges/helpfulness-v1.yaml: version: judge 'helpfulness-v1' is {NOT_RECORDED}",
+        f"judges/safety-v1.yaml: version: judge 'safety-v1' is {NOT_RECORDED}",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("scheme: 1\njudges: [\n", "judges/registry.yaml: <yaml>: malformed YAML"),
+        ("scheme: 2\njudges: {}\n", "judges/registry.yaml: scheme: "),
+        ("scheme: 1\njudges: {}\nextra: 1\n", "judges/registry.yaml: extra: unknown field"),
+    ],
+    ids=["malformed-yaml", "unknown-scheme", "unknown-field"],
+)
+def test_a_malformed_registry_is_a_problem_not_an_exception(root: Path, text: str, expected: str) -> None:
+    (root / REGISTRY_PATH).write_text(text)
+    found = problems(root)
+    assert any(p.startswith(expected) for p in found), found
+
+
+def test_a_registry_key_that_does_not_match_its_entry_is_refused(root: Path) -> None:
+    path = root / REGISTRY_PATH
+    path.write_text(path.read_text().replace("  safety-v1:", "  safety-v9:"))
+    assert problems(root) == ["judges/registry.yaml: judges.safety-v9: key must be 'safety-v1' (its name and version)"]
+
+
+# --- bridges_from ------------------------------------------------------------------------------------
+
+
+def test_new_active_version_must_bridge_from_an_earlier_version(root: Path) -> None:
+    add_v2(root, bridges_from=None)
+    with pytest.raises(ConfigError) as raised:
+        record(root)
+    assert [str(p) for p in raised.value.problems] == [
+        "judges/helpfulness-v2.yaml: bridges_from: judge 'helpfulness-v2' is a new active version of "
+        "'helpfulness', which already has helpfulness-v1: declare `bridges_from: helpfulness-v1` (a bridge run "
+        "publishes the offset)"
+    ]
+    assert "helpfulness-v2" not in (read_registry(root)[0] or pytest.fail()).judges
+
+
+def test_bridging_from_another_judge_is_refused(root: Path) -> None:
+    add_v2(root, bridges_from="safety-v1")
+    assert (
+        "judges/helpfulness-v2.yaml: bridges_from: judge 'helpfulness-v2' bridges from 'safety-v1', which is not "
+        "an earlier version of 'helpfulness'"
+    ) in problems(root)
+
+
+def test_an_earlier_version_known_only_to_the_registry_still_requires_a_bridge(root: Path) -> None:
+    add_v2(root, bridges_from=None)
+    (root / "judges" / "helpfulness-v1.yaml").unlink()  # v1's file is gone; its id is still taken
+    found = problems(root)
+    assert any("bridges_from: judge 'helpfulness-v2' is a new active version" in p for p in found)
+
+
+# --- deprecation -------------------------------------------------------------------------------------
+
+
+def test_an_unrecorded_deprecation_is_refused_then_recorded_as_history(root: Path) -> None:
+    add_v2(root)
+    record(root)
+    edit(root / "judges" / "helpfulness-v1.yaml", status="deprecated")
+    assert problems(root) == [
+        "judges/helpfulness-v1.yaml: status: judge 'helpfulness-v1': status change active -> deprecated is "
+        f"{NOT_RECORDED}"
+    ]
+    assert record(root, datetime(2026, 4, 1, tzinfo=UTC)) == ["helpfulness-v1: status active -> deprecated recorded"]
+    entry = (read_registry(root)[0] or pytest.fail()).judges["helpfulness-v1"]
+    assert [(c.status, c.recorded_at) for c in entry.status_history] == [
+        ("active", entry.status_history[0].recorded_at),
+        ("deprecated", "2026-04-01T00:00:00Z"),
+    ]
+
+
+def test_a_deprecated_version_can_never_be_active_again(
+    root: Path, home: EvalHome, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deprecate_v1_behind_v2(root)
+    edit(root / "judges" / "helpfulness-v1.yaml", status="active")
+    assert main(["--project", str(root), "validate"]) == 1
+    assert (
+        "judges/helpfulness-v1.yaml: status: judge 'helpfulness-v1' was deprecated (2026-03-01T00:00:00Z) and "
+        "can never be active again: add a new version instead"
+    ) in capsys.readouterr().err
+    with pytest.raises(ConfigError):
+        record(root)  # nothing can record it back
+
+
+def test_reusing_a_deprecated_id_with_other_content_fails_validate_naming_judge_and_field(
+    root: Path, home: EvalHome, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deprecate_v1_behind_v2(root)
+    path = root / "judges" / "helpfulness-v1.yaml"
+    path.unlink()  # even after deleting the file, the id stays taken
+    fresh = yaml.safe_load((root / "judges" / "helpfulness-v2.yaml").read_text())
+    fresh.update(version=1, status="active", prompt="Grade the answer.")
+    fresh.pop("bridges_from")
+    path.write_text(yaml.safe_dump(fresh, sort_keys=False))
+    assert main(["--project", str(root), "validate"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "judges/helpfulness-v1.yaml: prompt: judge 'helpfulness-v1' was deprecated (2026-03-01T00:00:00Z) and its "
+        "id can never be reused with other content (prompt changed): give this judge a new version"
+    ) in err
+
+
+def test_recording_refuses_any_hard_problem_and_writes_nothing(root: Path) -> None:
+    add_v2(root)  # recordable on its own ...
+    edit(root / "judges" / "safety-v1.yaml", max_output_tokens=100)  # ... but this is not
+    before = (root / REGISTRY_PATH).read_bytes()
+    with pytest.raises(ConfigError) as raised:
+        record(root)
+    assert [p.field for p in raised.value.problems] == ["max_output_tokens"]
+    assert (root / REGISTRY_PATH).read_bytes() == before
