@@ -212,6 +212,7 @@ def run_bridge(track: Track, judge_version: str, run_id: str, log: Log | None = 
         "equating_slope": cal.equating_slope,
         "spearman_rho": cal.spearman_rho,
         "krippendorff_alpha": cal.krippendorff_alpha,
+        "krippendorff_alpha_raw": cal.krippendorff_alpha_raw,
         "n_outputs": cal.n,
         "n_scenarios": cal.n_scenarios,
         "n_needed": cal.n_needed,

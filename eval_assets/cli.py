@@ -203,8 +203,70 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trajectory_convert(args: argparse.Namespace) -> int:
+    """Convert a redacted trajectory export into scenario files (issue 7); all or nothing."""
+    from eval_assets.trajectory import ExportRefused, convert_export
+
+    try:
+        project = _project(args)
+        report = convert_export(
+            Path(args.export),
+            Path(args.out),
+            judge=args.judge,
+            suite=args.suite,
+            known_judges=sorted({j.name for j in project.active_judges}),
+        )
+    except ConfigError as exc:
+        return _print_problems(exc)
+    except ExportRefused as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        print(f"refused: {len(exc.problems)} problem(s); nothing was written", file=sys.stderr)
+        return 1
+    print(report.text())
+    print(
+        f"cases in {args.out}: source: trajectory, awaiting assertions (never blocking until a person adds them)"
+    )
+    return 0
+
+
+def cmd_judges_record(args: argparse.Namespace) -> int:
+    from eval_assets.config._registry import record_new_versions
+
+    root = Path(args.project).resolve() if args.project else project_root()
+    try:
+        lines = record_new_versions(load_project(root, check_registry=False))
+    except ConfigError as exc:
+        return _print_problems(exc)
+    print("\n".join(lines) if lines else "judges/registry.yaml is up to date")
+    return 0
+
+
+def cmd_scores_import(args: argparse.Namespace) -> int:
+    import uuid
+
+    from eval_assets.human_scores import HumanScoreError, import_scores
+    from eval_assets.track import Track
+
+    try:
+        track = Track(_project(args), _home(args))
+        summary = import_scores(track, Path(args.file), f"import-{uuid.uuid4().hex[:12]}")
+    except ConfigError as exc:
+        return _print_problems(exc)
+    except HumanScoreError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(summary)
+    return 0
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
-    """Run `dagster dev` on 127.0.0.1 in its own process group; SIGTERM/SIGINT stop it cleanly."""
+    """Run `dagster dev` on 127.0.0.1 in its own process group; SIGTERM/SIGINT stop it cleanly.
+
+    The webserver, the daemon, the code servers and the run workers all live in that group; when
+    `dagster dev` has exited, whatever of the group is still running gets UI_STOP_GRACE_S to finish
+    and is then killed, so `evaltrack ui` never leaves an orphan holding a run or the port.
+    """
     home = _home(args)
     _project(args)
     from eval_assets.orchestrate import instance_for
@@ -213,29 +275,68 @@ def cmd_ui(args: argparse.Namespace) -> int:
     root = Path(os.environ["EVAL_PROJECT_ROOT"])
     dagster = Path(sys.executable).with_name("dagster")
     cmd = [str(dagster), "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(args.port)]
+    stop_signals = {signal.SIGINT, signal.SIGTERM}
 
-    def reset_signals() -> None:  # a background parent may have left these ignored
+    def reset_signals() -> None:  # a background parent may have left these ignored (or, here, blocked)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
         os.setsid()
 
-    child = subprocess.Popen(cmd, cwd=root, preexec_fn=reset_signals, env=dict(os.environ))
+    # a stop signal arriving between the start of dagster dev and the handler below is held, not lost
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    try:
+        child = subprocess.Popen(cmd, cwd=root, preexec_fn=reset_signals, env=dict(os.environ))
 
-    def forward(signum: int, _frame: object) -> None:
-        try:
-            os.killpg(child.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        def forward(signum: int, _frame: object) -> None:
+            try:
+                os.killpg(child.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
     print(f"Dagster UI on http://127.0.0.1:{args.port} (EVAL_HOME={home.root}); stop with Ctrl-C or SIGTERM")
     try:
         code = child.wait(timeout=None)
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
+        _reap_group(child.pid, UI_STOP_GRACE_S)
     return 0 if code in (0, -signal.SIGTERM, 128 + signal.SIGTERM) else code
+
+
+UI_STOP_GRACE_S = 30.0
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _reap_group(pgid: int, grace_s: float) -> None:
+    """Wait up to `grace_s` for the rest of process group `pgid` to exit, then SIGKILL what is left.
+
+    An empty group is never signalled: its id may already belong to someone else.
+    """
+    import time
+
+    deadline = time.monotonic() + grace_s
+    while _group_alive(pgid):
+        if time.monotonic() >= deadline:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return
+        time.sleep(0.2)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -270,6 +371,32 @@ def parser() -> argparse.ArgumentParser:
     cmp.add_argument("--candidate", required=True)
     cmp.add_argument("--judge", required=True, help="judge version, e.g. helpfulness-v1")
     cmp.set_defaults(func=cmd_compare)
+    trajectory = sub.add_parser("trajectory", help="trajectory export → converted cases").add_subparsers(
+        dest="trajectory_command", required=True
+    )
+    convert = trajectory.add_parser(
+        "convert",
+        help="convert a redacted export into scenarios (docs/trajectory-export.md); writes all or nothing",
+    )
+    convert.add_argument("export", help="the redacted trajectory export (JSONL)")
+    convert.add_argument("--out", required=True, help="output directory, e.g. scenarios/converted/")
+    convert.add_argument(
+        "--judge", default="helpfulness", help="judge name of every case (default: helpfulness)"
+    )
+    convert.add_argument("--suite", default="converted", help="suite of every case (default: converted)")
+    convert.set_defaults(func=cmd_trajectory_convert)
+    judges = sub.add_parser("judges", help="judge registry").add_subparsers(
+        dest="judges_command", required=True
+    )
+    judges.add_parser(
+        "record", help="record new judge versions' content hashes in judges/registry.yaml"
+    ).set_defaults(func=cmd_judges_record)
+    scores = sub.add_parser("scores", help="human scores").add_subparsers(
+        dest="scores_command", required=True
+    )
+    imp = scores.add_parser("import", help="append human scores from a CSV or JSONL file (all rows or none)")
+    imp.add_argument("file")
+    imp.set_defaults(func=cmd_scores_import)
     ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=cmd_ui)

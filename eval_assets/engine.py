@@ -5,13 +5,18 @@ timeout, bounded retries with jittered backoff on retryable errors only, and det
 keys. Every try goes through the one spend path (reserve → call → settle). A provider error is an
 attempt with status `error` and a reason, never a score. `run_and_judge` pipelines: each attempt is
 judged as soon as it finishes.
+
+A scenario with tools runs the replay loop (`replay_loop`, issue 7): the subject is offered the tools;
+each tool call is answered from the scenario's replay fixture, never executed; a call not in the
+recording gets an error result and counts as a replay miss; at most `max_turns` model calls, each one
+journaled through the spend path under its own key (turn t, try n: try_no = (t - 1) * TURN_STRIDE + n).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -21,6 +26,7 @@ from eval_assets.journal import AttemptKey
 from eval_assets.judging import Verdict, parse_verdict, policy_failures, render_judge_prompt
 from eval_assets.providers.gateway import CallOutcome, CallSpec
 from eval_assets.spend import Refused, Reused, SpendPath
+from eval_assets.trajectory import Replay
 
 Role = Literal["subject", "judge"]
 
@@ -28,6 +34,11 @@ Role = Literal["subject", "judge"]
 def attempt_id(build: str, scenario_id: str, repeat: int) -> str:
     """The id of one subject attempt; stable across materializations."""
     return f"{build}/{scenario_id}/{repeat}"
+
+
+TURN_STRIDE = 100
+"""Replay loop (issue 7): turn t's try n is journaled as try_no (t - 1) * TURN_STRIDE + n. Turn 1 keys
+are the single-call keys, unchanged; Engine settings cap max_tries at 10, so keys never collide."""
 
 
 @dataclass(frozen=True)
@@ -40,10 +51,17 @@ class AttemptRef:
     role: Role
     judge_version: str | None = None
     generation: int = 0
+    turn: int = 1  # the replay loop's turn (issue 7); 1 for every single-call attempt
 
     def attempt(self, try_no: int) -> AttemptKey:
         return AttemptKey(
-            self.build, self.judge_version, self.scenario_id, self.repeat, self.role, try_no, self.generation
+            self.build,
+            self.judge_version,
+            self.scenario_id,
+            self.repeat,
+            self.role,
+            (self.turn - 1) * TURN_STRIDE + try_no,
+            self.generation,
         )
 
 
@@ -70,6 +88,8 @@ class SubjectResult:
     attempt_id: str
     call: CallResult
     policy_failures: int
+    turns: int = 1  # turns with a model call made (replay loop, issue 7); a single call: 1 (0 if excluded)
+    replay_misses: int = 0  # tool calls the recording did not hold
 
     def row(self, build: BuildManifest) -> dict[str, Any]:
         c = self.call
@@ -92,7 +112,121 @@ class SubjectResult:
             "error_kind": c.error_kind,
             "error": c.error,
             "excluded_reason": c.excluded_reason,
+            "turns": self.turns,
+            "replay_misses": self.replay_misses,
         }
+
+
+@dataclass(frozen=True)
+class ReplayRun:
+    """One attempt of a scenario with tools: the attempt as one call, and what the loop did.
+
+    `call` sums tries, cost, tokens and latency over every turn; its text is the last assistant
+    text. `turns` counts turns whose model call was made (a turn refused by a ceiling is not).
+    `messages` is the whole conversation (input, assistant turns, tool results).
+    """
+
+    call: CallResult
+    turns: int
+    replay_misses: int
+    messages: tuple[dict[str, Any], ...]
+
+
+TurnCall = Callable[[int, CallSpec], Awaitable[CallResult]]
+"""Makes the model call of one turn (1-based) of the replay loop; the engine's goes through the spend path."""
+
+
+def _assistant_message(text: str | None, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in calls
+        ],
+    }
+
+
+async def replay_loop(scenario: Scenario, spec: CallSpec, call_turn: TurnCall) -> ReplayRun:
+    """Run one attempt of a scenario with tools; tools are answered from its replay fixture.
+
+    Promises: at most `scenario.max_turns` model calls; every turn offers the scenario's tools, and the
+    last also sends `tool_choice="none"` (it must answer); no tool is ever executed; a tool call not in
+    the recording gets an error result and counts as a replay miss; the metadata of every call carries
+    `turn` and `replay_calls` (the recorded calls, for the sim subject). A turn that errors or is
+    excluded ends the attempt with that status (no output), and so does a last turn that still calls
+    tools (`error_kind` "turn_limit"). Otherwise the output is the last assistant text.
+    """
+    replay = Replay(scenario)
+    tools = [t.model_dump(mode="json") for t in scenario.tools]
+    messages: list[dict[str, Any]] = list(spec.messages)
+    spent: list[CallResult] = []
+
+    def done(
+        status: Literal["ok", "error", "excluded"], text: str | None, last: CallResult, **why: Any
+    ) -> ReplayRun:
+        call = CallResult(
+            status,
+            text,
+            sum(r.tries for r in spent),
+            sum(r.cost_usd for r in spent),
+            sum(r.prompt_tokens for r in spent),
+            sum(r.completion_tokens for r in spent),
+            sum(r.latency_s for r in spent),
+            error_kind=why.get("error_kind", last.error_kind),
+            error=why.get("error", last.error),
+            excluded_reason=last.excluded_reason,
+            reused=all(r.reused for r in spent),
+        )
+        return ReplayRun(call, sum(1 for r in spent if r.tries), replay.misses, tuple(messages))
+
+    for turn in range(1, scenario.max_turns + 1):
+        final = turn == scenario.max_turns
+        turn_spec = replace(
+            spec,
+            messages=list(messages),
+            tools=tools,
+            params={**spec.params, "tool_choice": "none"} if final else spec.params,
+            metadata={**spec.metadata, "turn": turn, "replay_calls": replay.recorded_calls()},
+        )
+        result = await call_turn(turn, turn_spec)
+        spent.append(result)
+        if result.status != "ok":
+            return done(result.status, None, result)
+        if not result.tool_calls:
+            if result.reused and not result.text:
+                # A settled tool-call turn read back from a journal that stores no tool calls: its
+                # calls are lost, so the attempt cannot go on. Never pass an empty answer off as one.
+                return done(
+                    "error",
+                    None,
+                    result,
+                    error_kind="journal_without_tool_calls",
+                    error=f"turn {turn} was reused from the spend journal without its tool calls",
+                )
+            messages.append({"role": "assistant", "content": result.text})
+            return done("ok", result.text, result)
+        calls = [
+            {
+                "id": c.get("id") or f"call_t{turn}_{i}",
+                "name": str(c.get("name")),
+                "arguments": c.get("arguments") or "{}",
+            }
+            for i, c in enumerate(result.tool_calls)
+        ]
+        messages.append(_assistant_message(result.text, calls))
+        for c in calls:
+            answer = replay.answer(c["name"], c["arguments"])
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": answer.content})
+        if final:
+            return done(
+                "error",
+                None,
+                result,
+                error_kind="turn_limit",
+                error=f"no final answer within max_turns={scenario.max_turns}: the last turn still called tools",
+            )
+    raise AssertionError("unreachable: the last turn always returns")  # pragma: no cover
 
 
 @dataclass(frozen=True)
@@ -205,6 +339,9 @@ class Engine:
                         outcome.prompt_tokens,
                         outcome.completion_tokens,
                         reused=True,
+                        # issue 7: a reused tool-call turn needs its calls back (Reused.tool_calls,
+                        # once the spend path journals them; until then the replay loop refuses it)
+                        tool_calls=getattr(outcome, "tool_calls", None),
                     )
                 cost += outcome.cost_usd
                 last = outcome
@@ -275,8 +412,15 @@ class Engine:
     async def run_subject(
         self, build: BuildManifest, scenario: Scenario, repeat: int, generation: int = 0
     ) -> SubjectResult:
+        """One attempt: a single call, or the replay loop for a scenario with tools (issue 7)."""
         ref = AttemptRef(build.id, scenario.id, repeat, "subject", None, generation)
-        result = await self.call(ref, self.subject_spec(build, scenario, repeat))
+        spec = self.subject_spec(build, scenario, repeat)
+        if scenario.tools:
+            run = await replay_loop(scenario, spec, lambda turn, s: self.call(replace(ref, turn=turn), s))
+            result, turns, misses = run.call, run.turns, run.replay_misses
+        else:
+            result = await self.call(ref, spec)
+            turns, misses = (1 if result.tries else 0), 0
         self.progress.tick(result)
         return SubjectResult(
             scenario,
@@ -284,6 +428,8 @@ class Engine:
             attempt_id(build.id, scenario.id, repeat),
             result,
             policy_failures(result.text, scenario),
+            turns,
+            misses,
         )
 
     async def run_subjects(

@@ -213,7 +213,7 @@ def _rubric_of(row: _Row, ctx: _Context, scenario_id: str | None) -> tuple[Rubri
         return None, judge
     rubric = project.rubric_for(judge) if judge is not None else project.rubrics[rkey or ""]
     if judge is not None and rkey is not None and rkey != rubric.key:
-        row.problems.append(("rubric", f"{rkey!r} is not the rubric of {judge.version_id} ({rubric.key})"))
+        row.problems.append(("rubric", f"{rkey!r} is not the rubric of {judge.version_id}, which uses {rubric.key}"))
         return None, judge
     scenario = project.scenarios.get(scenario_id or "")
     if scenario is not None:
@@ -243,6 +243,8 @@ def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str
     in_file: dict[str, dict[str, Any]] = {}  # score_id -> attempt/pure, for rows earlier in this file
     retracted_here: dict[str, str] = {}
     for row in rows:
+        if row.problems and row.problems[0][0].startswith("<"):
+            continue  # the row could not be read (bad JSON, ragged CSV row): nothing more to check
         build = _text(row, "build", required=True)
         scenario_id = _text(row, "scenario_id", required=True)
         repeat = _repeat(row)

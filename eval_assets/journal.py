@@ -27,58 +27,72 @@ generation) adds rows, so the spend of a day never decreases.
 Running totals: table `spend_totals` holds, per (scope, key) — ('day', '2026-11-30'),
 ('suite', 'b1/rubric-v1/0'), ('scenario', 'b1/-/s1/0'), see `scope_keys` — the spent and the
 outstanding part of the scope's committed spend, in integer nano-USD (each row counts as its amount
-rounded to 1e-9 USD; integer sums are exact and order-independent, so the totals never drift). They
-are maintained in the same transaction as the rows: a reservation adds its worst case to the
-outstanding part of its three scopes, a settlement moves (worst case -> actual cost) from outstanding
-to spent; a refusal adds nothing. So in every committed state, and in every snapshot, each total
-equals the sum over its rows (`scope_totals()`; the contract tests recompute it from `rows()`), and
-a reservation reads three totals instead of summing rows: its cost does not grow as a day fills. A
-journal written before the totals existed gets them at open, filled from its rows in the schema
-transaction. Every process writing a journal must run a version that maintains them.
+rounded to 1e-9 USD; integer sums are exact and order-independent, so the totals never drift, and a
+ceiling is met exactly when the rounded amounts add up to it). They are maintained in the same
+transaction as the rows: a reservation adds its worst case to the outstanding part of its three
+scopes, a settlement moves (worst case -> actual cost) from outstanding to spent; a refusal adds
+nothing. So in every committed state, and in every snapshot, each total equals the sum over its rows
+(`scope_totals()`; the contract tests recompute it from `rows()`), and a reservation reads three
+totals instead of summing rows: its cost does not grow as a day fills. A journal written before the
+totals existed gets them at open, summed from its rows in the schema transaction (which also swaps
+the covering indexes the row sums needed for one on (build, judge_version)). Every process writing
+a journal must run a version that maintains the totals.
 
-Locking: a reservation runs in one transaction that first takes the journal's write lock: on SQLite
-`BEGIN IMMEDIATE` (the database write lock, which every write takes); on PostgreSQL one
-transaction-scoped advisory lock (`pg_advisory_xact_lock`) shared by all reservations, because a
-suite's attempts can straddle two days and so no per-day lock would do. Settlements do not take it:
-they only replace a worst case by the actual cost. Threads of one process first queue on a
-process-local lock, so that SQLite's busy handler (which sleeps and polls) and the advisory lock only
-ever see one waiter per process. Reads never wait for writers (WAL; MVCC).
+Group commit: the reservations and settlements of one process's threads are written by one thread
+at a time, in batches: the first caller to find no writer writes every operation queued so far (its
+own included, oldest first, at most `_MAX_BATCH`) in one transaction, then hands the writer role to
+the oldest caller still waiting. Within the transaction the operations apply one after the other,
+exactly as if each had its own transaction in that order (a reservation sees the totals the earlier
+ones left); each caller returns once the transaction committed. One lock acquisition and one commit
+thus serve every operation that queued meanwhile, so the journal's throughput grows with the load
+instead of being capped by one commit (and, on PostgreSQL, one WAL flush) per call. A database error
+fails every operation of its batch; an operation's own error (settling an unknown key, a model that
+contradicts the key) fails only that operation.
+
+Locking: a batch holding a reservation runs in one transaction that first takes the journal's write
+lock: on SQLite `BEGIN IMMEDIATE` (the database write lock, which every write takes); on PostgreSQL
+one transaction-scoped advisory lock (`pg_advisory_xact_lock`) shared by all reservations, because a
+suite's attempts can straddle two days and so no per-day lock would do. On PostgreSQL a batch of
+settlements only does not take it (settlements only replace a worst case by the actual cost); it
+locks the rows it settles (`SELECT ... FOR UPDATE`), so two processes settling one attempt cannot
+both count it. Reads never wait for writers (WAL; MVCC).
 
 Why a ceiling holds on PostgreSQL (READ COMMITTED), with settlements outside the advisory lock:
 
 1. Reservations are totally ordered by the advisory lock, and the lock is released only after the
-   holder's commit is visible. A reservation reads the key's status and its three totals in one
-   statement issued after the lock was granted (never in the statement that takes the lock: its
-   snapshot would predate the grant), so it sees every earlier reservation.
+   holder's commit is visible. A reservation batch reads the totals it checks in one statement
+   issued after the lock was granted (never in the statement that takes the lock: its snapshot
+   would predate the grant), so it sees every earlier reservation.
 2. Totals are only ever changed by relative updates (`total = total + delta`, an upsert) in the
    transaction that changes the rows. PostgreSQL applies such an UPDATE to the newest committed
    version of the row, after waiting for a concurrent writer of it, so no delta is lost; and as each
    writer of a totals row waits for the previous one to commit, any snapshot that sees a writer's
    commit sees every earlier writer's: a snapshot's totals equal the sums of the rows it sees.
 3. The only writers that can commit between a reservation's read and its own commit are
-   settlements. One that commits before the read is counted exactly; one that commits after it
-   changes the total by (actual - worst case) <= 0 for an honest worst case, so the reservation
-   checked against a total at least the true one: conservative, never over. The reservation's own
-   upsert then adds its worst case on top of the settled value (point 2), so the total stays exact.
-   An actual cost above the worst case can overshoot a ceiling with or without concurrency: a
-   worst case is the caller's promise, which the journal cannot check.
-4. No deadlock: every transaction writes its totals rows in one global order (day, suite, scenario)
-   in a single statement; settlements never wait for the advisory lock; a reservation holds no row
-   lock while it waits for the advisory lock (it is the transaction's first statement).
+   settlements. One that commits before the read is counted exactly. One that commits after it
+   lowers the committed total by (worst case - actual) >= 0 for an honest worst case: the
+   reservation was checked against a total at least the true one, which is conservative, never
+   over. The reservation's own upsert then adds its worst case on top of the settled value (point
+   2), so the stored total stays exact. An actual cost above the worst case overshoots a ceiling
+   with or without concurrency: a worst case is the caller's promise, which the journal cannot check.
+4. No deadlock: every transaction locks journal rows first, in key order (settled rows with FOR
+   UPDATE, changed rows by their UPDATE), then totals rows in one global order (day, suite,
+   scenario, then key); settlement batches never wait for the advisory lock; a reservation batch
+   holds no row lock while it waits for the advisory lock (its first statement).
 This is the guarantee the per-call row sums gave (they too read one snapshot after the lock), at
 O(1) per reservation. On SQLite every write, settlements included, holds the database write lock, so
-reads and writes of a reservation see one serial order.
+every batch sees and leaves one serial order.
 
-Durability: SQLite runs in WAL mode with synchronous=NORMAL: a commit is written to the WAL (the OS
-page cache) without an fsync; the WAL is fsynced at checkpoints. A commit that returned survives the
-crash of any process, `kill -9` included, which is the failure that matters here (a run killed
-mid-materialization resumes from the journal). An OS crash or power cut can lose the last commits
-before the next checkpoint (never corrupt the database): a lost reservation whose call was made is
-spend the journal does not know about, a lost settlement leaves its worst case counted and its output
-not reusable. FULL would fsync every commit and cap a busy journal at the disk's flush rate.
-PostgreSQL runs with its default synchronous commit (the server fsyncs its WAL at each commit, and
-concurrent settlements share a flush): a reservation that `reserve` returned survives a crash of the
-server or machine.
+Durability: SQLite runs in WAL mode with synchronous=NORMAL: a commit is appended to the WAL (in the
+OS page cache) without an fsync; the WAL is fsynced when it is checkpointed into the database. A
+commit that returned survives the crash of any process, `kill -9` included (the contract tests kill
+one), which is the failure that matters here: a run killed mid-materialization resumes from the
+journal. An OS crash or power cut can lose the commits since the last checkpoint, never corrupt the
+database: a lost reservation whose call was made is spend the journal does not know about (the
+ceilings can be overrun by it), a lost settlement leaves its worst case counted and its output not
+reusable. synchronous=FULL would close that gap at one fsync per commit. PostgreSQL runs with its
+default synchronous commit (the server flushes its WAL before a commit returns): what `reserve` or
+`settle` returned survives a crash of the server or the machine.
 
 Thread safety: a `SpendJournal` may be used from any number of threads at once (for asyncio code,
 `await asyncio.to_thread(journal.reserve, ...)`). Open one per process; do not carry one across fork.
@@ -214,12 +228,27 @@ _SELECT_ROWS = (
 # PostgreSQL: locks the rows a batch settles, in key order (no other settlement changes them meanwhile).
 _SELECT_ROWS_FOR_UPDATE = _SELECT_ROWS.with_for_update()
 _INSERT_ROW = sa.insert(_TABLE)
-# The stored row must still have the status it was read with; the batch checks the row count.
-_UPDATE_ROW = (
-    sa.update(_TABLE)
-    .where(_TABLE.c.attempt_key == sa.bindparam("b_key"), _TABLE.c.status == sa.bindparam("b_status"))
-    .values({name: sa.bindparam(name) for name in _COLUMN_NAMES if name != "attempt_key"})
+# Updates of a stored row, which must still have the status it was read with (the batch checks the
+# row count). A settlement writes only what settling changes; a refused key reserved again, every column.
+_SETTLED_COLUMNS = (
+    "status",
+    "cost_usd",
+    "prompt_tokens",
+    "completion_tokens",
+    "settled_at",
+    "payload",
+    "error",
 )
+_UPDATE_COLUMNS = {
+    "reserved": _SETTLED_COLUMNS,
+    "refused": tuple(name for name in _COLUMN_NAMES if name != "attempt_key"),
+}
+_UPDATE_ROW = {
+    status: sa.update(_TABLE)
+    .where(_TABLE.c.attempt_key == sa.bindparam("b_key"), _TABLE.c.status == status)
+    .values({name: sa.bindparam(name) for name in columns})
+    for status, columns in _UPDATE_COLUMNS.items()
+}
 
 # Scopes in the order their totals rows are written (and so locked, on PostgreSQL): one global order
 # for every transaction, so two writers never wait on each other's totals rows in a cycle.
@@ -254,6 +283,49 @@ _UPSERT_TOTAL = sa.text(
     sa.bindparam("d_spent", type_=sa.BigInteger),
     sa.bindparam("d_outstanding", type_=sa.BigInteger),
 )
+
+# PostgreSQL: the same writes as one statement each, whatever the batch size, from one array per
+# column (psycopg sends a list as an array): one Bind/Execute instead of one per row.
+_PG_TYPES = {
+    sa.String: "TEXT",
+    sa.Text: "TEXT",
+    sa.Integer: "INTEGER",
+    sa.BigInteger: "BIGINT",
+    sa.Double: "DOUBLE PRECISION",
+    sa.DateTime: "TIMESTAMPTZ",
+}
+
+
+def _pg_unnest(columns: Mapping[str, str], alias: str) -> str:
+    """`unnest(CAST(:c AS T[]), ...) WITH ORDINALITY AS alias(c, ..., n)` for parameters named c."""
+    arrays = ", ".join(f"CAST(:{name} AS {pg_type}[])" for name, pg_type in columns.items())
+    return f"unnest({arrays}) WITH ORDINALITY AS {alias}({', '.join(columns)}, n)"
+
+
+def _pg_type(name: str) -> str:
+    column_type = type(_TABLE.c[name].type)
+    return next(sql for python, sql in _PG_TYPES.items() if issubclass(column_type, python))
+
+
+_PG_INSERT_ROWS = sa.text(
+    f"INSERT INTO {TABLE_NAME} ({', '.join(_COLUMN_NAMES)}) SELECT {', '.join(_COLUMN_NAMES)} FROM "
+    + _pg_unnest({name: _pg_type(name) for name in _COLUMN_NAMES}, "u")
+    + " ORDER BY n"
+)
+_PG_SETTLE_ROWS = sa.text(
+    f"UPDATE {TABLE_NAME} AS j SET {', '.join(f'{name} = u.{name}' for name in _SETTLED_COLUMNS)} FROM "
+    + _pg_unnest({"b_key": "TEXT", **{name: _pg_type(name) for name in _SETTLED_COLUMNS}}, "u")
+    + " WHERE j.attempt_key = u.b_key AND j.status = 'reserved'"
+)
+_PG_UPSERT_TOTALS = sa.text(
+    f"INSERT INTO {TOTALS_TABLE_NAME} (scope, scope_key, spent_nusd, outstanding_nusd)"
+    " SELECT scope, scope_key, d_spent, d_outstanding FROM "
+    + _pg_unnest({"scope": "TEXT", "scope_key": "TEXT", "d_spent": "BIGINT", "d_outstanding": "BIGINT"}, "u")
+    + " ORDER BY n ON CONFLICT (scope, scope_key) DO UPDATE SET"
+    f" spent_nusd = {TOTALS_TABLE_NAME}.spent_nusd + excluded.spent_nusd,"
+    f" outstanding_nusd = {TOTALS_TABLE_NAME}.outstanding_nusd + excluded.outstanding_nusd"
+)
+
 _SELECT_DAY_TOTAL = sa.select(_TOTALS.c.spent_nusd, _TOTALS.c.outstanding_nusd).where(
     _TOTALS.c.scope == "day", _TOTALS.c.scope_key == sa.bindparam("k_day")
 )
@@ -606,8 +678,9 @@ class SpendJournal:
         self._dialect: Literal["sqlite", "postgresql"] = cast(
             Literal["sqlite", "postgresql"], parsed.get_backend_name()
         )
-        # Threads of one process queue on this lock before they contend for the database's lock
+        # Threads of one process take this lock before they contend for the database's write lock
         # (SQLite's busy handler sleeps and polls; many waiters on one advisory lock convoy on the GIL).
+        # Reservations and settlements reach it one batch at a time (group commit, below).
         self._local_lock = threading.Lock()
         # Group commit: reservations and settlements queue here; one thread at a time writes them.
         self._queue_lock = threading.Lock()
@@ -831,7 +904,11 @@ class SpendJournal:
             lead = not self._writing
             self._writing = True
         if not lead:
-            op.wake.wait()
+            try:
+                op.wake.wait()
+            except BaseException:  # KeyboardInterrupt in the main thread: leave the queue cleanly
+                self._abandon(op)
+                raise
             if op.done:
                 return op.outcome()
             # Woken without an outcome: this thread is the writer now, and its op the oldest queued.
@@ -847,6 +924,19 @@ class SpendJournal:
                 else:
                     self._writing = False
         return op.outcome()
+
+    def _abandon(self, op: _Op) -> None:
+        """`op`'s caller stopped waiting: drop `op` if no writer took it yet, and never strand the
+        writer role on it. (An op a writer already took is written all the same, as if its caller
+        had crashed after the call returned.)"""
+        with self._queue_lock:
+            if op in self._queue:
+                self._queue.remove(op)
+                if op.wake.is_set() and not op.done:  # it had been handed the writer role
+                    if self._queue:
+                        self._queue[0].wake.set()
+                    else:
+                        self._writing = False
 
     def _write_batch(self, batch: list[_Op], own: _Op) -> None:
         """Write `batch` in one transaction; every op in it is done (and woken) on return."""
@@ -893,7 +983,7 @@ class SpendJournal:
                     committed[(scope, key)] = int(total)
             state = _BatchState(rows=dict(stored), committed=committed)
             outcomes = [state.apply(op) for op in batch]
-            _write_state(conn, stored, state)
+            _write_state(conn, self._dialect, stored, state)
         return outcomes
 
     @contextmanager
@@ -1141,40 +1231,56 @@ def _usd(nusd: int | None) -> float:
     return 0.0 if nusd is None else int(nusd) / 1e9
 
 
-def _write_state(conn: Connection, stored: Mapping[str, JournalRow | None], state: _BatchState) -> None:
+def _write_state(
+    conn: Connection, dialect: str, stored: Mapping[str, JournalRow | None], state: _BatchState
+) -> None:
     """Write what a batch changed: new and changed rows in key order, then totals in `_SCOPES` order."""
     changed = sorted(key for key, row in state.rows.items() if row is not None and row != stored[key])
-    inserts = [_row_values(state.rows[key]) for key in changed if stored[key] is None]
-    updates = [
-        {**_row_values(state.rows[key]), "b_key": key, "b_status": cast(JournalRow, stored[key]).status}
-        for key in changed
-        if stored[key] is not None
-    ]
+    inserts = [_row_values(state.rows[key], _COLUMN_NAMES) for key in changed if stored[key] is None]
     if inserts:
-        conn.execute(_INSERT_ROW, inserts)
-    if updates:
-        updated = conn.execute(_UPDATE_ROW, updates).rowcount
-        if updated != len(updates):  # a row changed under the lock: another writer breaks the protocol
+        if dialect == "postgresql":
+            conn.execute(_PG_INSERT_ROWS, _columns(inserts))
+        else:
+            conn.execute(_INSERT_ROW, inserts)
+    for status, columns in _UPDATE_COLUMNS.items():
+        updates = [
+            {"b_key": key, **_row_values(state.rows[key], columns)}
+            for key in changed
+            if (old := stored[key]) is not None and old.status == status
+        ]
+        if not updates:
+            continue
+        if dialect == "postgresql" and status == "reserved":
+            updated = conn.execute(_PG_SETTLE_ROWS, _columns(updates)).rowcount
+        else:
+            updated = conn.execute(_UPDATE_ROW[status], updates).rowcount
+        if updated != len(updates):  # a row changed under the lock: a writer broke the protocol
             raise JournalError(f"journal rows changed under the write lock ({updated} of {len(updates)})")
     if state.deltas:
         order = sorted(state.deltas, key=lambda scope_key: (_SCOPE_RANK[scope_key[0]], scope_key[1]))
-        conn.execute(
-            _UPSERT_TOTAL,
-            [
-                {
-                    "scope": scope,
-                    "scope_key": key,
-                    "d_spent": state.deltas[(scope, key)][0],
-                    "d_outstanding": state.deltas[(scope, key)][1],
-                }
-                for scope, key in order
-            ],
-        )
+        totals = [
+            {
+                "scope": scope,
+                "scope_key": key,
+                "d_spent": state.deltas[(scope, key)][0],
+                "d_outstanding": state.deltas[(scope, key)][1],
+            }
+            for scope, key in order
+        ]
+        if dialect == "postgresql":
+            conn.execute(_PG_UPSERT_TOTALS, _columns(totals))
+        else:
+            conn.execute(_UPSERT_TOTAL, totals)
 
 
-def _row_values(row: JournalRow | None) -> dict[str, Any]:
+def _columns(records: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Row dicts (all with the same keys) as one list per key: the arrays of a `_pg_unnest`."""
+    return {name: [record[name] for record in records] for name in records[0]}
+
+
+def _row_values(row: JournalRow | None, columns: tuple[str, ...]) -> dict[str, Any]:
     assert row is not None
-    return {name: getattr(row, name) for name in _COLUMN_NAMES}
+    return {name: getattr(row, name) for name in columns}
 
 
 def _migrate_to_totals(conn: Connection) -> None:

@@ -11,6 +11,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,11 @@ class Notifier:
     timeout_s: float = 10.0
 
     def already_sent(self, notice: DecisionNotice) -> bool:
+        """True when the JSONL file holds this decision (a torn or foreign line is not one)."""
         if self.jsonl_path is None or not self.jsonl_path.exists():
             return False
         with self.jsonl_path.open(encoding="utf-8") as fh:
-            return any(json.loads(line).get("key") == notice.key for line in fh if line.strip())
+            return any(_key_of(line) == notice.key for line in fh)
 
     def send(self, notice: DecisionNotice) -> list[str]:
         """Deliver to every configured sink; returns the sinks used. Raises NotifyError on a failed POST."""
@@ -66,8 +68,8 @@ class Notifier:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
                     if response.status >= 300:
                         raise NotifyError(f"webhook answered {response.status}")
-            except OSError as exc:
-                raise NotifyError(f"webhook {self.webhook_url} failed: {exc}") from exc
+            except OSError as exc:  # the URL itself may carry a token: only its origin is named
+                raise NotifyError(f"webhook {_origin(self.webhook_url)} failed: {exc}") from None
             used.append("webhook")
         if self.jsonl_path is not None:
             self.jsonl_path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,3 +77,18 @@ class Notifier:
                 fh.write(json.dumps(notice.as_dict(), sort_keys=True) + "\n")
             used.append("jsonl")
         return used
+
+
+def _key_of(line: str) -> str | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record.get("key") if isinstance(record, dict) else None
+
+
+def _origin(url: str) -> str:
+    """`scheme://host[:port]/…` (a webhook's path and query often are its secret)."""
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}/…"

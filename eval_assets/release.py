@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from eval_assets.bridge import bridge_refusal
 from eval_assets.stats import (
     CapabilityReport,
     CrossJudgeVersionError,
@@ -214,12 +215,21 @@ def make_decision(
     baseline = baseline_for(track, build)
     evidence: list[Evidence] = []
     for jv in decision_versions(track, build):
+        refusal = bridge_refusal(track.warehouse, track.judge(jv))
+        if refusal is not None:  # a bridging version is not used until its offset is published
+            evidence.append(_Refused(jv, refusal))
+            continue
         try:
             evidence.append(build_report(track, build, jv, baseline).report)
         except (CrossJudgeVersionError, TrackError) as exc:
             evidence.append(_Refused(jv, str(exc)))
     evidence.extend(extra)
-    return decide(evidence), baseline
+    decision = decide(evidence)
+    exemptions = [e for jv in decision_versions(track, build) for e in exemptions_in_force(track, build, jv)]
+    if exemptions:  # every decision lists the provider-family exemptions in force
+        notes = tuple(Reason("info", "provider family", "exemption", e) for e in exemptions)
+        decision = ReleaseDecision(decision.decision, decision.reasons + notes)
+    return decision, baseline
 
 
 def run_release_decision(track: Track, build: str, run_id: str, extra: Sequence[Evidence] = ()) -> Summary:

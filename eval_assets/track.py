@@ -196,6 +196,8 @@ class Track:
                 "errors": statuses.count("error"),
                 "excluded": statuses.count("excluded"),
                 "policy_failures": int(sum(r["policy_failures"] for r in rows)),
+                # replay loop (issue 7): tool calls the recordings did not hold, over every attempt
+                "replay_misses": int(sum(r["replay_misses"] for r in rows)),
                 "reused_from_journal": engine.progress.reused,
                 "spend_usd": round(sum(r["cost_usd"] for r in rows), 6),
                 "partition_file": str(path),

@@ -59,6 +59,9 @@ DATASETS: dict[str, Dataset] = {
                 ("error_kind", "VARCHAR"),
                 ("error", "VARCHAR"),
                 ("excluded_reason", "VARCHAR"),
+                # replay loop (issue 7): model calls made, and tool calls the recording did not hold
+                ("turns", "INTEGER"),
+                ("replay_misses", "INTEGER"),
             ),
         ),
         Dataset(
@@ -238,7 +241,8 @@ DATASETS: dict[str, Dataset] = {
                 ("equating_intercept", "DOUBLE"),
                 ("equating_slope", "DOUBLE"),
                 ("spearman_rho", "DOUBLE"),
-                ("krippendorff_alpha", "DOUBLE"),
+                ("krippendorff_alpha", "DOUBLE"),  # after calibration: the acceptance figure
+                ("krippendorff_alpha_raw", "DOUBLE"),  # before calibration
                 ("n_outputs", "INTEGER"),
                 ("n_scenarios", "INTEGER"),
                 ("n_needed", "INTEGER"),

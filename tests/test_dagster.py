@@ -20,12 +20,13 @@ def test_build_materializes_through_dagster_with_counts_in_metadata(project: Pro
     build = track.register_build(project.root / "examples" / "builds" / "baseline.yaml")
     versions = [j.version_id for j in track.judges_for(build)]
     steps = materialize_build(home, build.id, versions)
-    assert [s.success for s in steps] == [True] * (1 + len(versions)), [s.error for s in steps]
+    assert [s.success for s in steps] == [True] * (1 + len(versions) + 2), [s.error for s in steps]
+    assert steps[-1].assets == ("release_decision",)
 
     runs_meta = steps[0].metadata["scenario_runs"]
     assert runs_meta["attempts"] == sum(s.repeats for s in track.scenarios_for(build))
     assert runs_meta["spend_usd"] > 0
-    for step in steps[1:]:
+    for step in steps[1 : 1 + len(versions)]:
         verdicts = step.metadata["judge_verdicts"]
         assert verdicts["verdicts"] == verdicts["scored"] + verdicts["failed"] + verdicts["excluded"]
         assert step.metadata["cost_ledger"]["rows"] > 0
@@ -61,4 +62,4 @@ def test_code_location_refuses_to_load_an_invalid_project(tmp_path: Path, projec
     env = {"EVAL_PROJECT_ROOT": str(broken), "EVAL_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
-    assert "scenarios/bad.yaml: id: String should match pattern" in proc.stderr
+    assert "scenarios/bad.yaml: id: 'a|b' is not a valid id" in proc.stderr

@@ -76,7 +76,13 @@ def test_a_valid_registry_of_every_kind_loads(tmp_path: Path) -> None:
                         procedure="gates_fixtures.checks:member_is_nonempty",
                         minimum_members=1,
                     ),
-                    gate("k.one", "case", check="eval_assets.gates.drivers:run_case", case="gates/cases/c.yaml", expect="pass"),
+                    gate(
+                        "k.one",
+                        "case",
+                        check="eval_assets.gates.drivers:run_case",
+                        case="gates/cases/c.yaml",
+                        expect="pass",
+                    ),
                 ],
                 "tests": [suite_test("t.one")],
             }
@@ -114,7 +120,12 @@ def test_a_gate_without_a_check_is_rejected(tmp_path: Path) -> None:
 
 
 def test_kind_specific_fields_are_required_and_foreign_ones_refused(tmp_path: Path) -> None:
-    prop = gate("p.one", "property", generator="gates_fixtures.checks:integers", predicate="gates_fixtures.checks:is_int")
+    prop = gate(
+        "p.one",
+        "property",
+        generator="gates_fixtures.checks:integers",
+        predicate="gates_fixtures.checks:is_int",
+    )
     struct = gate("s.one", corpus="corpus/*")
     write_registry(tmp_path, {"area.yaml": {"gates": [prop, struct]}})
 
@@ -144,11 +155,15 @@ def test_a_missing_kind_is_reported_with_the_other_missing_fields(tmp_path: Path
 
 
 def test_a_duplicate_id_across_files_names_both_files(tmp_path: Path) -> None:
-    write_registry(tmp_path, {"a.yaml": {"gates": [gate("same.id")]}, "b.yaml": {"tests": [suite_test("same.id")]}})
+    write_registry(
+        tmp_path, {"a.yaml": {"gates": [gate("same.id")]}, "b.yaml": {"tests": [suite_test("same.id")]}}
+    )
 
     registry = read_registry(tmp_path)
 
-    assert lines(registry.problems) == ["gates/b.yaml: tests.0.id: duplicate id 'same.id' (also in gates/a.yaml)"]
+    assert lines(registry.problems) == [
+        "gates/b.yaml: tests.0.id: duplicate id 'same.id' (also in gates/a.yaml)"
+    ]
     assert [g.id for g in registry.gates] == ["same.id"] and registry.tests == ()
     assert [e.id for e in registry.invalid] == ["gates/b.yaml#tests.0"]
 
@@ -156,8 +171,16 @@ def test_a_duplicate_id_across_files_names_both_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("field", "target", "reason"),
     [
-        ("check", "gates_fixtures.nowhere:passes", "ModuleNotFoundError: No module named 'gates_fixtures.nowhere'"),
-        ("check", "gates_fixtures.checks:no_such_check", "module 'gates_fixtures.checks' has no attribute 'no_such_check'"),
+        (
+            "check",
+            "gates_fixtures.nowhere:passes",
+            "ModuleNotFoundError: No module named 'gates_fixtures.nowhere'",
+        ),
+        (
+            "check",
+            "gates_fixtures.checks:no_such_check",
+            "module 'gates_fixtures.checks' has no attribute 'no_such_check'",
+        ),
         ("check", "gates_fixtures.checks:SCRIPT", "'SCRIPT' is not callable"),
         ("generator", "gates_fixtures.checks:no_generator", "has no attribute 'no_generator'"),
         ("procedure", "no_such_package.mod:procedure", "No module named 'no_such_package'"),
@@ -169,12 +192,20 @@ def test_a_callable_that_does_not_import_is_named_with_the_reason(
     entries = {
         "check": gate("g.one", check=target),
         "generator": gate(
-            "g.one", "property", check="eval_assets.gates.drivers:for_all", generator=target,
-            predicate="gates_fixtures.checks:is_int", min_trials=5,
+            "g.one",
+            "property",
+            check="eval_assets.gates.drivers:for_all",
+            generator=target,
+            predicate="gates_fixtures.checks:is_int",
+            min_trials=5,
         ),
         "procedure": gate(
-            "g.one", "corpus", check="eval_assets.gates.drivers:each_member", corpus="c/*",
-            procedure=target, minimum_members=1,
+            "g.one",
+            "corpus",
+            check="eval_assets.gates.drivers:each_member",
+            corpus="c/*",
+            procedure=target,
+            minimum_members=1,
         ),
     }
     write_registry(tmp_path, {"area.yaml": {"gates": [entries[field]]}})
@@ -189,7 +220,13 @@ def test_a_callable_that_does_not_import_is_named_with_the_reason(
 
 
 def test_a_case_gate_whose_case_file_is_missing_is_rejected(tmp_path: Path) -> None:
-    entry = gate("k.one", "case", check="eval_assets.gates.drivers:run_case", case="gates/cases/nope.yaml", expect="pass")
+    entry = gate(
+        "k.one",
+        "case",
+        check="eval_assets.gates.drivers:run_case",
+        case="gates/cases/nope.yaml",
+        expect="pass",
+    )
     write_registry(tmp_path, {"area.yaml": {"gates": [entry]}})
 
     assert lines(read_registry(tmp_path).problems) == [
@@ -198,7 +235,13 @@ def test_a_case_gate_whose_case_file_is_missing_is_rejected(tmp_path: Path) -> N
 
 
 def test_a_corpus_outside_the_project_root_is_rejected(tmp_path: Path) -> None:
-    entry = gate("c.one", "corpus", corpus="../elsewhere/*", procedure="gates_fixtures.checks:member_is_nonempty", minimum_members=1)
+    entry = gate(
+        "c.one",
+        "corpus",
+        corpus="../elsewhere/*",
+        procedure="gates_fixtures.checks:member_is_nonempty",
+        minimum_members=1,
+    )
     write_registry(tmp_path, {"area.yaml": {"gates": [entry]}})
 
     [problem] = read_registry(tmp_path).problems
@@ -266,8 +309,10 @@ def test_a_gate_registered_under_another_spec_is_said_so(tmp_path: Path) -> None
 
     found = lines(check_docs(tmp_path))
 
-    assert f"{DOC}: Hard gates: declared here but not in the registry for this document: `b.one` " \
+    assert (
+        f"{DOC}: Hard gates: declared here but not in the registry for this document: `b.one` "
         "(`b.one` is registered under docs/specs/other.md)" in found
+    )
     assert "docs/specs/other.md: Hard gates: in the registry but not declared here: `b.one`" in found
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -10,14 +12,16 @@ import pytest
 from gates_fixtures import checks
 from gates_fixtures.build import REPO, converted_case, gate, project_copy, suite_test, write_registry
 
-from eval_assets.config import Subject
+from eval_assets.config import BuildManifest, Subject
 from eval_assets.gates import (
     GateResult,
     MemoryQuarantineStore,
     SuiteResult,
+    materialize_suite,
     read_registry,
     record_suite,
     run_suite,
+    stored_evidence,
 )
 from eval_assets.stats import decide
 from eval_assets.warehouse import Warehouse
@@ -175,7 +179,9 @@ def test_a_full_corpus_of_good_members_passes(tmp_path: Path) -> None:
 # --- property gates -------------------------------------------------------------------------------
 
 
-def property_gate(generator: str, predicate: str, min_trials: int, check: str = "eval_assets.gates.drivers:for_all") -> dict[str, Any]:
+def property_gate(
+    generator: str, predicate: str, min_trials: int, check: str = "eval_assets.gates.drivers:for_all"
+) -> dict[str, Any]:
     return gate(
         "p.prop",
         "property",
@@ -245,7 +251,9 @@ def test_a_converted_case_without_assertions_is_listed_and_never_blocks(tmp_path
 
 def test_the_same_converted_case_with_a_failing_assertion_blocks(tmp_path: Path) -> None:
     project_copy(tmp_path)
-    converted_case(tmp_path, "converted.broken-order", [{"contains": "a full refund"}, {"policy_failures": 0}])
+    converted_case(
+        tmp_path, "converted.broken-order", [{"contains": "a full refund"}, {"policy_failures": 0}]
+    )
 
     result = run(tmp_path, [gate("g.ok")], subject=SIM_SUBJECT)
 
@@ -265,6 +273,21 @@ def test_the_same_converted_case_with_holding_assertions_passes(tmp_path: Path) 
 
     assert {r.gate_id: r.status for r in result.results}["case.converted.broken-order"] == "pass"
     assert decision(result) == "allow"
+
+
+@pytest.mark.parametrize(("skill", "status"), [(1.0, "pass"), (0.0, "fail")])
+def test_a_converted_case_with_tools_runs_the_replay_loop_and_counts_misses(
+    tmp_path: Path, skill: float, status: str
+) -> None:
+    project_copy(tmp_path)
+    converted_case(tmp_path, "converted.with-tools", [{"replay_misses": 0}], tools=True)
+    subject = Subject(model="sim/agent", family="sim", params={"skill": skill, "noise": 0.0, "seed": 3})
+
+    row = only(run(tmp_path, [], subject=subject))
+
+    assert (row.gate_id, row.status) == ("case.converted.with-tools", status)
+    if status == "fail":  # an unskilled sim calls tools the recording does not hold
+        assert row.findings[0].startswith("replay_misses: 0 — found ")
 
 
 def test_a_case_gate_on_a_converted_case_without_assertions_is_awaiting(tmp_path: Path) -> None:
@@ -336,10 +359,21 @@ def test_a_case_with_no_subject_at_all_is_an_error(tmp_path: Path) -> None:
 def test_gate_results_land_in_the_warehouse_with_every_status(tmp_path: Path) -> None:
     project_copy(tmp_path)
     converted_case(tmp_path, "converted.waiting")
-    entries = [gate("g.ok"), gate("g.raises", check="raises"), gate("g.later", milestone=9), gate("g.finds", check="finds_two")]
+    entries = [
+        gate("g.ok"),
+        gate("g.raises", check="raises"),
+        gate("g.later", milestone=9),
+        gate("g.finds", check="finds_two"),
+    ]
     write_registry(tmp_path, {"area.yaml": {"gates": entries, "tests": [suite_test("t.flaky")]}})
     checks.SCRIPT["t.flaky"] = [False, True]
-    result = run_suite(read_registry(tmp_path), milestone=1, build="b1", subject=SIM_SUBJECT, quarantine_store=MemoryQuarantineStore())
+    result = run_suite(
+        read_registry(tmp_path),
+        milestone=1,
+        build="b1",
+        subject=SIM_SUBJECT,
+        quarantine_store=MemoryQuarantineStore(),
+    )
     warehouse = Warehouse(tmp_path / "warehouse")
     warehouse.initialise()
 
@@ -351,18 +385,60 @@ def test_gate_results_land_in_the_warehouse_with_every_status(tmp_path: Path) ->
         "WHERE build = 'b1' ORDER BY gate_id"
     )
     assert frame.to_dict("records") == [
-        {"gate_id": "case.converted.waiting", "kind": "case", "milestone": 0, "status": "awaiting_assertions",
-         "blocks": False, "retried": False, "quarantined": False},
-        {"gate_id": "g.finds", "kind": "structural", "milestone": 0, "status": "fail", "blocks": True,
-         "retried": False, "quarantined": False},
-        {"gate_id": "g.later", "kind": "structural", "milestone": 9, "status": "pending", "blocks": False,
-         "retried": False, "quarantined": False},
-        {"gate_id": "g.ok", "kind": "structural", "milestone": 0, "status": "pass", "blocks": False,
-         "retried": False, "quarantined": False},
-        {"gate_id": "g.raises", "kind": "structural", "milestone": 0, "status": "error", "blocks": True,
-         "retried": False, "quarantined": False},
-        {"gate_id": "t.flaky", "kind": "test", "milestone": 0, "status": "pass", "blocks": False,
-         "retried": True, "quarantined": False},
+        {
+            "gate_id": "case.converted.waiting",
+            "kind": "case",
+            "milestone": 0,
+            "status": "awaiting_assertions",
+            "blocks": False,
+            "retried": False,
+            "quarantined": False,
+        },
+        {
+            "gate_id": "g.finds",
+            "kind": "structural",
+            "milestone": 0,
+            "status": "fail",
+            "blocks": True,
+            "retried": False,
+            "quarantined": False,
+        },
+        {
+            "gate_id": "g.later",
+            "kind": "structural",
+            "milestone": 9,
+            "status": "pending",
+            "blocks": False,
+            "retried": False,
+            "quarantined": False,
+        },
+        {
+            "gate_id": "g.ok",
+            "kind": "structural",
+            "milestone": 0,
+            "status": "pass",
+            "blocks": False,
+            "retried": False,
+            "quarantined": False,
+        },
+        {
+            "gate_id": "g.raises",
+            "kind": "structural",
+            "milestone": 0,
+            "status": "error",
+            "blocks": True,
+            "retried": False,
+            "quarantined": False,
+        },
+        {
+            "gate_id": "t.flaky",
+            "kind": "test",
+            "milestone": 0,
+            "status": "pass",
+            "blocks": False,
+            "retried": True,
+            "quarantined": False,
+        },
     ]
     history = warehouse.query("SELECT test_id, status, first_try, retried, failed FROM test_quarantine")
     assert history.to_dict("records") == [
@@ -382,7 +458,7 @@ def test_a_result_without_a_build_cannot_be_recorded(tmp_path: Path) -> None:
 # --- the dogfood suite ----------------------------------------------------------------------------
 
 
-def test_the_dogfood_gates_pass_at_milestone_2_and_the_trajectory_gate_fails_at_3() -> None:
+def test_the_dogfood_gates_pass_at_milestone_2_and_the_trajectory_gate_switches_on_at_3() -> None:
     registry = read_registry(REPO)
 
     result = run_suite(registry, milestone=2, build="dogfood", converted_glob=None)
@@ -392,9 +468,110 @@ def test_the_dogfood_gates_pass_at_milestone_2_and_the_trajectory_gate_fails_at_
     statuses = {r.gate_id: r.status for r in result.results}
     assert statuses["security.no-api-key-in-dagster-events"] == "pending"
     assert statuses["trajectories.converted-case-exists"] == "pending"
-    assert {r.kind for r in result.results if r.status == "pass"} >= {"structural", "property", "corpus", "case"}
+    assert {r.kind for r in result.results if r.status == "pass"} >= {
+        "structural",
+        "property",
+        "corpus",
+        "case",
+    }
 
-    at_three = run_suite(registry, milestone=3, build="dogfood", only={"trajectories.converted-case-exists"})
-    if not list((REPO / "scenarios" / "converted").glob("*.yaml")):
-        assert only(at_three).status == "fail"
-        assert only(at_three).message.startswith("corpus 'scenarios/converted/*.yaml' has 0 member(s)")
+    at_three = only(
+        run_suite(registry, milestone=3, build="dogfood", only={"trajectories.converted-case-exists"})
+    )
+    if list((REPO / "scenarios" / "converted").glob("*.yaml")):
+        assert at_three.status == "pass", at_three.full_message()
+    else:
+        assert at_three.status == "fail"
+        assert at_three.message.startswith("corpus 'scenarios/converted/*.yaml' has 0 member(s)")
+
+
+# --- the materialization and the stored evidence --------------------------------------------------
+
+
+def test_each_acceptance_case_shows_its_status_in_gate_results_and_its_effect_on_the_decision(
+    tmp_path: Path,
+) -> None:
+    no_check = gate("g.nocheck")
+    del no_check["check"]
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "only.txt").write_text("x", encoding="utf-8")
+    cases = {
+        "g.raises": ([gate("g.raises", check="raises")], "error", True),
+        "g.nocheck": ([no_check], "error", True),
+        "c.files": ([corpus_gate(2)], "fail", True),
+        "g.later": ([gate("g.later", milestone=5)], "pending", False),
+    }
+    warehouse = Warehouse(tmp_path / "warehouse")
+    warehouse.initialise()
+    build = BuildManifest(id="b-accept", milestone=1, subject=SIM_SUBJECT)
+    day = datetime(2026, 3, 1, tzinfo=UTC)
+
+    for name, (entries, status, blocks) in cases.items():
+        write_registry(tmp_path, {"area.yaml": {"gates": [gate("g.ok"), *entries]}})
+        materialize_suite(tmp_path, build=build, warehouse=warehouse, run_id=f"run-{name}", clock=lambda: day)
+        row = warehouse.query("SELECT status, blocks FROM gate_results WHERE gate_id = ?", [name]).iloc[0]
+        assert (row["status"], bool(row["blocks"])) == (status, blocks), name
+        expected = "block" if blocks else "allow"
+        assert decide([stored_evidence(warehouse, build.id)]).decision == expected, name
+
+    (tmp_path / "gates" / "area.yaml").unlink()
+    write_registry(tmp_path, {"tests.yaml": {"gates": [gate("g.ok")], "tests": [suite_test("t.flaky")]}})
+    outcomes = []
+    for n in range(2):  # fails twice, a day apart: the second failure is quarantined
+        checks.SCRIPT["t.flaky"] = [False, False]
+        clock = functools.partial(lambda moment: moment, day + timedelta(days=n))
+        materialize_suite(tmp_path, build=build, warehouse=warehouse, run_id=f"run-flaky-{n}", clock=clock)
+        row = warehouse.query(
+            "SELECT status, quarantined, blocks FROM gate_results WHERE gate_id = 't.flaky'"
+        ).iloc[0]
+        outcomes.append((row["status"], bool(row["quarantined"]), bool(row["blocks"])))
+        outcomes.append(decide([stored_evidence(warehouse, build.id)]).decision)
+    assert outcomes == [("fail", False, True), "block", ("fail", True, False), "allow"]
+    assert len(warehouse.query("SELECT * FROM test_quarantine WHERE test_id = 't.flaky'")) == 2
+
+
+def test_a_build_with_no_suite_run_has_evidence_that_decides_nothing(tmp_path: Path) -> None:
+    warehouse = Warehouse(tmp_path / "warehouse")
+    warehouse.initialise()
+
+    evidence = stored_evidence(warehouse, "never-ran")
+
+    assert evidence.outcomes == () and evidence.decided_nothing == "no checks ran"
+    assert decide([evidence]).decision == "none"
+
+
+def test_the_canary_gate_finds_a_key_that_reached_a_warehouse_row() -> None:
+    """The scan is not vacuous: a key written by the Dagster hook into a Parquet row fails the gate."""
+    import os
+
+    def leaky_dagster_run(home: Path, build_ids: list[str]) -> list[Path]:
+        Warehouse(home / "warehouse").write_partition(
+            "gate_results",
+            {"build": build_ids[0]},
+            [{"gate_id": "leak", "message": os.environ["OPENAI_API_KEY"]}],
+            "leak",
+        )
+        return []
+
+    registry = read_registry(REPO)
+    result = run_suite(
+        registry,
+        milestone=4,
+        build="canary",
+        only={"security.no-api-key-in-dagster-events"},
+        hooks={"canary.dagster_run": leaky_dagster_run},
+    )
+
+    row = only(result)
+    assert row.status == "fail", row.full_message()
+    assert any("holds the key" in f for f in row.findings)
+    assert "OPENAI_API_KEY" not in os.environ or not os.environ["OPENAI_API_KEY"].startswith("sk-canary-")
+
+
+def test_the_dagster_canary_gate_fails_until_its_hook_is_wired() -> None:
+    result = run_suite(
+        read_registry(REPO), milestone=4, build="canary", only={"security.no-api-key-in-dagster-events"}
+    )
+
+    row = only(result)
+    assert row.status == "fail" and "no 'canary.dagster_run' hook" in row.message

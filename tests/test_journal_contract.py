@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta, timezone
 from multiprocessing.synchronize import Barrier as ProcessBarrier
@@ -19,11 +21,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import sqlalchemy as sa
 
 from eval_assets.journal import (
     AttemptKey,
     Ceilings,
     JournalError,
+    JournalRow,
     Refusal,
     Reservation,
     SpendJournal,
@@ -123,6 +127,60 @@ def settle(
         error=None,
         now=now,
     )
+
+
+def fail(journal: SpendJournal, key: AttemptKey, cost_usd: float = 0.0) -> None:
+    journal.settle(
+        key,
+        status="failed",
+        cost_usd=cost_usd,
+        prompt_tokens=None,
+        completion_tokens=None,
+        payload=None,
+        error="provider 503",
+        now=NOW,
+    )
+
+
+def nano(usd: float) -> int:
+    return round(usd * 1e9)
+
+
+def totals_from_rows(rows: list[JournalRow]) -> dict[tuple[str, str], tuple[int, int]]:
+    """The oracle: (spent, outstanding) nano-USD of every scope, summed from the rows.
+
+    Independent of the journal's code: the scope keys as the module docstring defines them, each
+    row counted as its amount rounded to nano-USD; a scope with only refused rows has no total.
+    """
+    totals: dict[tuple[str, str], tuple[int, int]] = {}
+    for row in rows:
+        if row.status == "refused":
+            continue
+        spent = nano(row.cost_usd or 0.0) if row.status in ("settled", "failed") else 0
+        outstanding = nano(row.reserved_usd) if row.status == "reserved" else 0
+        judge_version = row.judge_version or "-"
+        for scope in (
+            ("day", row.day),
+            ("suite", f"{row.build}/{judge_version}/{row.generation}"),
+            ("scenario", f"{row.build}/{judge_version}/{row.scenario_id}/{row.generation}"),
+        ):
+            before = totals.get(scope, (0, 0))
+            totals[scope] = (before[0] + spent, before[1] + outstanding)
+    return totals
+
+
+def stored_totals(journal: SpendJournal) -> dict[tuple[str, str], tuple[int, int]]:
+    return {(t.scope, t.key): (nano(t.spent_usd), nano(t.outstanding_usd)) for t in journal.scope_totals()}
+
+
+def assert_totals_match_rows(journal: SpendJournal) -> None:
+    rows = journal.rows()
+    expected = totals_from_rows(rows)
+    assert stored_totals(journal) == expected
+    for day in {r.day for r in rows}:
+        total = journal.day_total(date.fromisoformat(day))
+        spent, outstanding = expected.get(("day", day), (0, 0))
+        assert (nano(total.spent_usd), nano(total.outstanding_usd)) == (spent, outstanding)
 
 
 # --- keys and records ---------------------------------------------------------------------------
@@ -402,6 +460,118 @@ def test_settle_scrubs_credentials_from_error_text(journal: SpendJournal) -> Non
     assert "sk-live-abcdef123456" not in row.error and "k-9876543210" not in row.error
 
 
+# --- running totals -----------------------------------------------------------------------------
+
+
+def test_running_totals_equal_a_recomputation_from_rows_after_a_mixed_workload(
+    journal: SpendJournal,
+) -> None:
+    assert journal.scope_totals() == []
+    ceilings = Ceilings(scenario_usd=1.0, suite_usd=2.0, day_usd=3.0)
+    # Reserve and settle with less, exactly the worst case, and more than it; fail with and without cost.
+    for scenario, cost in (("s1", 0.125), ("s2", 0.5), ("s3", 0.625)):
+        assert isinstance(
+            reserve(journal, subject_key(scenario), worst_usd=0.5, ceilings=ceilings), Reservation
+        )
+        settle(journal, subject_key(scenario), cost)
+    reserve(journal, subject_key("s4"), worst_usd=0.3, ceilings=ceilings)
+    fail(journal, subject_key("s4"))
+    reserve(journal, subject_key("s5"), worst_usd=0.3, ceilings=ceilings)
+    fail(journal, subject_key("s5"), cost_usd=0.01)
+    # Still reserved: a judge call, a free call, a fresh generation, one on the next day.
+    reserve(journal, judge_key("s1"), worst_usd=0.2, ceilings=ceilings)
+    reserve(journal, subject_key("s6"), worst_usd=0.0, ceilings=ceilings)
+    reserve(journal, subject_key("s1", generation=1), worst_usd=0.1, ceilings=ceilings)
+    reserve(journal, subject_key("s1", build="b2"), worst_usd=0.1, now=NOW + timedelta(days=1))
+    # Refused (the suite has 1.26 of 2.0 committed), then reserved under a higher ceiling, then settled.
+    refused = reserve(journal, subject_key("s7"), worst_usd=0.8, ceilings=ceilings)
+    assert isinstance(refused, Refusal) and refused.ceiling == "suite"
+    assert refused.committed_usd == pytest.approx(0.125 + 0.5 + 0.625 + 0.0 + 0.01 + 0.0)
+    refused_only = reserve(journal, subject_key("s8", build="b3"), ceilings=Ceilings(day_usd=0.0))
+    assert isinstance(refused_only, Refusal)
+    assert_totals_match_rows(journal)
+    assert ("scenario", "b3/-/s8/0") not in stored_totals(journal)  # refusals commit nothing
+
+    again = reserve(journal, subject_key("s7"), worst_usd=0.8, ceilings=Ceilings(suite_usd=10.0))
+    assert isinstance(again, Reservation) and again.is_new
+    assert_totals_match_rows(journal)
+    settle(journal, subject_key("s7"), 0.375)
+    settle(journal, subject_key("s7"), 0.5)  # a second settlement changes nothing
+    reserve(journal, subject_key("s7"), worst_usd=0.9)  # nor does reserving a recorded key again
+    with pytest.raises(JournalError):
+        settle(journal, subject_key("s8", build="b3"), 0.1)
+
+    assert_totals_match_rows(journal)
+    totals = {(t.scope, t.key): t for t in journal.scope_totals()}
+    suite = totals[("suite", "b1/-/0")]
+    assert suite.spent_usd == pytest.approx(0.125 + 0.5 + 0.625 + 0.0 + 0.01 + 0.375)
+    assert suite.outstanding_usd == pytest.approx(0.0)
+    assert totals[("scenario", "b1/rubric-v1/s1/0")].committed_usd == pytest.approx(0.2)
+    assert totals[("day", "2026-12-01")].outstanding_usd == pytest.approx(0.1)
+
+
+def test_a_journal_without_running_totals_gets_them_from_its_rows_at_open(
+    backend: str, journal_url: str
+) -> None:
+    with open_journal(journal_url) as journal:
+        for n in range(6):
+            reserve(journal, subject_key(f"s{n}", build=f"b{n % 2}"), worst_usd=0.25)
+        reserve(journal, judge_key("s1"), worst_usd=0.125)
+        settle(journal, subject_key("s0", build="b0"), 0.0625)
+        fail(journal, subject_key("s1", build="b1"), cost_usd=0.03125)
+        reserve(journal, subject_key("s9"), ceilings=Ceilings(day_usd=0.0))  # refused
+        before = totals_from_rows(journal.rows())
+    # What a journal written by the previous version looks like: no totals, the covering indexes.
+    _execute_raw(
+        backend,
+        journal_url,
+        "DROP TABLE spend_totals",
+        "DROP INDEX ix_spend_journal_build",
+        "CREATE INDEX ix_spend_journal_day ON spend_journal (day, status, reserved_usd, cost_usd)",
+        "CREATE INDEX ix_spend_journal_suite ON spend_journal "
+        "(build, judge_version, generation, scenario_id, status, reserved_usd, cost_usd)",
+    )
+
+    with open_journal(journal_url) as journal:
+        assert stored_totals(journal) == before
+        assert_totals_match_rows(journal)
+        refused = reserve(journal, subject_key("s7"), worst_usd=0.5, ceilings=Ceilings(day_usd=1.6))
+        assert isinstance(refused, Refusal) and refused.committed_usd == pytest.approx(
+            0.25 * 4 + 0.125 + 0.0625 + 0.03125
+        )
+    engine = sa.create_engine(journal_url)
+    try:
+        indexes = {index["name"] for index in sa.inspect(engine).get_indexes("spend_journal")}
+    finally:
+        engine.dispose()
+    assert "ix_spend_journal_build" in indexes
+    assert not indexes & {"ix_spend_journal_day", "ix_spend_journal_suite"}
+
+
+def test_worst_case_and_cost_must_fit_the_totals(journal: SpendJournal) -> None:
+    with pytest.raises(ValueError, match="at most"):
+        reserve(journal, subject_key(), worst_usd=2e6)
+    reserve(journal, subject_key(), worst_usd=1.0)
+    with pytest.raises(ValueError, match="at most"):
+        settle(journal, subject_key(), 2e6)
+
+
+def _execute_raw(backend: str, url: str, *statements: str) -> None:
+    """Another program (or an older version) changing the journal's schema."""
+    if backend == "sqlite":
+        lite = sqlite3.connect(url.removeprefix("sqlite:///"))
+        try:
+            for statement in statements:
+                lite.execute(statement)
+            lite.commit()
+        finally:
+            lite.close()
+    else:
+        with psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as pg:
+            for statement in statements:
+                pg.execute(statement)
+
+
 # --- opening --------------------------------------------------------------------------------------
 
 
@@ -545,9 +715,77 @@ def test_concurrent_reservations_from_two_processes_never_exceed_the_day_ceiling
     with open_journal(journal_url) as journal:
         rows = journal.rows()
         total = journal.day_total(NOW.date())
+        assert_totals_match_rows(journal)
     assert len(rows) == 2 * RACE_CALLERS
     assert total.committed_usd <= RACE_CEILING_USD + 1e-9
     # Every caller that fitted got in: the ceiling is filled, not under-used.
     admitted = [r for r in rows if r.status != "refused"]
     assert len(admitted) == int(RACE_CEILING_USD / RACE_WORST_USD)
     assert {r.ceiling for r in rows if r.status == "refused"} == {"day"}
+
+
+def test_one_callers_error_does_not_fail_the_operations_committed_with_it(journal: SpendJournal) -> None:
+    """Operations that queue together are committed together; an operation refused with an error
+    (a model clash, settling an unknown key) fails alone."""
+    reserve(journal, subject_key("clash"), model="sim/agent")
+    callers = 48
+    ready = threading.Barrier(callers)
+    outcomes: dict[int, str] = {}
+
+    def caller(n: int) -> None:
+        ready.wait()
+        try:
+            if n % 4 == 0:
+                settle(journal, subject_key(f"never-{n}"), 0.1)
+            elif n % 4 == 1:
+                reserve(journal, subject_key("clash"), model="sim/other")
+            else:
+                assert isinstance(reserve(journal, subject_key(f"s{n}"), worst_usd=0.5), Reservation)
+                settle(journal, subject_key(f"s{n}"), 0.25)
+            outcomes[n] = "ok"
+        except JournalError:
+            outcomes[n] = "error"
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert outcomes == {n: "error" if n % 4 < 2 else "ok" for n in range(callers)}
+    assert journal.day_total(NOW.date()).spent_usd == pytest.approx(0.25 * callers / 2)
+    assert_totals_match_rows(journal)
+
+
+KILLED_RESERVATIONS = 20
+
+
+def _reserve_then_hang(url: str, done: ProcessEvent) -> None:
+    """A run that commits reservations and settlements, then is killed before it closes anything."""
+    journal = open_journal(url)
+    for n in range(KILLED_RESERVATIONS):
+        reserve(journal, subject_key(f"s{n}"), worst_usd=0.5)
+        if n % 2 == 0:
+            settle(journal, subject_key(f"s{n}"), 0.25)
+    done.set()
+    time.sleep(120)
+
+
+def test_what_reserve_and_settle_returned_survives_kill_9_of_the_process(journal_url: str) -> None:
+    spawn = multiprocessing.get_context("spawn")
+    done = spawn.Event()
+    victim = spawn.Process(target=_reserve_then_hang, args=(journal_url, done))
+    victim.start()
+    try:
+        assert done.wait(60), "the victim did not finish its writes"
+    finally:
+        assert victim.pid is not None
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(30)
+    assert victim.exitcode == -signal.SIGKILL
+
+    with open_journal(journal_url) as journal:
+        statuses = [r.status for r in journal.rows()]
+        assert statuses.count("settled") == KILLED_RESERVATIONS // 2
+        assert statuses.count("reserved") == KILLED_RESERVATIONS // 2
+        assert_totals_match_rows(journal)

@@ -137,6 +137,83 @@ class Policy(Strict):
     forbidden_strings: list[str] = Field(default_factory=list)
 
 
+# --- trajectory replay (issue 7; docs/trajectory-export.md) -----------------------------------------
+# A scenario may offer tools (OpenAI tools schema). Tool calls are never executed: each is answered from
+# the scenario's replay fixture, keyed by tool name + canonical arguments; a call not in the recording
+# is a replay miss. Converted scenarios (`source: trajectory`) carry these; authored ones may too.
+
+ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+"""A tool (function) name as OpenAI-style providers accept it."""
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical text of a JSON value: sorted keys, no insignificant whitespace, UTF-8 kept.
+
+    Two argument objects that mean the same thing (key order, spacing) have the same canonical text;
+    it is the replay fixture's key. Raises TypeError/ValueError for values JSON cannot hold.
+    """
+    import json
+
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def canonical_arguments(arguments: str | dict[str, Any]) -> str:
+    """Tool-call arguments (a JSON object, or its text) as canonical JSON text.
+
+    Raises ValueError when the text is not JSON or not an object.
+    """
+    import json
+
+    value: Any = arguments
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"arguments are not valid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"arguments must be a JSON object, not {type(value).__name__}")
+    return canonical_json(value)
+
+
+class ToolFunction(Strict):
+    name: ToolName
+    description: str = ""
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="JSON schema of the arguments object",
+    )
+
+
+class Tool(Strict):
+    """One tool offered to the subject, in the OpenAI tools schema litellm passes on (`tools=`)."""
+
+    type: Literal["function"] = "function"
+    function: ToolFunction
+
+
+class ReplayEntry(Strict):
+    """One recorded tool call: the result the tool returned when it was called with these arguments.
+
+    `arguments` is normalised to canonical JSON text (sorted keys, compact) at load. The same
+    (tool, arguments) may be recorded more than once (e.g. polling): the k-th call gets the k-th result.
+    """
+
+    tool: ToolName
+    arguments: str = "{}"
+    result: str
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _canonical(cls, value: Any) -> str:
+        if not isinstance(value, str | dict):
+            raise ValueError("arguments: expected a JSON object or its text")
+        return canonical_arguments(value)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.tool, self.arguments)
+
+
 class Scenario(Strict):
     id: Id
     suite: Id
@@ -153,6 +230,39 @@ class Scenario(Strict):
     ceiling_usd: Annotated[float, Field(ge=0.0)] | None = Field(
         default=None, description="spend ceiling for this scenario per build (and per judge version); USD"
     )
+    # --- trajectory replay (issue 7): tools offered, the replay fixture, the turn bound, assertions ---
+    tools: list[Tool] = Field(default_factory=list, description="offered to the subject (litellm `tools=`)")
+    replay: list[ReplayEntry] = Field(
+        default_factory=list, description="recorded tool results; tool calls are answered, never executed"
+    )
+    max_turns: Annotated[int, Field(ge=1, le=20)] = Field(
+        default=6, description="model calls per attempt in the replay loop (the last one must answer)"
+    )
+    assertions: Annotated[list[Any], Field(min_length=1)] | None = Field(
+        default=None,
+        description="converted cases only; written by a person, never generated (format: eval_assets.gates._cases)",
+    )
+
+    @model_validator(mode="after")
+    def _replayable(self) -> Scenario:
+        names = [t.function.name for t in self.tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"tools: duplicate tool names: {', '.join(dupes)}")
+        unknown = sorted({e.tool for e in self.replay} - set(names))
+        if unknown:
+            raise ValueError(f"replay: tool(s) not offered in `tools`: {', '.join(unknown)}")
+        if self.assertions is not None:
+            if self.source != "trajectory":
+                raise ValueError("assertions: only a converted scenario (source: trajectory) is a case")
+            from eval_assets.gates._cases import parse_assertion  # the one assertion format
+
+            for index, item in enumerate(self.assertions):
+                try:
+                    parse_assertion(item)
+                except ValueError as exc:
+                    raise ValueError(f"assertions: assertion {index}: {exc}") from None
+        return self
 
 
 # --- builds ----------------------------------------------------------------------------------

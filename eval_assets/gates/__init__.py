@@ -41,8 +41,10 @@ from ._runner import (
     GateResult,
     Status,
     SuiteResult,
+    materialize_suite,
     record_suite,
     run_suite,
+    stored_evidence,
 )
 
 __all__ = [
@@ -81,11 +83,13 @@ __all__ = [
     "check_docs",
     "load_case",
     "load_registry",
+    "materialize_suite",
     "quarantine_at",
     "read_registry",
     "record_suite",
     "resolve_callable",
     "run_suite",
+    "stored_evidence",
     "utc_now",
     "validate_gates",
 ]

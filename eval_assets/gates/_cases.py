@@ -16,6 +16,7 @@ A case is one of two kinds of YAML file:
     - contains: "refund"
     - not_contains: "BEGIN PRIVATE KEY"
     - policy_failures: 0
+    - replay_misses: 0                # scenarios with tools: calls the recording did not hold
     - verdict: scored
     - score_at_least: 0.7
     - score_at_most: 1.0
@@ -25,7 +26,8 @@ A case is one of two kinds of YAML file:
   (`source: trajectory`, issue 7) without one is *awaiting assertions*: listed, never run, never
   blocking. Assertions are never generated; a person writes them.
 
-A case runs on the sim provider only (`sim/...` subject, `simjudge/...` judge): the deterministic
+A scenario with tools runs the engine's replay loop (recorded tool results, never executed). A case
+runs on the sim provider only (`sim/...` subject, `simjudge/...` judge): the deterministic
 suite never needs a network or an API key. The subject is the case's own `subject:` or, failing
 that, the build's subject; a non-sim subject makes the case an error, never a silent skip.
 """
@@ -34,9 +36,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -46,10 +48,14 @@ from eval_assets.config._models import Id
 
 from ._outcome import GateContext, Outcome
 
+if TYPE_CHECKING:
+    from eval_assets.providers.gateway import CallSpec, ModelGateway
+
 ASSERTION_KINDS: dict[str, str] = {
     "contains": "the subject output contains this text",
     "not_contains": "the subject output does not contain this text",
     "policy_failures": "the scenario's policy checks find exactly this many failures",
+    "replay_misses": "exactly this many tool calls were not in the scenario's recording",
     "verdict": "the judge's verdict status (scored or failed)",
     "score_at_least": "the judge's aggregate score (0-1) is at least this",
     "score_at_most": "the judge's aggregate score (0-1) is at most this",
@@ -82,9 +88,9 @@ def parse_assertion(item: Any) -> Assertion:
     if kind in ("contains", "not_contains"):
         if not isinstance(value, str) or not value:
             raise ValueError(f"{kind}: expected a non-empty string")
-    elif kind == "policy_failures":
+    elif kind in ("policy_failures", "replay_misses"):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError("policy_failures: expected a whole number >= 0")
+            raise ValueError(f"{kind}: expected a whole number >= 0")
     elif kind == "verdict":
         if value not in ("scored", "failed"):
             raise ValueError("verdict: expected 'scored' or 'failed'")
@@ -163,7 +169,9 @@ def load_case(path: Path, shown: str | None = None) -> tuple[LoadedCase | None, 
                     messages.append(f"assertions: {exc}")
         if messages or scenario is None:
             return None, messages
-        if parsed is None and scenario.source != "trajectory":
+        if scenario.source != "trajectory":
+            if parsed is not None:
+                return None, ["assertions: only a converted scenario (source: trajectory) is a case"]
             return None, ["assertions: a capability scenario has no assertions, so it is not a case"]
         return LoadedCase(path, scenario.id, scenario.source, parsed, scenario=scenario), []
     case, found = validate_model(CaseFile, data, shown)
@@ -203,6 +211,7 @@ class CaseRun:
 
     output: str
     policy_failures: int
+    replay_misses: int = 0
     verdict_status: str | None = None
     score: float | None = None
     failure_reason: str | None = None
@@ -244,7 +253,9 @@ class _Resources:
             rubric, _ = load_file(Rubric, path, self.root)
             if rubric is not None and (rubric.id, rubric.version) == (judge.rubric.id, judge.rubric.version):
                 return rubric
-        raise CaseError(f"judge {judge.version_id}: rubric {judge.rubric.id}-v{judge.rubric.version} not found")
+        raise CaseError(
+            f"judge {judge.version_id}: rubric {judge.rubric.id}-v{judge.rubric.version} not found"
+        )
 
     def scenario(self, scenario_id: str) -> Scenario:
         for path in sorted((self.root / "scenarios").rglob("*.yaml")):
@@ -267,11 +278,46 @@ def _judge_for(case: LoadedCase, scenario: Scenario, resources: _Resources) -> J
             raise CaseError(f"case {case.id}: unknown judge version {wanted!r}")
         return judges[wanted]
     active = sorted(
-        (j for j in judges.values() if j.name == scenario.judge and j.status == "active"), key=lambda j: j.version
+        (j for j in judges.values() if j.name == scenario.judge and j.status == "active"),
+        key=lambda j: j.version,
     )
     if not active:
         raise CaseError(f"case {case.id}: judge {scenario.judge!r} has no active version")
     return active[-1]
+
+
+async def _subject_answer(
+    gateway: ModelGateway, scenario: Scenario, spec: CallSpec
+) -> tuple[str | None, int, str]:
+    """(the subject's answer or None, replay misses, why there is no answer). A scenario with tools
+    runs the engine's replay loop (tools answered from its recording, never executed); one without
+    is a single call. One try per call: a case never retries its way to an answer."""
+    from eval_assets.engine import CallResult, replay_loop
+
+    async def one_call(turn: int, turn_spec: CallSpec) -> CallResult:
+        o = await gateway.call(turn_spec)
+        status: Literal["ok", "error"] = "ok" if o.ok else "error"
+        return CallResult(
+            status,
+            o.text,
+            1,
+            o.cost_usd,
+            o.prompt_tokens,
+            o.completion_tokens,
+            o.latency_s,
+            error_kind=o.error_kind,
+            error=o.error,
+            tool_calls=o.tool_calls,
+        )
+
+    if scenario.tools:
+        run = await replay_loop(scenario, spec, one_call)
+        result, misses = run.call, run.replay_misses
+    else:
+        result, misses = await one_call(1, spec), 0
+    if result.status != "ok" or result.text is None:
+        return None, misses, f"{result.error_kind}: {result.error}"
+    return result.text, misses, ""
 
 
 def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
@@ -294,32 +340,32 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     timeout = settings.engine.timeout_s
     identity = {"build": build, "scenario_id": scenario.id, "repeat": repeat, "try_no": 1}
 
+    misses = 0
     if spec_case is not None and spec_case.output is not None:
         output = spec_case.output
     else:
         subject: Subject | None = (spec_case.subject if spec_case else None) or ctx.subject
         if subject is None:
-            raise CaseError(f"case {case.id}: no subject (the case names none and no build subject was given)")
+            raise CaseError(
+                f"case {case.id}: no subject (the case names none and no build subject was given)"
+            )
         _require_local(subject.model, "subject")
         messages = [m.model_dump() for m in scenario.input]
         if subject.system_prompt:
             messages = [{"role": "system", "content": subject.system_prompt}, *messages]
-        outcome = asyncio.run(
-            gateway.call(
-                CallSpec(
-                    model=subject.model,
-                    messages=messages,
-                    max_tokens=scenario.max_output_tokens,
-                    timeout_s=timeout,
-                    params=subject.params,
-                    metadata={**identity, "role": "subject"},
-                )
-            )
+        spec = CallSpec(
+            model=subject.model,
+            messages=messages,
+            max_tokens=scenario.max_output_tokens,
+            timeout_s=timeout,
+            params=subject.params,
+            metadata={**identity, "role": "subject"},
         )
-        if not outcome.ok or outcome.text is None:
-            raise CaseError(f"case {case.id}: subject call failed: {outcome.error_kind}: {outcome.error}")
-        output = outcome.text
-    run = CaseRun(output=output, policy_failures=policy_failures(output, scenario))
+        text, misses, error = asyncio.run(_subject_answer(gateway, scenario, spec))
+        if text is None:
+            raise CaseError(f"case {case.id}: subject call failed: {error}")
+        output = text
+    run = CaseRun(output=output, policy_failures=policy_failures(output, scenario), replay_misses=misses)
     assertions = case.assertions or ()
     judged = any(a.kind in _JUDGED for a in assertions) or (spec_case is not None and spec_case.judge)
     if not judged:
@@ -342,7 +388,9 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     if not reply.ok:
         raise CaseError(f"case {case.id}: judge call failed: {reply.error_kind}: {reply.error}")
     verdict = parse_verdict(reply.text, rubric)
-    return CaseRun(output, run.policy_failures, verdict.status, verdict.score, verdict.failure_reason)
+    return replace(
+        run, verdict_status=verdict.status, score=verdict.score, failure_reason=verdict.failure_reason
+    )
 
 
 def failed_assertions(assertions: Sequence[Assertion], run: CaseRun) -> list[str]:
@@ -355,6 +403,8 @@ def failed_assertions(assertions: Sequence[Assertion], run: CaseRun) -> list[str
             out.append(f"{a.text()} — the output contains it")
         elif a.kind == "policy_failures" and run.policy_failures != a.value:
             out.append(f"{a.text()} — found {run.policy_failures}")
+        elif a.kind == "replay_misses" and run.replay_misses != a.value:
+            out.append(f"{a.text()} — found {run.replay_misses}")
         elif a.kind == "verdict" and run.verdict_status != a.value:
             why = f" ({run.failure_reason})" if run.failure_reason else ""
             out.append(f"{a.text()} — the verdict is {run.verdict_status}{why}")

@@ -91,12 +91,12 @@ class GateContext:
     case_path: Path | None = None
     extra_scan_paths: tuple[Path, ...] = ()
     hooks: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
-    _project: Callable[[], Project] | None = None
+    project_loader: Callable[[], Project] | None = None
 
     def project(self) -> Project:
         """The project under `root`, loaded once per suite run. Raises ConfigError when invalid."""
-        if self._project is None:
+        if self.project_loader is None:
             from eval_assets.config import load_project
 
             return load_project(self.root)
-        return self._project()
+        return self.project_loader()

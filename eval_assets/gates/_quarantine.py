@@ -67,7 +67,7 @@ def quarantine_at(failures: Iterable[datetime], now: datetime) -> Quarantine | N
     return current if current is not None and current.active(now) else None
 
 
-def _naive_utc(moment: datetime | None) -> datetime | None:
+def naive_utc(moment: datetime | None) -> datetime | None:
     if moment is None:
         return None
     if moment.tzinfo is not None:
@@ -110,14 +110,14 @@ class TestRecord:
         return {
             "build": self.build,
             "test_id": self.test_id,
-            "ran_at": _naive_utc(self.ran_at),
+            "ran_at": naive_utc(self.ran_at),
             "status": self.status,
             "first_try": self.first_try,
             "retried": self.retried,
             "failed": self.failed,
             "quarantined": self.quarantined,
-            "quarantined_from": _naive_utc(self.quarantined_from),
-            "quarantined_until": _naive_utc(self.quarantined_until),
+            "quarantined_from": naive_utc(self.quarantined_from),
+            "quarantined_until": naive_utc(self.quarantined_until),
             "message": self.message,
         }
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,7 +28,14 @@ from eval_assets.config import ConfigError, Project
 
 from ._cases import LoadedCase, case_outcome, converted_cases, load_case
 from ._outcome import SKIP_TYPES, Clock, GateContext, GateFailed, Outcome, utc_now
-from ._quarantine import MemoryQuarantineStore, QuarantineStore, TestRecord, TryStatus, quarantine_at
+from ._quarantine import (
+    MemoryQuarantineStore,
+    QuarantineStore,
+    TestRecord,
+    TryStatus,
+    naive_utc,
+    quarantine_at,
+)
 from ._registry import (
     CallableImportError,
     CaseGate,
@@ -38,11 +45,12 @@ from ._registry import (
     PropertyGate,
     Registry,
     SuiteTest,
+    read_registry,
     resolve_callable,
 )
 
 if TYPE_CHECKING:
-    from eval_assets.config import Subject
+    from eval_assets.config import BuildManifest, Subject
     from eval_assets.stats import CheckSuiteEvidence
     from eval_assets.warehouse import Warehouse
 
@@ -191,9 +199,7 @@ class SuiteResult:
 
 
 def _naive(moment: datetime) -> datetime:
-    from ._quarantine import _naive_utc
-
-    out = _naive_utc(moment)
+    out = naive_utc(moment)
     assert out is not None
     return out
 
@@ -208,7 +214,6 @@ class _Suite:
     extra_scan_paths: tuple[Path, ...]
     hooks: Mapping[str, Callable[..., Any]]
     _project: Project | ConfigError | None = None
-    _cases_run: set[Path] = field(default_factory=set)
 
     def project(self) -> Project:
         if self._project is None:
@@ -233,7 +238,7 @@ class _Suite:
             clock=self.clock,
             extra_scan_paths=self.extra_scan_paths,
             hooks=self.hooks,
-            _project=self.project,
+            project_loader=self.project,
             **kind_fields,
         )
 
@@ -319,7 +324,6 @@ def _run_gate(gate: Gate, suite: _Suite) -> GateResult:
             fields = {"members": members, "procedure": resolve_callable(gate.procedure)}
         elif isinstance(gate, CaseGate):
             path = suite.root / gate.case
-            suite._cases_run.add(path.resolve())
             case, problems = load_case(path, gate.case)
             if case is None:
                 return _result(
@@ -350,13 +354,13 @@ def _run_gate(gate: Gate, suite: _Suite) -> GateResult:
 _AWAITING = "converted case awaiting assertions: listed, never blocking, until a person writes them"
 
 
-def _invalid_result(entry: InvalidEntry, suite: _Suite) -> GateResult:
+def _invalid_result(entry: InvalidEntry) -> GateResult:
+    """An entry that failed validation: an `error` row (it cannot run), naming its problems."""
     problems = "; ".join(f"{p.field}: {p.message}" for p in entry.problems)
+    kind = "test" if entry.section == "tests" else (entry.kind or "unknown")
     return GateResult(
         gate_id=entry.id,
-        kind=entry.kind
-        if entry.kind and entry.section == "gates"
-        else ("test" if entry.section == "tests" else "unknown"),
+        kind=kind,
         milestone=entry.milestone,
         status="error",
         duration_s=0.0,
@@ -365,31 +369,27 @@ def _invalid_result(entry: InvalidEntry, suite: _Suite) -> GateResult:
     )
 
 
-def _run_converted(path: Path, suite: _Suite) -> GateResult:
+def _run_converted(path: Path, suite: _Suite, wanted: Callable[[str], bool]) -> list[GateResult]:
+    """A converted scenario as a case row `case.<id>`: awaiting, or run as an ordinary case."""
     started = time.perf_counter()
     shown = str(path.relative_to(suite.root)) if path.is_relative_to(suite.root) else str(path)
     case, problems = load_case(path, shown)
+    gate_id = f"case.{case.id if case else shown}"
+    if not wanted(gate_id):
+        return []
 
-    def result(status: Status, message: str, findings: tuple[str, ...] = ()) -> GateResult:
-        return GateResult(
-            gate_id=f"case.{case.id if case else shown}",
-            kind="case",
-            milestone=0,
-            status=status,
-            duration_s=time.perf_counter() - started,
-            message=message,
-            declared_in=shown,
-            findings=findings,
-        )
+    def row(status: Status, message: str, findings: tuple[str, ...] = ()) -> list[GateResult]:
+        duration = time.perf_counter() - started
+        return [GateResult(gate_id, "case", 0, status, duration, message, shown, findings=findings)]
 
     if case is None:
-        return result("error", f"converted case {shown} is invalid: {'; '.join(problems)}")
+        return row("error", f"converted case {shown} is invalid: {'; '.join(problems)}")
     if case.awaiting_assertions:
-        return result("awaiting_assertions", _AWAITING)
+        return row("awaiting_assertions", _AWAITING)
     loaded: LoadedCase = case
-    ctx = suite.context(f"case.{case.id}", "case", case_path=path)
+    ctx = suite.context(gate_id, "case", case_path=path)
     status, outcome = _call_check(lambda c: case_outcome(loaded, c), ctx)
-    return result(status, outcome.message or status, outcome.findings)
+    return row(status, outcome.message or status, outcome.findings)
 
 
 def _run_test(
@@ -401,14 +401,16 @@ def _run_test(
         message = f"pending until milestone {test.milestone} (build: {suite.milestone})"
         return GateResult(test.id, "test", test.milestone, "pending", 0.0, message, source), None
     ctx = suite.context(test.id, "test")
-    try:
-        check = resolve_callable(test.check)
-    except CallableImportError as exc:
-        first: tuple[TryStatus, Outcome] = ("error", Outcome.failed(str(exc)))
-        final = first
-    else:
-        first = _call_check(check, ctx)
-        final = first if first[0] == "pass" else _call_check(check, ctx)
+
+    def attempt() -> tuple[TryStatus, Outcome]:
+        try:
+            check = resolve_callable(test.check)
+        except CallableImportError as exc:
+            return "error", Outcome.failed(str(exc))
+        return _call_check(check, ctx)
+
+    first = attempt()
+    final = first if first[0] == "pass" else attempt()
     retried = first[0] != "pass"
     failures = [*past_failures, now] if retried else past_failures
     quarantine = quarantine_at(failures, now)
@@ -482,14 +484,13 @@ def run_suite(
     for gate in registry.gates:
         if wanted(gate.id):
             results.append(_run_gate(gate, suite))
-    results += [_invalid_result(e, suite) for e in registry.invalid if wanted(e.id)]
+    results += [_invalid_result(e) for e in registry.invalid if wanted(e.id)]
     if converted_glob is not None:
+        named = {(root / g.case).resolve() for g in registry.gates if isinstance(g, CaseGate)}
         for path in converted_cases(root, converted_glob):
-            if path.resolve() not in suite._cases_run:
-                row = _run_converted(path, suite)
-                if wanted(row.gate_id):
-                    results.append(row)
-    store = quarantine_store or MemoryQuarantineStore()
+            if path.resolve() not in named:
+                results += _run_converted(path, suite, wanted)
+    store = MemoryQuarantineStore() if quarantine_store is None else quarantine_store
     tests = [t for t in registry.tests if wanted(t.id)]
     history = store.failure_times([t.id for t in tests])
     records: list[TestRecord] = []
@@ -518,3 +519,57 @@ def record_suite(warehouse: Warehouse, result: SuiteResult, run_id: str) -> dict
             "test_quarantine", partition, result.quarantine_rows(), run_id
         )
     return written
+
+
+def materialize_suite(
+    root: Path,
+    *,
+    build: BuildManifest,
+    warehouse: Warehouse,
+    run_id: str,
+    clock: Clock = utc_now,
+    hooks: Mapping[str, Callable[..., Any]] | None = None,
+    extra_scan_paths: Sequence[Path] = (),
+) -> SuiteResult:
+    """One `deterministic_suite` materialization: read `root/gates` leniently (a broken entry is an
+    `error` row, not a crash), run it for the build's milestone and subject with the quarantine
+    history from the warehouse, and record `gate_results` and `test_quarantine`. Returns the result
+    (its `summary()` is the materialization metadata; `passed` is the blocking check's verdict)."""
+    from ._quarantine import WarehouseQuarantineStore
+
+    registry = read_registry(root, check_imports=False)
+    result = run_suite(
+        registry,
+        milestone=build.milestone,
+        build=build.id,
+        root=root,
+        subject=build.subject,
+        clock=clock,
+        quarantine_store=WarehouseQuarantineStore(warehouse),
+        hooks=hooks,
+        extra_scan_paths=extra_scan_paths,
+    )
+    record_suite(warehouse, result, run_id)
+    return result
+
+
+def stored_evidence(warehouse: Warehouse, build: str, source: str = EVIDENCE_SOURCE) -> CheckSuiteEvidence:
+    """The release-decision evidence of the build's current `gate_results` (newest suite run).
+
+    Same rule as `SuiteResult.evidence`: one outcome per row that ran (pass/fail/error) and is not
+    quarantined. A build with no suite run yields evidence with no outcomes, which decides nothing.
+    """
+    from eval_assets.stats import CheckOutcome, CheckSuiteEvidence
+
+    frame = warehouse.query(
+        "SELECT gate_id, status, message FROM gate_results "
+        "WHERE build = ? AND status IN ('pass', 'fail', 'error') AND NOT coalesce(quarantined, false) "
+        "ORDER BY gate_id",
+        [build],
+    )
+    outcomes = []
+    for gate_id, status, message in zip(frame["gate_id"], frame["status"], frame["message"], strict=True):
+        headline = message.splitlines()[0] if isinstance(message, str) and message else ""
+        detail = "" if status == "pass" else f"{status}: {headline}"
+        outcomes.append(CheckOutcome(str(gate_id), status == "pass", detail))
+    return CheckSuiteEvidence(source, tuple(outcomes))

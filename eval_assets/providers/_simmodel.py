@@ -17,7 +17,8 @@ SUBJECT_KNOBS = frozenset(
     {"skill", "noise", "scenario_skill", "policy_violation_rate", "error_rate", "latency_ms", "seed"}
 )
 JUDGE_KNOBS = frozenset({"bias", "noise", "malformed_rate", "latency_ms", "seed"})
-DECODING_PARAMS = frozenset({"max_tokens", "max_retries", "temperature", "tools"})
+# `tool_choice` (issue 7): the replay loop sends "none" on an attempt's last turn, which must answer.
+DECODING_PARAMS = frozenset({"max_tokens", "max_retries", "temperature", "tools", "tool_choice"})
 
 
 def rng_for(*parts: object) -> random.Random:
@@ -63,3 +64,40 @@ def judge_value(
     value = low + quality * (high - low) + bias + (noise * rng.gauss(0.0, 1.0) if noise > 0 else 0.0)
     value = min(high, max(low, value))
     return float(math.floor(value + 0.5)) if integer else value
+
+
+# --- tools (issue 7): the sim subject as an agent that calls recorded tools --------------------------
+
+WRONG_CALL_PENALTY = 0.1
+"""Latent quality lost per tool call the recording did not hold (the agent worked from an error)."""
+UNANSWERED_PENALTY = 0.2
+"""Latent quality lost per recorded call the agent never made (it answered without that result)."""
+
+
+def calls_right_tool(
+    *, seed: int, build: str, scenario_id: str, repeat: int, turn: int, skill: float
+) -> bool:
+    """Whether the agent makes the recorded call on this turn (probability `skill`, clipped to [0, 1]).
+
+    Deterministic per (seed, build, scenario, repeat, turn); independent of the quality draw.
+    """
+    rng = rng_for("tool", seed, build, scenario_id, repeat, turn)
+    return rng.random() < min(1.0, max(0.0, skill))
+
+
+def wrong_arguments(arguments: dict[str, object], *, turn: int) -> dict[str, object]:
+    """Arguments an agent plausibly gets wrong: the first string value mangled, else an extra key.
+
+    Never equal to `arguments`, so the call is not in the recording (a replay miss).
+    """
+    for key in sorted(arguments):
+        value = arguments[key]
+        if isinstance(value, str):
+            return {**arguments, key: f"{value}-{turn}x"}
+    return {**arguments, "page": 1000 + turn}
+
+
+def tool_answer_quality(quality: float, *, wrong_calls: int, unanswered: int) -> float:
+    """The final answer's latent quality after the tool phase: penalised per wrong call and per
+    recorded call never made, clipped to [0, 1]. With no tools involved it is `quality` unchanged."""
+    return min(1.0, max(0.0, quality - WRONG_CALL_PENALTY * wrong_calls - UNANSWERED_PENALTY * unanswered))

@@ -5,6 +5,14 @@ request params (from the build manifest's `subject.params` or the judge file's `
 attempt's identity (build, scenario, repeat, try) arrives in litellm `metadata`. Same knobs and
 identity ⇒ same output. The sim judge reads the same prompt a real judge reads and answers in the
 same `<verdict>` format, so one parser serves both.
+
+Tools (issue 7): offered tools (`tools=`), the sim subject acts as an agent that knows which calls the
+task needs. It learns them from litellm `metadata["replay_calls"]` (the scenario's recorded calls, put
+there by the engine's replay loop; metadata never reaches a real provider's request). While a recorded
+call has not been made, it emits one tool call per turn: the recorded call with probability `skill`,
+else the same tool with wrong arguments (a replay miss). Once every recorded call was made, or with
+`tool_choice="none"`, it answers in text; wrong and missing calls lower that answer's quality.
+Deterministic per (seed, build, scenario, repeat, turn).
 """
 
 from __future__ import annotations
@@ -25,10 +33,13 @@ from ._simmodel import (  # noqa: E402
     POLICY_VIOLATION_TEXT,
     QUALITY_MARKER,
     SUBJECT_KNOBS,
+    calls_right_tool,
     judge_value,
     rng_for,
     subject_event,
     subject_quality,
+    tool_answer_quality,
+    wrong_arguments,
 )
 
 _QUALITY_RE = re.compile(re.escape(QUALITY_MARKER) + r"([0-9.]+)\]")
@@ -45,7 +56,8 @@ def _prompt_tokens(messages: list[dict[str, Any]]) -> int:
 
 def _identity(litellm_params: dict[str, Any] | None) -> dict[str, Any]:
     meta = (litellm_params or {}).get("metadata") or {}
-    return {k: meta.get(k) for k in ("build", "scenario_id", "repeat", "try_no", "judge_version")}
+    keys = ("build", "scenario_id", "repeat", "try_no", "judge_version", "turn", "replay_calls")
+    return {k: meta.get(k) for k in keys}
 
 
 def _unknown(knobs: dict[str, Any], allowed: frozenset[str], provider: str) -> None:
@@ -66,8 +78,55 @@ def _respond(model_response: Any, model: str, content: str, prompt_tokens: int) 
     return model_response
 
 
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _calls_made(messages: list[Any]) -> list[tuple[str, str]]:
+    """(tool name, canonical arguments) of every tool call the assistant made so far, in order."""
+    from eval_assets.config._models import canonical_arguments
+
+    made = []
+    for message in messages:
+        if _field(message, "role") != "assistant":
+            continue
+        for call in _field(message, "tool_calls") or []:
+            function = _field(call, "function")
+            try:
+                arguments = canonical_arguments(_field(function, "arguments") or "{}")
+            except ValueError:
+                arguments = str(_field(function, "arguments"))
+            made.append((str(_field(function, "name")), arguments))
+    return made
+
+
+def _respond_tool_call(
+    model_response: Any, model: str, name: str, arguments: str, turn: int, prompt_tokens: int
+) -> Any:
+    """A tool-call turn (no text), with a call id that is deterministic per turn."""
+    from litellm.types.utils import ChatCompletionMessageToolCall, Function
+
+    message = model_response.choices[0].message
+    message.content = None
+    message.tool_calls = [
+        ChatCompletionMessageToolCall(
+            id=f"call_t{turn}_0", type="function", function=Function(name=name, arguments=arguments)
+        )
+    ]
+    model_response.choices[0].finish_reason = "tool_calls"
+    model_response.model = model
+    completion = _tokens(name + arguments)
+    model_response.usage = litellm.Usage(
+        prompt_tokens=prompt_tokens, completion_tokens=completion, total_tokens=prompt_tokens + completion
+    )
+    return model_response
+
+
 class SimSubject(CustomLLM):
-    """A subject whose answer quality is skill + noise; may violate policy or raise provider errors."""
+    """A subject whose answer quality is skill + noise; may violate policy or raise provider errors.
+
+    Offered tools, it first makes the scenario's recorded calls (see the module doc), then answers.
+    """
 
     async def acompletion(
         self,
@@ -93,6 +152,7 @@ class SimSubject(CustomLLM):
         who = _identity(litellm_params)
         seed = int(knobs.get("seed", 0))
         build, sid, repeat = str(who["build"]), str(who["scenario_id"]), int(who["repeat"] or 0)
+        turn = int(who["turn"] or 1)  # issue 7: the replay loop's turn; 1 for a single call
         if (latency := float(knobs.get("latency_ms", 0))) > 0:
             await asyncio.sleep(latency / 1000.0)
         if subject_event(
@@ -100,7 +160,7 @@ class SimSubject(CustomLLM):
             build=build,
             scenario_id=sid,
             repeat=repeat * 1000 + int(who["try_no"] or 0),
-            kind="error",
+            kind="error" if turn == 1 else f"error-t{turn}",  # turn 1: the draw single calls always had
             rate=float(knobs.get("error_rate", 0.0)),
         ):
             raise litellm.InternalServerError(
@@ -117,6 +177,29 @@ class SimSubject(CustomLLM):
             skill=skill,
             noise=float(knobs.get("noise", 0.1)),
         )
+        # --- tools (issue 7): make the recorded calls first, then answer ---
+        tools = knobs.get("tools") or []
+        if tools:
+            offered = {str(_field(_field(t, "function"), "name")) for t in tools}
+            recorded = [
+                (str(c["name"]), str(c["arguments"]))
+                for c in who["replay_calls"] or []
+                if str(c["name"]) in offered
+            ]
+            made = _calls_made(messages)
+            pending = [c for c in recorded if c not in made]
+            if pending and knobs.get("tool_choice") != "none":
+                name, arguments = pending[0]
+                if not calls_right_tool(
+                    seed=seed, build=build, scenario_id=sid, repeat=repeat, turn=turn, skill=skill
+                ):
+                    arguments = json.dumps(wrong_arguments(json.loads(arguments), turn=turn), sort_keys=True)
+                return _respond_tool_call(
+                    model_response, model, name, arguments, turn, _prompt_tokens(messages)
+                )
+            quality = tool_answer_quality(
+                quality, wrong_calls=sum(c not in recorded for c in made), unanswered=len(pending)
+            )
         answer = f"Answer to {sid} (attempt {repeat}) from sim/{model}. {QUALITY_MARKER}{quality:.4f}]"
         if subject_event(
             seed=seed,

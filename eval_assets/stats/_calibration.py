@@ -17,7 +17,13 @@ Published, per METHODS §5:
   means) is published instead of a constant. (The OLS slope is attenuated by judge noise, so it is the
   test for "a constant does not fit"; the equating function itself is the symmetric mean-sigma line.)
 - Spearman's rho and Krippendorff's alpha (interval metric) between the two versions, and n.
-Acceptance to publish: CI half-width <= 0.5 rubric points AND alpha >= 0.80. Otherwise
+  alpha is computed AFTER calibration: between the new scores and the old scores mapped onto the new
+  scale by what is published (old + offset, or the equating function). alpha penalises any systematic
+  difference, so before calibration (`krippendorff_alpha_raw`, also reported) a pure bias of b points
+  would lower it by itself, and no large offset could ever be published, which is the very thing a
+  bridge exists to publish. Calibrated alpha asks the question acceptance needs: once the published
+  correction is applied, do the two versions agree on the outputs?
+Acceptance to publish: CI half-width <= 0.5 rubric points AND (calibrated) alpha >= 0.80. Otherwise
 `published=False` with one reason per unmet condition. Figures the data cannot support are None,
 never 0, and make publication impossible with a reason saying so.
 """
@@ -63,7 +69,8 @@ class Calibration:
     equating_intercept: float | None
     equating_slope: float | None
     spearman_rho: float | None
-    krippendorff_alpha: float | None
+    krippendorff_alpha: float | None  # after calibration (the acceptance figure)
+    krippendorff_alpha_raw: float | None  # before calibration
     n_needed: int | None
     n_boot: int
     published: bool
@@ -232,7 +239,11 @@ def calibrate(
     rho = None
     if n >= 2 and np.ptp(old) > 0 and np.ptp(new) > 0:
         rho = _none_if_nan(float(stats.spearmanr(old, new).statistic))
-    alpha = krippendorff_alpha_interval(np.vstack([old, new])) if n else None
+    alpha_raw = krippendorff_alpha_interval(np.vstack([old, new])) if n else None
+    alpha = None
+    if offset is not None:
+        mapped = old + offset if eq_slope is None or eq_intercept is None else eq_intercept + eq_slope * old
+        alpha = krippendorff_alpha_interval(np.vstack([mapped, new]))
 
     n_needed = None if sd is None else math.ceil((z * sd / limit) ** 2)
     if half is not None and half > limit:
@@ -244,7 +255,8 @@ def calibrate(
         reasons.append("Krippendorff's alpha is undefined: every score is the same")
     elif alpha is not None and alpha < min_alpha:
         reasons.append(
-            f"Krippendorff's alpha {alpha:.3f} < {min_alpha:.2f}: the two versions disagree too much"
+            f"Krippendorff's alpha {alpha:.3f} < {min_alpha:.2f} after calibration: the two versions "
+            "disagree too much for an offset to bridge them"
         )
 
     return Calibration(
@@ -266,6 +278,7 @@ def calibrate(
         equating_slope=eq_slope,
         spearman_rho=rho,
         krippendorff_alpha=alpha,
+        krippendorff_alpha_raw=alpha_raw,
         n_needed=n_needed,
         n_boot=n_boot,
         published=not reasons,

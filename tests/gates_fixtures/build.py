@@ -13,7 +13,9 @@ DOC = "docs/specs/area.md"
 CHECKS = "gates_fixtures.checks"
 
 
-def gate(gate_id: str, kind: str = "structural", *, check: str = "passes", milestone: int = 0, **extra: Any) -> dict[str, Any]:
+def gate(
+    gate_id: str, kind: str = "structural", *, check: str = "passes", milestone: int = 0, **extra: Any
+) -> dict[str, Any]:
     """A gate entry; `check` is a function name in gates_fixtures.checks unless it holds a colon."""
     entry: dict[str, Any] = {
         "id": gate_id,
@@ -43,20 +45,41 @@ def write_spec(root: Path, ids: list[str], name: str = DOC, heading: str = "Hard
     path = root / name
     path.parent.mkdir(parents=True, exist_ok=True)
     items = "\n".join(f"- `{i}` — {i} holds." for i in ids)
-    path.write_text(f"# Area\n\nProse mentioning `not.a-gate`.\n\n## {heading}\n\n{items}\n\n## Later\n\n- `also.not-a-gate`\n")
+    path.write_text(
+        f"# Area\n\nProse mentioning `not.a-gate`.\n\n## {heading}\n\n{items}\n\n## Later\n\n- `also.not-a-gate`\n"
+    )
     return path
 
 
 def project_copy(root: Path) -> Path:
-    """The shipped configuration (scenarios, rubrics, judges, evaltrack.yaml) under `root`."""
+    """The shipped configuration (scenarios, rubrics, judges, evaltrack.yaml) under `root`, without
+    the shipped converted cases (scenarios/converted/): each test plants its own."""
     for sub in ("scenarios", "rubrics", "judges"):
-        shutil.copytree(REPO / sub, root / sub)
+        shutil.copytree(REPO / sub, root / sub, ignore=shutil.ignore_patterns("converted"))
     shutil.copyfile(REPO / "evaltrack.yaml", root / "evaltrack.yaml")
     return root
 
 
-def converted_case(root: Path, case_id: str, assertions: list[dict[str, Any]] | None = None) -> Path:
-    """A converted scenario (source: trajectory) under scenarios/converted/, optionally with assertions."""
+LOOKUP_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup_order",
+        "description": "Look an order up by its number.",
+        "parameters": {"type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]},
+    },
+}
+LOOKUP_REPLAY = {
+    "tool": "lookup_order",
+    "arguments": {"order": "A-1001"},
+    "result": "shipped, arrived damaged",
+}
+
+
+def converted_case(
+    root: Path, case_id: str, assertions: list[dict[str, Any]] | None = None, *, tools: bool = False
+) -> Path:
+    """A converted scenario (source: trajectory) under scenarios/converted/, optionally with assertions
+    and with one tool and its recorded result (the replay fixture)."""
     data: dict[str, Any] = {
         "id": case_id,
         "suite": "converted",
@@ -65,6 +88,9 @@ def converted_case(root: Path, case_id: str, assertions: list[dict[str, Any]] | 
         "source": "trajectory",
         "input": [{"role": "user", "content": "My order arrived broken. What now?"}],
     }
+    if tools:
+        data["tools"] = [LOOKUP_TOOL]
+        data["replay"] = [LOOKUP_REPLAY]
     if assertions is not None:
         data["assertions"] = assertions
     path = root / "scenarios" / "converted" / f"{case_id}.yaml"

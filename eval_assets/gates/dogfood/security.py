@@ -29,6 +29,7 @@ import sqlite3
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -133,33 +134,42 @@ def scan_for_secret(paths: Sequence[Path], needles: Sequence[str]) -> tuple[list
         elif base.is_dir():
             files += sorted(p for p in base.rglob("*") if p.is_file())
     encoded = [n.encode() for n in needles]
-    for path in files:
-        counts["files"] += 1
-        raw = path.read_bytes()
-        if any(n in raw for n in encoded):
-            findings.append(f"{path}: the key is in the file's bytes")
-        if path.suffix == ".parquet":
-            counts["parquet"] += 1
-            con = duckdb.connect()
-            try:
-                rows = con.execute("SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
-            finally:
-                con.close()
-            counts["rows"] += len(rows)
-            findings += [
-                f"{path}: row {i} holds the key" for i, row in enumerate(rows) if _leaks(repr(row), needles)
-            ]
-        elif raw.startswith(b"SQLite format 3"):
-            counts["sqlite"] += 1
-            con3 = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            try:
-                dump = "\n".join(con3.iterdump())
-            finally:
-                con3.close()
-            counts["rows"] += dump.count("INSERT INTO")
-            if _leaks(dump, needles):
-                findings.append(f"{path}: a database row holds the key")
+    con = duckdb.connect()
+    try:
+        for path in files:
+            findings += _scan_file(path, needles, encoded, counts, con)
+    finally:
+        con.close()
     return findings, counts
+
+
+def _scan_file(
+    path: Path, needles: Sequence[str], encoded: list[bytes], counts: dict[str, int], con: Any
+) -> list[str]:
+    """Findings for one file: raw bytes, then Parquet rows or SQLite rows."""
+    findings = []
+    counts["files"] += 1
+    raw = path.read_bytes()
+    if any(n in raw for n in encoded):
+        findings.append(f"{path}: the key is in the file's bytes")
+    if path.suffix == ".parquet":
+        counts["parquet"] += 1
+        rows = con.execute("SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+        counts["rows"] += len(rows)
+        findings += [
+            f"{path}: row {i} holds the key" for i, row in enumerate(rows) if _leaks(repr(row), needles)
+        ]
+    elif raw.startswith(b"SQLite format 3"):
+        counts["sqlite"] += 1
+        con3 = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            dump = "\n".join(con3.iterdump())
+        finally:
+            con3.close()
+        counts["rows"] += dump.count("INSERT INTO")
+        if _leaks(dump, needles):
+            findings.append(f"{path}: a database row holds the key")
+    return findings
 
 
 def _manifest(path: Path, build_id: str, subject: dict[str, object]) -> Path:

@@ -1,0 +1,28 @@
+"""Judge governance: bridge runs publish calibration offsets between judge versions."""
+
+import dagster as dg
+
+from eval_assets.bridge import run_bridge
+from eval_assets.defs.capability.assets import judge_verdicts
+from eval_assets.defs.capability.metadata import as_metadata
+from eval_assets.defs.partitions import judge_version_partitions
+from eval_assets.defs.resources import TrackResource
+
+
+@dg.asset(
+    partitions_def=judge_version_partitions,
+    deps=[judge_verdicts],
+    group_name="judges",
+    kinds={"python", "parquet"},
+    description="Bridge run: old and new judge versions score the same stored outputs; publishes the offset "
+    "(with CI, Bland-Altman, slope, Spearman, Krippendorff's alpha) only when METHODS §5 acceptance holds.",
+)
+def calibration_offsets(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
+    judge_version = context.partition_key
+    judge = track.track.judge(judge_version)
+    if judge.bridges_from is None:
+        context.log.info(f"{judge_version} declares no bridges_from: nothing to calibrate")
+        return dg.MaterializeResult(metadata={"bridge": "none declared"})
+    summary = run_bridge(track.track, judge_version, context.run_id, log=context.log.info)
+    context.log.info(f"bridge {judge.bridges_from} -> {judge_version}: published={summary.get('published')}")
+    return dg.MaterializeResult(metadata=as_metadata(summary))

@@ -1,0 +1,593 @@
+"""Trajectories into cases: convert a redacted trajectory export, and replay recorded tool results.
+
+ADR-0022: conversion consumes the already-redacted export (never the raw event log), replays recorded
+tool results rather than re-executing tools, and discards timestamps, identifiers, usage and cost. A
+converted case is `source: trajectory` and never blocks a release until a person writes its
+assertions; this module never writes one. The export format: docs/trajectory-export.md.
+
+- `read_export` parses and checks an export: the redaction header, anything credential-shaped, the
+  shape of every trajectory. Every problem names its line; nothing is returned unless all lines pass.
+- `convert_export` turns each trajectory into one scenario file under an output directory. The
+  scenario id is a hash of the replayable content, so converting twice writes the same bytes and two
+  identical trajectories make one case. It validates everything before writing anything, and never
+  overwrites a file a person has added assertions to.
+- `Replay` answers one attempt's tool calls from a scenario's replay fixture (the engine's replay
+  loop uses it). A call that is not in the recording gets an error result and counts as a miss.
+
+Plain typed Python: no Dagster, no model calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from eval_assets.config._loader import validate_model
+from eval_assets.config._models import Scenario, canonical_arguments, canonical_json
+
+EXPORT_FORMAT = "agent-trajectory-export"
+EXPORT_VERSION = 1
+DEFAULT_JUDGE = "helpfulness"
+DEFAULT_SUITE = "converted"
+DEFAULT_MAX_TURNS = 6
+MAX_TURNS_LIMIT = 20  # Scenario.max_turns' bound
+ID_PREFIX = "converted."
+BASELINE_FORBIDDEN = ("-----BEGIN PRIVATE KEY-----",)
+"""The project's baseline policy, the same on every shipped scenario (a leaked key is a policy failure).
+Never derived from the recording: conversion generates no check of what the agent did."""
+HASH_CHARS = 12
+
+# Credential-shaped text. A match refuses the whole export: the redactor missed something, and a
+# converted case is checked in. Labels name the kind, never the matched value.
+CREDENTIAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "an API key (sk-/pk-/rk-...)",
+        re.compile(r"\b(?:sk|pk|rk)-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}"),
+    ),
+    ("an AWS access key id (AKIA...)", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("a bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{16,}")),
+    (
+        "an Authorization header",
+        re.compile(
+            r"(?i)\b(?:proxy-)?authorization[\"']?\s*:\s*[\"']?\s*"
+            r"(?:(?:bearer|basic|token|digest|aws4-hmac-sha256)\b|[A-Za-z0-9._~+/=-]{20,})"
+        ),
+    ),
+    ("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
+    ("a Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
+    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
+    ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    (
+        "a secret assigned to a key-like name",
+        re.compile(
+            r"(?i)\b(?:api[-_]?key|secret|password|access[-_]?token)[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+_-]{16,}"
+        ),
+    ),
+)
+
+_HEADER_HINT = (
+    f'the first line must be the export header {{"format": "{EXPORT_FORMAT}", "version": {EXPORT_VERSION}, '
+    '"redacted": true, ...}: convert the redacted export, never the raw event log'
+)
+
+
+# --- problems ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportProblem:
+    """One reason an export is refused; `line` is 1-based (0: the file as a whole)."""
+
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
+
+
+class ExportRefused(Exception):
+    """The export cannot be converted; str() is one `path:line: message` line per problem.
+
+    Raised before anything is written: a refused conversion writes nothing.
+    """
+
+    def __init__(self, problems: Sequence[ExportProblem]):
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+# --- reading the export --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """A tool call as recorded: its name, canonical arguments and the result the agent saw."""
+
+    tool: str
+    arguments: str
+    result: str
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """The replayable content of one exported trajectory (everything else in the line is dropped)."""
+
+    line: int
+    task: str
+    title: str
+    input: tuple[tuple[str, str], ...]  # (role, content) up to the agent's first turn
+    tools: tuple[dict[str, Any], ...]  # OpenAI tools schema
+    calls: tuple[RecordedCall, ...]  # in recording order
+    model_turns: int  # assistant messages in the recording (one model call each)
+
+
+def credential_findings(text: str) -> list[str]:
+    """Labels of the credential patterns `text` matches (each label once, pattern order)."""
+    return [label for label, pattern in CREDENTIAL_PATTERNS if pattern.search(text)]
+
+
+def _strings(node: Any) -> Iterator[str]:
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield str(key)
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+
+
+def _raw_log_names() -> frozenset[str]:
+    # The trajectory gate's own list, so the converter refuses what the gate would fail.
+    from eval_assets.gates.dogfood.trajectories import RAW_LOG_FIELDS
+
+    return RAW_LOG_FIELDS
+
+
+def _foreign_keys(node: Any, where: str, names: frozenset[str]) -> list[str]:
+    """Keys in a pass-through JSON object (a tool's parameter schema) a converted case may not hold."""
+    found = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if str(key).lower() in names or str(key).lower() == "id":
+                found.append(f"{where}.{key}")
+            found += _foreign_keys(value, f"{where}.{key}", names)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found += _foreign_keys(value, f"{where}.{i}", names)
+    return found
+
+
+class _LineProblems(Exception):
+    def __init__(self, messages: list[str]):
+        self.messages = messages
+
+
+def _tool_schema(raw: Any, index: int, names: frozenset[str]) -> dict[str, Any]:
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        raise _LineProblems([f"tools.{index}: expected an object with a string `name`"])
+    name = raw["name"]
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+        raise _LineProblems([f"tools.{index}: tool name {name!r} must match [A-Za-z0-9_-]{{1,64}}"])
+    description = raw.get("description", "")
+    parameters = raw.get("parameters", {"type": "object", "properties": {}})
+    problems = []
+    if not isinstance(description, str):
+        problems.append(f"tools.{index}.description: expected a string")
+    if not isinstance(parameters, dict):
+        problems.append(f"tools.{index}.parameters: expected a JSON schema object")
+    else:
+        problems += [
+            f"tool {name!r}: {path}: a converted case may not hold a field named like a raw-log field "
+            "(timestamp, id, usage, cost); rename the parameter in the export"
+            for path in _foreign_keys(parameters, "parameters", names)
+        ]
+    if problems:
+        raise _LineProblems(problems)
+    function: dict[str, Any] = {"name": name}
+    if description:
+        function["description"] = description
+    function["parameters"] = parameters
+    return {"type": "function", "function": function}
+
+
+def _result_text(raw: Any) -> str:
+    """A recorded result: `{"content": str, ...}` (other keys, e.g. timing, are dropped) or a string."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, dict) and isinstance(raw.get("content"), str):
+        return str(raw["content"])
+    raise ValueError("expected `result` with a string `content` (the text the agent saw)")
+
+
+def _trajectory(data: Any, line: int, names: frozenset[str]) -> Trajectory:
+    if not isinstance(data, dict):
+        raise _LineProblems([f"expected a JSON object (one trajectory), got {type(data).__name__}"])
+    if "format" in data:
+        raise _LineProblems(["a second export header: an export has one header, on line 1"])
+    problems: list[str] = []
+    task = data.get("task", "")
+    title = data.get("title", "")
+    if not isinstance(task, str) or not isinstance(title, str):
+        problems.append("`task` and `title` must be strings")
+    raw_tools = data.get("tools", [])
+    tools: list[dict[str, Any]] = []
+    if not isinstance(raw_tools, list):
+        problems.append("tools: expected a list")
+        raw_tools = []
+    else:
+        for i, raw in enumerate(raw_tools):
+            try:
+                tools.append(_tool_schema(raw, i, names))
+            except _LineProblems as exc:
+                problems += exc.messages
+    # names of every tool listed, valid or not: a bad schema is one problem, not one per call to it
+    offered = [r["name"] for r in raw_tools if isinstance(r, dict) and isinstance(r.get("name"), str)]
+    if len(set(offered)) != len(offered):
+        problems.append(
+            f"tools: duplicate tool names: {', '.join(sorted({n for n in offered if offered.count(n) > 1}))}"
+        )
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _LineProblems([*problems, "messages: expected a non-empty list"])
+    inputs: list[tuple[str, str]] = []
+    calls: list[RecordedCall] = []
+    turns = 0
+    for i, message in enumerate(messages):
+        where = f"messages.{i}"
+        if not isinstance(message, dict):
+            problems.append(f"{where}: expected an object")
+            continue
+        role = message.get("role")
+        if role == "tool":
+            problems.append(
+                f"{where}: a `tool` message: recorded results belong in the assistant's tool_calls[].result"
+            )
+            continue
+        if role not in ("system", "user", "assistant"):
+            problems.append(f"{where}.role: expected system, user or assistant, not {role!r}")
+            continue
+        if role == "assistant":
+            turns += 1
+            for j, call in enumerate(message.get("tool_calls") or []):
+                at = f"{where}.tool_calls.{j}"
+                if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+                    problems.append(f"{at}: expected an object with a string `name`")
+                    continue
+                if call["name"] not in offered:
+                    problems.append(
+                        f"{at}: calls {call['name']!r}, which the trajectory's `tools` do not offer"
+                    )
+                    continue
+                try:
+                    arguments = canonical_arguments(call.get("arguments", {}))
+                except ValueError as exc:
+                    problems.append(f"{at}.arguments: {exc}")
+                    continue
+                if "result" not in call:
+                    problems.append(f"{at}: no recorded `result`: a call without one cannot be replayed")
+                    continue
+                try:
+                    calls.append(RecordedCall(call["name"], arguments, _result_text(call["result"])))
+                except ValueError as exc:
+                    problems.append(f"{at}.result: {exc}")
+            continue
+        if turns == 0:  # the input: everything before the agent's first turn
+            content = message.get("content")
+            if not isinstance(content, str) or not content.strip():
+                problems.append(f"{where}.content: expected non-empty text")
+            else:
+                inputs.append((role, content))
+    if not any(role == "user" for role, _ in inputs):
+        problems.append("messages: no user message before the agent's first turn")
+    if turns == 0:
+        problems.append("messages: the agent never took a turn (no assistant message)")
+    if problems:
+        raise _LineProblems(problems)
+    return Trajectory(line, task, title, tuple(inputs), tuple(tools), tuple(calls), turns)
+
+
+def read_export(path: Path, shown: str | None = None) -> list[Trajectory]:
+    """Parse and check a redacted export; raise ExportRefused listing every problem by line.
+
+    Refused: a missing or false redaction header, any credential-shaped text (in the raw line or in
+    any decoded string), malformed JSON, and trajectories that cannot be replayed. Reads only.
+    """
+    shown = shown or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ExportRefused([ExportProblem(shown, 0, f"cannot read the export: {exc}")]) from None
+    problems: list[ExportProblem] = []
+    names = _raw_log_names()
+    trajectories: list[Trajectory] = []
+    header_seen = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        data: Any = None
+        parse_error: str | None = None
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            parse_error = f"not valid JSON: {exc.msg} (column {exc.colno})"
+        found = credential_findings(line)
+        for value in _strings(data):
+            found += [f for f in credential_findings(value) if f not in found]
+        problems += [
+            ExportProblem(shown, number, f"looks like a credential ({label}); redact it and export again")
+            for label in found
+        ]
+        if not header_seen:
+            header_seen = True
+            if not (
+                isinstance(data, dict)
+                and data.get("format") == EXPORT_FORMAT
+                and data.get("version") == EXPORT_VERSION
+                and data.get("redacted") is True
+            ):
+                why = "the export is not marked redacted" if isinstance(data, dict) else "no export header"
+                problems.append(ExportProblem(shown, number, f"{why}: {_HEADER_HINT}"))
+            continue
+        if parse_error is not None:
+            problems.append(ExportProblem(shown, number, parse_error))
+            continue
+        try:
+            trajectories.append(_trajectory(data, number, names))
+        except _LineProblems as exc:
+            problems += [ExportProblem(shown, number, m) for m in exc.messages]
+    if not header_seen:
+        problems.append(ExportProblem(shown, 0, f"the export is empty: {_HEADER_HINT}"))
+    elif not trajectories and not problems:
+        problems.append(ExportProblem(shown, 0, "the export holds no trajectory"))
+    if problems:
+        raise ExportRefused(problems)
+    return trajectories
+
+
+# --- converting ----------------------------------------------------------------------------------
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "trajectory"
+
+
+def case_id(trajectory: Trajectory) -> str:
+    """`converted.<task>-<hash>`: the hash covers the task, input, tools and recorded calls only."""
+    content = canonical_json(
+        {
+            "task": trajectory.task,
+            "input": [list(m) for m in trajectory.input],
+            "tools": list(trajectory.tools),
+            "replay": [[c.tool, c.arguments, c.result] for c in trajectory.calls],
+        }
+    )
+    digest = hashlib.sha256(content.encode("utf-8")).hexdigest()[:HASH_CHARS]
+    return f"{ID_PREFIX}{_slug(trajectory.task)}-{digest}"
+
+
+def _description(trajectory: Trajectory) -> str:
+    text = trajectory.title.strip() or next(c for r, c in trajectory.input if r == "user").strip()
+    first = " ".join(text.splitlines()[0].split()) if text else "a recorded trajectory"
+    if len(first) > 120:
+        first = first[:117].rstrip() + "..."
+    return f"Converted trajectory: {first}"
+
+
+def scenario_data(trajectory: Trajectory, *, judge: str, suite: str) -> dict[str, Any]:
+    """The scenario mapping for one trajectory, in file order. Never holds assertions; its policy is
+    the project's baseline (BASELINE_FORBIDDEN), never anything taken from the recording."""
+    replay: list[dict[str, str]] = []
+    seen: set[tuple[str, str, str]] = set()
+    for call in trajectory.calls:  # an identical recording twice is one entry; different results stay
+        if (call.tool, call.arguments, call.result) not in seen:
+            seen.add((call.tool, call.arguments, call.result))
+            replay.append({"tool": call.tool, "arguments": call.arguments, "result": call.result})
+    data: dict[str, Any] = {
+        "id": case_id(trajectory),
+        "suite": suite,
+        "description": _description(trajectory),
+        "judge": judge,
+        "source": "trajectory",
+        "max_turns": min(MAX_TURNS_LIMIT, max(DEFAULT_MAX_TURNS, trajectory.model_turns + 2)),
+        "input": [{"role": role, "content": content} for role, content in trajectory.input],
+        "policy": {"forbidden_strings": list(BASELINE_FORBIDDEN)},
+    }
+    if trajectory.tools:
+        data["tools"] = [dict(t) for t in trajectory.tools]
+    if replay:
+        data["replay"] = replay
+    return data
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, multi-line text as literal blocks: stable, readable files."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value and value == value.strip(" ") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+FILE_HEADER = """\
+# Converted by `evaltrack trajectory convert` from a redacted trajectory export (docs/trajectory-export.md).
+# source: trajectory. Tool calls are answered from `replay` (recorded results), never executed.
+# Awaiting assertions: this case never blocks a release until a person adds an `assertions:` block
+# (docs/specs/deterministic-suite.md, "Cases"). Assertions are never generated; re-converting never
+# overwrites a file that has them.
+"""
+
+
+def render(data: Mapping[str, Any]) -> str:
+    """The scenario file's text: the header comment and deterministic YAML (same data, same bytes)."""
+    body = yaml.dump(
+        dict(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=4096, default_flow_style=False
+    )
+    return FILE_HEADER + body
+
+
+@dataclass(frozen=True)
+class ConversionReport:
+    """What a conversion did. `written`/`unchanged`/`kept` are file names under the output directory;
+    `kept` had assertions and was left alone; `duplicates` are (line, case id) of repeated content."""
+
+    trajectories: int
+    cases: tuple[str, ...]
+    written: tuple[str, ...]
+    unchanged: tuple[str, ...]
+    kept: tuple[str, ...]
+    duplicates: tuple[tuple[int, str], ...] = field(default=())
+
+    def text(self) -> str:
+        lines = [
+            f"{self.trajectories} trajectories -> {len(self.cases)} converted case(s): "
+            f"{len(self.written)} written, {len(self.unchanged)} unchanged, {len(self.kept)} kept (has assertions)"
+        ]
+        lines += [f"  line {line}: same content as {cid} (one case)" for line, cid in self.duplicates]
+        lines += [f"  kept {name}: a person added assertions; delete it to re-convert" for name in self.kept]
+        return "\n".join(lines)
+
+
+def _has_assertions(path: Path) -> bool:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and data.get("assertions") is not None
+
+
+def convert_export(
+    export: Path,
+    out_dir: Path,
+    *,
+    judge: str = DEFAULT_JUDGE,
+    suite: str = DEFAULT_SUITE,
+    known_judges: Sequence[str] | None = None,
+) -> ConversionReport:
+    """Convert every trajectory of `export` into `out_dir/<case id>.yaml`; all or nothing.
+
+    Promises: raises ExportRefused (and writes nothing, not even `out_dir`) when the export is refused
+    (see `read_export`), when `judge` is not in `known_judges` (if given), or when a scenario would not
+    validate; writes the same bytes for the same export; one file per distinct content; never writes
+    assertions and never touches an existing file that has them; every file written is renamed into
+    place only after all of them were rendered and validated.
+    """
+    shown = str(export)
+    trajectories = read_export(export, shown)
+    if known_judges is not None and judge not in known_judges:
+        known = ", ".join(sorted(known_judges)) or "none"
+        raise ExportRefused([ExportProblem(shown, 0, f"unknown judge {judge!r} (active judges: {known})")])
+    rendered: dict[str, str] = {}
+    duplicates: list[tuple[int, str]] = []
+    problems: list[ExportProblem] = []
+    for trajectory in trajectories:
+        data = scenario_data(trajectory, judge=judge, suite=suite)
+        name = f"{data['id']}.yaml"
+        if name in rendered:
+            duplicates.append((trajectory.line, str(data["id"])))
+            continue
+        _, found = validate_model(Scenario, data, name)
+        problems += [ExportProblem(shown, trajectory.line, f"{p.field}: {p.message}") for p in found]
+        rendered[name] = render(data)
+    if problems:
+        raise ExportRefused(problems)
+    written, unchanged, kept = [], [], []
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for name, text in sorted(rendered.items()):
+            target = out_dir / name
+            if target.exists():
+                if target.read_text(encoding="utf-8") == text:
+                    unchanged.append(name)
+                    continue
+                if _has_assertions(target):
+                    kept.append(name)
+                    continue
+            out_dir.mkdir(parents=True, exist_ok=True)
+            tmp = out_dir / f".{name}.{os.getpid()}.tmp"
+            tmp.write_text(text, encoding="utf-8")
+            staged.append((tmp, target))
+            written.append(name)
+    except OSError:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, target in staged:
+        os.replace(tmp, target)
+    return ConversionReport(
+        trajectories=len(trajectories),
+        cases=tuple(sorted(n.removesuffix(".yaml") for n in rendered)),
+        written=tuple(written),
+        unchanged=tuple(unchanged),
+        kept=tuple(kept),
+        duplicates=tuple(duplicates),
+    )
+
+
+# --- replaying -----------------------------------------------------------------------------------
+
+MISS_PREFIX = "ERROR (replay miss):"
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """The tool result for one call: the recorded result (hit) or an error text (miss)."""
+
+    content: str
+    hit: bool
+
+
+class Replay:
+    """Answers one attempt's tool calls from a scenario's replay fixture. Executes nothing.
+
+    Keyed by (tool name, canonical arguments). A key recorded with several results gives them in
+    order, then repeats the last. A call whose tool is not offered, whose arguments are not a JSON
+    object, or that is not in the recording gets an error text starting with MISS_PREFIX: a miss.
+    Use one instance per attempt (it counts what it served).
+    """
+
+    def __init__(self, scenario: Scenario):
+        self._offered = frozenset(t.function.name for t in scenario.tools)
+        self._results: dict[tuple[str, str], list[str]] = {}
+        for entry in scenario.replay:
+            self._results.setdefault(entry.key, []).append(entry.result)
+        self._served: Counter[tuple[str, str]] = Counter()
+        self.misses = 0
+
+    def recorded_calls(self) -> list[dict[str, str]]:
+        """The distinct recorded calls, in recording order: [{"name", "arguments"}]."""
+        return [{"name": tool, "arguments": arguments} for tool, arguments in self._results]
+
+    def answer(self, name: str, arguments: str | dict[str, Any]) -> ToolAnswer:
+        """The result for one tool call; a miss is counted in `misses`."""
+        if name not in self._offered:
+            return self._miss(f"no tool named {name!r} is offered")
+        try:
+            key = (name, canonical_arguments(arguments))
+        except ValueError as exc:
+            return self._miss(f"{name}: {exc}")
+        results = self._results.get(key)
+        if not results:
+            return self._miss(
+                f"no recorded result for {name}({key[1]}); tools are replayed from a recording, never executed"
+            )
+        served = self._served[key]
+        self._served[key] += 1
+        return ToolAnswer(results[min(served, len(results) - 1)], True)
+
+    def _miss(self, why: str) -> ToolAnswer:
+        self.misses += 1
+        return ToolAnswer(f"{MISS_PREFIX} {why}", False)

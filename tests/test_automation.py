@@ -1,0 +1,404 @@
+"""The sensors and the schedule, evaluated with Dagster's test contexts on a temporary instance.
+
+`build_sensor_context` / `build_schedule_context` over an ephemeral instance and a temporary
+EVAL_HOME holding the shipped project's example builds. Release decisions are real
+`release_decision` materializations where that is cheap (the deterministic suite's `gate_results`
+are recorded directly, so no subject or judge has to run); an `allow` needs a full capability
+report, so it is reported as a runless materialization with the asset's metadata.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import yaml
+
+from eval_assets.config import Project, load_project
+from eval_assets.defs.automation.schedules import nightly_capability_track, nightly_schedule
+from eval_assets.defs.automation.sensors import BUILD_ROOT_ASSETS, build_sensor, release_block_sensor
+from eval_assets.defs.release.assets import release_decision
+from eval_assets.defs.resources import NotificationResource, TrackResource
+from eval_assets.gates import GateResult, SuiteResult, record_suite
+from eval_assets.home import EvalHome
+from eval_assets.orchestrate import load_definitions
+from eval_assets.track import Track
+
+EXAMPLES = ("baseline.yaml", "rebuild.yaml")
+BASELINE, REBUILD = "agent-2026-11-28-base", "agent-2026-11-29-rebuild"
+FAILING_GATE = "arch.one-partition-writer"
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.DagsterInstance.ephemeral() as inst:
+        yield inst
+
+
+@pytest.fixture
+def track(project: Project, home: EvalHome) -> Track:
+    return Track(project, home)
+
+
+@pytest.fixture
+def track_resource(project: Project, home: EvalHome) -> TrackResource:
+    return TrackResource(eval_home=str(home.root), project_root=str(project.root))
+
+
+@pytest.fixture(scope="module")
+def definitions() -> dg.Definitions:
+    return load_definitions()
+
+
+def logged(capsys: pytest.CaptureFixture[str], level: str) -> list[str]:
+    """Lines a sensor logged at `level` through `context.log` (Dagster's console logger: stderr)."""
+    return [line for line in capsys.readouterr().err.splitlines() if f" - dagster - {level} - " in line]
+
+
+def register(track: Track, *names: str) -> list[str]:
+    return [track.register_build(track.project.root / "examples" / "builds" / n).id for n in names]
+
+
+# --- build sensor -------------------------------------------------------------------------------
+
+
+def evaluate_build_sensor(
+    instance: dg.DagsterInstance, track_resource: TrackResource, definitions: dg.Definitions
+) -> dg.SensorResult:
+    context = dg.build_sensor_context(
+        instance=instance, resources={"track": track_resource}, definitions=definitions
+    )
+    result = build_sensor(context)
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def added_partitions(result: dg.SensorResult) -> list[str]:
+    return [key for request in result.dynamic_partitions_requests or [] for key in request.partition_keys]
+
+
+def apply_partition_requests(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
+    """What the daemon does with a tick's dynamic partition requests."""
+    for request in result.dynamic_partitions_requests or []:
+        assert isinstance(request, dg.AddDynamicPartitionsRequest)
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+
+
+def test_build_sensor_adds_new_builds_and_requests_their_root_runs_with_run_keys(
+    instance: dg.DagsterInstance, track: Track, track_resource: TrackResource, definitions: dg.Definitions
+) -> None:
+    builds = register(track, *EXAMPLES)
+    result = evaluate_build_sensor(instance, track_resource, definitions)
+
+    assert added_partitions(result) == builds
+    assert [(r.run_key, r.partition_key) for r in result.run_requests or []] == [
+        (f"build-{b}", b) for b in builds
+    ]
+    assert all(r.asset_selection == BUILD_ROOT_ASSETS for r in result.run_requests or [])
+
+
+def test_build_sensor_evaluated_again_requests_the_same_run_keys_and_no_partition_twice(
+    instance: dg.DagsterInstance, track: Track, track_resource: TrackResource, definitions: dg.Definitions
+) -> None:
+    register(track, *EXAMPLES)
+    first = evaluate_build_sensor(instance, track_resource, definitions)
+    apply_partition_requests(instance, first)
+
+    second = evaluate_build_sensor(instance, track_resource, definitions)
+
+    assert added_partitions(second) == []
+    assert [r.run_key for r in second.run_requests or []] == [r.run_key for r in first.run_requests or []]
+    # a build registered later is the only new partition; the others keep their run keys
+    [candidate] = register(track, "candidate.yaml")
+    third = evaluate_build_sensor(instance, track_resource, definitions)
+    assert added_partitions(third) == [candidate]
+    assert {r.run_key for r in third.run_requests or []} == {
+        f"build-{b}" for b in (BASELINE, REBUILD, candidate)
+    }
+
+
+def test_build_sensor_skips_an_invalid_manifest_with_a_warning(
+    instance: dg.DagsterInstance,
+    track: Track,
+    home: EvalHome,
+    track_resource: TrackResource,
+    definitions: dg.Definitions,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    [baseline] = register(track, "baseline.yaml")
+    (home.builds / "broken.yaml").write_text("id: broken\nmilestone: [not, a, number\n")
+    (home.builds / "no-subject.yaml").write_text("id: no-subject\nmilestone: 1\n")
+    renamed = yaml.safe_load(track.build_path(baseline).read_text())
+    (home.builds / "renamed.yaml").write_text(yaml.safe_dump(renamed))  # says id: agent-2026-11-28-base
+
+    result = evaluate_build_sensor(instance, track_resource, definitions)
+
+    assert added_partitions(result) == [baseline]
+    assert [r.partition_key for r in result.run_requests or []] == [baseline]
+    warnings = "\n".join(logged(capsys, "WARNING"))
+    for skipped in ("broken", "no-subject", "renamed"):
+        assert f"skipping build {skipped}:" in warnings
+
+
+# --- release-block sensor -----------------------------------------------------------------------
+
+
+class _Hook(BaseHTTPRequestHandler):
+    posts: list[dict[str, Any]]
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+
+@contextlib.contextmanager
+def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A webhook receiver on 127.0.0.1, for this test only: (its URL, the JSON bodies POSTed)."""
+    posts: list[dict[str, Any]] = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Hook", (_Hook,), {"posts": posts}))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/hook", posts
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/hook"
+
+
+def record_gates(track: Track, build: str, failing: bool) -> None:
+    """The deterministic suite's recorded outcome for a build: one gate, failing or passing."""
+    gate = GateResult(
+        gate_id=FAILING_GATE,
+        kind="structural",
+        milestone=0,
+        status="fail" if failing else "pass",
+        duration_s=0.01,
+        message="a module other than warehouse.py writes Parquet" if failing else "",
+        declared_in="docs/specs/architecture.md#Hard gates",
+    )
+    record_suite(track.warehouse, SuiteResult(build, 2, datetime.now(UTC), (gate,)), "suite-run")
+
+
+def materialize_decision(
+    instance: dg.DagsterInstance, track_resource: TrackResource, build: str
+) -> dg.ExecuteInJobResult:
+    """A real `release_decision` materialization of one build partition."""
+    if not instance.has_dynamic_partition("build", build):
+        instance.add_dynamic_partitions("build", [build])
+    result = dg.materialize(
+        [release_decision], instance=instance, partition_key=build, resources={"track": track_resource}
+    )
+    assert result.success
+    return result
+
+
+def decision_of(result: dg.ExecuteInJobResult) -> str:
+    [event] = result.get_asset_materialization_events()
+    return str(event.materialization.metadata["decision"].value)
+
+
+def report_decision(instance: dg.DagsterInstance, build: str, decision: str) -> None:
+    """A decision as a runless materialization with the asset's metadata (decision, reasons)."""
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(
+            asset_key="release_decision",
+            partition=build,
+            metadata={"decision": decision, "reasons": dg.MetadataValue.json([])},
+        )
+    )
+
+
+def evaluate_release_sensor(
+    instance: dg.DagsterInstance, notifications: NotificationResource, cursor: str | None
+) -> tuple[dg.SkipReason, str | None]:
+    context = dg.build_sensor_context(
+        instance=instance, cursor=cursor, resources={"notifications": notifications}
+    )
+    result = release_block_sensor(context)
+    assert isinstance(result, dg.SkipReason)
+    return result, context.cursor
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_block_decision_is_notified_once_to_the_jsonl_file_and_the_webhook(
+    instance: dg.DagsterInstance, track: Track, track_resource: TrackResource, tmp_path: Path
+) -> None:
+    [build] = register(track, "baseline.yaml")
+    record_gates(track, build, failing=True)
+    decided = materialize_decision(instance, track_resource, build)
+    assert decision_of(decided) == "block"
+    sink = tmp_path / "notifications" / "release_blocks.jsonl"
+
+    with webhook() as (url, posts):
+        notifications = NotificationResource(jsonl_path=str(sink), webhook_url=url)
+        skip, cursor = evaluate_release_sensor(instance, notifications, None)
+        assert skip.skip_message == f"{build}: block notified via log, webhook, jsonl"
+        [notice] = lines(sink)
+        assert (notice["build"], notice["decision"], notice["run_id"]) == (build, "block", decided.run_id)
+        assert any(FAILING_GATE in reason for reason in notice["reasons"])
+        assert posts == [notice]
+
+        # the next tick, from the advanced cursor: nothing new
+        again, _ = evaluate_release_sensor(instance, notifications, cursor)
+        assert again.skip_message == "no new release decision"
+        # the same event evaluated again (the cursor was lost): the sinks already hold it
+        replay, _ = evaluate_release_sensor(instance, notifications, None)
+        assert replay.skip_message == f"{build}: block notified via log"
+        assert len(lines(sink)) == 1 and len(posts) == 1
+
+
+def test_a_decision_that_is_not_block_is_recorded_and_nothing_is_sent(
+    instance: dg.DagsterInstance, track: Track, track_resource: TrackResource, tmp_path: Path
+) -> None:
+    [baseline, rebuild] = register(track, *EXAMPLES)
+    record_gates(track, baseline, failing=False)
+    undecided = materialize_decision(instance, track_resource, baseline)  # no verdicts yet: none
+    assert decision_of(undecided) == "none"
+    report_decision(instance, rebuild, "allow")
+    sink = tmp_path / "release_blocks.jsonl"
+
+    with webhook() as (url, posts):
+        notifications = NotificationResource(jsonl_path=str(sink), webhook_url=url)
+        skip, cursor = evaluate_release_sensor(instance, notifications, None)
+
+    assert skip.skip_message == f"{baseline}: none, nothing to notify; {rebuild}: allow, nothing to notify"
+    assert cursor is not None
+    assert not sink.exists() and posts == []
+
+
+def test_decisions_landing_between_two_ticks_are_each_notified(
+    instance: dg.DagsterInstance, track: Track, track_resource: TrackResource, tmp_path: Path
+) -> None:
+    builds = register(track, *EXAMPLES)
+    for build in builds:
+        record_gates(track, build, failing=True)
+        materialize_decision(instance, track_resource, build)
+    sink = tmp_path / "release_blocks.jsonl"
+
+    evaluate_release_sensor(instance, NotificationResource(jsonl_path=str(sink)), None)
+
+    assert [(n["build"], n["decision"]) for n in lines(sink)] == [(b, "block") for b in builds]
+
+
+def test_a_failed_webhook_holds_the_decision_for_the_next_tick_and_keeps_its_url_out_of_the_log(
+    instance: dg.DagsterInstance,
+    track: Track,
+    track_resource: TrackResource,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    [build] = register(track, "baseline.yaml")
+    record_gates(track, build, failing=True)
+    materialize_decision(instance, track_resource, build)
+    sink = tmp_path / "release_blocks.jsonl"
+    secret_url = closed_port_url() + "/T000/B000/s3cr3t-token"
+
+    _, cursor = evaluate_release_sensor(
+        instance, NotificationResource(jsonl_path=str(sink), webhook_url=secret_url), None
+    )
+    assert cursor is None and not sink.exists()
+    errors = "\n".join(logged(capsys, "ERROR"))
+    assert f"notifying the block of {build} failed" in errors and "s3cr3t-token" not in errors
+
+    with webhook() as (url, posts):
+        evaluate_release_sensor(instance, NotificationResource(jsonl_path=str(sink), webhook_url=url), cursor)
+    assert [n["build"] for n in lines(sink)] == [build] and [p["build"] for p in posts] == [build]
+
+
+# --- nightly schedule ---------------------------------------------------------------------------
+
+TICK = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+
+
+def evaluate_nightly(
+    instance: dg.DagsterInstance, track_resource: TrackResource
+) -> dg.RunRequest | dg.SkipReason:
+    context = dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=TICK, resources={"track": track_resource}
+    )
+    return nightly_capability_track(context)  # type: ignore[no-any-return]
+
+
+def registered_in_order(track: Track, builds: list[str]) -> None:
+    """Give the manifests distinct registration times, oldest first."""
+    for offset, build in enumerate(builds):
+        stamp = 1_700_000_000 + offset * 60
+        os.utime(track.build_path(build), (stamp, stamp))
+
+
+def test_nightly_runs_at_two_utc_by_default() -> None:
+    assert nightly_capability_track.cron_schedule == "0 2 * * *"
+    assert nightly_capability_track.execution_timezone == "UTC"
+    assert nightly_capability_track.default_status == dg.DefaultScheduleStatus.RUNNING
+
+
+def test_nightly_cron_comes_from_evaltrack_yaml(project: Project, tmp_path: Path) -> None:
+    copy = tmp_path / "project"
+    for name in ("scenarios", "rubrics", "judges"):
+        shutil.copytree(project.root / name, copy / name)
+    settings = yaml.safe_load((project.root / "evaltrack.yaml").read_text())
+    (copy / "evaltrack.yaml").write_text(yaml.safe_dump({**settings, "nightly_cron": "30 4 * * 1-5"}))
+
+    schedule = nightly_schedule(load_project(copy).settings.nightly_cron)
+
+    assert (schedule.cron_schedule, schedule.execution_timezone) == ("30 4 * * 1-5", "UTC")
+
+
+def test_nightly_without_builds_skips(instance: dg.DagsterInstance, track_resource: TrackResource) -> None:
+    result = evaluate_nightly(instance, track_resource)
+    assert isinstance(result, dg.SkipReason)
+    assert result.skip_message == "no build registered yet"
+
+
+def test_nightly_runs_the_newest_build_under_a_run_key_with_the_date(
+    instance: dg.DagsterInstance, track: Track, track_resource: TrackResource
+) -> None:
+    builds = register(track, "rebuild.yaml", "baseline.yaml", "candidate.yaml")
+    registered_in_order(track, builds)
+
+    result = evaluate_nightly(instance, track_resource)
+
+    assert isinstance(result, dg.RunRequest)
+    assert result.partition_key == builds[-1]
+    assert result.run_key == f"nightly-{builds[-1]}-2026-12-01"
+    assert result.asset_selection == BUILD_ROOT_ASSETS
+    assert result.tags["evaltrack/trigger"] == "nightly"
+    assert evaluate_nightly(instance, track_resource).run_key == result.run_key  # same night, same key
+
+
+def test_nightly_passes_over_a_newer_manifest_that_does_not_load(
+    instance: dg.DagsterInstance, track: Track, home: EvalHome, track_resource: TrackResource
+) -> None:
+    [baseline] = register(track, "baseline.yaml")
+    (home.builds / "broken.yaml").write_text("id: broken\n")
+    registered_in_order(track, [baseline, "broken"])
+
+    result = evaluate_nightly(instance, track_resource)
+
+    assert isinstance(result, dg.RunRequest) and result.partition_key == baseline

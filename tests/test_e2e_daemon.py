@@ -1,0 +1,199 @@
+"""End to end through the real Dagster daemon and webserver, observed only through GraphQL.
+
+SLOW — one test, bounded at 8 minutes in total (DEADLINE_S). It starts `evaltrack ui` the way a user
+does (its own session; `dagster dev` on 127.0.0.1), registers a build with `evaltrack build add`, and
+waits (polling GraphQL once a second) until the daemon has run everything the build needs: the
+build sensor's run (scenario_runs + deterministic_suite), the automation condition sensor's runs
+(the judge-version chain, then the release decision), and the release-block sensor's notification.
+A gate injected into the project copy fails, so the decision must be `block`, notified exactly once
+(JSONL sink and a webhook on 127.0.0.1). Then SIGTERM stops it all: `evaltrack ui` exits, the port
+closes, and no process it started survives; whatever happens, the test kills what is left.
+
+Runs are subprocesses that import the code location, so the project copy is small: one judge
+version, three scenarios, milestone 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from e2e.graphql import IN_PROGRESS, DagsterGraphQL
+from e2e.processes import free_port, port_open, running_ui, wait_for
+from e2e.project import KEPT_JUDGES, inject_failing_gate, small_project, write_manifest
+
+from eval_assets.home import PROJECT_ROOT
+
+BUILD = "e2e-build"
+NIGHTLY_CRON = "17 3 * * *"
+DEADLINE_S = 8 * 60
+STOP_BOUND_S = 90  # SIGTERM -> `evaltrack ui` exited; it waits up to 30 s for run workers to finish
+PORT_CLOSE_BOUND_S = 10
+ROOT_ASSETS = ["deterministic_suite", "scenario_runs"]
+JUDGE_CHAIN = ["capability_report", "cost_ledger", "judge_verdicts", "noise_bands"]
+
+
+class _Hook(BaseHTTPRequestHandler):
+    posts: list[dict[str, Any]]
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+
+@contextlib.contextmanager
+def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A webhook receiver on 127.0.0.1: (its URL, the JSON bodies POSTed to it)."""
+    posts: list[dict[str, Any]] = []
+    handler = type("Hook", (_Hook,), {"posts": posts})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/release-blocks", posts
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _build_of(run: dict[str, Any]) -> str | None:
+    return run["tags"].get("dagster/partition/build") or run["tags"].get("dagster/partition")
+
+
+class Timeline:
+    """When each step was first observed (seconds since the test started), for failure messages."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.seen: dict[str, float] = {}
+
+    def remaining(self) -> float:
+        return max(0.0, DEADLINE_S - (time.monotonic() - self.started))
+
+    def mark(self, what: str) -> None:
+        self.seen.setdefault(what, round(time.monotonic() - self.started, 1))
+
+    def __str__(self) -> str:
+        return "\n".join(f"{at:7.1f}s  {what}" for what, at in self.seen.items())
+
+
+def test_a_registered_build_runs_through_the_daemon_to_a_block_notified_once(tmp_path: Path) -> None:
+    """SLOW (< 8 min): real daemon + webserver via `evaltrack ui`; see the module docstring."""
+    timeline = Timeline()
+    project = small_project(tmp_path / "project", nightly_cron=NIGHTLY_CRON)
+    gate_id = inject_failing_gate(project)
+    manifest = write_manifest(tmp_path / "manifest.yaml", BUILD)
+    home = tmp_path / "home"
+    sink = home / "notifications" / "release_blocks.jsonl"
+    evaltrack = str(Path(sys.executable).with_name("evaltrack"))
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("EVAL_HOME", "DAGSTER_HOME", "EVAL_PROJECT_ROOT")}
+    env["PYTHONUNBUFFERED"] = "1"
+    # the injected gate's check (tests/e2e/injected_gate.py) must import wherever the suite runs
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT / "tests"), env.get("PYTHONPATH")]))
+
+    with (
+        webhook() as (hook_url, posts),
+        running_ui(home, project, port, tmp_path / "ui.log", env | {"EVAL_NOTIFY_WEBHOOK": hook_url}) as ui,
+    ):
+        # `evaltrack ui` announces itself once EVAL_HOME's instance exists and dagster dev is starting:
+        # the build is registered while the code location loads, as a user may do at any time
+        assert wait_for(lambda: "Dagster UI on" in ui.log_tail(), timeline.remaining(), 0.2), ui.log_tail()
+        timeline.mark("evaltrack ui started dagster dev")
+        adding = subprocess.Popen(
+            [evaltrack, "--home", str(home), "--project", str(project), "build", "add", str(manifest)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        gql = DagsterGraphQL(ui.url)
+        location = wait_for(lambda: gql.reachable() and gql.loaded_location(), timeline.remaining(), 1.0)
+        assert location, f"the code location did not load in time:\n{ui.log_tail()}"
+        timeline.mark("code location loaded")
+
+        # automation is on from the first start: nobody toggles anything in the UI
+        for name in ("build_sensor", "release_block_sensor", "default_automation_condition_sensor"):
+            assert gql.sensor(*location, name)["sensorState"]["status"] == "RUNNING", name
+        schedule = gql.schedule(*location, "nightly_capability_track")
+        assert (schedule["cronSchedule"], schedule["executionTimezone"]) == (NIGHTLY_CRON, "UTC")
+        assert schedule["scheduleState"]["status"] == "RUNNING"
+
+        output, _ = adding.communicate(timeout=timeline.remaining())
+        assert adding.returncode == 0, output
+        timeline.mark("build registered")
+
+        def notified_and_checked_again() -> list[dict[str, Any]] | None:
+            """The decision's materializations once every run of the build finished, the block was
+            notified, and the release-block sensor has ticked again since it notified."""
+            ui.track_sessions()  # run workers come and go: remember their sessions
+            runs = [r for r in gql.runs() if _build_of(r) == BUILD]
+            for run in runs:
+                timeline.mark(f"run {'+'.join(run['assets'])} {run['status']}")
+            decisions = gql.materializations("release_decision", BUILD)
+            if not decisions or any(r["status"] in IN_PROGRESS for r in runs):
+                return None
+            timeline.mark("decision landed, every run finished")
+            ticks = gql.sensor(*location, "release_block_sensor")["sensorState"]["ticks"]
+            notified = [
+                t["timestamp"] for t in ticks if f"{BUILD}: block notified" in (t["skipReason"] or "")
+            ]
+            if not notified:
+                return None
+            timeline.mark("block notified")
+            if not any(t["timestamp"] > notified[0] and t["status"] != "STARTED" for t in ticks):
+                return None
+            timeline.mark("release-block sensor ticked again")
+            return decisions
+
+        decisions = wait_for(notified_and_checked_again, timeline.remaining(), 1.0)
+        assert decisions, f"no notified decision within {DEADLINE_S} s:\n{timeline}\n{ui.log_tail()}"
+
+        runs = sorted((r for r in gql.runs() if _build_of(r) == BUILD), key=lambda r: r["assets"])
+        by_sensor = {
+            (r["tags"].get("dagster/sensor_name"), tuple(r["assets"]), r["tags"]["dagster/partition"]): r
+            for r in runs
+        }
+        assert len(by_sensor) == len(runs) == 3, [(r["assets"], r["tags"]) for r in runs]
+        # the build sensor's run: its blocking gate check failed, so the run failed (the suite still
+        # materialized: a failing gate is evidence, not a crash)
+        root = by_sensor[("build_sensor", tuple(ROOT_ASSETS), BUILD)]
+        assert (root["status"], root["tags"]["dagster/run_key"]) == ("FAILURE", f"build-{BUILD}")
+        [judge] = KEPT_JUDGES
+        chain = by_sensor[("default_automation_condition_sensor", tuple(JUDGE_CHAIN), f"{BUILD}|{judge}")]
+        decided = by_sensor[("default_automation_condition_sensor", ("release_decision",), BUILD)]
+        assert (chain["status"], decided["status"]) == ("SUCCESS", "SUCCESS")
+
+        [suite] = gql.materializations("deterministic_suite", BUILD)
+        assert suite["metadata"]["blocking"] == [gate_id] and suite["metadata"]["passed"] is False
+        [decision] = decisions
+        assert decision["runId"] == decided["runId"]
+        assert decision["metadata"]["decision"] == "block"
+        assert any(gate_id in reason for reason in decision["metadata"]["reasons"])
+
+        lines = sink.read_text(encoding="utf-8").splitlines()
+        assert len(lines) == 1, lines
+        notice = json.loads(lines[0])
+        assert (notice["build"], notice["decision"], notice["run_id"]) == (BUILD, "block", decided["runId"])
+        assert [p["key"] for p in posts] == [notice["key"]]
+
+        tree = ui.tree()
+        assert ui.terminate(STOP_BOUND_S) == 0, f"`evaltrack ui` did not exit on SIGTERM:\n{ui.log_tail()}"
+        timeline.mark("evaltrack ui exited on SIGTERM")
+        assert wait_for(lambda: not port_open(port), PORT_CLOSE_BOUND_S, 0.2), "the port stayed open"
+        assert not ui.tree(), f"left running after SIGTERM (of {sorted(tree)}): {sorted(ui.tree())}"
+        print(f"\n{timeline}")
