@@ -341,7 +341,7 @@ class Engine:
                         reused=True,
                         # issue 7: a reused tool-call turn needs its calls back (Reused.tool_calls,
                         # once the spend path journals them; until then the replay loop refuses it)
-                        tool_calls=getattr(outcome, "tool_calls", None),
+                        tool_calls=outcome.tool_calls,
                     )
                 cost += outcome.cost_usd
                 last = outcome

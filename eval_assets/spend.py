@@ -9,10 +9,11 @@ hold API keys.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eval_assets.journal import Ceilings, JournalRow, Refusal, SpendJournal
 from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway
@@ -42,6 +43,7 @@ class Reused:
     error_kind: str | None
     error: str | None
     retryable: bool
+    tool_calls: list[dict[str, Any]] | None = None  # a tool-call turn's calls (replay loop)
 
 
 def utc_now() -> datetime:
@@ -116,7 +118,7 @@ class SpendPath:
             cost_usd=outcome.cost_usd,
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
-            payload=outcome.text if outcome.ok else None,
+            payload=journal_payload(outcome),
             error=error,
             now=self.clock(),
         )
@@ -124,6 +126,19 @@ class SpendPath:
 
 
 RETRYABLE_TAG = "[retryable] "
+TOOL_CALLS_TAG = "[tool_calls] "
+
+
+def journal_payload(outcome: CallOutcome) -> str | None:
+    """What the journal keeps of a settled call so a later run can reuse it: the text, and for a
+    tool-call turn the calls too (an envelope tagged so it cannot be mistaken for plain text)."""
+    if not outcome.ok:
+        return None
+    if outcome.tool_calls:
+        return TOOL_CALLS_TAG + json.dumps(
+            {"text": outcome.text, "tool_calls": outcome.tool_calls}, sort_keys=True
+        )
+    return outcome.text
 
 
 def _reused(row: JournalRow) -> Reused:
@@ -131,13 +146,18 @@ def _reused(row: JournalRow) -> Reused:
     error = row.error or ""
     retryable = error.startswith(RETRYABLE_TAG)
     kind, _, message = error.removeprefix(RETRYABLE_TAG).partition(": ")
+    text, tool_calls = (row.payload if ok else None), None
+    if text is not None and text.startswith(TOOL_CALLS_TAG):
+        envelope = json.loads(text.removeprefix(TOOL_CALLS_TAG))
+        text, tool_calls = envelope["text"], envelope["tool_calls"]
     return Reused(
         ok=ok,
-        text=row.payload if ok else None,
+        text=text,
         cost_usd=float(row.cost_usd or 0.0),
         prompt_tokens=int(row.prompt_tokens or 0),
         completion_tokens=int(row.completion_tokens or 0),
         error_kind=None if ok else kind,
         error=None if ok else message,
         retryable=retryable,
+        tool_calls=tool_calls,
     )

@@ -51,6 +51,9 @@ class FloorDrops:
     repeats_needed: int | None
 
 
+_NUMERIC_ZERO_VARIANCE = 1e-24  # scores live on [0, 1]: an SE² this small is rounding, not spread
+
+
 def welch_less(
     mean_c: np.ndarray,
     var_c: np.ndarray,
@@ -76,7 +79,8 @@ def welch_less(
         t = (mean_c - mean_b) / np.sqrt(se2)
         df = se2**2 / (se_c**2 / (n_c - 1) + se_b**2 / (n_b - 1))
         p = stats.t.cdf(t, df)
-    constant = (se2 == 0) & (n_c >= 2) & (n_b >= 2)
+    # a variance within float noise of 0 is a constant sample: t would be meaningless (p underflows to 0)
+    constant = (se2 <= _NUMERIC_ZERO_VARIANCE) & (n_c >= 2) & (n_b >= 2)
     p = np.where(constant, np.where(mean_c >= mean_b, 1.0, exact_separation_p(n_c, n_b)), p)
     return np.where((n_c < 2) | (n_b < 2), np.nan, p)
 
