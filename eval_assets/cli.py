@@ -39,7 +39,10 @@ def _print_problems(exc: ConfigError) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     try:
         project = _project(args)
-        problems = []
+        problems: list = []
+        from eval_assets.gates import validate_gates
+
+        problems += validate_gates(project.root)
         for path in sorted((project.root / "examples" / "builds").glob("*.yaml")):
             try:
                 load_build(path, project)
