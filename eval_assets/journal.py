@@ -108,7 +108,7 @@ import math
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -1181,7 +1181,7 @@ def _select_row(conn: Connection, key: str) -> JournalRow | None:
     return None if found is None else _row_from_mapping(found)
 
 
-def _first_breach(ceilings: Ceilings, committed: list[int | None], worst_case_usd: float) -> _Breach | None:
+def _first_breach(ceilings: Ceilings, committed: Sequence[int | None], worst_case_usd: float) -> _Breach | None:
     """The narrowest ceiling the reservation would break, or None.
 
     `committed`: nano-USD committed in the attempt's scenario, suite and day (None: no total yet).
