@@ -155,6 +155,11 @@ def run_capability_report(
     baseline = baseline_for(track, build)
     run = build_report(track, build, judge_version, baseline)
     rows = pd.DataFrame(run.report.rows()).assign(build=build, judge_version=judge_version, baseline=baseline)
+    scenarios = track.project.scenarios
+    rows["source"] = [  # authored or trajectory: reports show where a scenario came from
+        scenarios[sid].source if isinstance(sid, str) and sid in scenarios else None
+        for sid in rows["scenario_id"]
+    ]
     path = track.warehouse.write_partition(
         "capability_reports", {"build": build, "judge_version": judge_version}, rows, run_id
     )

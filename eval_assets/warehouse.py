@@ -145,6 +145,7 @@ DATASETS: dict[str, Dataset] = {
                 ("q_value", "DOUBLE"),
                 ("verdict", "VARCHAR"),
                 ("detail", "VARCHAR"),
+                ("source", "VARCHAR"),
             ),
         ),
         Dataset(
