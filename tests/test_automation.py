@@ -76,12 +76,15 @@ def register(track: Track, *names: str) -> list[str]:
 def evaluate_build_sensor(
     instance: dg.DagsterInstance, track_resource: TrackResource, definitions: dg.Definitions
 ) -> dg.SensorResult:
+    """One tick, as the daemon evaluates it: run requests resolved against the code location."""
     context = dg.build_sensor_context(
         instance=instance, resources={"track": track_resource}, definitions=definitions
     )
-    result = build_sensor(context)
-    assert isinstance(result, dg.SensorResult)
-    return result
+    tick = build_sensor.evaluate_tick(context)
+    assert tick.skip_message is None
+    return dg.SensorResult(
+        run_requests=tick.run_requests, dynamic_partitions_requests=tick.dynamic_partitions_requests
+    )
 
 
 def added_partitions(result: dg.SensorResult) -> list[str]:

@@ -29,7 +29,14 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None
 def test_newest_file_per_partition_is_current_and_history_keeps_all(tmp_path: Path) -> None:
     wh = Warehouse(tmp_path / "wh")
     wh.initialise()
-    row = {"scenario_id": "s", "repeat": 1, "status": "ok", "output": "old", "policy_failures": 0, "cost_usd": 0.1}
+    row = {
+        "scenario_id": "s",
+        "repeat": 1,
+        "status": "ok",
+        "output": "old",
+        "policy_failures": 0,
+        "cost_usd": 0.1,
+    }
     wh.write_partition("scenario_runs", {"build": "b"}, [row, dict(row, repeat=2)], "run-1")
     wh.write_partition("scenario_runs", {"build": "b"}, [dict(row, output="new")], "run-2")
     wh.write_partition("scenario_runs", {"build": "other"}, [row], "run-3")
@@ -59,7 +66,13 @@ def test_analyst_reading_during_materialization_sees_old_or_new_never_a_mix(
     work = tmp_path / "analyst"
     work.mkdir()
     reader = subprocess.Popen(
-        [sys.executable, str(HERE / "analyst_reader.py"), str(track.warehouse.catalog_path), build.id, str(work)],
+        [
+            sys.executable,
+            str(HERE / "analyst_reader.py"),
+            str(track.warehouse.catalog_path),
+            build.id,
+            str(work),
+        ],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -81,3 +94,39 @@ def test_analyst_reading_during_materialization_sees_old_or_new_never_a_mix(
         assert obs["rows"] == first["attempts"]
     assert seen[-1]["run_ids"] == ["run-c"]  # the reader sees the newest partition without reconnecting
     assert second["attempts"] == third["attempts"] == first["attempts"]
+
+
+def test_spliced_trend_applies_the_published_offset_and_marks_spliced_points(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+
+    def verdicts(build: str, version: str, scores: list[float]) -> None:
+        rows = [
+            {"scenario_id": f"s{i}", "repeat": 1, "status": "scored", "score": x, "source": "model"}
+            for i, x in enumerate(scores)
+        ]
+        wh.write_partition(
+            "judge_verdicts", {"build": build, "judge_version": version}, rows, f"run-{build}-{version}"
+        )
+
+    verdicts("old-build", "j-v1", [0.5, 0.5])
+    verdicts("new-build", "j-v1", [0.5, 0.5])
+    verdicts("new-build", "j-v2", [0.6, 0.6])
+    calibration = {
+        "judge_from": "j-v1",
+        "judge_to": "j-v2",
+        "published": True,
+        "offset": 0.3,
+        "scale_low": 1.0,
+        "scale_high": 5.0,
+    }
+    wh.write_partition("calibration_offsets", {"judge_to": "j-v2"}, [calibration], "bridge")
+    con = duckdb.connect(str(wh.catalog_path), read_only=True)
+    rows = con.execute(
+        "SELECT build, mean_score, spliced, spliced_from FROM score_trend_spliced WHERE trend_version = 'j-v2' "
+        "ORDER BY build"
+    ).fetchall()
+    con.close()
+    assert rows[0][0] == "new-build" and rows[0][2] is False  # scored natively: never spliced
+    assert rows[1][0] == "old-build" and rows[1][2] is True and rows[1][3] == "j-v1"
+    assert abs(rows[1][1] - (0.5 + 0.3 / 4.0)) < 1e-12  # 0.3 rubric points on a 1..5 scale
