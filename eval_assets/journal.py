@@ -947,6 +947,9 @@ class SpendJournal:
             for op in batch:
                 op.error = JournalError(f"journal {self._url_text}: {op.action} failed: {detail}")
                 op.error.__cause__ = exc
+        except JournalError as exc:  # the batch found the journal broken (see `_write_state`)
+            for op in batch:
+                op.error = JournalError(f"journal {self._url_text}: {op.action} failed: {exc}")
         except BaseException as exc:  # a bug or an interrupt in this thread: the others learn of it
             for op in batch:
                 op.error = (
@@ -1181,7 +1184,9 @@ def _select_row(conn: Connection, key: str) -> JournalRow | None:
     return None if found is None else _row_from_mapping(found)
 
 
-def _first_breach(ceilings: Ceilings, committed: Sequence[int | None], worst_case_usd: float) -> _Breach | None:
+def _first_breach(
+    ceilings: Ceilings, committed: Sequence[int | None], worst_case_usd: float
+) -> _Breach | None:
     """The narrowest ceiling the reservation would break, or None.
 
     `committed`: nano-USD committed in the attempt's scenario, suite and day (None: no total yet).

@@ -1,6 +1,6 @@
 """The sensors and the schedule, evaluated with Dagster's test contexts on a temporary instance.
 
-`build_sensor_context` / `build_schedule_context` over an ephemeral instance and a temporary
+`build_sensor_context` / `build_schedule_context` over a temporary Dagster instance and a temporary
 EVAL_HOME holding the shipped project's example builds. Release decisions are real
 `release_decision` materializations where that is cheap (the deterministic suite's `gate_results`
 are recorded directly, so no subject or judge has to run); an `allow` needs a full capability
@@ -41,8 +41,11 @@ FAILING_GATE = "arch.one-partition-writer"
 
 
 @pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.DagsterInstance.ephemeral() as inst:
+def instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
+    """A persistent instance in a temporary directory: like the daemon's, it has an instance ref,
+    which sensor evaluation needs to resolve run requests for partitions added in the same tick."""
+    (tmp_path / "dagster").mkdir()
+    with dg.DagsterInstance.local_temp(tempdir=str(tmp_path / "dagster")) as inst:
         yield inst
 
 
@@ -78,7 +81,7 @@ def evaluate_build_sensor(
 ) -> dg.SensorResult:
     """One tick, as the daemon evaluates it: run requests resolved against the code location."""
     context = dg.build_sensor_context(
-        instance=instance, resources={"track": track_resource}, definitions=definitions
+        instance_ref=instance.get_ref(), resources={"track": track_resource}, definitions=definitions
     )
     tick = build_sensor.evaluate_tick(context)
     assert tick.skip_message is None
