@@ -9,21 +9,19 @@ report, so it is reported as a runless materialization with the asset's metadata
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import socket
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import pytest
 import yaml
+from e2e.webhook import webhook
 
 from eval_assets.config import Project, load_project
 from eval_assets.defs.automation.schedules import nightly_capability_track, nightly_schedule
@@ -158,33 +156,6 @@ def test_build_sensor_skips_an_invalid_manifest_with_a_warning(
 
 
 # --- release-block sensor -----------------------------------------------------------------------
-
-
-class _Hook(BaseHTTPRequestHandler):
-    posts: list[dict[str, Any]]
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        self.posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
-
-@contextlib.contextmanager
-def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """A webhook receiver on 127.0.0.1, for this test only: (its URL, the JSON bodies POSTed)."""
-    posts: list[dict[str, Any]] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Hook", (_Hook,), {"posts": posts}))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook", posts
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def closed_port_url() -> str:

@@ -15,21 +15,18 @@ version, three scenarios, milestone 0.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from e2e.graphql import IN_PROGRESS, DagsterGraphQL
 from e2e.processes import free_port, port_open, running_ui, wait_for
 from e2e.project import KEPT_JUDGES, inject_failing_gate, small_project, write_manifest
+from e2e.webhook import webhook
 
 from eval_assets.home import PROJECT_ROOT
 
@@ -41,34 +38,6 @@ PORT_CLOSE_BOUND_S = 10
 DEADLINE_S = TOTAL_S - STOP_BOUND_S - PORT_CLOSE_BOUND_S  # for everything before the stop
 ROOT_ASSETS = ["deterministic_suite", "scenario_runs"]
 JUDGE_CHAIN = ["capability_report", "cost_ledger", "judge_verdicts", "noise_bands"]
-
-
-class _Hook(BaseHTTPRequestHandler):
-    posts: list[dict[str, Any]]
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        self.posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
-
-@contextlib.contextmanager
-def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """A webhook receiver on 127.0.0.1: (its URL, the JSON bodies POSTed to it)."""
-    posts: list[dict[str, Any]] = []
-    handler = type("Hook", (_Hook,), {"posts": posts})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/release-blocks", posts
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def _build_of(run: dict[str, Any]) -> str | None:
@@ -108,7 +77,7 @@ def test_a_registered_build_runs_through_the_daemon_to_a_block_notified_once(tmp
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT / "tests"), env.get("PYTHONPATH")]))
 
     with (
-        webhook() as (hook_url, posts),
+        webhook("/release-blocks") as (hook_url, posts),
         running_ui(home, project, port, tmp_path / "ui.log", env | {"EVAL_NOTIFY_WEBHOOK": hook_url}) as ui,
     ):
         # `evaltrack ui` announces itself once EVAL_HOME's instance exists and dagster dev is starting:
