@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -23,7 +24,7 @@ from typing import Any, Literal
 from eval_assets.config import BuildManifest, Judge, Rubric, Scenario
 from eval_assets.config import Engine as EngineSettings
 from eval_assets.journal import AttemptKey
-from eval_assets.judging import Verdict, parse_verdict, policy_failures, render_judge_prompt
+from eval_assets.judging import Verdict, fence_nonce, parse_verdict, policy_failures, render_judge_prompt
 from eval_assets.providers.gateway import CallOutcome, CallSpec
 from eval_assets.spend import Refused, Reused, SpendPath
 from eval_assets.trajectory import Replay
@@ -52,6 +53,11 @@ class AttemptRef:
     judge_version: str | None = None
     generation: int = 0
     turn: int = 1  # the replay loop's turn (issue 7); 1 for every single-call attempt
+
+    @property
+    def fence_id(self) -> str:
+        """What a judge prompt's fence nonce is derived from: every try of the attempt renders alike."""
+        return f"{self.build}/{self.judge_version}/{self.scenario_id}/{self.repeat}/{self.turn}/g{self.generation}"
 
     def attempt(self, try_no: int) -> AttemptKey:
         return AttemptKey(
@@ -310,6 +316,8 @@ class Engine:
     settings: EngineSettings
     jitter: random.Random = field(default_factory=random.Random)
     progress: Progress = field(default_factory=Progress)
+    fence_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
+    """Keys the judge prompts' fence nonces (judging.fence_nonce); the track passes its home's secret."""
     _limits: dict[str, asyncio.Semaphore] = field(default_factory=dict)
     _stopped: dict[tuple[str, str | None], str] = field(default_factory=dict)  # (scenario, judge) -> reason
 
@@ -472,7 +480,9 @@ class Engine:
         ref = AttemptRef(build.id, scenario.id, attempt.repeat, "judge", judge.version_id, generation)
         spec = CallSpec(
             model=judge.model,
-            messages=render_judge_prompt(judge, rubric, scenario, attempt.output),
+            messages=render_judge_prompt(
+                judge, rubric, scenario, attempt.output, nonce=fence_nonce(self.fence_secret, ref.fence_id)
+            ),
             max_tokens=judge.max_output_tokens,
             timeout_s=self.settings.timeout_s,
             params=judge.params,

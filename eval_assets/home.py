@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+FENCE_SECRET_FILE = "fence.secret"
+FENCE_SECRET_BYTES = 32
 
 DAGSTER_YAML = """\
 # Written by eval-track. Local instance for `evaltrack demo`, `run` and `ui`.
@@ -53,3 +58,38 @@ class EvalHome:
         if not cfg.exists():
             cfg.write_text(DAGSTER_YAML)
         return self
+
+    @property
+    def fence_secret_path(self) -> Path:
+        return self.root / FENCE_SECRET_FILE
+
+    def fence_secret(self) -> bytes:
+        """This home's fence secret (judging.fence_nonce), made once: 32 random bytes in
+        `fence.secret`, mode 0600, published with a hard link (two processes starting at once agree on one).
+
+        Raises ValueError naming the file when it exists but is not a secret this function wrote.
+        """
+        path = self.fence_secret_path
+        if not path.exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".fence.", dir=self.root)  # mode 0600
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(secrets.token_bytes(FENCE_SECRET_BYTES).hex().encode())
+                    out.flush()
+                    os.fsync(out.fileno())
+                with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
+                    os.link(tmp, path)
+            finally:
+                os.unlink(tmp)
+        text = path.read_bytes()
+        try:
+            secret = bytes.fromhex(text.decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            secret = b""
+        if len(secret) != FENCE_SECRET_BYTES:
+            raise ValueError(
+                f"{path}: fence secret: expected {2 * FENCE_SECRET_BYTES} hex digits "
+                f"(delete the file to make a new one; prompts of earlier runs then render differently)"
+            )
+        return secret

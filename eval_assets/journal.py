@@ -119,6 +119,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
+from eval_assets.redact import redact
+
 __all__ = [
     "AttemptKey",
     "AttemptStatus",
@@ -666,7 +668,7 @@ class SpendJournal:
     """The spend journal at `url`, opened, verified and with its schema in place.
 
     `url`: `sqlite:///path/journal.sqlite` (parent directories are created; the file is put in WAL
-    mode) or `postgresql+psycopg://user:pass@host:port/db` (`postgresql://` means psycopg too).
+    mode) or `postgresql+psycopg://<user>:<password>@host:port/db` (`postgresql://` means psycopg too).
     Raises JournalError, before anything is written, when the URL is unsupported, the server is
     unreachable, the file is not a SQLite database or is corrupt, another program holds a lock on
     the journal for longer than `lock_wait_s`, or an existing journal table lacks columns.
@@ -1030,28 +1032,14 @@ def open_journal(url: str, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> Spend
 
 
 def scrub_error_text(text: str) -> str:
-    """`text` with credentials (authorization headers, API keys, bearer tokens) replaced, capped in size.
+    """`text` through the one redaction (`eval_assets.redact`), capped in size.
 
     Best effort: the engine must never pass headers in the first place; this is the second line.
     """
-    for pattern, replacement in _SECRET_PATTERNS:
-        text = pattern.sub(replacement, text)
+    text = redact(text)
     if len(text) > _ERROR_TEXT_MAX_CHARS:
         text = text[:_ERROR_TEXT_MAX_CHARS] + f"... [{len(text) - _ERROR_TEXT_MAX_CHARS} chars cut]"
     return text
-
-
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (
-        re.compile(
-            r"(?i)\b((?:proxy-)?authorization|x-api-key|api[-_]?key|access[-_]?token|secret[-_]?key|password)"
-            r"([\"']?\s*[:=]\s*[\"']?)(?:bearer\s+|basic\s+)?[^\s\"',;}]+"
-        ),
-        r"\1\2[redacted]",
-    ),
-    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"), "Bearer [redacted]"),
-    (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}"), "[redacted]"),
-)
 
 
 # --- helpers ------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Judging: the one prompt renderer and the one verdict parser.
 
 The renderer shows the judge criteria and scales (never weights) and fences untrusted content
-(scenario input, subject output) between delimiters the content cannot close. The parser reads only
+(scenario input, subject output) between delimiters the content cannot close: each carries a per-call
+nonce, an HMAC of the judge attempt under a secret kept in EVAL_HOME. The parser reads only
 the judge's final `<verdict>` block and validates it against the rubric; anything else fails the item
 with a reason and no value. The weighted aggregate is computed here, in code.
 """
@@ -9,6 +10,7 @@ with a reason and no value. The weighted aggregate is computed here, in code.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import re
@@ -16,25 +18,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from eval_assets.config import BoolScale, FloatScale, IntScale, Judge, LabelScale, Rubric, Scenario
+from eval_assets.redact import REDACTED, redact
 
 PARSER_VERSION = 1
 CRITERIA_TAG = "Criteria (JSON): "
 _VERDICT_RE = re.compile(r"<verdict>(.*?)</verdict>", re.DOTALL)
-# Characters that could open or close a fence or a verdict tag, and their look-alikes.
-_NEUTRALISE = str.maketrans(
-    {
-        "<": "‹",
-        ">": "›",
-        "\uff1c": "‹",  # fullwidth <
-        "\uff1e": "›",  # fullwidth >
-        "\ufe64": "‹",  # small form < (judge-governance: NFKC folds it, like fullwidth, to ASCII <)
-        "\ufe65": "›",  # small form >
-        "\u2039": "‹",
-        "\u203a": "›",
-        "\u27e8": "‹",
-        "\u27e9": "›",
-    }
-)
+NONCE_CHARS = 32
+FENCE_LABELS = ("SCENARIO INPUT", "SUBJECT OUTPUT")
+# The literal delimiter characters (and so any verdict tag) are neutralised inside fenced content.
+# Look-alikes need no list: a closing line carries the per-call nonce, which the content cannot know.
+_NEUTRALISE = str.maketrans({"<": "\u2039", ">": "\u203a"})
 
 
 def scale_spec(rubric: Rubric) -> list[dict[str, Any]]:
@@ -52,21 +45,51 @@ def scale_spec(rubric: Rubric) -> list[dict[str, Any]]:
     return out
 
 
-def fence(label: str, content: str) -> str:
-    """Wrap untrusted `content` so it cannot close its fence or open a verdict tag.
+def fence_nonce(secret: bytes, attempt: str) -> str:
+    """The fence nonce of one judge attempt: HMAC-SHA256(`secret`, `attempt`), hex, `NONCE_CHARS` long.
 
-    Angle brackets and their look-alikes inside the content are neutralised, and the fence id is
-    derived from the (neutralised) content, so no content can predict or forge its closing line.
+    `secret` is the EVAL_HOME's fence secret (`EvalHome.fence_secret`), which no subject can read, so
+    no output can predict its own closing line; the same attempt renders the same prompt on a re-run.
     """
-    safe = content.translate(_NEUTRALISE)
-    tag = hashlib.sha256(safe.encode()).hexdigest()[:12]
-    return f"<<<UNTRUSTED {label} {tag}>>>\n{safe}\n<<<END UNTRUSTED {label} {tag}>>>"
+    if len(secret) < 16:
+        raise ValueError("the fence secret must be at least 16 bytes")
+    return hmac.new(secret, attempt.encode(), hashlib.sha256).hexdigest()[:NONCE_CHARS]
+
+
+def fence(label: str, content: str, nonce: str) -> str:
+    """Wrap untrusted `content` between an opening and a closing line that carry `nonce`.
+
+    The content cannot close its fence (it does not know the nonce; a nonce that appears in it anyway
+    is replaced) and cannot open a verdict tag (`<` and `>` are neutralised).
+    """
+    if not re.fullmatch(r"[0-9a-f]{16,64}", nonce):
+        raise ValueError(f"a fence nonce is 16-64 lowercase hex digits, not {nonce!r}")
+    safe = content.translate(_NEUTRALISE).replace(nonce, "[nonce]")
+    return f"<<<UNTRUSTED {label} {nonce}>>>\n{safe}\n<<<END UNTRUSTED {label} {nonce}>>>"
+
+
+def fenced_content(prompt: str, label: str) -> str | None:
+    """The content of the fence `label` in a rendered prompt, or None when it has no such fence.
+
+    The opening and closing lines must carry the same nonce; fenced content holds no `<`, so no text
+    inside another fence can pass for these lines.
+    """
+    pattern = re.compile(
+        rf"^<<<UNTRUSTED {re.escape(label)} ([0-9a-f]{{16,64}})>>>\n(.*?)\n<<<END UNTRUSTED {re.escape(label)} \1>>>$",
+        re.MULTILINE | re.DOTALL,
+    )
+    match = pattern.search(prompt)
+    return None if match is None else match.group(2)
 
 
 def render_judge_prompt(
-    judge: Judge, rubric: Rubric, scenario: Scenario, output: str
+    judge: Judge, rubric: Rubric, scenario: Scenario, output: str, *, nonce: str
 ) -> list[dict[str, str]]:
-    """The judge's messages for one subject output. Deterministic for the same inputs."""
+    """The judge's messages for one subject output. Deterministic for the same inputs.
+
+    `nonce`: `fence_nonce(home secret, attempt)` for this judge attempt (see `fence`). The output is
+    redacted once more here (`eval_assets.redact`): a judge never sees a credential.
+    """
     spec = scale_spec(rubric)
     criteria_lines = "\n".join(
         f"- {c['name']} ({_describe_scale(c['scale'])}): {c['description']}" for c in spec
@@ -82,7 +105,7 @@ def render_judge_prompt(
         f"one value per criterion, for example:\n<verdict>{example}</verdict>"
     )
     transcript = "\n".join(f"[{m.role}] {m.content}" for m in scenario.input)
-    user = f"{fence('SCENARIO INPUT', transcript)}\n\n{fence('SUBJECT OUTPUT', output)}"
+    user = f"{fence('SCENARIO INPUT', transcript, nonce)}\n\n{fence('SUBJECT OUTPUT', redact(output), nonce)}"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -237,7 +260,16 @@ def aggregate(values: dict[str, Any], rubric: Rubric) -> float:
 
 
 def policy_failures(output: str | None, scenario: Scenario) -> int:
-    """Deterministic policy checks on a subject output: the number of forbidden strings present."""
+    """Deterministic policy checks on a subject output: the number of forbidden strings present.
+
+    Outputs are stored redacted (`eval_assets.redact`), so a forbidden string the redaction would
+    rewrite (credential-shaped, like a planted password) cannot be seen in them: it counts as present
+    whenever the output holds a redaction. Fails closed: a redacted credential in an answer to a
+    scenario that forbids one is a leak until shown otherwise.
+    """
     if not output:
         return 0
-    return sum(1 for s in scenario.policy.forbidden_strings if s in output)
+    redacted = REDACTED in output
+    return sum(
+        1 for s in scenario.policy.forbidden_strings if s in output or (redacted and redact(s) != s)
+    )

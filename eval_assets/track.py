@@ -164,6 +164,7 @@ class Track:
             settings=self.project.settings.engine,
             jitter=random.Random(),
             progress=Progress(log=log),
+            fence_secret=self.home.fence_secret(),
         )
 
     # --- materializations ----------------------------------------------------------------------

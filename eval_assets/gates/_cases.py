@@ -35,6 +35,7 @@ that, the build's subject; a non-sim subject makes the case an error, never a si
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -61,6 +62,9 @@ ASSERTION_KINDS: dict[str, str] = {
     "score_at_most": "the judge's aggregate score (0-1) is at most this",
 }
 _JUDGED = frozenset({"verdict", "score_at_least", "score_at_most"})
+CASE_FENCE_SECRET = hashlib.sha256(b"evaltrack gate cases: fence secret").digest()
+"""Cases run only local sim models (`_require_local`), so their fence secret need not be secret; a
+fixed one keeps each case's judge prompt the same on every run."""
 
 
 class CaseError(Exception):
@@ -322,7 +326,7 @@ async def _subject_answer(
 
 def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     """Run `case` once, deterministically, on the sim provider. Raises CaseError when it cannot run."""
-    from eval_assets.judging import parse_verdict, policy_failures, render_judge_prompt
+    from eval_assets.judging import fence_nonce, parse_verdict, policy_failures, render_judge_prompt
     from eval_assets.providers.gateway import CallSpec, ModelGateway
 
     resources = _Resources(ctx.root)
@@ -377,7 +381,9 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
         gateway.call(
             CallSpec(
                 model=judge.model,
-                messages=render_judge_prompt(judge, rubric, scenario, output),
+                messages=render_judge_prompt(
+                    judge, rubric, scenario, output, nonce=fence_nonce(CASE_FENCE_SECRET, case.id)
+                ),
                 max_tokens=judge.max_output_tokens,
                 timeout_s=timeout,
                 params=judge.params,

@@ -2,7 +2,10 @@
 
 One try per `call()`; retries, journaling and ceilings belong to the spend path and the engine.
 A provider error is returned as a `CallOutcome` with `ok=False`, never raised, and never carries
-request kwargs or headers (they hold API keys).
+request kwargs or headers (they hold API keys). Every text a call returns (the answer, tool-call
+arguments, the error) has been through the one redaction (`eval_assets.redact`): a provider may echo
+the key or the request's Authorization header, and what leaves here is stored, logged, and shown to
+a judge. No litellm callback is registered here: callback kwargs hold the raw key.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 import litellm  # noqa: E402
 
 import eval_assets.providers  # noqa: F401  (sets litellm's offline environment first)
-from eval_assets.journal import scrub_error_text
+from eval_assets.redact import redact
 
 litellm.suppress_debug_info = True
 # litellm warns once per registered custom price about cache pricing it cannot know; not actionable here.
@@ -85,13 +88,18 @@ RETRYABLE = (
 
 
 def _safe_message(exc: BaseException) -> str:
-    """The exception's own message, scrubbed of credentials and truncated.
+    """The exception's own message, redacted, then truncated (redacting first: a cut never splits a key
+    into a part the redaction no longer recognises).
 
     litellm's messages carry no request headers, but they quote the provider's error body, and a
-    provider or proxy may echo the request (Authorization header included) there.
+    provider or proxy may echo the key or the request (Authorization header included) there.
     """
     msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return scrub_error_text(msg.replace("\n", " "))[:500]
+    return redact(msg.replace("\n", " "))[:500]
+
+
+def _redact_arguments(arguments: str | None) -> str | None:
+    return None if arguments is None else redact(arguments)
 
 
 class ModelGateway:
@@ -177,12 +185,12 @@ class ModelGateway:
         tool_calls = None
         if getattr(message, "tool_calls", None):
             tool_calls = [
-                {"id": tc.id, "name": tc.function.name, "arguments": tc.function.arguments}
+                {"id": tc.id, "name": tc.function.name, "arguments": _redact_arguments(tc.function.arguments)}
                 for tc in message.tool_calls
             ]
         return CallOutcome(
             ok=True,
-            text=message.content if message.content is not None else "",
+            text=redact(message.content) if message.content is not None else "",
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             cost_usd=self.cost(spec.model, prompt_tokens, completion_tokens),

@@ -4,7 +4,8 @@ Calls go through litellm's real call path; only the model behind it is simulated
 request params (from the build manifest's `subject.params` or the judge file's `params`); the
 attempt's identity (build, scenario, repeat, try) arrives in litellm `metadata`. Same knobs and
 identity ⇒ same output. The sim judge reads the same prompt a real judge reads and answers in the
-same `<verdict>` format, so one parser serves both.
+same `<verdict>` format, so one parser serves both; it takes the quality marker only from the fenced
+subject output (`judging.fenced_content`), never from the scenario input or anywhere else.
 
 Tools (issue 7): offered tools (`tools=`), the sim subject acts as an agent that knows which calls the
 task needs. It learns them from litellm `metadata["replay_calls"]` (the scenario's recorded calls, put
@@ -26,6 +27,7 @@ import litellm  # noqa: E402
 from litellm import CustomLLM  # noqa: E402
 
 import eval_assets.providers  # noqa: F401
+from eval_assets.judging import fenced_content
 
 from ._simmodel import (  # noqa: E402
     DECODING_PARAMS,
@@ -251,7 +253,10 @@ class SimJudge(CustomLLM):
             who["try_no"],
         )
         criteria_match = _CRITERIA_RE.search(text)
-        quality_match = _QUALITY_RE.search(text)
+        # Only the subject's output is judged, as a real judge is told: a marker anywhere else in the
+        # prompt (the scenario input, say) does not count, and no output section scores 0.
+        answer = fenced_content(text, "SUBJECT OUTPUT")
+        quality_match = _QUALITY_RE.search(answer) if answer is not None else None
         if criteria_match is None:
             content = "I cannot find the criteria in the prompt."
         elif float(knobs.get("malformed_rate", 0.0)) > 0 and rng.random() < float(knobs["malformed_rate"]):
