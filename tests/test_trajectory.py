@@ -62,6 +62,23 @@ def keys(node: Any) -> set[str]:
     return set()
 
 
+# Fake keys are built from parts, so no checked-in file holds one (gate security.no-secret-checked-in).
+FAKE_SK_KEY = "sk" + "-proj-" + "Zq8Xw2Lr5Tn7Yb3Kc9Vm1Pd4"
+FAKE_AWS_KEY_ID = "AK" + "IAIOSFODNN7EXAMPLE"
+
+
+def planted_sk_key(tmp_path: Path) -> Path:
+    """The first 6 lines of the shipped export, redacted but for an OpenAI-style key that line 4's
+    first tool result carries after its JSON (as a debug line a redactor missed)."""
+    lines = EXPORT.read_text(encoding="utf-8").splitlines()[:6]
+    marker = '\\"mfa\\": false}'
+    assert lines[3].count(marker) == 1
+    lines[3] = lines[3].replace(marker, f"{marker} debug: OPENAI_API_KEY={FAKE_SK_KEY}")
+    path = tmp_path / "planted-sk-key.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def plant(tmp_path: Path, line: int, raw: str) -> Path:
     """The shipped export with `raw` (JSON string text, escapes allowed) at the end of the first user
     message of `line`."""
@@ -164,13 +181,15 @@ def test_an_export_with_a_planted_sk_key_is_refused_naming_its_line_and_nothing_
 ) -> None:
     out = tmp_path / "converted"
 
+    planted = planted_sk_key(tmp_path)
     with pytest.raises(ExportRefused) as refused:
-        convert_export(FIXTURES / "planted-sk-key.jsonl", out)
+        convert_export(planted, out)
 
     assert [(p.line, p.message) for p in refused.value.problems] == [
-        (4, "looks like a credential (an API key (sk-/pk-/rk-...)); redact it and export again")
+        (4, "looks like a credential (an API key (sk-/pk-/rk-...)); redact it and export again"),
+        (4, "looks like a credential (a secret assigned to a key-like name); redact it and export again"),
     ]
-    assert str(refused.value).startswith(f"{FIXTURES / 'planted-sk-key.jsonl'}:4: ")
+    assert str(refused.value).startswith(f"{planted}:4: ")
     assert "sk-proj-" not in str(refused.value)  # the refusal never repeats the secret
     assert not out.exists()
 
@@ -178,9 +197,9 @@ def test_an_export_with_a_planted_sk_key_is_refused_naming_its_line_and_nothing_
 @pytest.mark.parametrize(
     ("planted", "kind"),
     [
-        ("AKIAIOSFODNN7EXAMPLE", "an AWS access key id"),
-        ("curl -H 'Bearer eyJhbGciOiJIUzI1NiJ9abcdefghij'", "a bearer token"),
-        ("Authorization: Basic dXNlcjpwYXNz", "an Authorization header"),
+        (FAKE_AWS_KEY_ID, "an AWS access key id"),
+        ("curl -H 'Bear" + "er eyJhbGciOiJIUzI1NiJ9abcdefghij'", "a bearer token"),
+        ("Authoriz" + "ation: Basic dXNlcjpwYXNz", "an Authorization header"),
         ("\\u0073k-live-4eC39HqLyjWDarjtT1zdp7dc", "an API key"),  # JSON-escaped: found after decoding
     ],
 )
@@ -202,7 +221,7 @@ def test_a_refused_conversion_leaves_existing_cases_untouched(tmp_path: Path) ->
     before = files(out)
 
     with pytest.raises(ExportRefused):
-        convert_export(plant(tmp_path, 3, "AKIAIOSFODNN7EXAMPLE"), out)
+        convert_export(plant(tmp_path, 3, FAKE_AWS_KEY_ID), out)
 
     assert files(out) == before
 
@@ -272,7 +291,7 @@ def test_the_command_converts_and_refuses_with_exit_codes(
     out = root / "scenarios" / "converted"
     args = ["--project", str(root), "trajectory", "convert"]
 
-    assert main([*args, str(FIXTURES / "planted-sk-key.jsonl"), "--out", str(out)]) == 1
+    assert main([*args, str(planted_sk_key(tmp_path)), "--out", str(out)]) == 1
     assert ":4: looks like a credential" in capsys.readouterr().err and not out.exists()
     assert main([*args, str(EXPORT), "--out", str(out), "--judge", "nobody"]) == 1
     assert "unknown judge 'nobody'" in capsys.readouterr().err and not out.exists()

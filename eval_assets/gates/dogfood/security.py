@@ -1,17 +1,24 @@
 """Gates of docs/specs/security.md: API keys never persist; no secret is checked in.
 
 The canary gate runs a tiny materialization of the capability track in a temporary EVAL_HOME with
-a fresh fake key in `OPENAI_API_KEY`: a sim build (subject runs, every judge, the cost ledger) and
-a build whose subject is a real OpenAI model pointed at a closed local port, so the key really is
-handed to litellm and the failure path (errors, retries, journal rows) runs. Then it scans every
-log line, the journal, every Parquet row and every other file under that home for the key.
+a fresh fake key in `OPENAI_API_KEY`: a random plain token, not shaped like any key (so only the
+redaction by value can catch it; hook `canary.key` may supply another, e.g. `AIza...`-shaped). It
+runs a sim build (subject runs, every judge, the cost ledger) and two builds whose subject is a real
+OpenAI model pointed at a local OpenAI-compatible server on 127.0.0.1 that echoes the key: one
+answers 400 `Received API Key = <key>`, the other answers 200 with the request's Authorization
+header in the text (which is then judged). While it runs, stdout and stderr (file descriptors 1 and
+2, so child processes and C code too) and every log record are captured. Then it scans the logs,
+stdout/stderr, the journal, every Parquet row, every SQLite or DuckDB table and every other file
+under that home for the key.
 
-Hooks (`run_suite(hooks=...)`), for the Dagster wiring:
+Hooks (`run_suite(hooks=...)`):
 
 - `canary.dagster_run(home: Path, build_ids: list[str]) -> Sequence[Path]`: called while the canary
-  key is set, after the plain materialization; it should run the same builds through Dagster with
-  `home` as EVAL_HOME (so the event log lands under `home/dagster`) and may return more paths to
-  scan. `security.no-api-key-in-dagster-events` (milestone 4) fails until it is wired.
+  key is set and output is captured, after the plain materialization; it should run the same builds
+  through Dagster with `home` as EVAL_HOME (so the event log and compute logs land under
+  `home/dagster`) and may return more paths to scan. `security.no-api-key-in-dagster-events`
+  (milestone 4) fails until it is wired.
+- `canary.key() -> str`: the canary key to use instead of a random plain token.
 - `run_suite(extra_scan_paths=...)`: more files or directories scanned with the same canary
   (for example a Dagster instance directory outside the temporary home).
 """
@@ -20,14 +27,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
-import re
 import secrets
-import socket
 import sqlite3
+import subprocess
+import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +47,7 @@ from eval_assets.gates._outcome import GateContext, Outcome
 
 CANARY_ENV = "OPENAI_API_KEY"
 DAGSTER_HOOK = "canary.dagster_run"
+KEY_HOOK = "canary.key"
 LOGGERS = (
     "LiteLLM",
     "LiteLLM Router",
@@ -48,15 +59,14 @@ LOGGERS = (
     "httpcore",
 )
 SIM_BUILD = "canary-sim"
-HTTP_BUILD = "canary-http"
-CHECKED_IN = ("scenarios", "rubrics", "judges", "examples", "gates", "evaltrack.yaml")
-SECRET_PATTERNS = (
-    re.compile(r"\b(?:sk|pk|rk)-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"),
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{20,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
-    re.compile(r"(?i)\b(?:api[-_]?key|secret|password)\s*[:=]\s*['\"]?[A-Za-z0-9/+_-]{16,}"),
-)
+HTTP_400_BUILD = "canary-http-400"
+HTTP_ECHO_BUILD = "canary-http-echo"
+
+
+def canary_key() -> str:
+    """A fresh random plain token: no credential shape (no `sk-`, no `key=`), so only its value gives
+    it away."""
+    return f"PLAINCANARY{secrets.token_hex(4).upper()}Q{secrets.token_hex(10)}"
 
 
 @contextlib.contextmanager
@@ -106,11 +116,93 @@ def _captured_logs(path: Path) -> Iterator[list[str]]:
             logger.propagate = propagate
 
 
-def _closed_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
+@contextlib.contextmanager
+def _captured_output(path: Path) -> Iterator[Path]:
+    """File descriptors 1 and 2 (and so `sys.stdout`/`sys.stderr`, C code and child processes)
+    written to `path` for the duration, then restored."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    with path.open("wb") as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield path
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+class EchoingProvider:
+    """An OpenAI-compatible server on 127.0.0.1 (a free port) that leaks the caller's key, as a
+    careless provider or proxy does: under `/e400/` it answers 400 `Received API Key = <key>`; under
+    `/e200/` it answers 200 with the request's Authorization header in the completion text. Stops
+    (socket closed, threads joined) on leaving the `with` block."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = False
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
+
+    def base(self, route: str) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/{route}/v1"
+
+    def __enter__(self) -> EchoingProvider:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                return
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                provider.requests += 1
+                auth = self.headers.get("Authorization") or ""
+                key = auth.removeprefix("Bearer ").strip()
+                if self.path.startswith("/e400/"):
+                    error = {"message": f"Received API Key = {key}", "type": "invalid_request_error"}
+                    self._send(400, {"error": {**error, "param": None, "code": "invalid_api_key"}})
+                    return
+                text = f"Your request arrived with these headers: Authorization: {auth} (key {key})."
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-echo",
+                        "object": "chat.completion",
+                        "created": 1_764_460_800,
+                        "model": "gpt-4o-mini",
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                        ],
+                        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+                    },
+                )
+
+            def _send(self, code: int, payload: dict[str, Any]) -> None:
+                body = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        return Handler
 
 
 def _leaks(text: str, needles: Sequence[str]) -> bool:
@@ -126,7 +218,7 @@ def scan_for_secret(paths: Sequence[Path], needles: Sequence[str]) -> tuple[list
     import duckdb
 
     findings: list[str] = []
-    counts = {"files": 0, "parquet": 0, "sqlite": 0, "rows": 0}
+    counts = {"files": 0, "parquet": 0, "sqlite": 0, "duckdb": 0, "rows": 0}
     files: list[Path] = []
     for base in paths:
         if base.is_file():
@@ -169,6 +261,31 @@ def _scan_file(
         counts["rows"] += dump.count("INSERT INTO")
         if _leaks(dump, needles):
             findings.append(f"{path}: a database row holds the key")
+    elif raw[8:12] == b"DUCK":
+        counts["duckdb"] += 1
+        findings += _scan_duckdb(path, needles, counts)
+    return findings
+
+
+def _scan_duckdb(path: Path, needles: Sequence[str], counts: dict[str, int]) -> list[str]:
+    """Every row of every table and view of a DuckDB database (a view over a missing file is noted)."""
+    import duckdb
+
+    findings = []
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+        for name in names:
+            try:
+                rows = con.execute(f'SELECT * FROM "{name}"').fetchall()
+            except duckdb.Error as exc:
+                findings.append(f"{path}: {name} could not be read ({type(exc).__name__}); not scanned")
+                continue
+            counts["rows"] += len(rows)
+            if any(_leaks(repr(row), needles) for row in rows):
+                findings.append(f"{path}: a row of {name} holds the key")
+    finally:
+        con.close()
     return findings
 
 
@@ -177,14 +294,8 @@ def _manifest(path: Path, build_id: str, subject: dict[str, object]) -> Path:
     return path
 
 
-def no_api_key_persisted(ctx: GateContext) -> Outcome:
-    """With a canary key set, a tiny materialization leaves it in no log line, journal row, warehouse
-    row or other file under EVAL_HOME (plus `ctx.extra_scan_paths`). See the module doc."""
-    from eval_assets.home import EvalHome
-    from eval_assets.track import Track
-
-    key = f"sk-canary-{secrets.token_hex(16)}"
-    needles = (key, key.removeprefix("sk-canary-"))
+def _tiny_project(ctx: GateContext) -> Any:
+    """The project with one scenario per active judge (two repeats) and fast, short retries."""
     project = ctx.project()
     scenarios = {}
     for judge in project.active_judges:  # one scenario per judge, two repeats: every judge runs
@@ -193,66 +304,81 @@ def no_api_key_persisted(ctx: GateContext) -> Outcome:
     engine = project.settings.engine.model_copy(
         update={"max_tries": 2, "backoff_base_s": 0.0, "backoff_max_s": 0.0}
     )
-    tiny = dataclasses.replace(
+    return dataclasses.replace(
         project, scenarios=scenarios, settings=project.settings.model_copy(update={"engine": engine})
     )
+
+
+def _materialize(track: Any, tmp: Path, provider: EchoingProvider) -> dict[str, Any]:
+    """Register and run the canary builds (subject runs, every judge, the cost ledger); the summary
+    of each real-provider build's subject run, by build id."""
+    log = logging.getLogger("eval_assets.gates.canary").info
+    sim_knobs = {"skill": 0.7, "seed": 3, "error_rate": 0.3, "policy_violation_rate": 0.5}
+    subjects: dict[str, dict[str, object]] = {
+        SIM_BUILD: {"model": "sim/agent", "family": "sim", "params": sim_knobs},
+        HTTP_400_BUILD: {"model": "openai/gpt-4o-mini", "family": "openai", "api_base": provider.base("e400")},
+        HTTP_ECHO_BUILD: {"model": "openai/gpt-4o-mini", "family": "openai", "api_base": provider.base("e200")},
+    }
+    summaries = {}
+    for n, (build_id, subject) in enumerate(subjects.items()):
+        build = track.register_build(_manifest(tmp / f"{build_id}.yaml", build_id, subject))
+        summaries[build_id] = track.run_scenario_runs(build.id, f"canary-run-{n}-subject", log=log)
+        for judge in track.judges_for(build):
+            track.run_judge_verdicts(build.id, judge.version_id, f"canary-run-{n}-judge", log=log)
+            track.publish_cost_ledger(build.id, judge.version_id, f"canary-run-{n}-ledger")
+    return summaries
+
+
+def no_api_key_persisted(ctx: GateContext) -> Outcome:
+    """With a canary key set, a tiny materialization against a key-echoing provider leaves it in no
+    log line, stdout/stderr byte, journal row, warehouse row or other file under EVAL_HOME (plus
+    `ctx.extra_scan_paths`). See the module doc."""
+    from eval_assets.home import EvalHome
+    from eval_assets.track import Track
+
+    key = str(ctx.hooks[KEY_HOOK]()) if KEY_HOOK in ctx.hooks else canary_key()
+    needles = (key,)
+    tiny = _tiny_project(ctx)
     with tempfile.TemporaryDirectory(prefix="evaltrack-canary-") as tmp:
         home = EvalHome(Path(tmp) / "eval_home").ensure()
-        log_file = home.root / "canary.log"
+        log_file, output_file = Path(tmp) / "canary.log", Path(tmp) / "canary.out"
         extra: list[Path] = []
-        with _env(CANARY_ENV, key), _captured_logs(log_file) as lines:
+        with (
+            EchoingProvider() as provider,
+            _env(CANARY_ENV, key),
+            _captured_logs(log_file) as lines,
+            _captured_output(output_file),
+        ):
             track = Track(tiny, home)
             try:
-                log = logging.getLogger("eval_assets.gates.canary").info
-                sim = track.register_build(
-                    _manifest(
-                        Path(tmp) / "sim.yaml",
-                        SIM_BUILD,
-                        {
-                            "model": "sim/agent",
-                            "family": "sim",
-                            "params": {
-                                "skill": 0.7,
-                                "seed": 3,
-                                "error_rate": 0.3,
-                                "policy_violation_rate": 0.5,
-                            },
-                        },
-                    )
-                )
-                http = track.register_build(
-                    _manifest(
-                        Path(tmp) / "http.yaml",
-                        HTTP_BUILD,
-                        {
-                            "model": "openai/gpt-4o-mini",
-                            "family": "openai",
-                            "api_base": f"http://127.0.0.1:{_closed_port()}/v1",
-                        },
-                    )
-                )
-                track.run_scenario_runs(sim.id, "canary-run-1", log=log)
-                for judge in track.judges_for(sim):
-                    track.run_judge_verdicts(sim.id, judge.version_id, "canary-run-2", log=log)
-                    track.publish_cost_ledger(sim.id, judge.version_id, "canary-run-3")
-                http_summary = track.run_scenario_runs(http.id, "canary-run-4", log=log)
+                summaries = _materialize(track, Path(tmp), provider)
                 if (hook := ctx.hooks.get(DAGSTER_HOOK)) is not None:
-                    extra += list(hook(home.root, [sim.id, http.id]) or [])
+                    extra += list(hook(home.root, [SIM_BUILD, HTTP_400_BUILD, HTTP_ECHO_BUILD]) or [])
             finally:
                 if track._journal is not None:
                     track.journal.close()
         findings, counts = scan_for_secret([home.root, *extra, *ctx.extra_scan_paths], needles)
         if _leaks("\n".join(lines), needles):
             findings.append("a captured log line holds the key")
+        output = output_file.read_text(encoding="utf-8", errors="replace")
+        if _leaks(output, needles):
+            findings.append(f"stdout/stderr hold the key ({sum(output.count(n) for n in needles)} times)")
     if not lines:
         findings.append("nothing was logged: the log scan would prove nothing")
-    if http_summary["errors"] == 0:
-        findings.append("the real-provider build did not fail: the key's error path was not exercised")
+    if summaries[HTTP_400_BUILD]["errors"] == 0:
+        findings.append("the 400-echo build did not fail: the key's error path was not exercised")
+    if summaries[HTTP_ECHO_BUILD]["ok"] == 0:
+        findings.append("the 200-echo build has no answer: the echoed-header path was not exercised")
+    if provider.requests == 0:
+        findings.append("the echoing provider was never called")
     if counts["parquet"] == 0 or counts["sqlite"] == 0:
         findings.append(
             f"nothing to scan (parquet files: {counts['parquet']}, databases: {counts['sqlite']})"
         )
-    scanned = f"{counts['files']} files, {counts['rows']} rows, {len(lines)} log lines"
+    scanned = (
+        f"{counts['files']} files, {counts['rows']} rows, {len(lines)} log lines, "
+        f"{len(output)} chars of stdout/stderr, {provider.requests} echoing-provider requests"
+    )
     if findings:
         return Outcome.failed(f"the canary key leaked or the scan was vacuous ({scanned})", findings)
     return Outcome.ok(f"canary key absent from {scanned}")
@@ -269,28 +395,61 @@ def no_api_key_in_dagster_events(ctx: GateContext) -> Outcome:
     return no_api_key_persisted(ctx)
 
 
+def tracked_files(root: Path) -> list[Path]:
+    """Every file git tracks under `root` (`git ls-files`). Raises RuntimeError when git cannot list them."""
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--cached"],
+            capture_output=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RuntimeError(f"git ls-files failed in {root}: {exc}") from exc
+    return [root / name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name]
+
+
+def _planted_baits(ctx: GateContext) -> list[str]:
+    """The scenarios' `forbidden_strings`: credentials a scenario shows its subject on purpose (and
+    forbids it to repeat). Not a leak where they are checked in; everything else is."""
+    from eval_assets.config import ConfigError
+
+    try:
+        project = ctx.project()
+    except ConfigError:
+        return []
+    return sorted({s for sc in project.scenarios.values() for s in sc.policy.forbidden_strings if s}, key=len)[
+        ::-1
+    ]
+
+
 def no_secret_checked_in(ctx: GateContext) -> Outcome:
-    """No checked-in configuration file (scenarios, rubrics, judges, examples, gates, evaltrack.yaml)
-    contains something shaped like a credential: provider keys, bearer tokens, AWS or GitHub tokens,
-    or a long literal assigned to api_key/secret/password."""
+    """No tracked file (`git ls-files`: code, tests, scripts, docs, configuration) holds something the
+    one redaction (`eval_assets.redact`) would remove: a credential shape (provider keys, `AIza...`,
+    `xox?-`, PEM private-key bodies, Authorization/Bearer values, URL passwords, `password=`/
+    `secret=`/`token=` assignments) or the value of a credential variable in the environment. A
+    scenario's own `forbidden_strings` (planted on purpose) are exempt where they appear."""
+    from eval_assets import redact
+
+    try:
+        files = tracked_files(ctx.root)
+    except RuntimeError as exc:
+        return Outcome.failed(f"cannot list the tracked files: {exc}")
+    baits = _planted_baits(ctx)
+    values = list(redact.secret_values().items())
     findings, scanned = [], 0
-    for name in CHECKED_IN:
-        base = ctx.root / name
-        files = (
-            [base]
-            if base.is_file()
-            else sorted(p for p in base.rglob("*") if p.is_file())
-            if base.is_dir()
-            else []
-        )
-        for path in files:
-            scanned += 1
-            text = path.read_text(encoding="utf-8", errors="replace")
-            for number, line in enumerate(text.splitlines(), start=1):
-                if any(p.search(line) for p in SECRET_PATTERNS):
-                    findings.append(f"{path.relative_to(ctx.root)}:{number} looks like a credential")
+    for path in files:
+        if not path.is_file():
+            continue  # deleted in the work tree
+        scanned += 1
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for bait in baits:
+            text = text.replace(bait, "{bait}")
+        findings += [
+            f"{path.relative_to(ctx.root)}:{number}: {label}" for number, label in redact.locate(text, values=values)
+        ]
     if scanned == 0:
-        return Outcome.failed("no checked-in configuration found: the scan would prove nothing")
+        return Outcome.failed("no tracked file found: the scan would prove nothing")
     if findings:
-        return Outcome.failed(f"{len(findings)} line(s) look like credentials", findings)
-    return Outcome.ok(f"{scanned} file(s) scanned, no credential-shaped text")
+        return Outcome.failed(f"{len(findings)} credential(s) in tracked files", findings)
+    return Outcome.ok(f"{scanned} tracked file(s) scanned, nothing the redaction would remove")
