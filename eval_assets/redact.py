@@ -20,6 +20,7 @@ for it, and it is not the secret (the body is).
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -177,3 +178,31 @@ def locate(text: str, *, values: Iterable[tuple[str, str]] | None = None) -> lis
             hits.add((text.count("\n", 0, start) + 1, source))
             start = text.find(value, start + 1)
     return sorted(hits)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts a record's message (its arguments merged in) and exception text
+    before any handler formats it; it never drops a record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+_FILTER = RedactingFilter()
+
+
+def redact_logs(*names: str) -> None:
+    """Attach the redacting filter to the named loggers (idempotent). litellm logs raw provider
+    responses at DEBUG, and a provider may echo the key in them."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)

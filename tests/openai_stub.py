@@ -20,7 +20,7 @@ import json
 import threading
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
@@ -43,12 +43,22 @@ class Behaviour:
     message: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
     echo_request_headers: bool = False
+    echo_key: bool = False
 
     @classmethod
     def ok(
-        cls, text: str = "stub says hello", *, prompt_tokens: int = 11, completion_tokens: int = 7
+        cls,
+        text: str = "stub says hello",
+        *,
+        prompt_tokens: int = 11,
+        completion_tokens: int = 7,
+        echo_key: bool = False,
     ) -> Behaviour:
-        return cls("ok", text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        """A completion. `echo_key`: the text goes on with the request's Authorization header, value
+        included, as a careless provider might answer "what headers did I send?"."""
+        return cls(
+            "ok", text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, echo_key=echo_key
+        )
 
     @classmethod
     def status(
@@ -58,11 +68,13 @@ class Behaviour:
         *,
         headers: Mapping[str, str] | None = None,
         echo_request_headers: bool = False,
+        echo_key: bool = False,
     ) -> Behaviour:
         """An OpenAI-style error body with HTTP status `code`.
 
         `echo_request_headers`: the error message repeats every request header, values included, as
-        a careless provider or proxy might; a client must not pass that on.
+        a careless provider or proxy might; a client must not pass that on. `echo_key`: it ends with
+        `Received API Key = <the bearer token>`, as some servers answer a key they reject.
         """
         return cls(
             "status",
@@ -70,6 +82,7 @@ class Behaviour:
             message=message or f"stub error {code}",
             headers=dict(headers or {}),
             echo_request_headers=echo_request_headers,
+            echo_key=echo_key,
         )
 
     @classmethod
@@ -264,11 +277,17 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 )
             elif behaviour.kind == "ok":
                 model = (request.body or {}).get("model", "local-test")
+                if behaviour.echo_key:
+                    auth = request.headers.get("authorization", "")
+                    behaviour = replace(behaviour, text=f"{behaviour.text} (your headers: Authorization: {auth})")
                 self._json(200, _completion(stub._completion_id(), model, behaviour))
             elif behaviour.kind == "status":
                 message = behaviour.message
                 if behaviour.echo_request_headers:
                     message += " (request headers: " + json.dumps(request.headers) + ")"
+                if behaviour.echo_key:
+                    key = request.headers.get("authorization", "").removeprefix("Bearer ")
+                    message += f" Received API Key = {key}"
                 error = {
                     "message": message,
                     "type": "stub_error",

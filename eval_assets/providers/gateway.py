@@ -21,11 +21,13 @@ from typing import Any
 import litellm  # noqa: E402
 
 import eval_assets.providers  # noqa: F401  (sets litellm's offline environment first)
-from eval_assets.redact import redact
+from eval_assets.redact import redact, redact_logs
 
 litellm.suppress_debug_info = True
 # litellm warns once per registered custom price about cache pricing it cannot know; not actionable here.
 logging.getLogger("LiteLLM").setLevel(logging.ERROR)
+# litellm logs raw provider responses (at DEBUG); a provider may echo the key in them.
+redact_logs("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "openai", "httpx", "httpcore", "eval_assets")
 litellm.telemetry = False
 litellm.drop_params = False
 litellm.set_verbose = False

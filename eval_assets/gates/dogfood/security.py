@@ -409,6 +409,18 @@ def tracked_files(root: Path) -> list[Path]:
     return [root / name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name]
 
 
+UNTRACKED_DIRS = frozenset({".git", ".venv", ".eval_home", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"})
+
+
+def _all_files(root: Path) -> list[Path]:
+    """Every file under `root` but virtual environments, EVAL_HOME and caches."""
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and not UNTRACKED_DIRS.intersection(p.relative_to(root).parts[:-1])
+    )
+
+
 def _planted_baits(ctx: GateContext) -> list[str]:
     """The scenarios' `forbidden_strings`: credentials a scenario shows its subject on purpose (and
     forbids it to repeat). Not a leak where they are checked in; everything else is."""
@@ -432,9 +444,9 @@ def no_secret_checked_in(ctx: GateContext) -> Outcome:
     from eval_assets import redact
 
     try:
-        files = tracked_files(ctx.root)
-    except RuntimeError as exc:
-        return Outcome.failed(f"cannot list the tracked files: {exc}")
+        files, listed = tracked_files(ctx.root), "tracked"
+    except RuntimeError:  # not a git work tree (an unpacked release, a copy): every file under root
+        files, listed = _all_files(ctx.root), "(no git work tree: every file under the root)"
     baits = _planted_baits(ctx)
     values = list(redact.secret_values().items())
     findings, scanned = [], 0
@@ -451,5 +463,5 @@ def no_secret_checked_in(ctx: GateContext) -> Outcome:
     if scanned == 0:
         return Outcome.failed("no tracked file found: the scan would prove nothing")
     if findings:
-        return Outcome.failed(f"{len(findings)} credential(s) in tracked files", findings)
-    return Outcome.ok(f"{scanned} tracked file(s) scanned, nothing the redaction would remove")
+        return Outcome.failed(f"{len(findings)} credential(s) in {listed} files", findings)
+    return Outcome.ok(f"{scanned} file(s) scanned {listed}, nothing the redaction would remove")
