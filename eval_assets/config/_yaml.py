@@ -160,7 +160,8 @@ def data_issues(data: Any) -> list[tuple[str, str]]:
     issues = []
     for where, value in _walk(data):
         if isinstance(value, float) and not math.isfinite(value):
-            issues.append((where, f"{value} is not a finite number"))
+            spelled = ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
+            issues.append((where, f"{spelled} is not a finite number"))
         elif isinstance(value, str) and _has_surrogate(value):
             issues.append((where, "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text"))
     return issues
