@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from eval_assets.config import ConfigError, Project, load_build, load_project
+from eval_assets.config._loader import misnamed_yaml
 from eval_assets.home import EvalHome, default_home, project_root
 from eval_assets.journal import JournalError
 
@@ -43,9 +44,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from eval_assets.gates import validate_gates
 
         problems += validate_gates(project.root)
-        for path in sorted((project.root / "examples" / "builds").glob("*.yaml")):
+        examples = project.root / "examples" / "builds"
+        problems += misnamed_yaml(examples, project.root)
+        for path in sorted(examples.glob("*.yaml")):
             try:
-                load_build(path, project)
+                load_build(path, project)  # a baseline must be one of the examples
             except ConfigError as exc:
                 problems += exc.problems
         if problems:

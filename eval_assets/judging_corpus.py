@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from eval_assets.config import BoolScale, FloatScale, IntScale, Rubric
+from eval_assets.config._yaml import YamlRefused, read_yaml_file
 from eval_assets.judging import parse_verdict
 
 ANY_RUBRIC = "*"
@@ -73,7 +72,10 @@ _FIELDS = {"id", "rubric", "reply", "reason", "note"}
 
 
 def _cases_in(path: Path) -> list[Case]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        data = read_yaml_file(path)  # the one YAML reader
+    except YamlRefused as exc:
+        raise CorpusError(f"{path.name}: {exc}") from None
     items = data if isinstance(data, list) else [data]
     out = []
     for n, item in enumerate(items, start=1):

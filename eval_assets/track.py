@@ -90,10 +90,10 @@ class Track:
 
     def register_build(self, path: Path) -> BuildManifest:
         """Validate a manifest and store it under EVAL_HOME/builds (atomic). Raises ConfigError."""
-        manifest = load_build(path, self.project)
+        manifest = load_build(path, self.project, self.registered_builds())
         target = self.build_path(manifest.id)
         if target.exists():
-            existing = load_build(target, self.project)
+            existing = load_build(target, self.project, self.registered_builds())
             if existing != manifest:
                 raise ConfigError(
                     [
@@ -122,7 +122,7 @@ class Track:
         path = self.build_path(build_id)
         if not path.exists():
             raise TrackError(f"unknown build {build_id!r}: register it with `evaltrack build add FILE.yaml`")
-        return load_build(path, self.project)
+        return load_build(path, self.project, self.registered_builds())
 
     def judges_for(self, build: BuildManifest) -> list[Judge]:
         """The judge versions a build is scored by: the manifest's list, else every active version."""

@@ -34,6 +34,7 @@ import yaml
 from eval_assets import redact
 from eval_assets.config._loader import validate_model
 from eval_assets.config._models import Scenario, canonical_arguments, canonical_json
+from eval_assets.config._yaml import YamlRefused, read_yaml_file
 
 EXPORT_FORMAT = "agent-trajectory-export"
 EXPORT_VERSION = 1
@@ -438,8 +439,8 @@ class ConversionReport:
 
 def _has_assertions(path: Path) -> bool:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = read_yaml_file(path)  # the one YAML reader
+    except YamlRefused:
         return False
     return isinstance(data, dict) and data.get("assertions") is not None
 

@@ -218,3 +218,154 @@ def test_shipped_files_are_named_for_what_they_hold():
         scenario, _ = load_file(Scenario, path)
         assert scenario is not None
         assert path.relative_to(REPO).as_posix() == f"scenarios/{scenario.suite}/{scenario.id}.yaml"
+
+
+# --- one validation for validate, build add and the code location ----------------------------------
+
+
+def test_sim_knob_models_name_exactly_the_knobs_the_sim_provider_reads():
+    from eval_assets.config._models import SimJudgeKnobs, SimSubjectKnobs
+    from eval_assets.providers._simmodel import DECODING_PARAMS, JUDGE_KNOBS, SUBJECT_KNOBS
+
+    assert set(SimSubjectKnobs.model_fields) == SUBJECT_KNOBS | DECODING_PARAMS
+    assert set(SimJudgeKnobs.model_fields) == JUDGE_KNOBS | DECODING_PARAMS
+
+
+@pytest.mark.parametrize(
+    "cron",
+    [
+        "every tuesday",
+        "@daily",
+        "0 2 * * * *",
+        "60 * * * *",
+        "0 24 * * *",
+        "0 0 0 * *",
+        "0 0 32 * *",
+        "0 0 * 13 *",
+        "0 2 * * 8",
+        "0 0 30 2 *",
+        "0 0 L * *",
+        "0 0 * * sun#2",
+        "*/0 * * * *",
+        "a-b * * * *",
+        "",
+    ],
+)
+def test_a_cron_the_settings_accept_is_one_dagster_schedules(cron: str):
+    from dagster._utils.schedules import is_valid_cron_string
+
+    from eval_assets.config._settings import cron_problem
+
+    if cron_problem(cron) is None:
+        assert is_valid_cron_string(cron), cron
+    else:
+        assert cron_problem(cron)
+
+
+@pytest.mark.parametrize(
+    "cron", ["0 2 * * *", "*/15 * * * *", "0 2 * * mon-fri", "1-5/2 0,12 1 jan,jul *", "0 0 * * 7"]
+)
+def test_ordinary_crons_are_accepted_and_dagster_agrees(cron: str):
+    from dagster._utils.schedules import is_valid_cron_string
+
+    from eval_assets.config._settings import cron_problem
+
+    assert cron_problem(cron) is None and is_valid_cron_string(cron)
+
+
+def test_example_builds_name_a_baseline_among_the_examples_and_a_stray_one_is_refused(
+    tmp_path: Path, project
+):
+    examples = tmp_path / "builds"
+    examples.mkdir()
+    for path in EXAMPLE_BUILDS:
+        shutil.copyfile(path, examples / path.name)
+    for path in sorted(examples.glob("*.yaml")):
+        load_build(path, project)  # the baseline is one of the examples beside it
+    (examples / "baseline.yaml").unlink()
+    with pytest.raises(ConfigError) as raised:
+        load_build(examples / "candidate.yaml", project)
+    assert [p.field for p in raised.value.problems] == ["baseline"]
+    assert "unknown baseline build" in raised.value.problems[0].message
+
+
+# --- the one YAML reader ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "issue"),
+    [
+        (
+            "a: &x [1, 2]\nb: *x\n",
+            ("<yaml>", "YAML anchors (&x) are not allowed: write the value out (line 1, column 4)"),
+        ),
+        (
+            "a: [1]\nb: *x\n",
+            ("<yaml>", "YAML aliases (*x) are not allowed: write the value out (line 2, column 4)"),
+        ),
+        (
+            "<<: {a: 1}\n",
+            ("<yaml>", "YAML merge keys (<<) are not allowed: write the keys out (line 1, column 1)"),
+        ),
+        ("a: 1\nb: 2\na: 3\n", ("<yaml>", "key 'a' is given twice in one mapping (line 3, column 1)")),
+        (
+            "a: !!binary aGk=\n",
+            (
+                "<yaml>",
+                "YAML tag 'tag:yaml.org,2002:binary' is not allowed (plain data only) (line 1, column 4)",
+            ),
+        ),
+        (
+            "a: !!set {x}\n",
+            (
+                "<yaml>",
+                "YAML tag 'tag:yaml.org,2002:set' is not allowed (plain data only) (line 1, column 4)",
+            ),
+        ),
+        (
+            "a: !custom x\n",
+            ("<yaml>", "YAML tag '!custom' is not allowed (plain data only) (line 1, column 4)"),
+        ),
+        ("a: {b: [1, .NaN]}\n", ("a.b.1", ".nan is not a finite number")),
+        ("a: -.Inf\n", ("a", "-.inf is not a finite number")),
+        ("[" * 100_000, ("<yaml>", "nested deeper than 64 levels (line 1, column 65)")),
+    ],
+)
+def test_the_yaml_reader_refuses_what_is_not_plain_bounded_data(text: str, issue: tuple[str, str]):
+    from eval_assets.config._yaml import YamlRefused, parse_yaml
+
+    with pytest.raises(YamlRefused) as raised:
+        parse_yaml(text)
+    assert raised.value.issues[0] == issue
+
+
+def test_the_yaml_reader_keeps_dates_as_text_and_reads_a_bom(tmp_path: Path):
+    from eval_assets.config._yaml import read_yaml_file
+
+    path = tmp_path / "x.yaml"
+    path.write_bytes("\ufeffday: 2026-01-05\nn: 3\n".encode())
+    assert read_yaml_file(path) == {"day": "2026-01-05", "n": 3}
+
+
+def test_the_yaml_reader_refuses_a_file_over_the_cap_before_parsing_it(tmp_path: Path):
+    from eval_assets.config._yaml import MAX_YAML_BYTES, YamlRefused, read_yaml_file
+
+    path = tmp_path / "big.yaml"
+    path.write_bytes(b"a: [" + b"1," * (MAX_YAML_BYTES // 2) + b"]\n")
+    with pytest.raises(YamlRefused) as raised:
+        read_yaml_file(path)
+    size = path.stat().st_size
+    assert raised.value.issues == [
+        ("<file>", f"the file is {size} bytes, over the cap of {MAX_YAML_BYTES} bytes")
+    ]
+
+
+def test_no_module_parses_yaml_but_the_one_reader():
+    offenders = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in sorted((REPO / "eval_assets").rglob("*.py"))
+        if path.name != "_yaml.py"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if "yaml.safe_load" in line or "yaml.load(" in line or "yaml.full_load" in line
+    ]
+    assert offenders == []

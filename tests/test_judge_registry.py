@@ -168,12 +168,16 @@ def test_editing_the_rubric_file_in_place_is_a_change_of_the_judge_unit(root: Pa
     ]
 
 
-def test_reordering_labels_is_a_change_because_the_judge_sees_their_order(root: Path) -> None:
+def test_reordering_labels_is_refused_because_the_judge_sees_their_order(root: Path) -> None:
+    # The judge is shown labels in their listed order, so the values must prove it (strictly increasing):
+    # a reordered label set no longer loads, and a relabelled one is a changed rubric (test above).
     path = root / "rubrics" / "safety-compliance-v1.yaml"
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["criteria"][0]["scale"]["labels"] = dict(reversed(list(data["criteria"][0]["scale"]["labels"].items())))
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    assert [p.split(": ")[:2] for p in problems(root)] == [["judges/safety-v1.yaml", "rubric"]]
+    assert [p.split(": ")[:3] for p in problems(root)] == [
+        ["rubrics/safety-compliance-v1.yaml", "criteria.0.scale", "labels"]
+    ]
 
 
 def test_comments_key_order_and_bridge_settings_are_not_part_of_the_unit(root: Path) -> None:

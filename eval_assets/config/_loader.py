@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import math
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from ._models import BuildManifest, Judge, Rubric, Scenario
+from ._models import BuildManifest, Judge, Rubric, Scenario, SimJudgeKnobs, SimSubjectKnobs
 from ._settings import Settings
+from ._yaml import YamlRefused, read_yaml_file
 
 M = TypeVar("M", bound=BaseModel)
 _SCALE_TYPES = frozenset({"int", "float", "bool", "labels"})
@@ -70,23 +72,42 @@ def _rel(path: Path, root: Path) -> str:
 
 
 def read_yaml(path: Path, shown: str) -> tuple[Any, list[Problem]]:
-    """Parse one YAML file; a parse error is a problem naming the line, never an exception."""
+    """Parse one YAML file through the one YAML reader (`_yaml.read_yaml_file`: size cap, no aliases,
+    bounded nesting, unique keys, finite numbers); a refusal is a problem naming the field or line,
+    never an exception."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [Problem(shown, "<file>", f"cannot read: {exc}")]
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        reason = getattr(exc, "problem", None) or str(exc)
-        return None, [Problem(shown, "<yaml>", f"malformed YAML{where}: {reason}")]
+        data = read_yaml_file(path)
+    except YamlRefused as exc:
+        return None, [Problem(shown, fld, msg) for fld, msg in exc.issues]
     if data is None:
         return None, [Problem(shown, "<root>", "file is empty")]
     if not isinstance(data, dict):
         return None, [Problem(shown, "<root>", f"expected a mapping, got {type(data).__name__}")]
     return data, []
+
+
+_EXPECTED = {
+    "int_type": "an integer",
+    "float_type": "a number",
+    "string_type": "text",
+    "bool_type": "true or false",
+    "finite_number": "a finite number",
+    "dict_type": "a mapping",
+    "list_type": "a list",
+}
+
+
+def _shown_value(value: Any) -> str:
+    """A rejected input as the file wrote it (true, "abc", 7, .inf), shortened."""
+    if isinstance(value, bool) or value is None:
+        text = {True: "true", False: "false", None: "null"}[value]
+    elif isinstance(value, float) and not math.isfinite(value):
+        text = ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
+    elif isinstance(value, int | float | str):
+        text = json.dumps(value, ensure_ascii=False)
+    else:
+        text = f"a {'mapping' if isinstance(value, dict) else type(value).__name__}"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def validate_model(model: type[M], data: Any, shown: str) -> tuple[M | None, list[Problem]]:
@@ -109,6 +130,8 @@ def validate_model(model: type[M], data: Any, shown: str) -> tuple[M | None, lis
                 msg = "required field is missing"
             elif err["type"] == "value_error":
                 msg = str(err.get("ctx", {}).get("error", msg))
+            elif err["type"] in _EXPECTED:
+                msg = f"expected {_EXPECTED[err['type']]}, got {_shown_value(err.get('input'))}"
             elif err["type"] == "string_pattern_mismatch":
                 msg = (
                     f"{err['input']!r} is not a valid id: use only letters, digits, '.', '_' and '-' "
@@ -141,23 +164,49 @@ def model_provider_problem(model: str) -> str | None:
 
 
 def sim_params_problems(model: str, params: dict[str, Any], field: str) -> list[tuple[str, str]]:
-    """(field, message) for sim knobs a sim model would reject at call time; [] for other models."""
+    """(field, message) for sim knobs a sim model would reject or misread; [] for other models.
+
+    Unknown knobs, and known ones of the wrong type or range (`seed: abc`, `skill: true`, `skill: 7`),
+    are refused here, with every other field, instead of failing (or defaulting) at call time.
+    """
     from eval_assets.providers._simmodel import DECODING_PARAMS, JUDGE_KNOBS, SUBJECT_KNOBS
 
     provider = model.partition("/")[0]
     allowed = {"sim": SUBJECT_KNOBS, "simjudge": JUDGE_KNOBS}.get(provider)
     if allowed is None:
         return []
-    unknown = sorted(set(params) - allowed - DECODING_PARAMS)
-    return [
+    unknown = sorted(set(params) - allowed - DECODING_PARAMS, key=str)
+    out = [
         (f"{field}.{k}", f"unknown {provider} knob (known: {', '.join(sorted(allowed))})") for k in unknown
     ]
+    knobs = SimSubjectKnobs if provider == "sim" else SimJudgeKnobs
+    _, found = validate_model(knobs, {k: v for k, v in params.items() if k not in unknown}, "")
+    return out + [(f"{field}.{p.field}", p.message) for p in found]
+
+
+YAML_SUFFIX = ".yaml"
 
 
 def _yaml_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.rglob("*") if p.suffix in {".yaml", ".yml"} and p.is_file())
+    return sorted(p for p in directory.rglob("*") if p.suffix == YAML_SUFFIX and p.is_file())
+
+
+def misnamed_yaml(directory: Path, root: Path) -> list[Problem]:
+    """`.yml`, `.YAML`, ... files under `directory`: only `.yaml` is read, so each is refused by name
+    (never silently ignored, never read by one command and skipped by another)."""
+    if not directory.is_dir():
+        return []
+    return [
+        Problem(
+            _rel(p, root),
+            "<file>",
+            f"only {YAML_SUFFIX} files are read: rename it to {p.with_suffix(YAML_SUFFIX).name}",
+        )
+        for p in sorted(directory.rglob("*"))
+        if p.suffix.lower() in {".yaml", ".yml"} and p.suffix != YAML_SUFFIX and p.is_file()
+    ]
 
 
 def load_project(root: Path, *, check_registry: bool = True) -> Project:
@@ -214,6 +263,8 @@ def load_project(root: Path, *, check_registry: bool = True) -> Project:
             sources[kind + key] = path
         return out
 
+    for sub in ("rubrics", "judges", "scenarios"):
+        problems += misnamed_yaml(root / sub, root)
     rubrics = collect(Rubric, "rubrics", lambda r: r.key, "rubric", "version")
     judges = collect(Judge, "judges", lambda j: j.version_id, "judge", "version")
     scenarios = collect(Scenario, "scenarios", lambda s: s.id, "scenario", "id")
@@ -275,8 +326,10 @@ def load_project(root: Path, *, check_registry: bool = True) -> Project:
     )
 
 
-def validate_build(manifest: BuildManifest, project: Project, shown: str) -> list[Problem]:
-    """Cross-references of a build manifest against the loaded project."""
+def validate_build(
+    manifest: BuildManifest, project: Project, shown: str, known_builds: Collection[str]
+) -> list[Problem]:
+    """Cross-references of a build manifest against the loaded project and the builds it may name."""
     problems = []
     if (why := model_provider_problem(manifest.subject.model)) is not None:
         problems.append(Problem(shown, "subject.model", why))
@@ -289,7 +342,7 @@ def validate_build(manifest: BuildManifest, project: Project, shown: str) -> lis
         problems.append(Problem(shown, fld, msg))
     overrides = manifest.subject.params.get("scenario_skill") or {}
     if isinstance(overrides, dict):
-        for sid in sorted(set(overrides) - set(project.scenarios)):
+        for sid in sorted(set(overrides) - set(project.scenarios), key=str):
             problems.append(Problem(shown, f"subject.params.scenario_skill.{sid}", "unknown scenario id"))
     model = manifest.subject.model
     if model.partition("/")[0] in LOCAL_PROVIDERS and model not in project.settings.prices:
@@ -302,14 +355,40 @@ def validate_build(manifest: BuildManifest, project: Project, shown: str) -> lis
         )
     if manifest.baseline == manifest.id:
         problems.append(Problem(shown, "baseline", "a build cannot be its own baseline"))
+    elif manifest.baseline is not None and manifest.baseline not in known_builds:
+        known = sorted(known_builds)
+        listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "") if known else "none"
+        problems.append(
+            Problem(
+                shown,
+                "baseline",
+                f"unknown baseline build {manifest.baseline!r}: register the baseline first "
+                f"(`evaltrack build add`); known builds: {listed}",
+            )
+        )
     return problems
 
 
-def load_build(path: Path, project: Project) -> BuildManifest:
-    """Load one build manifest and check it against the project; raises ConfigError."""
+def manifest_ids(directory: Path) -> set[str]:
+    """The ids of the build manifests (`*.yaml`) in `directory`; unreadable ones name nothing."""
+    ids = set()
+    for path in sorted(directory.glob(f"*{YAML_SUFFIX}")) if directory.is_dir() else []:
+        data, problems = read_yaml(path, str(path))
+        if not problems and isinstance(data.get("id"), str):
+            ids.add(data["id"])
+    return ids
+
+
+def load_build(path: Path, project: Project, known_builds: Collection[str] | None = None) -> BuildManifest:
+    """Load one build manifest and check it against the project; raises ConfigError.
+
+    `known_builds`: the builds its baseline may name (the registered builds, for `build add` and a
+    run). None: the ids of the manifests beside it (a directory of examples names its own baseline).
+    """
     manifest, problems = load_file(BuildManifest, path)
     if manifest is not None:
-        problems += validate_build(manifest, project, str(path))
+        known = manifest_ids(path.parent) if known_builds is None else known_builds
+        problems += validate_build(manifest, project, str(path), known)
     if problems or manifest is None:
         raise ConfigError(problems)
     return manifest

@@ -11,7 +11,10 @@ Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$", min_length=1
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Unknown fields are errors; types are strict (no `true` as an int, no "5" as a number, no 5.0
+    as an int) and floats finite (no .inf, no .nan): what `validate` accepts is what runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 # --- rubrics ---------------------------------------------------------------------------------
@@ -46,7 +49,11 @@ class BoolScale(Strict):
 
 
 class LabelScale(Strict):
-    """An ordered label set; each label maps to a value in [0, 1] used by the weighted aggregate."""
+    """An ordered label set; each label maps to a value in [0, 1] used by the weighted aggregate.
+
+    The order is what the judge is shown (worst to best), and a YAML mapping's order is not data:
+    the values must prove it, strictly increasing in the order the labels are listed.
+    """
 
     type: Literal["labels"]
     labels: dict[Id, Annotated[float, Field(ge=0.0, le=1.0)]]
@@ -55,6 +62,13 @@ class LabelScale(Strict):
     def _enough(self) -> LabelScale:
         if len(self.labels) < 2:
             raise ValueError("a label scale needs at least 2 labels")
+        items = list(self.labels.items())
+        for (low, a), (high, b) in zip(items, items[1:], strict=False):
+            if not b > a:
+                raise ValueError(
+                    f"labels: list the labels worst to best with strictly increasing values "
+                    f"({high!r}: {b} follows {low!r}: {a}): the judge is shown them in this order"
+                )
         return self
 
 
@@ -134,7 +148,15 @@ class Message(Strict):
 class Policy(Strict):
     """Deterministic checks on a subject output; each hit is one policy failure."""
 
-    forbidden_strings: list[str] = Field(default_factory=list)
+    forbidden_strings: list[Annotated[str, StringConstraints(min_length=1)]] = Field(default_factory=list)
+
+    @field_validator("forbidden_strings")
+    @classmethod
+    def _no_blank(cls, values: list[str]) -> list[str]:
+        blank = [i for i, v in enumerate(values) if not v.strip()]
+        if blank:  # every answer contains "" (and nearly every one " "): each would be a policy failure
+            raise ValueError(f"entries {blank} are blank: every answer would be a policy failure")
+        return values
 
 
 # --- trajectory replay (issue 7; docs/trajectory-export.md) -----------------------------------------
@@ -265,6 +287,43 @@ class Scenario(Strict):
         return self
 
 
+# --- sim knobs (the in-process sim provider's params; checked where every other field is) -------------
+
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class _DecodingParams(Strict):
+    """Ordinary decoding params a sim model accepts (and ignores)."""
+
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    max_retries: Annotated[int, Field(ge=0, le=100)] | None = None
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    tools: list[Any] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+
+
+class SimSubjectKnobs(_DecodingParams):
+    """`sim/*` subject knobs (eval_assets.providers.sim)."""
+
+    skill: Unit = 0.7
+    noise: Unit = 0.1
+    scenario_skill: dict[Id, Unit] = Field(default_factory=dict)
+    policy_violation_rate: Unit = 0.0
+    error_rate: Unit = 0.0
+    latency_ms: Annotated[float, Field(ge=0.0, le=600_000.0)] = 0.0
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
+
+
+class SimJudgeKnobs(_DecodingParams):
+    """`simjudge/*` judge knobs; bias and noise are in rubric points."""
+
+    bias: Annotated[float, Field(ge=-1000.0, le=1000.0)] = 0.0
+    noise: Annotated[float, Field(ge=0.0, le=1000.0)] = 0.0
+    malformed_rate: Unit = 0.0
+    latency_ms: Annotated[float, Field(ge=0.0, le=600_000.0)] = 0.0
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
+
+
 # --- builds ----------------------------------------------------------------------------------
 
 
@@ -278,7 +337,7 @@ class Subject(Strict):
 
 class BuildManifest(Strict):
     id: Id
-    milestone: Annotated[int, Field(ge=0)]
+    milestone: Annotated[int, Field(ge=0, le=2**63 - 1)]
     subject: Subject
     baseline: Id | None = None
     judges: list[Id] | None = Field(

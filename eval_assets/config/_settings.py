@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ._models import Strict
 
@@ -37,6 +38,56 @@ class Spend(Strict):
     )
 
 
+class Bounds(Strict):
+    """Caps on what the project reads (HIP-0129 §7); a file over a cap is refused with its size."""
+
+    max_human_scores_bytes: Annotated[int, Field(ge=1, le=2**40)] = Field(
+        default=16 * 1024 * 1024, description="largest `evaltrack scores import` file, bytes"
+    )
+    max_trajectory_bytes: Annotated[int, Field(ge=1, le=2**40)] = Field(
+        default=16 * 1024 * 1024, description="largest `evaltrack trajectory convert` export, bytes"
+    )
+
+
+# --- cron: checked here (the domain has no Dagster), at least as strictly as Dagster's schedule does ---
+_CRON_FIELDS = (  # name, low, high, names
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day of month", 1, 31, ()),
+    ("month", 1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+    ("day of week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+_CRON_ITEM = re.compile(r"^(?:(\*)|([0-9a-z]+)(?:-([0-9a-z]+))?)(?:/([0-9]+))?$")
+
+
+def cron_problem(expr: str) -> str | None:
+    """Why `expr` is not a 5-field UTC cron expression Dagster can schedule, or None."""
+    parts = expr.split()
+    if len(parts) != 5:
+        return f"{expr!r} is not a cron expression: expected 5 fields (minute hour day month weekday)"
+    for text, (name, low, high, names) in zip(parts, _CRON_FIELDS, strict=True):
+        for item in text.lower().split(","):
+            m = _CRON_ITEM.match(item)
+            if m is None:
+                return f"{expr!r}: {name} field {text!r} is not valid cron"
+            star, first, last, step = m.groups()
+            if step is not None and not 1 <= int(step) <= high:
+                return f"{expr!r}: {name} step {step!r} is out of range"
+            for value in (first, last):
+                if value is None:
+                    continue
+                number = names.index(value) + (low if names else 0) if value in names else None
+                if number is None and not value.isdigit():
+                    return f"{expr!r}: {name} value {value!r} is not valid cron"
+                number = int(value) if number is None else number
+                if not low <= number <= high:
+                    return f"{expr!r}: {name} value {value} is outside {low}-{high}"
+    day, month = parts[2], parts[3].lower()
+    if month in ("2", "feb") and day in ("30", "31"):
+        return f"{expr!r}: February has no day {day}"
+    return None
+
+
 class Settings(Strict):
     prices: dict[str, Price] = Field(
         default_factory=dict, description="prices for models litellm's own map does not know (e.g. sim/*)"
@@ -44,3 +95,11 @@ class Settings(Strict):
     engine: Engine = Engine()
     spend: Spend = Spend()
     nightly_cron: str = Field(default="0 2 * * *", description="the nightly schedule, UTC cron")
+    bounds: Bounds = Bounds()
+
+    @field_validator("nightly_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if (why := cron_problem(value)) is not None:
+            raise ValueError(why)
+        return value
