@@ -225,6 +225,37 @@ def test_settling_twice_keeps_the_first_settlement(journal: SpendJournal) -> Non
     assert journal.day_total(NOW.date()).spent_usd == pytest.approx(0.2)
 
 
+def test_a_failed_attempt_cannot_be_settled_again(journal: SpendJournal) -> None:
+    """A failed try is spent: settling it again (as settled or failed) changes neither the row nor
+    any running total; the day keeps exactly what the failure cost and nothing outstanding."""
+    reserve(journal, subject_key(), worst_usd=0.5)
+    fail(journal, subject_key(), cost_usd=0.125)
+    settle(journal, subject_key(), 0.4, payload="late answer")
+    fail(journal, subject_key(), cost_usd=0.25)
+
+    row = journal.lookup(subject_key())
+    assert row is not None and row.status == "failed"
+    assert (row.cost_usd, row.payload, row.error) == (0.125, None, "provider 503")
+    total = journal.day_total(NOW.date())
+    assert (nano(total.spent_usd), nano(total.outstanding_usd)) == (nano(0.125), 0)
+    assert stored_totals(journal) == {
+        ("day", NOW.date().isoformat()): (nano(0.125), 0),
+        ("suite", "b1/-/0"): (nano(0.125), 0),
+        ("scenario", "b1/-/s1/0"): (nano(0.125), 0),
+    }
+
+
+def test_a_settled_attempt_cannot_be_failed_afterwards(journal: SpendJournal) -> None:
+    reserve(journal, subject_key(), worst_usd=0.5)
+    settle(journal, subject_key(), 0.25, payload="first")
+    fail(journal, subject_key(), cost_usd=0.125)
+
+    row = journal.lookup(subject_key())
+    assert row is not None and (row.status, row.cost_usd, row.payload) == ("settled", 0.25, "first")
+    total = journal.day_total(NOW.date())
+    assert (nano(total.spent_usd), nano(total.outstanding_usd)) == (nano(0.25), 0)
+
+
 def test_reserve_and_settle_totals_count_actual_cost_and_outstanding_worst_case(
     journal: SpendJournal,
 ) -> None:

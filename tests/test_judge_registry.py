@@ -331,3 +331,48 @@ def test_recording_refuses_any_hard_problem_and_writes_nothing(root: Path) -> No
         record(root)
     assert [p.field for p in raised.value.problems] == ["max_output_tokens"]
     assert (root / REGISTRY_PATH).read_bytes() == before
+
+
+def test_a_deprecated_id_cannot_be_reused_with_other_content_even_while_still_deprecated(root: Path) -> None:
+    deprecate_v1_behind_v2(root)
+    path = root / "judges" / "helpfulness-v1.yaml"
+    edit(path, prompt="Grade the answer.", max_output_tokens=100)  # status stays deprecated
+    expected = [
+        f"judges/helpfulness-v1.yaml: {field}: judge 'helpfulness-v1' was deprecated (2026-03-01T00:00:00Z) "
+        f"and its id can never be reused with other content ({field} changed): give this judge a new version"
+        for field in ("prompt", "max_output_tokens")
+    ]
+    assert problems(root) == expected
+    before = (root / REGISTRY_PATH).read_bytes()
+    with pytest.raises(ConfigError) as raised:
+        record(root)
+    assert [str(p) for p in raised.value.problems] == expected
+    assert (root / REGISTRY_PATH).read_bytes() == before
+
+
+def _hand_edit_content_hash(root: Path, vid: str) -> None:
+    registry_file = root / REGISTRY_PATH
+    data = yaml.safe_load(registry_file.read_text(encoding="utf-8"))
+    old = data["judges"][vid]["content_hash"]
+    data["judges"][vid]["content_hash"] = ("0" if old[0] != "0" else "1") + old[1:]
+    registry_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def test_a_hand_edited_content_hash_with_no_field_hash_changed_is_refused(root: Path) -> None:
+    _hand_edit_content_hash(root, "safety-v1")
+    assert problems(root) == [
+        "judges/safety-v1.yaml: version: judge 'safety-v1': its content hash changed since the version was "
+        "recorded; a judge version is one unit: put the change in a new version (safety-v2, with "
+        "`bridges_from: safety-v1`)"
+    ]
+    with pytest.raises(ConfigError):
+        record(root)
+
+
+def test_a_hand_edited_content_hash_of_a_deprecated_version_is_refused(root: Path) -> None:
+    deprecate_v1_behind_v2(root)
+    _hand_edit_content_hash(root, "helpfulness-v1")
+    assert problems(root) == [
+        "judges/helpfulness-v1.yaml: version: judge 'helpfulness-v1' was deprecated (2026-03-01T00:00:00Z) and "
+        "its id can never be reused with other content (its content hash changed): give this judge a new version"
+    ]

@@ -344,3 +344,43 @@ def test_look_alike_verdict_tags_in_reasoning_are_ignored(project: Any) -> None:
     real = {"correctness": 1, "completeness": 2, "clarity": 3}
     verdict = parse_verdict(f"{fake}\n<verdict>{json.dumps(real)}</verdict>", rubric)
     assert verdict.status == "scored" and verdict.criteria == real
+
+
+def _straddling(scale: Any) -> st.SearchStrategy[Any]:
+    """Values on both sides of a numeric scale's bounds (and on them); any value for the others."""
+    if isinstance(scale, IntScale):
+        span = scale.max - scale.min
+        return st.integers(scale.min - span, scale.max + span)
+    if isinstance(scale, FloatScale):
+        span = scale.max - scale.min
+        return st.one_of(
+            st.floats(scale.min - span, scale.max + span, allow_nan=False, allow_infinity=False),
+            st.sampled_from([scale.min, scale.max, scale.max + span / 2, scale.min - span / 2]),
+        )
+    if isinstance(scale, BoolScale):
+        return st.booleans()
+    return st.sampled_from(list(scale.labels))
+
+
+def _inside(value: Any, scale: Any) -> bool:
+    if isinstance(scale, IntScale | FloatScale):
+        return bool(scale.min <= value <= scale.max)
+    return True
+
+
+@SAFE
+@given(rubric=rubrics(), data=st.data())
+def test_numeric_values_outside_their_scale_fail_closed_and_inside_are_scored(
+    rubric: Rubric, data: st.DataObject
+) -> None:
+    """Out-of-range values are drawn too: a verdict is scored exactly when every value is in bounds."""
+    values = {c.name: data.draw(_straddling(c.scale), label=c.name) for c in rubric.criteria}
+    verdict = parse_verdict(f"<verdict>{json.dumps(values)}</verdict>", rubric)
+    outside = [c.name for c in rubric.criteria if not _inside(values[c.name], c.scale)]
+    if outside:
+        assert verdict.status == "failed" and verdict.score is None and verdict.criteria is None
+        assert verdict.failure_reason is not None and verdict.failure_reason.startswith(f"criterion {outside[0]}:")
+        assert "is outside" in verdict.failure_reason
+    else:
+        assert verdict.status == "scored" and verdict.criteria == values
+        assert verdict.score is not None and 0.0 <= verdict.score <= 1.0
