@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from eval_assets.config import BuildManifest, Judge, Rubric, Scenario
+from eval_assets.config import Bounds, BuildManifest, Judge, Rubric, Scenario
 from eval_assets.config import Engine as EngineSettings
 from eval_assets.journal import AttemptKey
 from eval_assets.judging import Verdict, parse_verdict, policy_failures, render_judge_prompt
 from eval_assets.providers.gateway import CallOutcome, CallSpec
-from eval_assets.spend import Refused, Reused, SpendPath
+from eval_assets.spend import Refused, Reused, SpendPath, cut_reason
 from eval_assets.trajectory import Replay
 
 Role = Literal["subject", "judge"]
@@ -310,8 +311,21 @@ class Engine:
     settings: EngineSettings
     jitter: random.Random = field(default_factory=random.Random)
     progress: Progress = field(default_factory=Progress)
+    bounds: Bounds = field(default_factory=Bounds)
+    clock: Callable[[], float] = time.monotonic  # the run deadline's clock (seconds)
     _limits: dict[str, asyncio.Semaphore] = field(default_factory=dict)
     _stopped: dict[tuple[str, str | None], str] = field(default_factory=dict)  # (scenario, judge) -> reason
+    _deadline: float | None = None
+    deadline_passed: bool = False  # a try was not started because bounds.run_deadline_s had passed
+
+    def start_clock(self) -> None:
+        """Start the run's wall-clock deadline (bounds.run_deadline_s) now; the Track calls it."""
+        self._deadline = self.clock() + self.bounds.run_deadline_s
+
+    def _past_deadline(self) -> bool:
+        if self._deadline is not None and self.clock() >= self._deadline:
+            self.deadline_passed = True
+        return self.deadline_passed
 
     def _limit(self, model: str) -> asyncio.Semaphore:
         if model not in self._limits:
@@ -328,7 +342,34 @@ class Engine:
                 return CallResult("excluded", None, try_no - 1, cost, excluded_reason=self._stopped[stop_key])
             tried = replace(spec, metadata={**spec.metadata, "try_no": try_no})
             async with self._limit(spec.model):
+                if self._past_deadline():  # no new try once the run's deadline passed; none is half made
+                    return CallResult(
+                        "error",
+                        None,
+                        try_no - 1,
+                        cost,
+                        error_kind="run_deadline",
+                        error=f"bounds.run_deadline_s={self.bounds.run_deadline_s:g} passed before try {try_no}",
+                    )
                 outcome = await self.spend.call(ref, try_no, tried)
+            if (
+                not isinstance(outcome, Refused)
+                and outcome.ok
+                and (cut := cut_reason(outcome.text)) is not None
+            ):
+                # bounds.max_output_bytes: kept (cut, marked) as the attempt's output, an error, never judged
+                return CallResult(
+                    "error",
+                    outcome.text,
+                    try_no,
+                    cost + outcome.cost_usd,
+                    outcome.prompt_tokens,
+                    outcome.completion_tokens,
+                    getattr(outcome, "latency_s", 0.0),
+                    error_kind="output_cap",
+                    error=cut,
+                    reused=isinstance(outcome, Reused),
+                )
             if isinstance(outcome, Reused):
                 if outcome.ok:
                     return CallResult(
@@ -469,10 +510,20 @@ class Engine:
                 "failed",
                 f"judge family {judge.family!r} equals the subject's; scenario {scenario.id} records no exemption",
             )
+        messages = render_judge_prompt(judge, rubric, scenario, attempt.output)
+        prompt_bytes = sum(
+            len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in messages
+        )
+        if prompt_bytes > self.bounds.max_judge_prompt_bytes:
+            return unscored(
+                "failed",
+                f"judge prompt of {prompt_bytes} bytes exceeds bounds.max_judge_prompt_bytes="
+                f"{self.bounds.max_judge_prompt_bytes}; no call made",
+            )
         ref = AttemptRef(build.id, scenario.id, attempt.repeat, "judge", judge.version_id, generation)
         spec = CallSpec(
             model=judge.model,
-            messages=render_judge_prompt(judge, rubric, scenario, attempt.output),
+            messages=messages,
             max_tokens=judge.max_output_tokens,
             timeout_s=self.settings.timeout_s,
             params=judge.params,
