@@ -113,20 +113,40 @@ def _run_builds(
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from contextlib import ExitStack
+
+    from eval_assets.journal import LeaseRow
     from eval_assets.track import Track, TrackError
 
     try:
         track = Track(_project(args), _home(args))
         if args.judge:
             track.judge(args.judge)
-        track.build(args.build)
+        manifest = track.build(args.build)
         track.journal  # noqa: B018  (an unreachable or locked journal fails here, before any model call)
     except ConfigError as exc:
         return _print_problems(exc)
     except (TrackError, JournalError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    return 0 if _run_builds(args, track, [args.build], args.judge, fresh=args.fresh) else 1
+
+    def waiting(row: LeaseRow) -> None:
+        print(f"waiting: {row.target} is being run by {row.describe()}", flush=True)
+
+    # One run per build, asset and partition (issue 11): the leases of every paying step are taken
+    # here, in one global order, before any call; the steps (this process) hold them re-entrantly.
+    versions = [args.judge] if args.judge else [j.version_id for j in track.judges_for(manifest)]
+    targets = [("scenario_runs", args.build)] + [("judge_verdicts", f"{args.build}|{v}") for v in versions]
+    try:
+        with ExitStack() as leases:
+            for asset, partition in targets:
+                leases.enter_context(
+                    track.lease(args.build, asset, partition, None, wait=args.wait, on_wait=waiting)
+                )
+            return 0 if _run_builds(args, track, [args.build], args.judge, fresh=args.fresh) else 1
+    except (TrackError, JournalError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -366,9 +386,15 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--fresh", action="store_true", help="pay again with new attempt keys instead of reusing settled ones"
     )
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another run of this build holds its lease, wait for it (default: refuse at once)",
+    )
     run.set_defaults(func=cmd_run)
     status = sub.add_parser(
-        "release-status", help="print a build's decision; exit 0 allow, 1 block, 2 none, 3 investigate"
+        "release-status",
+        help="print a build's decision; exit 0 allow, 1 block, 2 none, 3 investigate, 4 internal error",
     )
     status.add_argument("build")
     status.set_defaults(func=cmd_release_status)
@@ -409,9 +435,18 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+EXIT_INTERNAL_ERROR = 4
+"""An internal error (a damaged warehouse file, a bug): never read as allow (0), block (1), none (2)
+or investigate (3)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except Exception as exc:  # anything a command did not turn into its own outcome
+        print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
 
 
 if __name__ == "__main__":

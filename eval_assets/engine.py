@@ -17,16 +17,17 @@ from __future__ import annotations
 import asyncio
 import random
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from eval_assets.config import BuildManifest, Judge, Rubric, Scenario
+from eval_assets.config import Bounds, BuildManifest, Judge, Rubric, Scenario
 from eval_assets.config import Engine as EngineSettings
 from eval_assets.journal import AttemptKey
 from eval_assets.judging import Verdict, fence_nonce, parse_verdict, policy_failures, render_judge_prompt
 from eval_assets.providers.gateway import CallOutcome, CallSpec
-from eval_assets.spend import Refused, Reused, SpendPath
+from eval_assets.spend import Refused, Reused, SpendPath, cut_reason
 from eval_assets.trajectory import Replay
 
 Role = Literal["subject", "judge"]
@@ -318,8 +319,21 @@ class Engine:
     progress: Progress = field(default_factory=Progress)
     fence_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
     """Keys the judge prompts' fence nonces (judging.fence_nonce); the track passes its home's secret."""
+    bounds: Bounds = field(default_factory=Bounds)
+    clock: Callable[[], float] = time.monotonic  # the run deadline's clock (seconds)
     _limits: dict[str, asyncio.Semaphore] = field(default_factory=dict)
     _stopped: dict[tuple[str, str | None], str] = field(default_factory=dict)  # (scenario, judge) -> reason
+    _deadline: float | None = None
+    deadline_passed: bool = False  # a try was not started because bounds.run_deadline_s had passed
+
+    def start_clock(self) -> None:
+        """Start the run's wall-clock deadline (bounds.run_deadline_s) now; the Track calls it."""
+        self._deadline = self.clock() + self.bounds.run_deadline_s
+
+    def _past_deadline(self) -> bool:
+        if self._deadline is not None and self.clock() >= self._deadline:
+            self.deadline_passed = True
+        return self.deadline_passed
 
     def _limit(self, model: str) -> asyncio.Semaphore:
         if model not in self._limits:
@@ -336,7 +350,34 @@ class Engine:
                 return CallResult("excluded", None, try_no - 1, cost, excluded_reason=self._stopped[stop_key])
             tried = replace(spec, metadata={**spec.metadata, "try_no": try_no})
             async with self._limit(spec.model):
+                if self._past_deadline():  # no new try once the run's deadline passed; none is half made
+                    return CallResult(
+                        "error",
+                        None,
+                        try_no - 1,
+                        cost,
+                        error_kind="run_deadline",
+                        error=f"bounds.run_deadline_s={self.bounds.run_deadline_s:g} passed before try {try_no}",
+                    )
                 outcome = await self.spend.call(ref, try_no, tried)
+            if (
+                not isinstance(outcome, Refused)
+                and outcome.ok
+                and (cut := cut_reason(outcome.text)) is not None
+            ):
+                # bounds.max_output_bytes: kept (cut, marked) as the attempt's output, an error, never judged
+                return CallResult(
+                    "error",
+                    outcome.text,
+                    try_no,
+                    cost + outcome.cost_usd,
+                    outcome.prompt_tokens,
+                    outcome.completion_tokens,
+                    getattr(outcome, "latency_s", 0.0),
+                    error_kind="output_cap",
+                    error=cut,
+                    reused=isinstance(outcome, Reused),
+                )
             if isinstance(outcome, Reused):
                 if outcome.ok:
                     return CallResult(
@@ -478,11 +519,21 @@ class Engine:
                 f"judge family {judge.family!r} equals the subject's; scenario {scenario.id} records no exemption",
             )
         ref = AttemptRef(build.id, scenario.id, attempt.repeat, "judge", judge.version_id, generation)
+        messages = render_judge_prompt(
+            judge, rubric, scenario, attempt.output, nonce=fence_nonce(self.fence_secret, ref.fence_id)
+        )
+        prompt_bytes = sum(
+            len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in messages
+        )
+        if prompt_bytes > self.bounds.max_judge_prompt_bytes:
+            return unscored(
+                "failed",
+                f"judge prompt of {prompt_bytes} bytes exceeds bounds.max_judge_prompt_bytes="
+                f"{self.bounds.max_judge_prompt_bytes}; no call made",
+            )
         spec = CallSpec(
             model=judge.model,
-            messages=render_judge_prompt(
-                judge, rubric, scenario, attempt.output, nonce=fence_nonce(self.fence_secret, ref.fence_id)
-            ),
+            messages=messages,
             max_tokens=judge.max_output_tokens,
             timeout_s=self.settings.timeout_s,
             params=judge.params,

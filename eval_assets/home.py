@@ -19,7 +19,18 @@ telemetry:
   enabled: false
 nux:
   enabled: false
+# Run monitoring (the daemon of `evaltrack ui` runs it): a run whose worker never starts, or that
+# outlives a `dagster/max_runtime` tag, is marked failed instead of staying STARTING/STARTED forever.
+# Runs of `evaltrack run`/`demo` execute in the CLI's process: one killed with kill -9 is marked
+# failed by the next `evaltrack` command on this host (eval_assets.orchestrate.fail_orphaned_runs).
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 180
+  cancel_timeout_seconds: 180
+  max_resume_run_attempts: 0
+  poll_interval_seconds: 30
 """
+_WRITTEN_BY = "# Written by eval-track."
 
 
 def default_home() -> Path:
@@ -55,8 +66,11 @@ class EvalHome:
         for d in (self.dagster, self.warehouse, self.builds):
             d.mkdir(parents=True, exist_ok=True)
         cfg = self.dagster / "dagster.yaml"
-        if not cfg.exists():
-            cfg.write_text(DAGSTER_YAML)
+        # an older eval-track template is brought up to date; a file someone wrote themselves is theirs
+        if not cfg.exists() or (cfg.read_text().startswith(_WRITTEN_BY) and cfg.read_text() != DAGSTER_YAML):
+            tmp = cfg.with_name(f".dagster.yaml.{os.getpid()}.tmp")
+            tmp.write_text(DAGSTER_YAML)
+            os.replace(tmp, cfg)
         return self
 
     @property

@@ -97,6 +97,16 @@ default synchronous commit (the server flushes its WAL before a commit returns):
 Thread safety: a `SpendJournal` may be used from any number of threads at once (for asyncio code,
 `await asyncio.to_thread(journal.reserve, ...)`). Open one per process; do not carry one across fork.
 
+Leases (issue 11): table `run_leases` holds one lease per (build, asset, partition): the run that
+may pay for that partition's calls. `acquire_lease` grants it when no row exists, when the row is its
+holder's own (re-entrant), when the row expired (no heartbeat for its TTL: a killed run on any
+machine), or when the holder is a process on this host that no longer exists (at once). Otherwise it
+names the holder. Grant, renewal and release each run in one write transaction under the journal's
+write lock (SQLite) or reservation lock (PostgreSQL), so across processes and machines at most one
+holder wins. Expiry compares the callers' clocks (UTC): machines sharing a journal keep them in sync
+(NTP) to well within the TTL. `hold_lease` keeps a lease for a block, renewing it from a heartbeat
+thread; a holder that lost its lease (it lapsed and another run took it) finds out before it writes.
+
 Secrets: the journal stores the output text and an error text, never request headers or API keys;
 error texts are scrubbed of anything that looks like a credential before they are written.
 """
@@ -105,13 +115,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
+import socket
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -137,6 +150,12 @@ __all__ = [
     "open_journal",
     "scope_keys",
     "scrub_error_text",
+    "HeldLease",
+    "LeaseGrant",
+    "LeaseHeld",
+    "LeaseRow",
+    "hold_lease",
+    "process_holder",
 ]
 
 Role = Literal["subject", "judge"]
@@ -332,6 +351,22 @@ _SELECT_DAY_TOTAL = sa.select(_TOTALS.c.spent_nusd, _TOTALS.c.outstanding_nusd).
     _TOTALS.c.scope == "day", _TOTALS.c.scope_key == sa.bindparam("k_day")
 )
 _SELECT_TOTALS = sa.select(_TOTALS).order_by(_TOTALS.c.scope, _TOTALS.c.scope_key)
+
+LEASES_TABLE_NAME = "run_leases"
+_LEASES = sa.Table(
+    LEASES_TABLE_NAME,
+    _METADATA,
+    sa.Column("build", sa.String, primary_key=True),
+    sa.Column("asset", sa.String, primary_key=True),
+    sa.Column("partition_key", sa.String, primary_key=True),
+    sa.Column("holder", sa.String, nullable=False),  # process_holder(): host:pid:token
+    sa.Column("host", sa.String, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("run_id", sa.String, nullable=True),
+    sa.Column("acquired_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+)
 
 
 # --- values -------------------------------------------------------------------------------------
@@ -661,6 +696,94 @@ class _BatchState:
         return row
 
 
+@dataclass(frozen=True)
+class LeaseRow:
+    """Who holds the lease on one (build, asset, partition), and until when (see "Leases")."""
+
+    build: str
+    asset: str
+    partition_key: str
+    holder: str
+    host: str
+    pid: int
+    run_id: str | None
+    acquired_at: datetime
+    heartbeat_at: datetime
+    expires_at: datetime
+
+    @property
+    def target(self) -> str:
+        return f"{self.asset} [{self.partition_key}] of build {self.build}"
+
+    def describe(self) -> str:
+        """The holder, for a refusal or a wait message."""
+        run = f", run {self.run_id}" if self.run_id else ""
+        return (
+            f"process {self.pid} on {self.host}{run}, since {self.acquired_at:%Y-%m-%d %H:%M:%S} UTC "
+            f"(lease expires {self.expires_at:%H:%M:%S} UTC unless renewed)"
+        )
+
+
+@dataclass(frozen=True)
+class LeaseGrant:
+    """The outcome of `acquire_lease`: `granted`, and the lease row as it now stands (the holder's)."""
+
+    granted: bool
+    row: LeaseRow
+
+
+class LeaseHeld(JournalError):
+    """Another run holds the lease; `row` names it."""
+
+    def __init__(self, row: LeaseRow) -> None:
+        self.row = row
+        super().__init__(f"{row.target} is being run by {row.describe()}")
+
+
+_TOKEN: tuple[int, str] = (0, "")
+
+
+def process_holder() -> tuple[str, str, int]:
+    """(holder, host, pid) of this process: `host:pid:token`, the token new per process (after fork too)."""
+    global _TOKEN
+    pid = os.getpid()
+    if _TOKEN[0] != pid:
+        _TOKEN = (pid, uuid.uuid4().hex[:12])
+    host = socket.gethostname()
+    return f"{host}:{pid}:{_TOKEN[1]}", host, pid
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _lease_from_mapping(m: Mapping[Any, Any]) -> LeaseRow:
+    moments = [_as_utc(m[name]) for name in ("acquired_at", "heartbeat_at", "expires_at")]
+    assert all(moment is not None for moment in moments)  # NOT NULL columns
+    return LeaseRow(
+        m["build"],
+        m["asset"],
+        m["partition_key"],
+        m["holder"],
+        m["host"],
+        int(m["pid"]),
+        m["run_id"],
+        *cast("list[datetime]", moments),
+    )
+
+
+def _lease_where(build: str, asset: str, partition_key: str) -> Any:
+    return sa.and_(
+        _LEASES.c.build == build, _LEASES.c.asset == asset, _LEASES.c.partition_key == partition_key
+    )
+
+
 # --- the journal --------------------------------------------------------------------------------
 
 
@@ -859,6 +982,89 @@ class SpendJournal:
                 for m in conn.execute(_SELECT_TOTALS).mappings()
             ]
 
+    # -- leases (see "Leases" in the module docstring) ------------------------------------------
+
+    def acquire_lease(
+        self,
+        build: str,
+        asset: str,
+        partition_key: str,
+        *,
+        holder: str,
+        host: str,
+        pid: int,
+        run_id: str | None,
+        ttl_s: float,
+        now: datetime,
+    ) -> LeaseGrant:
+        """Take (or renew, for its own holder) the lease on (build, asset, partition) until now + ttl_s.
+
+        Granted when there is no lease, it is `holder`'s, it expired (`expires_at <= now`), or its
+        holder is a process on `host` that no longer exists. Otherwise not granted, with the holder's row.
+        """
+        if not (isinstance(ttl_s, int | float) and math.isfinite(ttl_s) and ttl_s > 0):
+            raise ValueError(f"ttl_s must be a finite number of seconds > 0, not {ttl_s!r}")
+        moment = _utc(now)
+        where = _lease_where(build, asset, partition_key)
+        with self._database_errors(f"lease {asset} [{partition_key}]"):
+            with self._write_transaction(serialize=True) as conn:
+                found = conn.execute(sa.select(_LEASES).where(where)).mappings().first()
+                current = None if found is None else _lease_from_mapping(found)
+                if current is not None and current.holder != holder:
+                    lapsed = current.expires_at <= moment
+                    dead = current.host == host and current.pid != pid and not _pid_alive(current.pid)
+                    if not (lapsed or dead):
+                        return LeaseGrant(False, current)
+                mine = current is not None and current.holder == holder
+                row = LeaseRow(
+                    build,
+                    asset,
+                    partition_key,
+                    holder,
+                    host,
+                    pid,
+                    run_id if not mine or current is None else current.run_id,
+                    current.acquired_at if mine and current is not None else moment,
+                    moment,
+                    moment + timedelta(seconds=ttl_s),
+                )
+                values = dataclasses.asdict(row)
+                if current is None:
+                    conn.execute(sa.insert(_LEASES).values(values))
+                else:
+                    conn.execute(sa.update(_LEASES).where(where).values(values))
+                return LeaseGrant(True, row)
+
+    def renew_lease(
+        self, build: str, asset: str, partition_key: str, *, holder: str, ttl_s: float, now: datetime
+    ) -> bool:
+        """Extend `holder`'s lease to now + ttl_s; False when it is no longer `holder`'s (it was lost)."""
+        moment = _utc(now)
+        where = sa.and_(_lease_where(build, asset, partition_key), _LEASES.c.holder == holder)
+        with self._database_errors(f"renew lease {asset} [{partition_key}]"):
+            with self._write_transaction(serialize=True) as conn:
+                updated = conn.execute(
+                    sa.update(_LEASES)
+                    .where(where)
+                    .values(heartbeat_at=moment, expires_at=moment + timedelta(seconds=ttl_s))
+                ).rowcount
+        return bool(updated)
+
+    def release_lease(self, build: str, asset: str, partition_key: str, *, holder: str) -> bool:
+        """Drop `holder`'s lease; False when it was not `holder`'s (lost, or never taken)."""
+        where = sa.and_(_lease_where(build, asset, partition_key), _LEASES.c.holder == holder)
+        with self._database_errors(f"release lease {asset} [{partition_key}]"):
+            with self._write_transaction(serialize=True) as conn:
+                return bool(conn.execute(sa.delete(_LEASES).where(where)).rowcount)
+
+    def leases(self, *, build: str | None = None) -> list[LeaseRow]:
+        """Every lease row (held or lapsed), ordered by build, asset and partition."""
+        query = sa.select(_LEASES).order_by(_LEASES.c.build, _LEASES.c.asset, _LEASES.c.partition_key)
+        if build is not None:
+            query = query.where(_LEASES.c.build == build)
+        with self._database_errors("read leases"), self._read_transaction() as conn:
+            return [_lease_from_mapping(m) for m in conn.execute(query).mappings()]
+
     # -- internals -------------------------------------------------------------------------------
 
     def _create_schema(self, lock_wait_s: float) -> None:
@@ -867,7 +1073,7 @@ class SpendJournal:
                 had_totals = sa.inspect(conn).has_table(TOTALS_TABLE_NAME)
                 _METADATA.create_all(conn)
                 inspector = sa.inspect(conn)
-                for table in (_TABLE, _TOTALS):
+                for table in (_TABLE, _TOTALS, _LEASES):
                     present = {c["name"] for c in inspector.get_columns(table.name)}
                     missing = sorted({c.name for c in table.columns} - present)
                     if missing:
@@ -1029,6 +1235,128 @@ def open_journal(url: str, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> Spend
     The same as `SpendJournal(url, lock_wait_s=...)`; raises JournalError as described there.
     """
     return SpendJournal(url, lock_wait_s=lock_wait_s)
+
+
+class HeldLease:
+    """A lease this process holds (`hold_lease`); shared by nested holders of the same partition."""
+
+    def __init__(self, journal: SpendJournal, build: str, asset: str, partition_key: str, ttl_s: float):
+        self.journal, self.build, self.asset, self.partition_key = journal, build, asset, partition_key
+        self.ttl_s = ttl_s
+        self.holder = process_holder()[0]
+        self.depth = 0
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def target(self) -> str:
+        return f"{self.asset} [{self.partition_key}] of build {self.build}"
+
+    def check(self) -> None:
+        """Raise JournalError if the lease was lost (it lapsed and another run may have taken it)."""
+        if self.lost is not None:
+            raise JournalError(f"the lease on {self.target} was lost: {self.lost}; nothing was written")
+
+    def _beat(self) -> None:
+        interval = self.ttl_s / 3
+        while not self._stop.wait(interval):
+            try:
+                kept = self.journal.renew_lease(
+                    self.build,
+                    self.asset,
+                    self.partition_key,
+                    holder=self.holder,
+                    ttl_s=self.ttl_s,
+                    now=datetime.now(UTC),
+                )
+            except JournalError:  # a failed heartbeat is retried at the next beat; the lease may lapse
+                continue
+            if not kept:
+                self.lost = "another run took it after it lapsed (no heartbeat within its TTL)"
+                return
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._beat, name=f"lease {self.target}", daemon=True)
+        self._thread.start()
+
+    def _finish(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.lost is None:
+            self.journal.release_lease(self.build, self.asset, self.partition_key, holder=self.holder)
+
+
+_HELD: dict[tuple[str, str, str, str], HeldLease] = {}
+_HELD_LOCK = threading.Lock()
+LEASE_POLL_S = 1.0
+"""How often a waiting run (`hold_lease(wait=True)`) asks for the lease again."""
+
+
+@contextmanager
+def hold_lease(
+    journal: SpendJournal,
+    build: str,
+    asset: str,
+    partition_key: str,
+    *,
+    run_id: str | None,
+    ttl_s: float,
+    wait: bool = False,
+    on_wait: Callable[[LeaseRow], None] | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Iterator[HeldLease]:
+    """Hold the lease on (build, asset, partition) for the block, renewed by a heartbeat every ttl/3.
+
+    Re-entrant within a process (a nested hold of the same partition shares the lease; the outermost
+    releases it). When another run holds it: raise LeaseHeld naming it, or with `wait` call
+    `on_wait(holder row)` once and ask again every LEASE_POLL_S until it is granted. Call
+    `HeldLease.check()` before writing what the lease protects.
+    """
+    holder, host, pid = process_holder()
+    slot = (journal.url, build, asset, partition_key)
+    with _HELD_LOCK:
+        held = _HELD.get(slot)
+        if held is not None and held.holder == holder:
+            held.depth += 1
+    if held is None or held.holder != holder:
+        told = False
+        while True:
+            grant = journal.acquire_lease(
+                build,
+                asset,
+                partition_key,
+                holder=holder,
+                host=host,
+                pid=pid,
+                run_id=run_id,
+                ttl_s=ttl_s,
+                now=clock(),
+            )
+            if grant.granted:
+                break
+            if not wait:
+                raise LeaseHeld(grant.row)
+            if not told and on_wait is not None:
+                on_wait(grant.row)
+                told = True
+            threading.Event().wait(LEASE_POLL_S)
+        held = HeldLease(journal, build, asset, partition_key, ttl_s)
+        held.depth = 1
+        with _HELD_LOCK:
+            _HELD[slot] = held
+        held._start()
+    try:
+        yield held
+    finally:
+        with _HELD_LOCK:
+            held.depth -= 1
+            last = held.depth == 0
+            if last:
+                _HELD.pop(slot, None)
+        if last:
+            held._finish()
 
 
 def scrub_error_text(text: str) -> str:

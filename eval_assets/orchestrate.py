@@ -7,6 +7,7 @@ the instance in EVAL_HOME/dagster, so the UI shows every run, materialization an
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,10 +31,46 @@ PER_JUDGE_ASSETS = ("judge_verdicts", "cost_ledger", "noise_bands", "capability_
 PER_BUILD_FINAL_ASSETS = ("deterministic_suite", "release_decision")
 
 
+HOST_TAG, PID_TAG = "evaltrack/host", "evaltrack/pid"
+
+
 def instance_for(home: EvalHome) -> dg.DagsterInstance:
     home.ensure()
     os.environ["DAGSTER_HOME"] = str(home.dagster)
-    return dg.DagsterInstance.from_config(str(home.dagster))
+    instance = dg.DagsterInstance.from_config(str(home.dagster))
+    fail_orphaned_runs(instance)
+    return instance
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark failed every STARTING/STARTED run of an `evaltrack` process on this host that no longer
+    exists (killed with kill -9 mid-run); returns their run ids. Runs the daemon launched are left to
+    Dagster's run monitoring (dagster.yaml)."""
+    host = socket.gethostname()
+    failed = []
+    records = instance.get_run_records(
+        dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING])
+    )
+    for record in records:
+        run = record.dagster_run
+        pid = run.tags.get(PID_TAG, "")
+        if run.tags.get(HOST_TAG) != host or not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        instance.report_run_failed(
+            run, f"the evaltrack process {pid} running it on {host} exited without finishing it (killed?)"
+        )
+        failed.append(run.run_id)
+    return failed
 
 
 def load_definitions() -> dg.Definitions:
@@ -55,7 +92,7 @@ def _materialize(
         partition_key=partition_key,
         asset_selection=[dg.AssetKey(a) for a in assets],
         raise_on_error=False,
-        tags=tags or {},
+        tags={**(tags or {}), HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())},
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
     )
     error = None

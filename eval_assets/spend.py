@@ -9,7 +9,9 @@ hold API keys.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,12 +63,14 @@ class SpendPath:
         run_id: str,
         ceilings_for: Callable[[AttemptRef], Ceilings] | None = None,
         clock: Callable[[], datetime] = utc_now,
+        max_output_bytes: int | None = None,
     ):
         self.journal = journal
         self.gateway = gateway
         self.run_id = run_id
         self.ceilings_for = ceilings_for or (lambda ref: Ceilings())
         self.clock = clock
+        self.max_output_bytes = max_output_bytes
 
     def preflight(self, models: Iterable[str]) -> None:
         """Refuse the whole run before its first call if any model has no known price."""
@@ -96,11 +100,12 @@ class SpendPath:
             if decision.row.status in ("settled", "failed"):
                 return _reused(decision.row)  # an earlier run paid for this try: read it back
             # reserved by a run that died before settling: the provider may have been paid; the
-            # reservation keeps counting against the ceilings, and this try is not made again.
+            # reservation keeps counting against the ceilings, and this try is not made again. Its
+            # cost is what was settled for it: nothing (issue 11: stored costs are settled costs).
             return Reused(
                 False,
                 None,
-                decision.row.reserved_usd,
+                0.0,
                 0,
                 0,
                 "unsettled",
@@ -108,6 +113,9 @@ class SpendPath:
                 True,
             )
         outcome = await self.gateway.call(spec)
+        if outcome.ok and outcome.text is not None and self.max_output_bytes is not None:
+            # bounds.max_output_bytes: the journal (and everything after it) keeps a cut text with a marker
+            outcome = dataclasses.replace(outcome, text=cut_output(outcome.text, self.max_output_bytes))
         error = None
         if not outcome.ok:
             error = f"{RETRYABLE_TAG if outcome.retryable else ''}{outcome.error_kind}: {outcome.error}"
@@ -123,6 +131,30 @@ class SpendPath:
             now=self.clock(),
         )
         return outcome
+
+
+_CUT_MARKER = "\n[evaltrack: output cut at {cap} of {size} bytes (bounds.max_output_bytes)]"
+_CUT_PATTERN = re.compile(
+    r"\n\[evaltrack: output cut at (\d+) of (\d+) bytes \(bounds\.max_output_bytes\)\]\Z"
+)
+
+
+def cut_output(text: str, max_bytes: int) -> str:
+    """`text` unchanged if it fits in `max_bytes` UTF-8 bytes, else its first `max_bytes` bytes (whole
+    characters) followed by a marker naming both sizes: never a silent truncation."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= max_bytes:
+        return text
+    head = raw[:max_bytes].decode("utf-8", "ignore")
+    return head + _CUT_MARKER.format(cap=max_bytes, size=len(raw))
+
+
+def cut_reason(text: str | None) -> str | None:
+    """Why `text` was cut (`cut_output`'s marker at its end), or None for an uncut text."""
+    found = _CUT_PATTERN.search(text or "")
+    if found is None:
+        return None
+    return f"output of {found[2]} bytes exceeds bounds.max_output_bytes={found[1]}; stored cut, never judged"
 
 
 RETRYABLE_TAG = "[retryable] "

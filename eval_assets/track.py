@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,15 @@ import yaml
 from eval_assets.config import BuildManifest, ConfigError, Judge, Problem, Project, Scenario, load_build
 from eval_assets.engine import AttemptRef, Engine, Progress, StoredAttempt
 from eval_assets.home import EvalHome
-from eval_assets.journal import Ceilings, SpendJournal, open_journal
+from eval_assets.journal import (
+    Ceilings,
+    HeldLease,
+    LeaseHeld,
+    LeaseRow,
+    SpendJournal,
+    hold_lease,
+    open_journal,
+)
 from eval_assets.providers.gateway import ModelGateway
 from eval_assets.spend import SpendPath
 from eval_assets.warehouse import Warehouse
@@ -30,6 +40,14 @@ Log = Callable[[str], None]
 
 class TrackError(Exception):
     """A request the track cannot serve (unknown build, judge, missing runs); the message says why."""
+
+
+class RunRefused(TrackError):
+    """A run refused before its first call: another run holds its lease, or it would break a bound."""
+
+
+class RunBoundExceeded(TrackError):
+    """A run stopped by a bound (bounds.run_deadline_s): recorded as failed, its partition not written."""
 
 
 @dataclass
@@ -76,6 +94,7 @@ class Track:
             m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in project.settings.prices.items()
         }
         self.gateway = ModelGateway(prices)
+        self.clock: Callable[[], float] = time.monotonic  # the run deadline's clock (tests inject one)
 
     @property
     def journal(self) -> SpendJournal:
@@ -158,14 +177,74 @@ class Track:
         return 1 + max((r.generation for r in self.journal.rows(build=build_id)), default=0)
 
     def engine(self, run_id: str, log: Log | None = None) -> Engine:
-        spend = SpendPath(self.journal, self.gateway, run_id=run_id, ceilings_for=self.ceilings_for)
+        bounds = self.project.settings.bounds
+        spend = SpendPath(
+            self.journal,
+            self.gateway,
+            run_id=run_id,
+            ceilings_for=self.ceilings_for,
+            max_output_bytes=bounds.max_output_bytes,
+        )
         return Engine(
             spend=spend,
             settings=self.project.settings.engine,
             jitter=random.Random(),
             progress=Progress(log=log),
             fence_secret=self.home.fence_secret(),
+            bounds=bounds,
+            clock=self.clock,
         )
+
+    # --- one run per build, asset and partition (issue 11) -------------------------------------
+
+    @contextmanager
+    def lease(
+        self,
+        build_id: str,
+        asset: str,
+        partition_key: str,
+        run_id: str | None,
+        *,
+        wait: bool = False,
+        on_wait: Callable[[LeaseRow], None] | None = None,
+    ) -> Iterator[HeldLease]:
+        """Hold the journal's lease on (build, asset, partition) for the block (re-entrant in a process).
+
+        Raises RunRefused naming the holder when another run holds it (unless `wait`).
+        """
+        try:
+            with hold_lease(
+                self.journal,
+                build_id,
+                asset,
+                partition_key,
+                run_id=run_id,
+                ttl_s=self.project.settings.bounds.lease_ttl_s,
+                wait=wait,
+                on_wait=on_wait,
+            ) as held:
+                yield held
+        except LeaseHeld as exc:
+            raise RunRefused(
+                f"refused: {exc}; nothing was paid. Wait for it with `evaltrack run --wait`, or retry later"
+            ) from exc
+
+    def _check_plan(self, build_id: str, what: str, attempts: int) -> None:
+        cap = self.project.settings.bounds.max_attempts_per_run
+        if attempts > cap:
+            raise RunRefused(
+                f"refused: {what} of build {build_id} plans {attempts} attempts, above "
+                f"bounds.max_attempts_per_run={cap} (evaltrack.yaml); nothing was paid"
+            )
+
+    def _check_deadline(self, engine: Engine, build_id: str, what: str, done: int, planned: int) -> None:
+        if engine.deadline_passed:
+            raise RunBoundExceeded(
+                f"{what} of build {build_id} failed: bounds.run_deadline_s="
+                f"{self.project.settings.bounds.run_deadline_s:g} passed with {done} of {planned} attempts "
+                "finished; their settled tries stay in the journal and the next run reuses them (never "
+                "paid twice); no partition was written"
+            )
 
     # --- materializations ----------------------------------------------------------------------
 
@@ -179,11 +258,17 @@ class Track:
         """
         build = self.build(build_id)
         scenarios = self.scenarios_for(build)
+        self._check_plan(build.id, "scenario_runs", sum(s.repeats for s in scenarios))
         engine = self.engine(run_id, log)
         engine.spend.preflight([build.subject.model])
-        results = asyncio.run(engine.run_subjects(build, scenarios, generation))
-        rows = exclude_stopped_scenarios([r.row(build) for r in results])
-        path = self.warehouse.write_partition("scenario_runs", {"build": build.id}, rows, run_id)
+        with self.lease(build.id, "scenario_runs", build.id, run_id) as held:
+            engine.start_clock()
+            results = asyncio.run(engine.run_subjects(build, scenarios, generation))
+            finished = sum(r.call.error_kind != "run_deadline" for r in results)
+            self._check_deadline(engine, build.id, "scenario_runs", finished, len(results))
+            rows = exclude_stopped_scenarios([r.row(build) for r in results])
+            held.check()
+            path = self.warehouse.write_partition("scenario_runs", {"build": build.id}, rows, run_id)
         statuses = [r["status"] for r in rows]
         excluded_scenarios = sorted({r["scenario_id"] for r in rows if r["status"] == "excluded"})
         return Summary(
@@ -235,15 +320,30 @@ class Track:
         attempts = self.stored_attempts(build.id)
         if not attempts:
             raise TrackError(f"build {build.id!r} has no scenario_runs yet: materialize scenario_runs first")
+        self._check_plan(
+            build.id,
+            f"judge_verdicts [{judge.version_id}]",
+            sum(a.scenario_id in scenarios for a in attempts),
+        )
         engine = self.engine(run_id, log)
         engine.spend.preflight([judge.model])
-        results = asyncio.run(engine.judge_attempts(build, judge, rubric, scenarios, attempts, generation))
-        rows = exclude_stopped_scenarios(
-            [r.row(build.id, judge, rubric) for r in results], reason_key="failure_reason"
-        )
-        path = self.warehouse.write_partition(
-            "judge_verdicts", {"build": build.id, "judge_version": judge.version_id}, rows, run_id
-        )
+        partition = f"{build.id}|{judge.version_id}"
+        with self.lease(build.id, "judge_verdicts", partition, run_id) as held:
+            engine.start_clock()
+            results = asyncio.run(
+                engine.judge_attempts(build, judge, rubric, scenarios, attempts, generation)
+            )
+            finished = sum("run_deadline" not in str(r.failure_reason) for r in results)
+            self._check_deadline(
+                engine, build.id, f"judge_verdicts [{judge.version_id}]", finished, len(results)
+            )
+            rows = exclude_stopped_scenarios(
+                [r.row(build.id, judge, rubric) for r in results], reason_key="failure_reason"
+            )
+            held.check()
+            path = self.warehouse.write_partition(
+                "judge_verdicts", {"build": build.id, "judge_version": judge.version_id}, rows, run_id
+            )
         statuses = [r["status"] for r in rows]
         judged = len(rows) - statuses.count("excluded")
         reasons: dict[str, int] = {}

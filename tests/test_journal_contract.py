@@ -18,6 +18,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 from multiprocessing.synchronize import Barrier as ProcessBarrier
 from multiprocessing.synchronize import Event as ProcessEvent
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -28,10 +29,13 @@ from eval_assets.journal import (
     Ceilings,
     JournalError,
     JournalRow,
+    LeaseHeld,
     Refusal,
     Reservation,
     SpendJournal,
+    hold_lease,
     open_journal,
+    process_holder,
 )
 
 try:  # tests/ imported as a package (tests/__init__.py present) or as a rootdir on sys.path
@@ -824,3 +828,144 @@ def test_what_reserve_and_settle_returned_survives_kill_9_of_the_process(journal
         assert statuses.count("settled") == KILLED_RESERVATIONS // 2
         assert statuses.count("reserved") == KILLED_RESERVATIONS // 2
         assert_totals_match_rows(journal)
+
+
+# --- leases (issue 11: one run per build, asset and partition) ----------------------------------
+
+TTL_S = 30.0
+
+
+def _acquire(journal: SpendJournal, holder: str, now: datetime = NOW, pid: int = 1):
+    """`holder` runs on host `host-{holder}`: machines apart, so only the TTL frees its lease."""
+    return journal.acquire_lease(
+        "b1",
+        "scenario_runs",
+        "b1",
+        holder=holder,
+        host=f"host-{holder}",
+        pid=pid,
+        run_id=f"run-{holder}",
+        ttl_s=TTL_S,
+        now=now,
+    )
+
+
+def test_a_lease_is_refused_to_a_second_holder_naming_the_first_and_renewed_for_its_own(
+    journal: SpendJournal,
+) -> None:
+    first = _acquire(journal, "A", pid=101)
+    assert first.granted and first.row.holder == "A"
+    second = _acquire(journal, "B", now=NOW + timedelta(seconds=10), pid=102)
+    assert not second.granted
+    assert second.row.holder == "A" and "process 101 on host-A, run run-A" in LeaseHeld(second.row).args[0]
+    again = _acquire(journal, "A", now=NOW + timedelta(seconds=20), pid=101)
+    assert again.granted and again.row.acquired_at == NOW
+    assert again.row.expires_at == NOW + timedelta(seconds=20 + TTL_S)
+    # another partition of the same build, or the same partition of another asset, is a separate lease
+    other = journal.acquire_lease(
+        "b1", "judge_verdicts", "b1|j-v1", holder="B", host="h", pid=2, run_id=None, ttl_s=TTL_S, now=NOW
+    )
+    assert other.granted
+    assert [(r.asset, r.holder) for r in journal.leases(build="b1")] == [
+        ("judge_verdicts", "B"),
+        ("scenario_runs", "A"),
+    ]
+
+
+def test_a_lapsed_lease_goes_to_the_next_holder_and_its_old_holder_learns_it_lost_it(
+    journal: SpendJournal,
+) -> None:
+    assert _acquire(journal, "A").granted
+    assert not _acquire(journal, "B", now=NOW + timedelta(seconds=TTL_S - 1)).granted
+    taken = _acquire(journal, "B", now=NOW + timedelta(seconds=TTL_S))
+    assert taken.granted and taken.row.holder == "B"
+    renew = journal.renew_lease(
+        "b1", "scenario_runs", "b1", holder="A", ttl_s=TTL_S, now=NOW + timedelta(seconds=TTL_S + 1)
+    )
+    assert renew is False
+    assert journal.release_lease("b1", "scenario_runs", "b1", holder="A") is False  # not A's to drop
+    assert journal.release_lease("b1", "scenario_runs", "b1", holder="B") is True
+    assert journal.leases() == []
+
+
+def test_hold_lease_is_reentrant_in_a_process_and_released_by_the_outermost_holder(
+    journal: SpendJournal,
+) -> None:
+    with hold_lease(journal, "b1", "scenario_runs", "b1", run_id="r", ttl_s=TTL_S) as outer:
+        with hold_lease(journal, "b1", "scenario_runs", "b1", run_id="r2", ttl_s=TTL_S) as inner:
+            assert inner is outer
+        assert [r.holder for r in journal.leases()] == [process_holder()[0]]
+    assert journal.leases() == []
+
+
+def _hold_then_hang(url: str, held: ProcessEvent) -> None:
+    journal = open_journal(url)
+    journal.acquire_lease(
+        "b1",
+        "scenario_runs",
+        "b1",
+        holder="victim",
+        host=process_holder()[1],
+        pid=os.getpid(),
+        run_id="v",
+        ttl_s=3600.0,
+        now=datetime.now(UTC),
+    )
+    held.set()
+    time.sleep(120)
+
+
+def test_a_lease_left_by_a_killed_process_is_taken_at_once_on_its_host(journal_url: str) -> None:
+    spawn = multiprocessing.get_context("spawn")
+    held = spawn.Event()
+    victim = spawn.Process(target=_hold_then_hang, args=(journal_url, held))
+    victim.start()
+    try:
+        assert held.wait(60), "the victim did not take its lease"
+        with open_journal(journal_url) as journal:
+            with pytest.raises(LeaseHeld, match=f"process {victim.pid} on "):
+                with hold_lease(journal, "b1", "scenario_runs", "b1", run_id="me", ttl_s=TTL_S):
+                    pass
+    finally:
+        assert victim.pid is not None
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(30)
+    with open_journal(journal_url) as journal:  # its TTL is an hour away: the dead pid is what frees it
+        with hold_lease(journal, "b1", "scenario_runs", "b1", run_id="me", ttl_s=TTL_S) as lease:
+            assert [r.holder for r in journal.leases()] == [lease.holder]
+
+
+def _contend(url: str, process_no: int, start: ProcessBarrier, results: Any) -> None:
+    journal = open_journal(url)
+    start.wait(60)
+    grants = [
+        journal.acquire_lease(
+            "b1",
+            "scenario_runs",
+            "b1",
+            holder=f"p{process_no}",
+            host=f"host-{process_no}",
+            pid=1000 + process_no,
+            run_id=None,
+            ttl_s=TTL_S,
+            now=NOW,
+        ).granted
+        for _ in range(20)
+    ]
+    results.put((process_no, grants))
+    journal.close()
+
+
+def test_two_processes_contending_for_one_lease_never_both_hold_it(journal_url: str) -> None:
+    open_journal(journal_url).close()
+    spawn = multiprocessing.get_context("spawn")
+    start, results = spawn.Barrier(4), spawn.Queue()
+    workers = [spawn.Process(target=_contend, args=(journal_url, n, start, results)) for n in range(4)]
+    for worker in workers:
+        worker.start()
+    outcomes = dict(results.get(timeout=120) for _ in workers)
+    for worker in workers:
+        worker.join(60)
+    winners = [n for n, grants in outcomes.items() if any(grants)]
+    assert len(winners) == 1, outcomes
+    assert all(outcomes[winners[0]])  # its own renewals keep granting

@@ -24,10 +24,11 @@ from ._models import (
     Scenario,
     Subject,
 )
-from ._settings import Engine, Price, Settings, Spend
+from ._settings import Bounds, Engine, Price, Settings, Spend
 
 __all__ = [
     "BoolScale",
+    "Bounds",
     "BuildManifest",
     "ConfigError",
     "Criterion",

@@ -39,8 +39,30 @@ class Spend(Strict):
 
 
 class Bounds(Strict):
-    """Caps on what the project reads (HIP-0129 §7); a file over a cap is refused with its size."""
+    """Bounds on one run and on the files the project reads (HIP-0129 §7): each is a refusal or a
+    recorded failure with a reason, never a silent truncation."""
 
+    run_deadline_s: Annotated[float, Field(gt=0.0, le=7 * 24 * 3600.0)] = Field(
+        default=6 * 3600.0,
+        description="wall-clock deadline of one materialization (subject run or one judge version's "
+        "verdicts); past it no new try starts and the run is recorded as failed, settled tries kept",
+    )
+    max_attempts_per_run: Annotated[int, Field(ge=1, le=10_000_000)] = Field(
+        default=20_000, description="scenario x repeat attempts one materialization may plan; more is refused"
+    )
+    max_output_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = Field(
+        default=256 * 1024,
+        description="UTF-8 bytes of one model output; a longer one is stored cut, with a marker, and never judged",
+    )
+    max_judge_prompt_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = Field(
+        default=512 * 1024,
+        description="UTF-8 bytes of one rendered judge prompt; a longer one is a failed verdict, no call made",
+    )
+    lease_ttl_s: Annotated[float, Field(ge=5.0, le=3600.0)] = Field(
+        default=60.0,
+        description="a run's lease on its (build, asset, partition) expires this long after its last "
+        "heartbeat (a killed run's lease; on the same host a dead process's lease is taken at once)",
+    )
     max_human_scores_bytes: Annotated[int, Field(ge=1, le=2**40)] = Field(
         default=16 * 1024 * 1024, description="largest `evaltrack scores import` file, bytes"
     )
@@ -94,8 +116,8 @@ class Settings(Strict):
     )
     engine: Engine = Engine()
     spend: Spend = Spend()
-    nightly_cron: str = Field(default="0 2 * * *", description="the nightly schedule, UTC cron")
     bounds: Bounds = Bounds()
+    nightly_cron: str = Field(default="0 2 * * *", description="the nightly schedule, UTC cron")
 
     @field_validator("nightly_cron")
     @classmethod
