@@ -44,3 +44,8 @@ class Settings(Strict):
     engine: Engine = Engine()
     spend: Spend = Spend()
     nightly_cron: str = Field(default="0 2 * * *", description="the nightly schedule, UTC cron")
+    owners: list[Annotated[str, Field(pattern=r"^(team:[A-Za-z0-9_.-]+|[^@\s]+@[^@\s]+\.[^@\s]+)$")]] = Field(
+        default_factory=lambda: ["team:eval-track"],
+        min_length=1,
+        description="owners of every asset in the Dagster UI: `team:name` or an email address",
+    )
