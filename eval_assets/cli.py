@@ -7,13 +7,14 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from eval_assets.config import ConfigError, Project, load_build, load_project
 from eval_assets.config._loader import misnamed_yaml
 from eval_assets.home import EvalHome, default_home, project_root
 from eval_assets.journal import JournalError
+from eval_assets.present import shorten
 
 EXAMPLE_BUILDS = ("baseline.yaml", "rebuild.yaml", "candidate.yaml")
 
@@ -78,41 +79,154 @@ def cmd_build_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _money(value: object) -> str:
+    return f"${float(value or 0.0):.3f}"  # type: ignore[arg-type]
+
+
+def step_line(step: object, expected_attempts: int | None = None) -> str:
+    """One progress line for a finished step: what it materialized, its counts, spend and time."""
+    from eval_assets.orchestrate import StepResult
+
+    assert isinstance(step, StepResult)
+    meta = step.metadata
+    took = f"{step.seconds:.0f} s"
+    if not step.success and not set(step.assets) <= set(meta):
+        return f"{'+'.join(step.assets):<20} FAILED · {shorten(step.error or 'run failed', 140)} · {took}"
+    if "scenario_runs" in meta:
+        m = meta["scenario_runs"]
+        total = expected_attempts if expected_attempts is not None else m.get("attempts")
+        return (
+            f"{'scenario_runs':<20} {m.get('attempts')}/{total} attempts · {m.get('errors', 0)} errors · "
+            f"{m.get('excluded', 0)} excluded · {_money(m.get('spend_usd'))} · {took}"
+        )
+    if "judge_verdicts" in meta:
+        v, r = meta["judge_verdicts"], meta.get("capability_report", {})
+        judge = step.partition.split("|")[-1]
+        spend = float(v.get("spend_usd") or 0.0)
+        return (
+            f"{judge:<20} {v.get('verdicts')} verdicts · {v.get('scored')} scored · {v.get('failed')} failed · "
+            f"{v.get('excluded')} excluded · report: {r.get('verdict', 'not made')} · {_money(spend)} · {took}"
+        )
+    if "deterministic_suite" in meta:
+        m = meta["deterministic_suite"]
+        counts = m.get("counts") or {}
+        blocking = m.get("blocking") or []
+        return (
+            f"{'deterministic_suite':<20} {sum(counts.values())} results · {counts.get('pass', 0)} pass · "
+            f"{len(blocking)} blocking{(' (' + ', '.join(blocking) + ')') if blocking else ''} · {took}"
+        )
+    if "release_decision" in meta:
+        m = meta["release_decision"]
+        return f"{'release_decision':<20} {m.get('decision')} · baseline {m.get('baseline')} · {took}"
+    return f"{'+'.join(step.assets):<20} {'ok' if step.success else 'FAILED'} · {took}"
+
+
 def _run_builds(
-    args: argparse.Namespace, track: object, build_ids: Sequence[str], judge: str | None, fresh: bool = False
-) -> bool:
+    args: argparse.Namespace,
+    track: object,
+    build_ids: Sequence[str],
+    judge: str | None,
+    fresh: bool = False,
+    quiet: bool = False,
+) -> tuple[bool, list[dict[str, object]]]:
+    """Materialize each build; prints one progress line per step (unless `quiet`). Returns success
+    and, per build, its steps as plain data (for `--json`)."""
     from eval_assets.orchestrate import StepResult, materialize_build
     from eval_assets.track import Track
 
     assert isinstance(track, Track)
     ok = True
+    out: list[dict[str, object]] = []
     for build_id in build_ids:
         manifest = track.build(build_id)
         versions = [judge] if judge else [j.version_id for j in track.judges_for(manifest)]
-        print(f"build {build_id}: materializing scenario_runs and {', '.join(versions)}")
+        expected = sum(s.repeats for s in track.scenarios_for(manifest))
+        say = (lambda _line: None) if quiet else print
+        say(f"build {build_id}: scenario_runs, then {', '.join(versions)}, the suite and the decision")
 
-        def show(step: StepResult) -> None:
-            state = "ok" if step.success else "FAILED"
-            print(f"  {'+'.join(step.assets)} [{step.partition}] {state} (run {step.run_id[:8]})")
-            for asset, meta in step.metadata.items():
-                shown = {k: v for k, v in meta.items() if k not in ("partition_file", "failure_reasons")}
-                print(f"    {asset}: {shown}")
-            if step.error:
-                print(f"    error: {step.error}")
+        def show(step: StepResult, expected: int = expected, say: Callable[[str], None] = say) -> None:
+            say(f"  {step_line(step, expected)}")
 
         tags = {}
         if fresh:
             generation = track.next_generation(build_id)
             tags["evaltrack/generation"] = str(generation)
-            print(
-                f"  fresh run: generation {generation} (new attempt keys; earlier spend stays on the ledger)"
-            )
+            say(f"  fresh run: generation {generation} (new attempt keys; earlier spend stays on the ledger)")
         results = materialize_build(track.home, build_id, versions, on_step=show, tags=tags)
         ok = ok and all(r.success for r in results)
-    return ok
+        out.append(
+            {
+                "build": build_id,
+                "steps": [
+                    {
+                        "assets": list(r.assets),
+                        "partition": r.partition,
+                        "job": r.job,
+                        "run_id": r.run_id,
+                        "success": r.success,
+                        "error": r.error,
+                        "seconds": r.seconds,
+                    }
+                    for r in results
+                ],
+            }
+        )
+    return ok, out
+
+
+def _decision_record(track: object, build_id: str) -> dict[str, object]:
+    """A build's recorded decision, its reasons and where its plots are, as plain data."""
+    from eval_assets.present import recorded_reasons
+    from eval_assets.release import recorded_decision
+    from eval_assets.track import Track
+
+    assert isinstance(track, Track)
+    row = recorded_decision(track, build_id)
+    plots = sorted((track.home.root / "reports" / build_id).glob("*.png"))
+    return {
+        "build": build_id,
+        "decision": str(row["decision"]) if row else "none",
+        "recorded": row is not None,
+        "baseline": (row or {}).get("baseline") or None,
+        "reasons": recorded_reasons(track.warehouse, build_id) if row else [],
+        "plots": [str(p) for p in plots],
+    }
+
+
+def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
+    """The decisions as one table, then one reasons table per build (no line over 200 characters)."""
+    from eval_assets.present import reasons_text_rows, text_table
+
+    def rel(path: str) -> str:
+        try:
+            return str(Path(path).relative_to(home))
+        except ValueError:
+            return path
+
+    print()
+    print(
+        text_table(
+            ("build", "decision", "reasons", "plots (under EVAL_HOME)"),
+            [
+                (
+                    r["build"],
+                    r["decision"] if r["recorded"] else "no decision recorded",
+                    len(r["reasons"]),  # type: ignore[arg-type]
+                    ", ".join(rel(p) for p in r["plots"]) or "none",  # type: ignore[attr-defined]
+                )
+                for r in records
+            ],
+        )
+    )
+    for r in records:
+        print()
+        print(f"{r['build']}: {r['decision']} (baseline {r['baseline'] or 'none'})")
+        rows = reasons_text_rows(r["reasons"])  # type: ignore[arg-type]
+        print(text_table(("severity", "source", "reason"), rows) if rows else "  no reasons recorded")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import json
     from contextlib import ExitStack
 
     from eval_assets.journal import LeaseRow
@@ -143,13 +257,21 @@ def cmd_run(args: argparse.Namespace) -> int:
                 leases.enter_context(
                     track.lease(args.build, asset, partition, None, wait=args.wait, on_wait=waiting)
                 )
-            return 0 if _run_builds(args, track, [args.build], args.judge, fresh=args.fresh) else 1
+            ok, steps = _run_builds(args, track, [args.build], args.judge, fresh=args.fresh, quiet=args.json)
     except (TrackError, JournalError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    record = _decision_record(track, args.build)
+    if args.json:
+        print(json.dumps({"ok": ok, "builds": [{**steps[0], **record}]}, default=str, sort_keys=True))
+    else:
+        _print_decisions([record], track.home.root)
+    return 0 if ok else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    import json
+
     from eval_assets.track import Track
 
     try:
@@ -166,27 +288,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
             build_ids.append(manifest.id)
     except ConfigError as exc:
         return _print_problems(exc)
-    ok = _run_builds(args, track, build_ids, None)
-    from eval_assets.release import recorded_decision
-
+    ok, steps = _run_builds(args, track, build_ids, None, quiet=args.json)
+    records = [_decision_record(track, b) for b in build_ids]
+    if args.json:
+        builds = [{**s, **r} for s, r in zip(steps, records, strict=True)]
+        print(
+            json.dumps(
+                {"ok": ok, "builds": builds, "warehouse": str(track.warehouse.catalog_path)},
+                default=str,
+                sort_keys=True,
+            )
+        )
+        return 0 if ok else 1
     print()
-    for build_id in build_ids:
-        row = recorded_decision(track, build_id)
-        decision = row["decision"] if row else "no decision"
-        print(f"decision for {build_id}: {decision}")
-        for line in str((row or {}).get("reasons") or "").splitlines()[:6]:
-            print(f"    {line}")
-    print(f"warehouse: {track.warehouse.catalog_path}")
-    print(f"  open it read-only: duckdb.connect('{track.warehouse.catalog_path}', read_only=True)")
-    print(
-        "  views: scenario_runs, judge_verdicts, cost_ledger, noise_bands, capability_reports, release_decisions (+ *_history)"
-    )
+    print(f"warehouse: {track.warehouse.catalog_path}  (open read-only; views in docs/warehouse.md)")
     print(f"UI: EVAL_HOME={home.root} evaltrack ui   (then http://127.0.0.1:3000)")
+    _print_decisions(records, home.root)
     return 0 if ok else 1
 
 
 def cmd_release_status(args: argparse.Namespace) -> int:
-    from eval_assets.release import recorded_decision
+    import json
+
+    from eval_assets.present import reasons_markdown, reasons_text_rows, text_table
     from eval_assets.stats import exit_code
     from eval_assets.track import Track, TrackError
 
@@ -198,16 +322,23 @@ def cmd_release_status(args: argparse.Namespace) -> int:
     except TrackError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    row = recorded_decision(track, args.build)
-    if row is None:
+    record = _decision_record(track, args.build)
+    if not record["recorded"]:
         print(
             f"build {args.build}: no decision yet (materialize release_decision, e.g. `evaltrack run --build {args.build}`)"
         )
         return 2
-    print(f"build {args.build}: {row['decision']} (baseline: {row['baseline'] or 'none'})")
-    for line in str(row["reasons"] or "").splitlines():
-        print(f"  {line}")
-    return exit_code(row["decision"])
+    decision = str(record["decision"])
+    rows = record["reasons"]
+    assert isinstance(rows, list)
+    if args.format == "json":
+        print(json.dumps(record, default=str, sort_keys=True))
+    elif args.format == "markdown":
+        print(reasons_markdown(args.build, decision, rows), end="")
+    else:
+        print(f"build {args.build}: {decision} (baseline: {record['baseline'] or 'none'})")
+        print(text_table(("severity", "source", "reason"), reasons_text_rows(rows)))
+    return exit_code(decision)  # type: ignore[arg-type]
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -373,9 +504,11 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("validate", help="validate scenarios/, rubrics/, judges/ and example builds").set_defaults(
         func=cmd_validate
     )
-    sub.add_parser("demo", help="register the example builds and materialize the whole graph").set_defaults(
-        func=cmd_demo
+    demo = sub.add_parser("demo", help="register the example builds and materialize the whole graph")
+    demo.add_argument(
+        "--json", action="store_true", help="print one JSON document (for CI) instead of tables"
     )
+    demo.set_defaults(func=cmd_demo)
     build = sub.add_parser("build", help="build registry").add_subparsers(dest="build_command", required=True)
     add = build.add_parser("add", help="register a build manifest")
     add.add_argument("file")
@@ -391,12 +524,19 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="when another run of this build holds its lease, wait for it (default: refuse at once)",
     )
+    run.add_argument("--json", action="store_true", help="print one JSON document (for CI) instead of tables")
     run.set_defaults(func=cmd_run)
     status = sub.add_parser(
         "release-status",
         help="print a build's decision; exit 0 allow, 1 block, 2 none, 3 investigate, 4 internal error",
     )
     status.add_argument("build")
+    status.add_argument(
+        "--format",
+        choices=("text", "markdown", "json"),
+        default="text",
+        help="text (a table), markdown (ready to paste into a pull request) or json",
+    )
     status.set_defaults(func=cmd_release_status)
     cmp = sub.add_parser("compare", help="capability report between two builds under one judge version")
     cmp.add_argument("--baseline", required=True)

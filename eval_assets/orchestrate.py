@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +26,27 @@ class StepResult:
     run_id: str
     error: str | None
     metadata: dict[str, dict[str, Any]]
+    seconds: float = 0.0
+    job: str = ""
 
 
 PER_JUDGE_ASSETS = ("judge_verdicts", "cost_ledger", "noise_bands", "capability_report")
 PER_BUILD_FINAL_ASSETS = ("deterministic_suite", "release_decision")
+# the named job each step runs in (eval_assets/defs/jobs.py), so the UI never says "Jobless"
+JOB_OF = {
+    "scenario_runs": "capability_track",
+    "judge_verdicts": "judge_and_report",
+    "cost_ledger": "judge_and_report",
+    "noise_bands": "judge_and_report",
+    "capability_report": "judge_and_report",
+    "deterministic_suite": "deterministic_suite_job",
+    "release_decision": "release_decision_job",
+}
+
+
+def plain_key(key: str) -> str:
+    """A metadata key without the judge-version suffix the UI gets (`verdicts · helpfulness-v1`)."""
+    return key.split(" · ", 1)[0]
 
 
 HOST_TAG, PID_TAG = "evaltrack/host", "evaltrack/pid"
@@ -86,7 +104,9 @@ def _materialize(
     partition_key: str | dg.MultiPartitionKey,
     tags: dict[str, str] | None = None,
 ) -> StepResult:
-    job = defs.resolve_implicit_global_asset_job_def()
+    [job_name] = {JOB_OF[a] for a in assets}
+    job = defs.resolve_job_def(job_name)
+    started = time.monotonic()
     result = job.execute_in_process(
         instance=instance,
         partition_key=partition_key,
@@ -107,8 +127,17 @@ def _materialize(
     metadata = {}
     for event in result.get_asset_materialization_events():
         mat = event.step_materialization_data.materialization
-        metadata[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
-    return StepResult(str(partition_key), tuple(assets), result.success, result.run_id, error, metadata)
+        metadata[mat.asset_key.to_user_string()] = {plain_key(k): v.value for k, v in mat.metadata.items()}
+    return StepResult(
+        str(partition_key),
+        tuple(assets),
+        result.success,
+        result.run_id,
+        error,
+        metadata,
+        round(time.monotonic() - started, 1),
+        job_name,
+    )
 
 
 def register_partition(instance: dg.DagsterInstance, build_id: str) -> None:

@@ -373,6 +373,34 @@ DERIVED_VIEWS += [
 ]
 
 
+# Typed columns for analysts: the files keep JSON text / joined strings; the views give DuckDB JSON and
+# lists, so no query parses strings. release_decisions.reasons is the decision's structured reasons
+# (from release_decision_reasons, same build and run), most severe first.
+VIEW_COLUMNS: dict[str, dict[str, str]] = {
+    "judge_verdicts": {"criteria": "CAST(criteria AS JSON)"},
+    "human_scores": {"criteria": "CAST(criteria AS JSON)"},
+    "release_decisions": {
+        "judge_versions": "list_filter(string_split(coalesce(judge_versions, ''), ','), lambda v: v <> '')",
+        "reasons": "coalesce((SELECT list({'rank': r.rank, 'severity': r.severity, 'source': r.source, "
+        "'finding': r.finding, 'scenario_ids': list_filter(string_split(coalesce(r.scenario_ids, ''), ','), "
+        "lambda v: v <> ''), 'message': r.message, 'advice': r.advice} ORDER BY r.rank) "
+        "FROM read_parquet('{reasons_glob}', union_by_name = true) r "
+        "WHERE r.build = d.build AND r.run_id = d.run_id), [])",
+    },
+}
+
+# Long views for per-criterion analysis, created after the dataset views.
+DERIVED_VIEWS += [
+    (
+        "verdict_criteria",
+        "SELECT build, judge_version, scenario_id, repeat, rubric, criterion, "
+        "TRY_CAST(json_extract_string(criteria, '$.\"' || criterion || '\"') AS DOUBLE) AS value, "
+        "status, attempt_id FROM (SELECT *, unnest(json_keys(criteria)) AS criterion "
+        "FROM judge_verdicts WHERE criteria IS NOT NULL)",
+    ),
+]
+
+
 class WarehouseError(Exception):
     """A write or catalog step that could not complete; nothing half-written is visible."""
 
@@ -406,9 +434,17 @@ class Warehouse:
         out = []
         for ds in self.datasets.values():
             glob = _q(self.data / ds.name / "**" / "*.parquet")
+            typed = VIEW_COLUMNS.get(ds.name)
+            select = "*"
+            if typed:
+                reasons_glob = _q(self.data / "release_decision_reasons" / "**" / "*.parquet")
+                exprs = ", ".join(
+                    f"{expr.replace('{reasons_glob}', reasons_glob)} AS {col}" for col, expr in typed.items()
+                )
+                select = f"* REPLACE ({exprs})"
             out.append(
                 f"CREATE OR REPLACE VIEW {ds.name}_history AS "
-                f"SELECT * FROM read_parquet('{glob}', union_by_name = true)"
+                f"SELECT {select} FROM read_parquet('{glob}', union_by_name = true) d"
             )
             part = ", ".join(ds.partition_by)
             if ds.append_only:

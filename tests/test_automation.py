@@ -82,9 +82,10 @@ def evaluate_build_sensor(
         instance_ref=instance.get_ref(), resources={"track": track_resource}, definitions=definitions
     )
     tick = build_sensor.evaluate_tick(context)
-    assert tick.skip_message is None
     return dg.SensorResult(
-        run_requests=tick.run_requests, dynamic_partitions_requests=tick.dynamic_partitions_requests
+        run_requests=tick.run_requests,
+        dynamic_partitions_requests=tick.dynamic_partitions_requests,
+        skip_reason=tick.skip_message,
     )
 
 
@@ -110,6 +111,28 @@ def test_build_sensor_adds_new_builds_and_requests_their_root_runs_with_run_keys
         (f"build-{b}", b) for b in builds
     ]
     assert all(r.asset_selection == BUILD_ROOT_ASSETS for r in result.run_requests or [])
+    assert all(r.job_name in (None, "capability_track") for r in result.run_requests or [])
+    assert build_sensor.job_name == "capability_track"
+
+
+def test_build_sensor_does_not_start_a_build_whose_subject_runs_exist_however_they_were_launched(
+    instance: dg.DagsterInstance, track: Track, track_resource: TrackResource, definitions: dg.Definitions
+) -> None:
+    """`evaltrack demo` / `run` materialize scenario_runs in runs the sensor never requested: opening
+    the UI afterwards must not start those builds again (their run keys are unused)."""
+    baseline, rebuild = register(track, *EXAMPLES)
+    instance.add_dynamic_partitions("build", [baseline, rebuild])
+    # a materialization launched by hand (no run key, no sensor): only the rebuild is still to run
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(asset_key="scenario_runs", partition=baseline, metadata={"generation": 0})
+    )
+    result = evaluate_build_sensor(instance, track_resource, definitions)
+    assert [r.partition_key for r in result.run_requests or []] == [rebuild]
+
+    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key="scenario_runs", partition=rebuild))
+    idle = evaluate_build_sensor(instance, track_resource, definitions)
+    assert idle.run_requests == [] and added_partitions(idle) == []
+    assert idle.skip_reason is not None and "2 already have their subject runs" in idle.skip_reason.skip_message
 
 
 def test_build_sensor_evaluated_again_requests_the_same_run_keys_and_no_partition_twice(
@@ -208,15 +231,32 @@ def report_decision(instance: dg.DagsterInstance, build: str, decision: str) -> 
     )
 
 
+class Tick:
+    """One evaluated tick of the release-block sensor: its message, cursor and notice events."""
+
+    def __init__(self, result: dg.SensorResult, cursor: str | None):
+        self.skip_message = result.skip_reason.skip_message if result.skip_reason else None
+        self.cursor = cursor
+        self.notices = list(result.asset_events or [])
+
+
 def evaluate_release_sensor(
-    instance: dg.DagsterInstance, notifications: NotificationResource, cursor: str | None
-) -> tuple[dg.SkipReason, str | None]:
-    context = dg.build_sensor_context(
-        instance=instance, cursor=cursor, resources={"notifications": notifications}
+    instance: dg.DagsterInstance,
+    notifications: NotificationResource,
+    cursor: str | None,
+    track_resource: TrackResource | None = None,
+) -> tuple[Tick, str | None]:
+    """One tick as the daemon runs it: its notice events are stored in the instance afterwards."""
+    resources: dict[str, Any] = {"notifications": notifications}
+    resources["track"] = track_resource or TrackResource(
+        eval_home=os.environ["EVAL_HOME"], project_root=os.environ["EVAL_PROJECT_ROOT"]
     )
+    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)
     result = release_block_sensor(context)
-    assert isinstance(result, dg.SkipReason)
-    return result, context.cursor
+    assert isinstance(result, dg.SensorResult)
+    for event in result.asset_events or []:
+        instance.report_runless_asset_event(event)
+    return Tick(result, context.cursor), context.cursor
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -236,6 +276,12 @@ def test_a_block_decision_is_notified_once_to_the_jsonl_file_and_the_webhook(
         notifications = NotificationResource(jsonl_path=str(sink), webhook_url=url)
         skip, cursor = evaluate_release_sensor(instance, notifications, None)
         assert skip.skip_message == f"{build}: block notified via log, webhook, jsonl"
+        # the notice is visible in the UI: a release_block_notice event of the build with the reasons
+        [event] = skip.notices
+        assert isinstance(event, dg.AssetMaterialization) and event.partition == build
+        assert event.asset_key == dg.AssetKey("release_block_notice")
+        assert event.metadata["notice_key"].value == f"{build}@{decided.run_id}"
+        assert FAILING_GATE in str(event.metadata["block_reasons"].value)
         [notice] = lines(sink)
         assert (notice["build"], notice["decision"], notice["run_id"]) == (build, "block", decided.run_id)
         assert any(FAILING_GATE in reason for reason in notice["reasons"])
@@ -244,9 +290,10 @@ def test_a_block_decision_is_notified_once_to_the_jsonl_file_and_the_webhook(
         # the next tick, from the advanced cursor: nothing new
         again, _ = evaluate_release_sensor(instance, notifications, cursor)
         assert again.skip_message == "no new release decision"
-        # the same event evaluated again (the cursor was lost): the sinks already hold it
+        # the same event evaluated again (the cursor was lost): its notice event is already recorded
         replay, _ = evaluate_release_sensor(instance, notifications, None)
-        assert replay.skip_message == f"{build}: block notified via log"
+        assert replay.skip_message == f"{build}: block already notified"
+        assert replay.notices == []
         assert len(lines(sink)) == 1 and len(posts) == 1
 
 
@@ -265,7 +312,7 @@ def test_a_decision_that_is_not_block_is_recorded_and_nothing_is_sent(
         skip, cursor = evaluate_release_sensor(instance, notifications, None)
 
     assert skip.skip_message == f"{baseline}: none, nothing to notify; {rebuild}: allow, nothing to notify"
-    assert cursor is not None
+    assert cursor is not None and skip.notices == []
     assert not sink.exists() and posts == []
 
 

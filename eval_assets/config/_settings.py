@@ -118,6 +118,11 @@ class Settings(Strict):
     spend: Spend = Spend()
     bounds: Bounds = Bounds()
     nightly_cron: str = Field(default="0 2 * * *", description="the nightly schedule, UTC cron")
+    owners: list[Annotated[str, Field(pattern=r"^(team:[A-Za-z0-9_.-]+|[^@\s]+@[^@\s]+\.[^@\s]+)$")]] = Field(
+        default_factory=lambda: ["team:eval-track"],
+        min_length=1,
+        description="owners of every asset in the Dagster UI: `team:name` or an email address",
+    )
 
     @field_validator("nightly_cron")
     @classmethod

@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from eval_assets.defs.automation.sensors import BUILD_ROOT_ASSETS, loadable_builds
+from eval_assets.defs.jobs import CAPABILITY_TRACK
 from eval_assets.defs.project import PROJECT
 from eval_assets.defs.resources import TrackResource
 
@@ -19,7 +20,7 @@ def nightly_schedule(cron: str) -> dg.ScheduleDefinition:
         cron_schedule=cron,
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus.RUNNING,
-        target=BUILD_ROOT_ASSETS,
+        job_name=CAPABILITY_TRACK,
         description="Every night: the newest registered build, every active judge version, then the decision.",
     )
     def nightly_capability_track(

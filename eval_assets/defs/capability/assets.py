@@ -1,8 +1,11 @@
 """Capability track assets: subject runs per build, verdicts and the cost ledger per build × judge."""
 
+from datetime import timedelta
+
 import dagster as dg
 
 from eval_assets.defs.capability.metadata import as_metadata
+from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
 from eval_assets.defs.resources import TrackResource
 
@@ -18,6 +21,11 @@ def generation(context: dg.AssetExecutionContext) -> int:
     partitions_def=build_partitions,
     group_name="capability",
     kinds={"python", "parquet"},
+    owners=OWNERS,
+    # the nightly track: a build's subject runs land at least once a day (warn after 25 h, fail after 26 h)
+    freshness_policy=dg.FreshnessPolicy.time_window(
+        fail_window=timedelta(hours=26), warn_window=timedelta(hours=25)
+    ),
     description="Every scenario × repeat of the build's subject, through litellm. Outputs, policy checks, spend.",
 )
 def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
@@ -27,7 +35,7 @@ def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg
         build, context.run_id, log=context.log.info, generation=generation(context)
     )
     context.log.info(f"{summary['attempts']} attempts: {summary['errors']} errors, ${summary['spend_usd']}")
-    return dg.MaterializeResult(metadata=as_metadata(summary.values))
+    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.track.home.root))
 
 
 @dg.asset(
@@ -35,6 +43,7 @@ def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg
     deps=[scenario_runs],
     group_name="capability",
     kinds={"python", "parquet"},
+    owners=OWNERS,
     automation_condition=dg.AutomationCondition.eager(),
     description="One judge version's validated verdicts on the build's stored outputs (fail closed).",
 )
@@ -48,7 +57,7 @@ def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> d
         f"{summary['verdicts']} verdicts: {summary['scored']} scored, {summary['failed']} failed, "
         f"{summary['excluded']} excluded"
     )
-    return dg.MaterializeResult(metadata=as_metadata(summary.values))
+    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.track.home.root, judge_version))
 
 
 @dg.asset(
@@ -56,6 +65,7 @@ def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> d
     deps=[judge_verdicts],
     group_name="capability",
     kinds={"python", "parquet"},
+    owners=OWNERS,
     automation_condition=dg.AutomationCondition.eager(),
     description="The spend journal's per-attempt rows for the build's subject and this judge version.",
 )
@@ -63,4 +73,4 @@ def cost_ledger(context: dg.AssetExecutionContext, track: TrackResource) -> dg.M
     build, judge_version = build_and_judge(context)
     summary = track.track.publish_cost_ledger(build, judge_version, context.run_id)
     context.log.info(f"published {summary['rows']} ledger rows, ${summary['spend_usd']}")
-    return dg.MaterializeResult(metadata=as_metadata(summary.values))
+    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.track.home.root, judge_version))

@@ -5,6 +5,7 @@ import dagster as dg
 from eval_assets.bridge import run_bridge
 from eval_assets.defs.capability.assets import judge_verdicts
 from eval_assets.defs.capability.metadata import as_metadata
+from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import judge_version_partitions
 from eval_assets.defs.resources import TrackResource
 
@@ -14,6 +15,7 @@ from eval_assets.defs.resources import TrackResource
     deps=[judge_verdicts],
     group_name="judges",
     kinds={"python", "parquet"},
+    owners=OWNERS,
     description="Bridge run: old and new judge versions score the same stored outputs; publishes the offset "
     "(with CI, Bland-Altman, slope, Spearman, Krippendorff's alpha) only when METHODS §5 acceptance holds.",
 )
@@ -25,4 +27,4 @@ def calibration_offsets(context: dg.AssetExecutionContext, track: TrackResource)
         return dg.MaterializeResult(metadata={"bridge": "none declared"})
     summary = run_bridge(track.track, judge_version, context.run_id, log=context.log.info)
     context.log.info(f"bridge {judge.bridges_from} -> {judge_version}: published={summary.get('published')}")
-    return dg.MaterializeResult(metadata=as_metadata(summary))
+    return dg.MaterializeResult(metadata=as_metadata(summary, track.track.home.root))

@@ -1,14 +1,52 @@
-"""Release statistics: noise bands and reports per build × judge version, the decision per build."""
+"""Release statistics: noise bands and reports per build × judge version, the decision per build.
+
+Checks are per partition (Dagster 1.13's partitioned asset checks, `AssetCheckSpec(partitions_def=…)`):
+each evaluation is recorded against the build (or build × judge version) it judged, so a check's
+history and the partition pages show which build failed. `release_allowed` follows the decision:
+block → failed with ERROR severity, investigate → failed with WARN, none → failed with WARN saying
+why, allow → passed.
+"""
+
+import warnings
+from typing import Any
+from urllib.parse import quote
 
 import dagster as dg
 
 from eval_assets import release
 from eval_assets.defs.capability.assets import judge_verdicts
-from eval_assets.defs.capability.metadata import as_metadata
+from eval_assets.defs.capability.metadata import as_metadata, short_path
+from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
 from eval_assets.defs.resources import TrackResource
 from eval_assets.defs.suite.assets import deterministic_suite
+from eval_assets.present import png_data_uri, reasons_markdown, recorded_reasons
 from eval_assets.suite import suite_evidence
+
+with warnings.catch_warnings():  # per-partition check results are a preview feature in Dagster 1.13
+    warnings.simplefilter("ignore")
+    NO_REGRESSION = dg.AssetCheckSpec(
+        "no_regression",
+        asset="capability_report",
+        partitions_def=build_by_judge,
+        description="Per build × judge version: the report against the baseline found nothing to block "
+        "(ERROR) or investigate (WARN), and could decide (a report that decided nothing fails with WARN).",
+    )
+    RELEASE_ALLOWED = dg.AssetCheckSpec(
+        "release_allowed",
+        asset="release_decision",
+        partitions_def=build_partitions,
+        description="Per build: the release decision is allow. block fails with ERROR severity; "
+        "investigate, and none (no decision, with the reason), fail with WARN.",
+    )
+
+SEVERITY = {"block": dg.AssetCheckSeverity.ERROR}
+VERDICT_WORDS = {"ok": "nothing to block or investigate", "none": "decided nothing"}
+
+
+def report_url(build: str, judge_version: str) -> str:
+    """The capability report partition's page in the Dagster UI (a path on the same server)."""
+    return f"/assets/capability_report?partition={quote(f'{build}|{judge_version}', safe='')}"
 
 
 @dg.asset(
@@ -16,6 +54,7 @@ from eval_assets.suite import suite_evidence
     deps=[judge_verdicts],
     group_name="release",
     kinds={"python", "parquet"},
+    owners=OWNERS,
     automation_condition=dg.AutomationCondition.eager(),
     description="How far the suite and each scenario move when nothing changed, from the build's own repeats.",
 )
@@ -23,7 +62,7 @@ def noise_bands(context: dg.AssetExecutionContext, track: TrackResource) -> dg.M
     build, judge_version = build_and_judge(context)
     summary = release.run_noise_bands(track.track, build, judge_version, context.run_id)
     context.log.info(f"suite noise band ±{summary['suite_half_width']} over {summary['scenarios']} scenarios")
-    return dg.MaterializeResult(metadata=as_metadata(summary.values))
+    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.track.home.root, judge_version))
 
 
 @dg.asset(
@@ -31,22 +70,34 @@ def noise_bands(context: dg.AssetExecutionContext, track: TrackResource) -> dg.M
     deps=[judge_verdicts, noise_bands],
     group_name="release",
     kinds={"python", "parquet"},
+    owners=OWNERS,
     automation_condition=dg.AutomationCondition.eager(),
     description="The build against its baseline under ONE judge version: policy, floor drops, mean drop, p10.",
+    check_specs=[NO_REGRESSION],
 )
-def capability_report(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
+def capability_report(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build, judge_version = build_and_judge(context)
+    home = track.track.home.root
     summary, markdown, png = release.run_capability_report(track.track, build, judge_version, context.run_id)
-    plots = track.track.home.root / "reports" / build
+    plots = home / "reports" / build
     plots.mkdir(parents=True, exist_ok=True)
     png_path = plots / f"{judge_version}.png"
     png_path.write_bytes(png)
-    context.log.info(f"report {build} vs {summary['baseline']} under {judge_version}: {summary['verdict']}")
-    metadata = as_metadata(summary.values)
-    metadata["summary"] = dg.MetadataValue.md(markdown)
-    metadata["plot"] = dg.MetadataValue.md(release.png_markdown(png))
-    metadata["plot_file"] = dg.MetadataValue.path(str(png_path))
-    return dg.MaterializeResult(metadata=metadata)
+    verdict = summary["verdict"]
+    context.log.info(f"report {build} vs {summary['baseline']} under {judge_version}: {verdict}")
+    metadata: dict[str, Any] = {"build": build, "judge_version": judge_version}
+    metadata |= as_metadata(summary.values, home, judge_version)
+    metadata["report"] = dg.MetadataValue.md(f"{markdown}\n\n{release.png_markdown(png)}\n")
+    metadata["plot_file"] = dg.MetadataValue.path(short_path(png_path, home))
+    yield dg.MaterializeResult(metadata=metadata)
+    why = summary.values.get("decided_nothing") or VERDICT_WORDS.get(verdict, verdict)
+    yield dg.AssetCheckResult(
+        check_name="no_regression",
+        passed=verdict == "ok",
+        severity=SEVERITY.get(verdict, dg.AssetCheckSeverity.WARN),
+        metadata={"build": build, "judge_version": judge_version, "verdict": verdict},
+        description=f"{build} under {judge_version}: {verdict} ({why})",
+    )
 
 
 @dg.asset(
@@ -54,17 +105,61 @@ def capability_report(context: dg.AssetExecutionContext, track: TrackResource) -
     deps=[capability_report, deterministic_suite],
     group_name="release",
     kinds={"python", "parquet"},
+    owners=OWNERS,
     automation_condition=dg.AutomationCondition.eager(),
-    description="allow / investigate / block for the build, with reasons most severe first.",
+    description="allow / investigate / block for the build, with reasons most severe first. "
+    "The release_allowed check is red for a blocked build.",
+    check_specs=[RELEASE_ALLOWED],
 )
-def release_decision(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
+def release_decision(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build = context.partition_key
+    home = track.track.home.root
     summary = release.run_release_decision(
         track.track, build, context.run_id, [suite_evidence(track.track, build)]
     )
-    context.log.info(f"release decision for {build}: {summary['decision']}")
-    for reason in summary["reasons"]:
-        context.log.info(f"  {reason}")
-    metadata = as_metadata(summary.values)
-    metadata["reasons_md"] = dg.MetadataValue.md("\n".join(f"- {r}" for r in summary["reasons"]) or "none")
-    return dg.MaterializeResult(metadata=metadata)
+    decision = summary["decision"]
+    rows = recorded_reasons(track.track.warehouse, build, context.run_id)
+    context.log.info(f"release decision for {build}: {decision}")
+    for row in rows:
+        text = f"  [{row['severity']}] {row['source']}: {row['message']}"
+        if row["severity"] == "block":
+            context.log.warning(text)
+        elif row["severity"] in ("investigate", "none"):
+            context.log.info(text)
+    markdown = reasons_markdown(
+        build,
+        decision,
+        rows,
+        report_link=lambda jv: report_url(build, jv),
+        plot=lambda jv: png_data_uri(home / "reports" / build / f"{jv}.png"),
+    )
+    metadata = {
+        "build": build,
+        "decision": decision,
+        "baseline": summary["baseline"],
+        "judge_versions": ", ".join(summary["judge_versions"]) or "none active",
+        "reasons": dg.MetadataValue.md(markdown),
+    }
+    yield dg.MaterializeResult(metadata=metadata)
+    counts = {s: sum(1 for r in rows if r["severity"] == s) for s in ("block", "investigate", "none")}
+    first = next((r for r in rows if r["severity"] in ("block", "investigate", "none")), None)
+    why = f"{first['source']}: {first['message']}" if first else "nothing to block or investigate"
+    yield dg.AssetCheckResult(
+        check_name="release_allowed",
+        passed=decision == "allow",
+        severity=SEVERITY.get(decision, dg.AssetCheckSeverity.WARN),
+        metadata={"build": build, "decision": decision, **{f"{s}_reasons": n for s, n in counts.items()}},
+        description=f"{build}: {'no decision' if decision == 'none' else decision} — {why}"[:1000],
+    )
+
+
+release_block_notice = dg.AssetSpec(
+    "release_block_notice",
+    deps=[release_decision],
+    partitions_def=build_partitions,
+    group_name="release",
+    kinds={"python"},
+    owners=OWNERS,
+    description="One event per blocked decision, recorded by release_block_sensor when it notifies "
+    "(Dagster log, JSONL file, webhook): the build, the decision run and its block reasons.",
+)

@@ -1,19 +1,35 @@
 """The deterministic suite: the gate registry run for a build's milestone; a failing gate blocks."""
 
+import warnings
+
 import dagster as dg
 
 from eval_assets.defs.capability.metadata import as_metadata
+from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import build_partitions
 from eval_assets.defs.resources import TrackResource
+from eval_assets.present import gates_markdown
 from eval_assets.suite import run_deterministic_suite
+
+with warnings.catch_warnings():  # per-partition check results are a preview feature in Dagster 1.13
+    warnings.simplefilter("ignore")
+    NO_FAILING_GATES = dg.AssetCheckSpec(
+        "no_failing_gates",
+        asset="deterministic_suite",
+        blocking=True,
+        partitions_def=build_partitions,
+        description="Per build: no gate of the build's milestone failed or errored (quarantined tests and "
+        "pending gates never block). A failure blocks the release.",
+    )
 
 
 @dg.asset(
     partitions_def=build_partitions,
     group_name="deterministic_suite",
     kinds={"python", "parquet"},
+    owners=OWNERS,
     description="Every gate in gates/ at the build's milestone (pending past it); writes gate_results.",
-    check_specs=[dg.AssetCheckSpec("no_failing_gates", asset="deterministic_suite", blocking=True)],
+    check_specs=[NO_FAILING_GATES],
 )
 def deterministic_suite(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build = context.partition_key
@@ -21,14 +37,15 @@ def deterministic_suite(context: dg.AssetExecutionContext, track: TrackResource)
     for row in result.results:
         log = context.log.error if row.blocks else context.log.info
         log(f"{row.gate_id} [{row.kind}, milestone {row.milestone}]: {row.status} {row.message}")
-    metadata = as_metadata(summary.values)
-    metadata["gates_md"] = dg.MetadataValue.md(result.text())
+    metadata = {"build": build, **as_metadata(summary.values, track.track.home.root)}
+    metadata["gates_md"] = dg.MetadataValue.md(gates_markdown(result.results))
     yield dg.MaterializeResult(metadata=metadata)
     blocking = [r.gate_id for r in result.blocking]
     yield dg.AssetCheckResult(
         check_name="no_failing_gates",
         passed=not blocking,
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"failing_gates": dg.MetadataValue.json(blocking)},
-        description="failing or erroring gates: " + (", ".join(blocking) or "none"),
+        metadata={"build": build, "failing_gates": ", ".join(blocking) or "none"},
+        description=f"{build}: "
+        + (f"failing or erroring gates: {', '.join(blocking)}" if blocking else "no gate fails"),
     )

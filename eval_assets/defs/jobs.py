@@ -1,0 +1,41 @@
+"""Named jobs, so the run timeline and partition pages say what ran instead of "Jobless".
+
+The capability track's roots (the build's subject runs and its deterministic suite) run together
+when a build arrives or the nightly schedule fires; judging and reports run per build × judge
+version; the release decision per build. `evaltrack run` / `demo` launch these same jobs.
+"""
+
+import dagster as dg
+
+from eval_assets.defs.partitions import build_by_judge, build_partitions
+
+CAPABILITY_TRACK = "capability_track"
+JUDGING = "judge_and_report"
+DETERMINISTIC_SUITE = "deterministic_suite_job"
+RELEASE_DECISION = "release_decision_job"
+
+capability_track = dg.define_asset_job(
+    CAPABILITY_TRACK,
+    selection=["scenario_runs", "deterministic_suite"],
+    partitions_def=build_partitions,
+    description="A build's subject runs and its deterministic suite; judging, reports and the decision "
+    "follow by automation.",
+)
+judge_and_report = dg.define_asset_job(
+    JUDGING,
+    selection=["judge_verdicts", "cost_ledger", "noise_bands", "capability_report"],
+    partitions_def=build_by_judge,
+    description="One judge version over a build: verdicts, cost ledger, noise band, capability report.",
+)
+deterministic_suite_job = dg.define_asset_job(
+    DETERMINISTIC_SUITE,
+    selection=["deterministic_suite"],
+    partitions_def=build_partitions,
+    description="The gate registry at the build's milestone.",
+)
+release_decision_job = dg.define_asset_job(
+    RELEASE_DECISION,
+    selection=["release_decision"],
+    partitions_def=build_partitions,
+    description="allow / investigate / block for a build from every judge version's report and the suite.",
+)

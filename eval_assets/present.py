@@ -1,0 +1,175 @@
+"""How decisions, reasons and gate results read: markdown for the UI and pull requests, terminal tables.
+
+Pure formatting over rows the warehouse already holds (`release_decision_reasons`, `gate_results`):
+no Dagster here. The Dagster wiring passes in how to link a judge version's report and where its plot
+is; the CLI prints the same reasons as a table or as markdown ready to paste into a pull request.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+SEVERITY_HEADINGS = (
+    ("block", "Block"),
+    ("investigate", "Investigate"),
+    ("none", "No decision"),
+    ("info", "Info"),
+)
+_JUDGE_SOURCE = re.compile(r"^judge (?P<version>\S+), (?P<candidate>\S+) vs (?P<baseline>\S+)$")
+
+MAX_LINE = 200
+
+
+def judge_of(source: str) -> str | None:
+    """The judge version a reason's source names (`judge V, cand vs base`), else None."""
+    match = _JUDGE_SOURCE.match(source)
+    return match["version"] if match else None
+
+
+def source_heading(source: str) -> str:
+    """`judge V, cand vs base` → `V (cand vs base)`; any other source as it is."""
+    match = _JUDGE_SOURCE.match(source)
+    return f"{match['version']} ({match['candidate']} vs {match['baseline']})" if match else source
+
+
+def _reason_line(row: Mapping[str, Any]) -> str:
+    text = str(row.get("message") or "").strip()
+    advice = row.get("advice")
+    return f"{text} — {advice}" if advice else text
+
+
+def grouped_reasons(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[tuple[str, list[str]]]]]:
+    """[(severity, [(source, [reason lines])])], severities in SEVERITY_HEADINGS order, sources in
+    first-seen order. Unknown severities are kept (after the known ones), never dropped."""
+    by_severity: dict[str, dict[str, list[str]]] = {}
+    for row in rows:
+        severity = str(row.get("severity") or "unknown")
+        by_severity.setdefault(severity, {}).setdefault(str(row.get("source") or "?"), []).append(
+            _reason_line(row)
+        )
+    order = [s for s, _ in SEVERITY_HEADINGS] + sorted(set(by_severity) - {s for s, _ in SEVERITY_HEADINGS})
+    return [(s, list(by_severity[s].items())) for s in order if s in by_severity]
+
+
+def png_data_uri(path: Path) -> str | None:
+    """A data: URI of the PNG at `path` (None when it does not exist)."""
+    if not path.is_file():
+        return None
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
+
+
+def reasons_markdown(
+    build: str,
+    decision: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    report_link: Callable[[str], str | None] = lambda _jv: None,
+    plot: Callable[[str], str | None] = lambda _jv: None,
+) -> str:
+    """The decision and its reasons, grouped by severity; within a severity, one heading per source.
+
+    A judge version's heading links its capability report (`report_link(version)`); its plot
+    (`plot(version)`, an image URL) is shown once, under the first heading naming that version.
+    """
+    head = "no decision" if decision == "none" else decision
+    out = [f"## {build}: {head}", ""]
+    if not rows:
+        out.append("No reasons were recorded.")
+    plotted: set[str] = set()
+    for severity, sources in grouped_reasons(rows):
+        title = dict(SEVERITY_HEADINGS).get(severity, severity)
+        out += [f"### {title}", ""]
+        for source, lines in sources:
+            version = judge_of(source)
+            heading = source_heading(source)
+            link = report_link(version) if version else None
+            out.append(f"#### [{heading}]({link})" if link else f"#### {heading}")
+            out.append("")
+            out += [f"- {line}" for line in lines]
+            out.append("")
+            image = plot(version) if version and version not in plotted else None
+            if image:
+                plotted.add(version or "")
+                out += [f"![capability report {version}]({image})", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ").strip()
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+_STATUS_ORDER = {"error": 0, "fail": 1, "awaiting_assertions": 2, "pending": 3, "pass": 4}
+
+
+def gates_markdown(results: Iterable[Any]) -> str:
+    """gate_results as a markdown table (gate, kind, milestone, status, detail), blocking rows first."""
+    ordered = sorted(results, key=lambda r: (not r.blocks, _STATUS_ORDER.get(r.status, 5), r.gate_id))
+    rows = []
+    for r in ordered:
+        flags = [f for f, on in (("retried", r.retried), ("quarantined", r.quarantined)) if on]
+        status = f"**{r.status}**" if r.blocks else r.status
+        detail = r.message + (f" ({', '.join(flags)})" if flags else "")
+        rows.append(
+            (
+                f"`{r.gate_id}`",
+                r.kind,
+                "" if r.milestone is None else r.milestone,
+                status,
+                shorten(detail, 160),
+            )
+        )
+    return markdown_table(("gate", "kind", "milestone", "status", "detail"), rows)
+
+
+def shorten(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def text_table(header: Sequence[str], rows: Iterable[Sequence[Any]], width: int = MAX_LINE) -> str:
+    """A plain-text table; the last column is cut so that no line is longer than `width`."""
+    body = [[shorten(_cell(v), width) for v in row] for row in rows]
+    widths = [len(h) for h in header]
+    for row in body:
+        widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
+    fixed = sum(widths[:-1]) + 2 * (len(widths) - 1)
+    widths[-1] = max(len(header[-1]), min(widths[-1], width - fixed))
+
+    def line(values: Sequence[str]) -> str:
+        cells = [v.ljust(w) for v, w in zip(values[:-1], widths[:-1], strict=True)]
+        return "  ".join([*cells, shorten(values[-1], widths[-1])]).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in body)])
+
+
+def reasons_text_rows(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """(severity, source, reason) per reason, for a terminal table."""
+    return [
+        (str(r.get("severity")), source_heading(str(r.get("source") or "?")), _reason_line(r)) for r in rows
+    ]
+
+
+def recorded_reasons(warehouse: Any, build: str, run_id: str | None = None) -> list[dict[str, Any]]:
+    """The structured reasons of a build's decision (the one `run_id` wrote, else the current one),
+    most severe first, from `release_decision_reasons`."""
+    if run_id is None:
+        sql, params = "SELECT * FROM release_decision_reasons WHERE build = ? ORDER BY rank", [build]
+    else:
+        sql = "SELECT * FROM release_decision_reasons_history WHERE build = ? AND run_id = ? ORDER BY rank"
+        params = [build, run_id]
+    frame = warehouse.query(sql, params)
+    return [
+        {k: (None if v != v else v) for k, v in row.items()}  # NaN (a missing advice) → None
+        for row in frame.to_dict("records")
+    ]
