@@ -18,13 +18,11 @@ acceptance "CI half-width <= 0.5 rubric points" is <= 0.125 there.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
 from eval_assets.config import FloatScale, IntScale, Judge, Rubric
@@ -38,7 +36,6 @@ if TYPE_CHECKING:
 Log = Callable[[str], None]
 NORMALISED_POINT_SIZE = 0.25
 DEFAULT_BRIDGE_BUILDS = 3
-N_BOOT = 2000
 
 
 class BridgeError(Exception):
@@ -189,10 +186,7 @@ def run_bridge(track: Track, judge_version: str, run_id: str, log: Log | None = 
     before = before.assign(old_score=_points(before, r_old)).loc[:, [*key, "old_score"]]
     after = after.assign(new_score=_points(after, r_new)).loc[:, [*key, "new_score"]]
     pairs = before.merge(after, on=key, how="inner")
-    seed = int.from_bytes(
-        hashlib.sha256("\x1f".join([old.version_id, new.version_id, *builds]).encode()).digest()[:8], "big"
-    )
-    cal = calibrate(pairs, point_size=scale.point_size, n_boot=N_BOOT, rng=np.random.default_rng(seed))
+    cal = calibrate(pairs, point_size=scale.point_size)
     row = {
         "judge_from": old.version_id,
         "judge_to": new.version_id,

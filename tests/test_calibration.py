@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from eval_assets.bridge import (
     NORMALISED_POINT_SIZE,
@@ -32,6 +33,7 @@ from eval_assets.config import Judge, Project
 from eval_assets.home import EvalHome
 from eval_assets.providers._simmodel import judge_value, rng_for, subject_quality
 from eval_assets.stats import CalibrationFrameError, calibrate, krippendorff_alpha_interval
+from eval_assets.stats._calibration import MIN_SCENARIOS
 from eval_assets.track import Track
 
 HELPFULNESS_WEIGHTS = (3.0, 2.0, 1.0)  # rubrics/helpfulness-v1.yaml, in criterion order
@@ -116,7 +118,7 @@ def test_alpha_is_invariant_to_a_shared_affine_rescaling() -> None:
 
 
 def test_bias_of_0_3_points_is_published_with_a_ci_containing_0_3() -> None:
-    cal = calibrate(simulate(bias=0.3), rng=np.random.default_rng(7))
+    cal = calibrate(simulate(bias=0.3))
     assert cal.published, cal.reasons
     assert cal.reasons == ()
     assert cal.ci_low is not None and cal.ci_high is not None
@@ -126,19 +128,50 @@ def test_bias_of_0_3_points_is_published_with_a_ci_containing_0_3() -> None:
     assert (cal.n, cal.n_scenarios) == (225, 15)
 
 
-def test_ci_covers_the_true_bias_in_most_of_40_independent_simulations() -> None:
-    # A percentile cluster bootstrap over 15 scenarios covers somewhat below its nominal 95%
-    # (measured ~92% over 300 seeds); 32/40 is far below that and far above a broken interval.
-    hits = 0
-    for seed in range(40):
-        cal = calibrate(simulate(bias=0.3, seed=seed), n_boot=1000, rng=np.random.default_rng(seed))
-        assert cal.ci_low is not None and cal.ci_high is not None
-        hits += cal.ci_low <= 0.3 <= cal.ci_high
-    assert hits >= 32
+def _clustered(sizes: list[int], seed: int = 0, bias: float = 0.3) -> pd.DataFrame:
+    """Continuous paired scores, scenario i holding sizes[i] outputs, with a per-scenario offset."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, size in enumerate(sizes):
+        level, own = rng.normal(3.0, 0.6), rng.normal(0.0, 0.2)
+        for r in range(1, size + 1):
+            true = level + rng.normal(0.0, 0.4)
+            old, new = true + rng.normal(0.0, 0.3), true + bias + own + rng.normal(0.0, 0.3)
+            rows.append({"build": "b", "scenario_id": f"s{i}", "repeat": r, "old_score": old, "new_score": new})
+    return pd.DataFrame(rows)
+
+
+def test_offset_ci_with_equal_scenarios_is_the_t_interval_on_scenario_means_on_g_minus_1_df() -> None:
+    frame = _clustered([4] * 5)
+    cal = calibrate(frame)
+    means = (frame["new_score"] - frame["old_score"]).groupby(frame["scenario_id"]).mean()
+    sem = float(means.std(ddof=1) / np.sqrt(5))
+    low, high = stats.t.interval(0.95, 4, loc=float(means.mean()), scale=sem)
+    assert cal.ci_df == 4
+    assert (cal.ci_low, cal.ci_high) == (pytest.approx(low, rel=1e-12), pytest.approx(high, rel=1e-12))
+    # wider than the normal interval with the same SE by t(0.975; 4) / z(0.975) = 2.776 / 1.960
+    assert cal.half_width / (stats.norm.ppf(0.975) * sem) == pytest.approx(stats.t.ppf(0.975, 4) / stats.norm.ppf(0.975))
+    assert cal.half_width / (stats.norm.ppf(0.975) * sem) == pytest.approx(1.41658, abs=1e-5)
+
+
+def test_offset_ci_with_unequal_scenarios_uses_the_cr2_cluster_robust_se() -> None:
+    sizes = [1, 2, 3, 5, 8, 13]
+    frame = _clustered(sizes, seed=3)
+    cal = calibrate(frame)
+    d = (frame["new_score"] - frame["old_score"]).to_numpy()
+    n, mean = len(d), d.mean()
+    variance = 0.0  # Bell & McCaffrey: each scenario's residual sum over sqrt(1 - n_g / n)
+    for sid, size in zip(frame["scenario_id"].unique(), sizes, strict=True):
+        resid_sum = float((d[(frame["scenario_id"] == sid).to_numpy()] - mean).sum())
+        variance += resid_sum**2 / (1.0 - size / n)
+    se = np.sqrt(variance) / n
+    q = stats.t.ppf(0.975, len(sizes) - 1)
+    assert cal.offset == pytest.approx(mean)
+    assert (cal.ci_low, cal.ci_high) == (pytest.approx(mean - q * se), pytest.approx(mean + q * se))
 
 
 def test_noise_large_enough_that_alpha_falls_below_0_8_is_not_published_for_that_reason() -> None:
-    cal = calibrate(simulate(bias=0.3, noise_new=1.5), rng=np.random.default_rng(7))
+    cal = calibrate(simulate(bias=0.3, noise_new=1.5))
     assert not cal.published
     assert cal.krippendorff_alpha is not None and cal.krippendorff_alpha < 0.8
     assert len(cal.reasons) == 1
@@ -146,7 +179,7 @@ def test_noise_large_enough_that_alpha_falls_below_0_8_is_not_published_for_that
 
 
 def test_too_few_outputs_for_a_half_point_ci_is_not_published_and_says_how_many_are_needed() -> None:
-    cal = calibrate(simulate(noise_new=2.0, scenarios=3, builds=1, repeats=2), rng=np.random.default_rng(1))
+    cal = calibrate(simulate(noise_new=2.0, scenarios=3, builds=1, repeats=2))
     assert not cal.published
     assert cal.half_width is not None and cal.half_width > 0.5
     why = next(r for r in cal.reasons if r.startswith("95% CI half-width"))
@@ -160,16 +193,13 @@ def test_too_few_outputs_for_a_half_point_ci_is_not_published_and_says_how_many_
 
 def test_bland_altman_limits_are_the_offset_plus_minus_1_96_sd() -> None:
     frame = simulate(bias=0.3, noise_new=0.6)
-    cal = calibrate(frame, rng=np.random.default_rng(2))
+    cal = calibrate(frame)
     d = frame["new_score"] - frame["old_score"]
     assert cal.offset == pytest.approx(d.mean())
     assert cal.sd_diff == pytest.approx(d.std(ddof=1))
     assert cal.ba_low == pytest.approx(d.mean() - 1.959964 * d.std(ddof=1), abs=1e-5)
     assert cal.ba_high == pytest.approx(d.mean() + 1.959964 * d.std(ddof=1), abs=1e-5)
-    from scipy import stats
-
     assert cal.spearman_rho == pytest.approx(stats.spearmanr(frame["old_score"], frame["new_score"]).statistic)
-    assert cal.slope == pytest.approx(np.polyfit(frame["old_score"], frame["new_score"], 1)[0])
 
 
 def _continuous(slope: float, intercept: float, noise: float, seed: int = 0) -> pd.DataFrame:
@@ -184,9 +214,10 @@ def _continuous(slope: float, intercept: float, noise: float, seed: int = 0) -> 
 
 def test_a_slope_ci_excluding_1_publishes_the_linear_equating_function() -> None:
     frame = _continuous(slope=1.5, intercept=-1.2, noise=0.05)
-    cal = calibrate(frame, rng=np.random.default_rng(4))
-    assert cal.slope_ci_low is not None and cal.slope_ci_low > 1.0
-    assert cal.equating_slope == pytest.approx(frame["new_score"].std() / frame["old_score"].std())
+    cal = calibrate(frame)
+    assert cal.slope_ci_low is not None and cal.slope_ci_low > 1.0 and cal.constant_offset is False
+    assert cal.published, cal.reasons
+    assert cal.equating_slope == cal.slope == pytest.approx(1.5, abs=0.05)
     assert cal.equating_intercept == pytest.approx(
         frame["new_score"].mean() - cal.equating_slope * frame["old_score"].mean()
     )
@@ -195,18 +226,144 @@ def test_a_slope_ci_excluding_1_publishes_the_linear_equating_function() -> None
 
 def test_a_pure_shift_publishes_a_constant_offset_and_no_equating_function() -> None:
     frame = _continuous(slope=1.0, intercept=0.3, noise=0.0)
-    cal = calibrate(frame, rng=np.random.default_rng(4))
+    cal = calibrate(frame)
     assert cal.published and cal.offset == pytest.approx(0.3)
+    assert cal.constant_offset is True and cal.constant_offset_p == 1.0  # zero spread by tolerance
     assert cal.slope_ci_low is not None and cal.slope_ci_low <= 1.0 <= (cal.slope_ci_high or 0.0)
     assert cal.equating_slope is None and cal.equating_intercept is None
     assert cal.to_new_scale(2.0) == pytest.approx(2.3)
 
 
+def _levels(scenarios: int, repeats: int, *, slope: float, sd_old: float, sd_new: float, seed: int) -> pd.DataFrame:
+    """Scenario levels N(3, 0.6), outputs' true scores +-0.4; old = true + noise; new = 3 + slope (true - 3)
+    + 0.3 + noise: a pure offset of 0.3 at slope 1."""
+    rng = np.random.default_rng(seed)
+    scen = np.repeat(np.arange(scenarios), repeats)
+    true = 3.0 + rng.normal(0.0, 0.6, scenarios)[scen] + rng.normal(0.0, 0.4, len(scen))
+    return pd.DataFrame(
+        {
+            "build": "b",
+            "scenario_id": [f"s{i}" for i in scen],
+            "repeat": np.tile(np.arange(1, repeats + 1), scenarios),
+            "old_score": true + rng.normal(0.0, sd_old, len(scen)),
+            "new_score": 3.0 + slope * (true - 3.0) + 0.3 + rng.normal(0.0, sd_new, len(scen)),
+        }
+    )
+
+
+def test_a_pure_offset_with_heavy_old_judge_noise_is_constant_where_ols_is_attenuated() -> None:
+    frame = _levels(200, 5, slope=1.0, sd_old=1.0, sd_new=0.2, seed=11)
+    ols = np.polyfit(frame["old_score"], frame["new_score"], 1)[0]
+    assert ols < 0.45  # regression dilution: var(true) / (var(true) + 1.0) = 0.52 / 1.52
+    cal = calibrate(frame)
+    assert cal.slope == pytest.approx(1.0, abs=0.1)
+    assert cal.constant_offset is True
+    assert cal.slope_ci_low is not None and cal.slope_ci_high is not None
+    assert cal.slope_ci_low < 1.0 < cal.slope_ci_high
+    assert cal.equating_slope is None and cal.equating_intercept is None
+
+
+def test_a_real_slope_under_heavy_old_judge_noise_publishes_the_equating_function_with_that_slope() -> None:
+    frame = _levels(200, 5, slope=1.5, sd_old=1.0, sd_new=0.2, seed=12)
+    cal = calibrate(frame, min_alpha=0.0)  # alpha is low with this much noise; the slope is the point
+    assert np.polyfit(frame["old_score"], frame["new_score"], 1)[0] < 0.6  # OLS: 1.5 * 0.52 / 1.52
+    assert cal.constant_offset is False and cal.constant_offset_p is not None and cal.constant_offset_p < 0.05
+    assert cal.slope_ci_low is not None and cal.slope_ci_high is not None
+    assert 1.0 < cal.slope_ci_low < 1.5 < cal.slope_ci_high
+    assert cal.equating_slope == cal.slope
+    assert cal.equating_intercept == pytest.approx(frame["new_score"].mean() - cal.slope * frame["old_score"].mean())
+    assert cal.published, cal.reasons
+    assert cal.to_new_scale(2.0) == pytest.approx(cal.equating_intercept + 2.0 * cal.slope)
+
+
+def _check_by_hand(frame: pd.DataFrame, level: float = 0.95) -> tuple[float, float, float, float]:
+    """T, D, the jackknife SE of T and the two-sided p-value, computed cell by cell with np.cov."""
+
+    def moments(part: pd.DataFrame) -> tuple[float, float]:
+        means, errors = [], []
+        for _, cell in part.groupby(["build", "scenario_id"]):
+            x, d = cell["old_score"].to_numpy(), (cell["new_score"] - cell["old_score"]).to_numpy()
+            if len(x) < 2:
+                continue
+            means.append((x.mean(), d.mean()))
+            errors.append(np.cov(x, d, ddof=1) / len(x))
+        between = np.cov(np.array(means).T, ddof=1)
+        error = np.mean(errors, axis=0)
+        return between[0, 1] - error[0, 1], between[0, 0] - error[0, 0]
+
+    t_all, d_all = moments(frame)
+    ids = sorted(frame["scenario_id"].unique())
+    loo = np.array([moments(frame[frame["scenario_id"] != sid])[0] for sid in ids])
+    g = len(ids)
+    se = float(np.sqrt((g - 1) / g * np.sum((loo - loo.mean()) ** 2)))
+    return t_all, d_all, se, float(2 * stats.t.sf(abs(t_all) / se, g - 1))
+
+
+def test_the_constant_offset_check_is_the_corrected_between_cell_covariance_with_a_scenario_jackknife() -> None:
+    frame = pd.concat(
+        [
+            _levels(9, 3, slope=1.2, sd_old=0.5, sd_new=0.3, seed=21).assign(build="b1"),
+            _levels(9, 4, slope=1.2, sd_old=0.5, sd_new=0.3, seed=22).assign(build="b2"),
+        ]
+    )
+    frame = frame[~((frame["build"] == "b1") & (frame["scenario_id"] == "s0") & (frame["repeat"] > 1))]
+    t_stat, level_var, se, p = _check_by_hand(frame)  # the one-output cell (b1, s0) is left out
+    cal = calibrate(frame, min_alpha=0.0)
+    q = stats.t.ppf(0.975, 8)
+    assert cal.slope == pytest.approx(1.0 + t_stat / level_var)
+    assert cal.constant_offset_p == pytest.approx(p)
+    assert (cal.slope_ci_low, cal.slope_ci_high) == (
+        pytest.approx(1.0 + (t_stat - q * se) / level_var),
+        pytest.approx(1.0 + (t_stat + q * se) / level_var),
+    )
+    assert cal.constant_offset is (p >= 0.05)
+
+
+def test_fewer_than_5_scenarios_are_never_published() -> None:
+    assert MIN_SCENARIOS == 5
+    four = calibrate(_levels(4, 10, slope=1.0, sd_old=0.1, sd_new=0.1, seed=1))
+    assert four.half_width is not None and four.half_width < 0.5 and four.ci_df == 3  # the CI alone would pass
+    assert not four.published
+    assert four.reasons == (
+        "4 scenarios: a bridge needs at least 5 (the offset's interval has scenarios - 1 degrees of freedom, "
+        "and the constant-offset check compares scenarios)",
+    )
+    five = calibrate(_levels(5, 10, slope=1.0, sd_old=0.1, sd_new=0.1, seed=1))
+    assert five.published, five.reasons
+
+
+def test_without_repeats_the_constant_offset_check_cannot_run_and_nothing_is_published() -> None:
+    cal = calibrate(_levels(30, 1, slope=1.0, sd_old=0.1, sd_new=0.1, seed=2))
+    assert cal.constant_offset is None and cal.slope is None and cal.constant_offset_p is None
+    assert not cal.published
+    assert cal.reasons == (
+        "the constant-offset check cannot run: it needs at least 3 scenarios with two or more paired outputs "
+        "of one build",
+    )
+
+
+def test_a_rejected_constant_offset_without_level_spread_has_no_equating_function_and_is_not_published() -> None:
+    # every scenario's outputs are old (1, 3), new (1, 5): the cells' levels are equal (D < 0) while
+    # within them the difference grows with the old score, identically in every scenario (SE of T = 0)
+    rows = [
+        {"build": "b", "scenario_id": f"s{i}", "repeat": r, "old_score": old, "new_score": new}
+        for i in range(6)
+        for r, (old, new) in enumerate([(1.0, 1.0), (3.0, 5.0)], start=1)
+    ]
+    cal = calibrate(pd.DataFrame(rows), min_alpha=0.0)
+    assert cal.constant_offset is False and cal.slope is None
+    assert cal.equating_slope is None and not cal.published
+    assert cal.reasons == (
+        "the offset is not constant (check p = 0) and no equating slope can be estimated: the old "
+        "version's scenario levels do not differ beyond their own noise",
+    )
+
+
 def test_figures_scale_with_the_unit_and_acceptance_uses_point_size() -> None:
     frame = simulate(bias=0.3)
     quarter = frame.assign(old_score=frame["old_score"] / 4, new_score=frame["new_score"] / 4)
-    a = calibrate(frame, rng=np.random.default_rng(5))
-    b = calibrate(quarter, point_size=0.25, rng=np.random.default_rng(5))
+    a = calibrate(frame)
+    b = calibrate(quarter, point_size=0.25)
     assert b.offset == pytest.approx((a.offset or 0) / 4)
     assert b.half_width == pytest.approx((a.half_width or 0) / 4)
     assert b.krippendorff_alpha == pytest.approx(a.krippendorff_alpha)
@@ -214,23 +371,26 @@ def test_figures_scale_with_the_unit_and_acceptance_uses_point_size() -> None:
     # the same quarter-scale frame judged as if it were in points would accept a 4x wider CI
     noisy = simulate(noise_new=2.0, scenarios=4, builds=1, repeats=3)
     noisy_q = noisy.assign(old_score=noisy["old_score"] / 4, new_score=noisy["new_score"] / 4)
-    assert any("half-width" in r for r in calibrate(noisy_q, point_size=0.25, rng=np.random.default_rng(1)).reasons)
+    assert any("half-width" in r for r in calibrate(noisy_q, point_size=0.25).reasons)
 
 
-def test_same_rng_seed_gives_the_same_calibration() -> None:
+def test_the_same_frame_gives_the_same_calibration() -> None:
     frame = simulate()
-    assert calibrate(frame, rng=np.random.default_rng(9)) == calibrate(frame, rng=np.random.default_rng(9))
+    assert calibrate(frame) == calibrate(frame)
 
 
 def test_nothing_paired_or_one_scenario_is_not_published_with_the_reason() -> None:
     empty = pd.DataFrame(columns=["build", "scenario_id", "repeat", "old_score", "new_score"])
-    cal = calibrate(empty, rng=np.random.default_rng(0))
+    cal = calibrate(empty)
     assert (cal.n, cal.offset, cal.published) == (0, None, False)
     assert cal.reasons == ("no output was scored by both judge versions",)
     one = simulate(scenarios=1, builds=1)
-    cal = calibrate(one, rng=np.random.default_rng(0))
+    cal = calibrate(one)
     assert not cal.published and cal.ci_low is None
-    assert cal.reasons[0] == "1 scenario: a cluster-bootstrap interval needs at least 2"
+    assert cal.reasons[0] == (
+        "1 scenario: a bridge needs at least 5 (the offset's interval has scenarios - 1 degrees of freedom, "
+        "and the constant-offset check compares scenarios)"
+    )
     with pytest.raises(ValueError, match="not published"):
         cal.to_new_scale(3.0)
 
@@ -246,7 +406,7 @@ def test_nothing_paired_or_one_scenario_is_not_published_with_the_reason() -> No
 )
 def test_a_malformed_paired_frame_is_refused(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(CalibrationFrameError, match=message):
-        calibrate(mutate(simulate(scenarios=3, builds=1)), rng=np.random.default_rng(0))
+        calibrate(mutate(simulate(scenarios=3, builds=1)))
 
 
 # --- rubric points -------------------------------------------------------------------------------------
@@ -315,14 +475,37 @@ def test_bridge_run_publishes_the_sim_bias_and_reuses_verdicts_the_second_time(b
     assert first["published"], first["reasons"]
     low, high = first["ci"]
     assert low <= 0.3 <= high
-    assert first["n_outputs"] + first["unpaired_old"] + first["old_failed"] >= first["n_outputs"] > 0
+    # the counts, recomputed from the stored verdicts: pairs are the outputs BOTH versions scored
+    verdicts = bridged.warehouse.query(
+        "SELECT judge_version, scenario_id, repeat, status, criteria FROM judge_verdicts WHERE build = 'bridge-low'"
+    )
+    rubric = bridged.project.rubrics["helpfulness-v1"]
+    scored = {
+        v: {
+            (r.scenario_id, r.repeat): rubric_points(json.loads(r.criteria), rubric)
+            for r in verdicts[(verdicts["judge_version"] == v) & (verdicts["status"] == "scored")].itertuples()
+        }
+        for v in ("helpfulness-v1", "helpfulness-v2")
+    }
+    paired = scored["helpfulness-v1"].keys() & scored["helpfulness-v2"].keys()
+    failed_old = int(((verdicts["judge_version"] == "helpfulness-v1") & (verdicts["status"] == "failed")).sum())
+    assert len(paired) > 0
+    assert first["n_outputs"] == len(paired)
+    assert first["unpaired_old"] == len(scored["helpfulness-v1"]) - len(paired)
+    assert first["unpaired_new"] == len(scored["helpfulness-v2"]) - len(paired)
+    assert first["old_failed"] == failed_old
+    offset = float(np.mean([scored["helpfulness-v2"][k] - scored["helpfulness-v1"][k] for k in paired]))
+    assert first["offset"] == pytest.approx(offset, abs=5e-5)  # the summary rounds to 4 places
 
     row = published_offset(bridged.warehouse, "helpfulness-v2")
     assert row is not None
     assert (row["judge_from"], row["judge_to"], row["builds"]) == ("helpfulness-v1", "helpfulness-v2", "bridge-low")
     assert row["unit"] == "rubric points [1, 5]" and row["n_outputs"] == first["n_outputs"]
     assert bridge_refusal(bridged.warehouse, bridged.judge("helpfulness-v2")) is None
-    assert to_new_scale(row, 3.0) != 3.0
+    assert row["offset"] == pytest.approx(offset)
+    # the sim's +0.3 is a constant offset here: the check keeps it, and trends add it to old scores
+    assert row["equating_slope"] is None and row["slope_ci_low"] < 1.0 < row["slope_ci_high"]
+    assert to_new_scale(row, 3.0) == pytest.approx(3.0 + offset)
 
     again = run_bridge(bridged, "helpfulness-v2", "bridge-2")
     assert again["verdicts_judged"] == []
