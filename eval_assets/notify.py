@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from eval_assets.redact import redact
+
 
 @dataclass(frozen=True)
 class DecisionNotice:
@@ -26,11 +28,12 @@ class DecisionNotice:
         return f"{self.build}@{self.run_id}"
 
     def as_dict(self) -> dict[str, Any]:
+        """The notice as sent and recorded, through the one redaction (reasons quote stored text)."""
         return {
             "key": self.key,
             "build": self.build,
             "decision": self.decision,
-            "reasons": self.reasons,
+            "reasons": [redact(r) for r in self.reasons],
             "run_id": self.run_id,
         }
 

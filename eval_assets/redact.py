@@ -94,7 +94,7 @@ SHAPES: tuple[Shape, ...] = (
         "a secret assigned to a key-like name",
         re.compile(
             rf"(?i)(?P<keep>(?<![A-Za-z0-9]){_NAMES}[\"']?\s*=\s*[\"']?)"
-            rf"(?!{re.escape(REDACTED)}){_VALUE}{{8,}}+(?![(\\[])"
+            rf"(?!{re.escape(REDACTED)}){_VALUE}{{8,}}+(?![(\[])"
         ),
     ),
     # `name: value` (YAML, JSON, headers, prose): a quoted value, or one with a digit or a symbol
@@ -102,7 +102,7 @@ SHAPES: tuple[Shape, ...] = (
         "a secret assigned to a key-like name",
         re.compile(
             rf"(?i)(?P<keep>(?<![A-Za-z0-9]){_NAMES}[\"']?\s*:\s*(?:[\"']|(?={_VALUE}*[0-9/+=!#$%^*|-])))"
-            rf"(?!{re.escape(REDACTED)}){_VALUE}{{8,}}+(?![(\\[])"
+            rf"(?!{re.escape(REDACTED)}){_VALUE}{{8,}}+(?![(\[])"
         ),
     ),
 )

@@ -327,12 +327,33 @@ class SimJudgeKnobs(_DecodingParams):
 # --- builds ----------------------------------------------------------------------------------
 
 
+_USE_THE_ENVIRONMENT = (
+    "a build manifest holds no credential (it is copied under EVAL_HOME/builds): "
+    "set the provider's environment variable (e.g. OPENAI_API_KEY) instead"
+)
+
+
 class Subject(Strict):
     model: str = Field(min_length=3)
     family: Id
     api_base: str | None = None
     system_prompt: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("api_base", "params")
+    @classmethod
+    def _no_credentials(cls, value: Any) -> Any:
+        """Refuse credentials (a key-like param name, or anything the redaction would remove)."""
+        from eval_assets.redact import SECRET_ENV_NAME, findings
+
+        if isinstance(value, dict):
+            named = sorted(k for k in value if SECRET_ENV_NAME.search(str(k)) or str(k).lower() == "headers")
+            if named:
+                raise ValueError(f"{', '.join(named)}: {_USE_THE_ENVIRONMENT}")
+        found = findings(str(value)) if value is not None else []
+        if found:
+            raise ValueError(f"holds {found[0]}: {_USE_THE_ENVIRONMENT}")
+        return value
 
 
 class BuildManifest(Strict):

@@ -1,4 +1,4 @@
-"""Summary values → Dagster metadata.
+"""Summary values → Dagster metadata, through the one redaction (the event log is persisted).
 
 Nothing empty and no CLI vocabulary reaches the UI: empty strings and None are left out (a missing
 value is said in the asset's own words where it matters, e.g. `no decision: why`), `exit_code` is
@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+
+from eval_assets.redact import redact_any
 
 CLI_ONLY = frozenset({"exit_code"})
 PATH_KEYS = frozenset({"partition_file", "plot_file"})
@@ -31,7 +33,7 @@ def as_metadata(
     values: dict[str, Any], home: Path | None = None, judge_version: str | None = None
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key, value in values.items():
+    for key, value in redact_any(values).items():
         if key in CLI_ONLY or value is None or value == "":
             continue
         if key in PATH_KEYS:
