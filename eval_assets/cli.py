@@ -372,6 +372,7 @@ def cmd_trajectory_convert(args: argparse.Namespace) -> int:
             judge=args.judge,
             suite=args.suite,
             known_judges=sorted({j.name for j in project.active_judges}),
+            max_bytes=project.settings.bounds.max_trajectory_bytes,
         )
     except ConfigError as exc:
         return _print_problems(exc)
@@ -379,6 +380,9 @@ def cmd_trajectory_convert(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         print(f"refused: {len(exc.problems)} problem(s); nothing was written", file=sys.stderr)
+        return 1
+    except OSError as exc:  # e.g. --out under a file or a read-only directory; staged files are removed
+        print(f"{args.out}: cannot write: {exc.strerror or exc}; nothing was written", file=sys.stderr)
         return 1
     print(report.text())
     print(

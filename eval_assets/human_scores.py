@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from eval_assets.config import Judge, Project, Rubric
-from eval_assets.judging import check_criteria, strict_json
+from eval_assets.config._yaml import read_capped
+from eval_assets.judging import check_criteria, criteria_problems, strict_json
 from eval_assets.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -79,8 +82,8 @@ def _cell(text: str) -> Any:
     return value if value is None or isinstance(value, bool | int | float) else text
 
 
-def _read_csv(path: Path) -> Iterator[_Row]:
-    with path.open(newline="", encoding="utf-8") as f:
+def _read_csv(text: str) -> Iterator[_Row]:
+    with io.StringIO(text, newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if header is None:
@@ -110,8 +113,8 @@ def _read_csv(path: Path) -> Iterator[_Row]:
             yield _Row(line, fields, criteria)
 
 
-def _read_jsonl(path: Path) -> Iterator[_Row]:
-    with path.open(encoding="utf-8") as f:
+def _read_jsonl(text: str) -> Iterator[_Row]:
+    with io.StringIO(text) as f:
         for line, text in enumerate(f, start=1):
             if not text.strip():
                 continue
@@ -132,6 +135,60 @@ def _read_jsonl(path: Path) -> Iterator[_Row]:
             elif criteria is not None:
                 row.problems.append(("criteria", f"expected an object, got {type(criteria).__name__}"))
             yield row
+
+
+# --- text checks: what a score row may never carry into the warehouse ------------------------------------
+
+# Credential shapes (labels name the kind, never the value). Kept small and local: the project's one
+# redaction module replaces this list when it lands (`findings(text)`).
+_CREDENTIAL_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("an API key", re.compile(r"\b(?:sk|pk|rk)[-_](?:live[-_]|test[-_]|proj-|ant-)?[A-Za-z0-9_-]{16,}")),
+    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
+    ("a bearer token", re.compile(r"(?i)\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=-]{16,}")),
+    ("a GitHub or Slack token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|xox[abprs]-[A-Za-z0-9-]{10,})")),
+    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
+    ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    (
+        "a secret assignment",
+        re.compile(r"(?i)(?:api[-_]?key|secret|passw(?:or)?d|token)[\"']?\s*[:=]\s*[\"']?[^\s\"',;]{6,}"),
+    ),
+    ("credentials in a URL", re.compile(r"://[^/\s:@]+:[^/\s@]+@")),
+)
+
+
+def credential_shapes(text: str) -> list[str]:
+    """Labels of the credential shapes `text` holds (each once, in list order)."""
+    return [label for label, pattern in _CREDENTIAL_SHAPES if pattern.search(text)]
+
+
+def _surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _printable(text: str) -> str:
+    """A problem line that can be printed and stored: a lone surrogate in it shows as its escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _text_problems(row: _Row) -> None:
+    """A lone surrogate (not text: it cannot be stored) or a credential shape in any text of the row."""
+    texts = [(k, v) for k, v in row.fields.items() if isinstance(v, str)]
+    for name, value in row.criteria.items():
+        texts.append((f"criteria.{name}", str(name)))
+        if isinstance(value, str):
+            texts.append((f"criteria.{name}", value))
+    for where, text in texts:
+        if _surrogate(text):
+            row.problems.append((where, "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text"))
+        elif found := credential_shapes(text):
+            row.problems.append(
+                (where, f"looks like a credential ({', '.join(found)}): a score file never holds one")
+            )
 
 
 # --- validation ------------------------------------------------------------------------------------
@@ -186,7 +243,7 @@ def _repeat(row: _Row) -> int | None:
     if value is None:
         row.problems.append(("repeat", "required field is missing"))
         return None
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value.strip()):  # ASCII digits: not "³"
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         row.problems.append(("repeat", f"expected an integer >= 1, got {json.dumps(value)}"))
@@ -235,7 +292,8 @@ def score_id(record: dict[str, Any]) -> str:
     """The content hash identifying a human score row (24 hex digits of sha256 over canonical JSON)."""
     keys = ("build", "scenario_id", "repeat", "rubric", "judge_version", "criteria", "author", "retracts")
     body = json.dumps({k: record.get(k) for k in keys}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:24]
+    # surrogatepass: a row holding a lone surrogate is refused, but its id is computed before that
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str, Any]], list[str]]:
@@ -245,6 +303,7 @@ def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str
     for row in rows:
         if row.problems and row.problems[0][0].startswith("<"):
             continue  # the row could not be read (bad JSON, ragged CSV row): nothing more to check
+        _text_problems(row)
         build = _text(row, "build", required=True)
         scenario_id = _text(row, "scenario_id", required=True)
         repeat = _repeat(row)
@@ -266,9 +325,10 @@ def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str
         score: float | None = None
         if row.criteria or retracts is None:
             if rubric is not None:
+                found = criteria_problems(row.criteria, rubric)  # every problem of the row, not the first
                 verdict = check_criteria(row.criteria, rubric)
-                if verdict.status != "scored":
-                    row.problems.append(("criteria", str(verdict.failure_reason)))
+                if found or verdict.status != "scored":
+                    row.problems += [("criteria", p) for p in found or [str(verdict.failure_reason)]]
                 else:
                     values, score = verdict.criteria, verdict.score
         record = {
@@ -312,14 +372,14 @@ def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str
                 sid, {"build": build, "scenario_id": scenario_id, "repeat": repeat, "pure": values is None}
             )
             records.append(record)
-    problems = [f"{name}:{row.line}: {fld}: {msg}" for row in rows for fld, msg in row.problems]
+    problems = [_printable(f"{name}:{row.line}: {fld}: {msg}") for row in rows for fld, msg in row.problems]
     return records, problems
 
 
 # --- the import --------------------------------------------------------------------------------------
 
 
-def import_scores(track: Track, path: Path, run_id: str) -> dict[str, Any]:
+def import_scores(track: Track, path: Path, run_id: str, max_bytes: int | None = None) -> dict[str, Any]:
     """Validate every row of `path` (CSV or JSONL) and append the new ones to `human_scores`.
 
     Raises HumanScoreError listing every bad row as `FILE:LINE: field: message` (unknown build,
@@ -331,10 +391,23 @@ def import_scores(track: Track, path: Path, run_id: str) -> dict[str, Any]:
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise HumanScoreError([f"{path.name}: <file>: expected a .csv or .jsonl file"])
+    cap = track.project.settings.bounds.max_human_scores_bytes if max_bytes is None else max_bytes
     try:
-        rows = list(_read_csv(path) if kind == "csv" else _read_jsonl(path))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise HumanScoreError([f"{path.name}: <file>: cannot read: {exc}"]) from exc
+        raw = read_capped(path, cap)
+    except ValueError as exc:  # over the cap: refused before anything is parsed
+        raise HumanScoreError(
+            [f"{path.name}: <file>: {exc} (bounds.max_human_scores_bytes in evaltrack.yaml)"]
+        ) from None
+    except OSError as exc:
+        raise HumanScoreError([f"{path.name}: <file>: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        text = raw.decode("utf-8-sig")  # a UTF-8 byte order mark is not part of the first column's name
+    except UnicodeDecodeError as exc:
+        raise HumanScoreError([f"{path.name}: <file>: not UTF-8 text (byte {exc.start})"]) from None
+    try:
+        rows = list(_read_csv(text) if kind == "csv" else _read_jsonl(text))
+    except csv.Error as exc:
+        raise HumanScoreError([_printable(f"{path.name}: <file>: cannot read: {exc}")]) from None
     if not rows:
         raise HumanScoreError([f"{path.name}: <file>: no score rows"])
     ctx = _context(track)

@@ -1447,7 +1447,10 @@ def _probe_sqlite(path: Path, lock_wait_s: float) -> None:
         if str(mode).lower() != "wal":
             raise JournalError(f"the SQLite journal {path} cannot use WAL mode (got {mode!r})")
         con.execute("BEGIN IMMEDIATE")
-        con.execute("ROLLBACK")
+        try:  # a write, rolled back: a read-only journal passes BEGIN IMMEDIATE and fails at its first write
+            con.execute("CREATE TABLE evaltrack_write_probe (x)")
+        finally:
+            con.execute("ROLLBACK")
         problems = [r[0] for r in con.execute("PRAGMA quick_check").fetchall()]
         if problems != ["ok"]:
             raise JournalError(f"the SQLite journal {path} is corrupt: {'; '.join(problems[:3])}")
@@ -1456,6 +1459,11 @@ def _probe_sqlite(path: Path, lock_wait_s: float) -> None:
             raise JournalError(
                 f"the SQLite journal {path} is locked by another program (waited {lock_wait_s:g} s); "
                 "close it (or stop the process holding it) and retry"
+            ) from exc
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY:
+            raise JournalError(
+                f"the SQLite journal {path} is read-only ({exc}): make it (and its directory) writable, "
+                "or set spend.journal_url in evaltrack.yaml to a writable journal"
             ) from exc
         raise JournalError(f"cannot use the SQLite journal {path}: {exc}") from exc
     except sqlite3.DatabaseError as exc:

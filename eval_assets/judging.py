@@ -222,6 +222,21 @@ def check_criteria(data: dict[str, Any], rubric: Rubric) -> Verdict:
     return Verdict(status="scored", criteria=values, score=aggregate(values, rubric), failure_reason=None)
 
 
+def criteria_problems(data: dict[str, Any], rubric: Rubric) -> list[str]:
+    """Every defect `check_criteria` would refuse `data` for, not only the first (human-score import
+    reports them all): missing criteria, unknown ones, and each value of the wrong type or range."""
+    expected = [c.name for c in rubric.criteria]
+    problems = []
+    if missing := [n for n in expected if n not in data]:
+        problems.append(f"missing criterion: {', '.join(missing)}")
+    if extra := sorted(str(k) for k in data if k not in expected):
+        problems.append(f"unknown criterion: {', '.join(extra)}")
+    for c in rubric.criteria:
+        if c.name in data and (problem := _check_value(data[c.name], c.scale)):
+            problems.append(f"criterion {c.name}: {problem}")
+    return problems
+
+
 def _check_value(value: Any, scale: Any) -> str | None:
     if isinstance(scale, IntScale):
         if isinstance(value, bool) or not isinstance(value, int):

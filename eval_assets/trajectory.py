@@ -34,7 +34,7 @@ import yaml
 from eval_assets import redact
 from eval_assets.config._loader import validate_model
 from eval_assets.config._models import Scenario, canonical_arguments, canonical_json
-from eval_assets.config._yaml import YamlRefused, read_yaml_file
+from eval_assets.config._yaml import MAX_YAML_BYTES, YamlRefused, parse_yaml, read_capped, read_yaml_file
 
 EXPORT_FORMAT = "agent-trajectory-export"
 EXPORT_VERSION = 1
@@ -47,6 +47,10 @@ BASELINE_FORBIDDEN = ("-----BEGIN PRIVATE KEY-----",)
 """The project's baseline policy, the same on every shipped scenario (a leaked key is a policy failure).
 Never derived from the recording: conversion generates no check of what the agent did."""
 HASH_CHARS = 12
+MAX_JSON_DEPTH = 48
+"""Deepest nesting of arrays and objects in one export line: a converted case nests it a few levels
+deeper and must still load (the YAML reader allows 64)."""
+DEFAULT_MAX_EXPORT_BYTES = 16 * 1024 * 1024  # evaltrack.yaml `bounds.max_trajectory_bytes` overrides
 
 _HEADER_HINT = (
     f'the first line must be the export header {{"format": "{EXPORT_FORMAT}", "version": {EXPORT_VERSION}, '
@@ -274,16 +278,33 @@ def _trajectory(data: Any, line: int, names: frozenset[str]) -> Trajectory:
     return Trajectory(line, task, title, tuple(inputs), tuple(tools), tuple(calls), turns)
 
 
-def read_export(path: Path, shown: str | None = None) -> list[Trajectory]:
+def _depth_over(data: Any, limit: int) -> bool:
+    """Whether JSON data nests arrays/objects deeper than `limit` (iterative: no recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return False
+
+
+def read_export(path: Path, shown: str | None = None, max_bytes: int | None = None) -> list[Trajectory]:
     """Parse and check a redacted export; raise ExportRefused listing every problem by line.
 
-    Refused: a missing or false redaction header, any credential-shaped text (in the raw line or in
-    any decoded string), malformed JSON, and trajectories that cannot be replayed. Reads only.
+    Refused: a file over `max_bytes` (default DEFAULT_MAX_EXPORT_BYTES), a missing or false redaction
+    header, any credential-shaped text (in the raw line or in any decoded string), malformed JSON,
+    JSON nested deeper than MAX_JSON_DEPTH, and trajectories that cannot be replayed. Reads only.
     """
     shown = shown or str(path)
+    cap = DEFAULT_MAX_EXPORT_BYTES if max_bytes is None else max_bytes
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_capped(path, cap, "export").decode("utf-8-sig")
+    except ValueError as exc:  # over the cap (or not UTF-8): refused before anything is parsed
+        why = f"{exc} (bounds.max_trajectory_bytes in evaltrack.yaml)" if "cap" in str(exc) else str(exc)
+        raise ExportRefused([ExportProblem(shown, 0, f"cannot read the export: {why}")]) from None
+    except OSError as exc:
         raise ExportRefused([ExportProblem(shown, 0, f"cannot read the export: {exc}")]) from None
     problems: list[ExportProblem] = []
     names = _raw_log_names()
@@ -298,6 +319,10 @@ def read_export(path: Path, shown: str | None = None) -> list[Trajectory]:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             parse_error = f"not valid JSON: {exc.msg} (column {exc.colno})"
+        except RecursionError:
+            parse_error = f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+        if parse_error is None and _depth_over(data, MAX_JSON_DEPTH):
+            data, parse_error = None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
         found = credential_findings(line)
         for value in _strings(data):
             found += [f for f in credential_findings(value) if f not in found]
@@ -438,10 +463,9 @@ class ConversionReport:
 
 
 def _has_assertions(path: Path) -> bool:
-    try:
-        data = read_yaml_file(path)  # the one YAML reader
-    except YamlRefused:
-        return False
+    """Whether an existing case file has assertions; raises YamlRefused when it cannot be read (then it
+    is never overwritten: a person may have written something the reader refuses)."""
+    data = read_yaml_file(path)  # the one YAML reader
     return isinstance(data, dict) and data.get("assertions") is not None
 
 
@@ -452,6 +476,7 @@ def convert_export(
     judge: str = DEFAULT_JUDGE,
     suite: str = DEFAULT_SUITE,
     known_judges: Sequence[str] | None = None,
+    max_bytes: int | None = None,
 ) -> ConversionReport:
     """Convert every trajectory of `export` into `out_dir/<case id>.yaml`; all or nothing.
 
@@ -462,7 +487,11 @@ def convert_export(
     place only after all of them were rendered and validated.
     """
     shown = str(export)
-    trajectories = read_export(export, shown)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ExportRefused(
+            [ExportProblem(str(out_dir), 0, "--out is an existing file, not a directory: nothing was overwritten")]
+        )
+    trajectories = read_export(export, shown, max_bytes)
     if known_judges is not None and judge not in known_judges:
         known = ", ".join(sorted(known_judges)) or "none"
         raise ExportRefused([ExportProblem(shown, 0, f"unknown judge {judge!r} (active judges: {known})")])
@@ -482,24 +511,40 @@ def convert_export(
             ExportProblem(shown, trajectory.line, f"the converted case would hold a credential ({label})")
             for label in credential_findings(rendered[name])
         ]
+        try:  # what is written must be what the project can read back
+            if len(rendered[name].encode("utf-8")) > MAX_YAML_BYTES:
+                raise YamlRefused([("<file>", f"the case would be over {MAX_YAML_BYTES} bytes")])
+            parse_yaml(rendered[name])
+        except YamlRefused as exc:
+            problems.append(ExportProblem(shown, trajectory.line, f"the converted case would not load: {exc}"))
+    written, unchanged, kept = [], [], []
+    to_write: list[tuple[str, str]] = []
+    for name, text in sorted(rendered.items()):
+        target = out_dir / name
+        if not target.exists():
+            to_write.append((name, text))
+            continue
+        try:
+            if not target.is_file():
+                raise OSError("not a regular file")
+            if target.read_bytes() == text.encode("utf-8"):
+                unchanged.append(name)
+            elif _has_assertions(target):
+                kept.append(name)
+            else:
+                to_write.append((name, text))
+        except (OSError, YamlRefused) as exc:
+            problems.append(ExportProblem(str(target), 0, f"exists and cannot be read ({exc}): not overwritten"))
     if problems:
         raise ExportRefused(problems)
-    written, unchanged, kept = [], [], []
     staged: list[tuple[Path, Path]] = []
     try:
-        for name, text in sorted(rendered.items()):
+        for name, text in to_write:
             target = out_dir / name
-            if target.exists():
-                if target.read_text(encoding="utf-8") == text:
-                    unchanged.append(name)
-                    continue
-                if _has_assertions(target):
-                    kept.append(name)
-                    continue
             out_dir.mkdir(parents=True, exist_ok=True)
             tmp = out_dir / f".{name}.{os.getpid()}.tmp"
-            tmp.write_text(text, encoding="utf-8")
             staged.append((tmp, target))
+            tmp.write_text(text, encoding="utf-8")
             written.append(name)
     except OSError:
         for tmp, _ in staged:

@@ -423,3 +423,85 @@ def test_judge_agreement_is_one_for_identical_scores_and_null_when_undefined(tmp
     row = judge_agreement(_agreement_warehouse(tmp_path / "b", flat, flat)).iloc[0]
     assert row["n"] == 3
     assert pd.isna(row["kappa_quadratic"]) and pd.isna(row["krippendorff_alpha"]) and pd.isna(row["spearman_rho"])
+
+
+# --- hostile and careless files (issue 11 item 7): a clear problem per row, nothing written ----------------
+
+
+def test_a_repeat_written_with_a_non_ascii_digit_is_a_row_problem(track: Track, tmp_path: Path) -> None:
+    text = f"{HEADER}\n{BUILD},coding.fix-off-by-one,³,helpfulness-v1,,ana,,5,4,3\n"
+    with pytest.raises(HumanScoreError) as raised:
+        import_scores(track, write(tmp_path, "sup.csv", text), "i")
+    assert raised.value.problems == ['sup.csv:2: repeat: expected an integer >= 1, got "\\u00b3"']
+    assert data_files(track) == []
+
+
+def test_a_lone_surrogate_in_author_is_a_row_problem_that_prints(track: Track, tmp_path: Path) -> None:
+    good = {"build": BUILD, "scenario_id": "coding.fix-off-by-one", "repeat": 1, "judge_version": "helpfulness-v1",
+            "author": "ana", "criteria": {"correctness": 5, "completeness": 4, "clarity": 3}}
+    row = json.dumps(good).replace('"ana"', '"ana\\ud800"') + "\n"  # JSON may escape a lone surrogate
+    with pytest.raises(HumanScoreError) as raised:
+        import_scores(track, write(tmp_path, "s.jsonl", row), "i")
+    assert raised.value.problems == [
+        "s.jsonl:1: author: holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text"
+    ]
+    str(raised.value).encode("utf-8")  # printable: the CLI writes it to stderr
+    assert data_files(track) == []
+
+
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_column(track: Track, tmp_path: Path) -> None:
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + GOOD_CSV.encode("utf-8"))
+    assert import_scores(track, path, "i")["appended"] == 3
+    jsonl = tmp_path / "bom.jsonl"
+    good = {"build": BUILD, "scenario_id": "coding.fix-off-by-one", "repeat": 3, "judge_version": "helpfulness-v1",
+            "author": "ana", "criteria": {"correctness": 5, "completeness": 4, "clarity": 3}}
+    jsonl.write_bytes(b"\xef\xbb\xbf" + json.dumps(good).encode("utf-8") + b"\n")
+    assert import_scores(track, jsonl, "j")["appended"] == 1
+
+
+def test_every_criterion_problem_of_a_row_is_reported_not_the_first(track: Track, tmp_path: Path) -> None:
+    text = f"{HEADER},tone\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,ana,,7,,x,4\n"
+    with pytest.raises(HumanScoreError) as raised:
+        import_scores(track, write(tmp_path, "many.csv", text), "i")
+    assert raised.value.problems == [
+        "many.csv:2: criteria: missing criterion: completeness",
+        "many.csv:2: criteria: unknown criterion: tone",
+        "many.csv:2: criteria: criterion correctness: 7 is outside 1..5",
+        'many.csv:2: criteria: criterion clarity: expected an integer, got "x"',
+    ]
+    assert data_files(track) == []
+
+
+@pytest.mark.parametrize(
+    "author",
+    [
+        "ana sk-live-4f9a8b7c6d5e4f3a2b1c",
+        "ana (password=hunter2hunter2)",
+        "AKIAABCDEFGHIJKLMNOP",
+        "https://ana:pw1234@example.com",
+        "Bearer abcdefghijklmnopqrstuvwxyz012345",
+    ],
+    ids=["sk-key", "password-assignment", "aws-key-id", "url-userinfo", "bearer"],
+)
+def test_a_credential_in_author_is_refused_without_echoing_it(track: Track, tmp_path: Path, author: str) -> None:
+    text = f'{HEADER}\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,"{author}",,5,4,3\n'
+    with pytest.raises(HumanScoreError) as raised:
+        import_scores(track, write(tmp_path, "cred.csv", text), "i")
+    assert len(raised.value.problems) == 1
+    assert raised.value.problems[0].startswith("cred.csv:2: author: looks like a credential (")
+    assert author not in str(raised.value)
+    assert data_files(track) == []
+
+
+def test_a_file_over_the_size_cap_is_refused_before_it_is_read(track: Track, tmp_path: Path) -> None:
+    path = write(tmp_path, "big.csv", GOOD_CSV)
+    size = path.stat().st_size
+    with pytest.raises(HumanScoreError) as raised:
+        import_scores(track, path, "i", max_bytes=size - 1)
+    assert raised.value.problems == [
+        f"big.csv: <file>: the file is {size} bytes, over the cap of {size - 1} bytes "
+        "(bounds.max_human_scores_bytes in evaltrack.yaml)"
+    ]
+    assert data_files(track) == []
+    assert import_scores(track, path, "j", max_bytes=size)["appended"] == 3
