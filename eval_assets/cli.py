@@ -322,6 +322,8 @@ def cmd_release_status(args: argparse.Namespace) -> int:
     except TrackError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if _report_damage(track, [args.build]):
+        return EXIT_INTERNAL_ERROR
     record = _decision_record(track, args.build)
     if not record["recorded"]:
         print(
@@ -341,6 +343,25 @@ def cmd_release_status(args: argparse.Namespace) -> int:
     return exit_code(decision)  # type: ignore[arg-type]
 
 
+def _report_damage(track: object, builds: Sequence[str]) -> bool:
+    """Print the warehouse damage of `builds` (after checking every file); True if there is any."""
+    from eval_assets.track import Track
+
+    assert isinstance(track, Track)
+    track.warehouse.verify()
+    damage = [d for build in builds for d in track.warehouse.damage(build)]
+    for d in damage:
+        print(f"internal error: {d.text()}", file=sys.stderr)
+    if damage:
+        print(
+            f"internal error: {len(damage)} damaged warehouse file(s) of {', '.join(builds)}; the files were "
+            "moved aside (never deleted); re-materialize the partition(s) named above "
+            "(e.g. `evaltrack run --build BUILD`) to replace them",
+            file=sys.stderr,
+        )
+    return bool(damage)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from eval_assets.release import build_report
     from eval_assets.stats import CrossJudgeVersionError, summary_markdown
@@ -350,6 +371,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         track = Track(_project(args), _home(args))
         for build in (args.baseline, args.candidate):
             track.build(build)
+        if _report_damage(track, [args.baseline, args.candidate]):
+            return EXIT_INTERNAL_ERROR
         run = build_report(track, args.candidate, args.judge, args.baseline)
     except ConfigError as exc:
         return _print_problems(exc)

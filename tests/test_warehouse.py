@@ -183,3 +183,65 @@ def test_spliced_trend_applies_the_published_offset_and_marks_spliced_points(tmp
     assert rows[0][0] == "new-build" and rows[0][2] is False  # scored natively: never spliced
     assert rows[1][0] == "old-build" and rows[1][2] is True and rows[1][3] == "j-v1"
     assert abs(rows[1][1] - (0.5 + 0.3 / 4.0)) < 1e-12  # 0.3 rubric points on a 1..5 scale
+
+
+# --- damage (issue 11): detected, named, moved aside, never deleted; the rest reads on -----------
+
+
+def _verdicts(wh: Warehouse, build: str, score: float, run_id: str) -> Path:
+    row = {"scenario_id": "s", "repeat": 1, "status": "scored", "score": score}
+    return wh.write_partition("judge_verdicts", {"build": build, "judge_version": "j-v1"}, [row], run_id)
+
+
+def test_a_truncated_file_is_quarantined_named_and_its_partition_is_empty_not_stale(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+    _verdicts(wh, "a", 0.1, "old")
+    newest = _verdicts(wh, "a", 0.2, "new")
+    _verdicts(wh, "b", 0.5, "other")
+    original = newest.read_bytes()
+    with newest.open("r+b") as f:
+        f.truncate(100)
+    frame = wh.query("SELECT build, score FROM judge_verdicts ORDER BY build")
+    assert frame.values.tolist() == [["b", 0.5]]  # a's older file never passes for current
+    [damage] = wh.damage("a")
+    assert damage.table == "judge_verdicts" and damage.build == "a"
+    assert damage.file == newest.relative_to(wh.data).as_posix()
+    assert "size is 100 bytes" in damage.reason
+    assert damage.moved_to is not None and Path(damage.moved_to).read_bytes() == original[:100]
+    assert not newest.exists() and wh.damage("b") == []
+    con = duckdb.connect(str(wh.catalog_path), read_only=True)  # the analyst's catalog reads on too
+    assert con.execute("SELECT count(*) FROM judge_verdicts_history").fetchone() == (2,)
+    con.close()
+    _verdicts(wh, "a", 0.3, "rerun")  # a newer file of the partition resolves the damage
+    assert wh.damage("a") == [] and [d.resolved for d in wh.damage("a", include_resolved=True)] == [True]
+    assert wh.query("SELECT score FROM judge_verdicts WHERE build = 'a'")["score"].tolist() == [0.3]
+
+
+def test_a_deleted_file_is_noticed_and_recorded_not_silently_ignored(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+    _verdicts(wh, "a", 0.1, "old")
+    path = _verdicts(wh, "a", 0.2, "new")
+    path.unlink()
+    assert wh.query("SELECT count(*) AS n FROM judge_verdicts")["n"].tolist() == [0]
+    [damage] = wh.damage("a")
+    assert damage.reason == "missing: the file was deleted" and damage.moved_to is None
+    notes = list((wh.quarantine / "notes").glob("*.json"))
+    assert len(notes) == 1 and json.loads(notes[0].read_text())["table"] == "judge_verdicts"
+
+
+def test_same_size_corruption_and_foreign_files_are_quarantined(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+    path = _verdicts(wh, "a", 0.1, "r1")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    foreign = wh.data / "judge_verdicts" / "build=c" / "judge_version=j-v1" / "1-x.parquet"
+    foreign.parent.mkdir(parents=True)
+    foreign.write_bytes(b"PAR1 not really")
+    found = {d.file: d.reason for d in wh.verify()}
+    assert found[path.relative_to(wh.data).as_posix()].startswith("content changed")
+    assert found[foreign.relative_to(wh.data).as_posix()].startswith("not written by the partition writer")
+    assert wh.query("SELECT count(*) AS n FROM judge_verdicts")["n"].tolist() == [0]
