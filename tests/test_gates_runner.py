@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,6 +34,7 @@ SIM_SUBJECT = Subject(model="sim/agent", family="sim", params={"skill": 0.8, "no
 def _fresh_script() -> Iterator[None]:
     checks.SCRIPT.clear()
     checks.CALLS.clear()
+    checks.DRAWN.clear()
     yield
 
 
@@ -220,11 +222,19 @@ def test_a_property_driver_that_reports_no_trial_count_fails(tmp_path: Path) -> 
     assert row.status == "fail" and row.message == "no trial count was reported, fewer than min_trials 10"
 
 
-def test_the_same_property_draws_the_same_trials_every_run(tmp_path: Path) -> None:
-    first = only(run(tmp_path, [property_gate("integers", "is_small", 100)]))
-    second = only(run(tmp_path, [property_gate("integers", "is_small", 100)]))
+@pytest.mark.parametrize(("predicate", "status"), [("records", "pass"), ("records_and_is_small", "fail")])
+def test_the_same_property_draws_the_same_trials_every_run(tmp_path: Path, predicate: str, status: str) -> None:
+    """Derandomized: two runs draw exactly the same values, in the same order (every generated
+    example and, for a failing property, every shrink step), and end with the same row."""
+    first = only(run(tmp_path, [property_gate("integers", predicate, 100)]))
+    first_drawn = list(checks.DRAWN)
+    checks.DRAWN.clear()
+    second = only(run(tmp_path, [property_gate("integers", predicate, 100)]))
 
-    assert first.message == second.message  # derandomized: the same shrunk counterexample
+    assert len(set(map(repr, first_drawn))) > 20  # many distinct draws, not one value repeated
+    assert checks.DRAWN == first_drawn
+    assert (first.status, first.message) == (second.status, second.message)
+    assert first.status == status
 
 
 # --- case gates and converted cases ---------------------------------------------------------------
@@ -478,11 +488,32 @@ def test_the_dogfood_gates_pass_at_milestone_2_and_the_trajectory_gate_switches_
     at_three = only(
         run_suite(registry, milestone=3, build="dogfood", only={"trajectories.converted-case-exists"})
     )
-    if list((REPO / "scenarios" / "converted").glob("*.yaml")):
-        assert at_three.status == "pass", at_three.full_message()
-    else:
-        assert at_three.status == "fail"
-        assert at_three.message.startswith("corpus 'scenarios/converted/*.yaml' has 0 member(s)")
+    assert at_three.status == "pass", at_three.full_message()  # converted cases ship
+
+
+def _trajectory_gate_at_three(root: Path) -> GateResult:
+    (root / "gates").mkdir()
+    shutil.copyfile(REPO / "gates" / "trajectories.yaml", root / "gates" / "trajectories.yaml")
+    gate_id = "trajectories.converted-case-exists"
+    return only(run_suite(read_registry(root), milestone=3, build="b1", only={gate_id}))
+
+
+def test_the_trajectory_gate_fails_at_milestone_3_without_a_converted_case(tmp_path: Path) -> None:
+    project_copy(tmp_path)  # the shipped configuration without scenarios/converted/
+
+    row = _trajectory_gate_at_three(tmp_path)
+
+    assert (row.gate_id, row.status, row.blocks) == ("trajectories.converted-case-exists", "fail", True)
+    assert row.message == "corpus 'scenarios/converted/*.yaml' has 0 member(s), fewer than minimum_members 1"
+
+
+def test_the_trajectory_gate_passes_at_milestone_3_with_a_planted_converted_case(tmp_path: Path) -> None:
+    project_copy(tmp_path)
+    converted_case(tmp_path, "converted.broken-order")
+
+    row = _trajectory_gate_at_three(tmp_path)
+
+    assert (row.status, row.message) == ("pass", "all 1 member(s) pass")
 
 
 # --- the materialization and the stored evidence --------------------------------------------------

@@ -1,7 +1,8 @@
 """Callables named by the gate tests' registries: each behaves in one documented way.
 
 `SCRIPT` drives `scripted`: a test puts the outcomes it wants, in order, under the check's id
-(True pass, False fail); `CALLS` records every call, so a test can see that a check ran.
+(True pass, False fail); `CALLS` records every call, so a test can see that a check ran; `DRAWN`
+records every value the `records*` predicates saw, so a test can compare two runs' draws.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from eval_assets.gates import GateContext, GateFailed, Outcome, Skip
 
 SCRIPT: dict[str, list[bool]] = defaultdict(list)
 CALLS: list[str] = []
+DRAWN: list[object] = []  # every value a recording predicate was called with, in order
 
 
 def passes(ctx: GateContext) -> None:
@@ -67,6 +69,16 @@ def is_int(value: object) -> bool:
 
 def is_small(value: int) -> None:
     assert abs(value) < 1000, f"{value} is not small"
+
+
+def records(value: object) -> bool:
+    DRAWN.append(value)
+    return True
+
+
+def records_and_is_small(value: int) -> None:
+    DRAWN.append(value)
+    is_small(value)
 
 
 def driver_without_trial_count(ctx: GateContext) -> Outcome:
