@@ -14,6 +14,9 @@ telemetry:
   enabled: false
 nux:
   enabled: false
+# a loaded machine can take minutes to import the code location; Dagster's default gives up after 180 s
+code_servers:
+  local_startup_timeout: 900
 """
 
 
