@@ -124,10 +124,10 @@ def test_release_and_gate_checks_are_recorded_per_build_with_the_decisions_sever
 def test_the_code_location_has_named_jobs_owners_and_a_freshness_expectation() -> None:
     from eval_assets.orchestrate import load_definitions
 
-    repo = load_definitions().get_repository_def()
-    jobs = {j.name for j in repo.get_all_jobs()}
+    defs = load_definitions()
+    jobs = {j.name for j in defs.get_repository_def().get_all_jobs()}
     assert {"capability_track", "judge_and_report", "deterministic_suite_job", "release_decision_job"} <= jobs
-    specs = {spec.key.to_user_string(): spec for spec in repo.asset_graph.get_all_asset_specs()}  # type: ignore[attr-defined]
+    specs = {spec.key.to_user_string(): spec for spec in defs.resolve_all_asset_specs()}
     assert all(spec.owners == ["team:eval-track"] for spec in specs.values()), {
         k: s.owners for k, s in specs.items()
     }
