@@ -141,7 +141,7 @@ def _run_builds(
         manifest = track.build(build_id)
         versions = [judge] if judge else [j.version_id for j in track.judges_for(manifest)]
         expected = sum(s.repeats for s in track.scenarios_for(manifest))
-        say = (lambda _line: None) if quiet else print
+        say: Callable[[str], None] = (lambda _line: None) if quiet else (lambda line: print(line, flush=True))
         say(f"build {build_id}: scenario_runs, then {', '.join(versions)}, the suite and the decision")
 
         def show(step: StepResult, expected: int = expected, say: Callable[[str], None] = say) -> None:
@@ -194,7 +194,7 @@ def _decision_record(track: object, build_id: str) -> dict[str, object]:
 
 
 def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
-    """The decisions as one table, then one reasons table per build (no line over 200 characters)."""
+    """One reasons table per build, then the decisions in one table, last (no line over 200 characters)."""
     from eval_assets.present import reasons_text_rows, text_table
 
     def rel(path: str) -> str:
@@ -203,6 +203,11 @@ def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
         except ValueError:
             return path
 
+    for r in records:
+        print()
+        print(f"{r['build']}: {r['decision']} (baseline {r['baseline'] or 'none'})")
+        rows = reasons_text_rows(r["reasons"])  # type: ignore[arg-type]
+        print(text_table(("severity", "source", "reason"), rows) if rows else "  no reasons recorded")
     print()
     print(
         text_table(
@@ -218,11 +223,6 @@ def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
             ],
         )
     )
-    for r in records:
-        print()
-        print(f"{r['build']}: {r['decision']} (baseline {r['baseline'] or 'none'})")
-        rows = reasons_text_rows(r["reasons"])  # type: ignore[arg-type]
-        print(text_table(("severity", "source", "reason"), rows) if rows else "  no reasons recorded")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -29,6 +29,9 @@ run_monitoring:
   cancel_timeout_seconds: 180
   max_resume_run_attempts: 0
   poll_interval_seconds: 30
+# a loaded machine can take minutes to import the code location; Dagster's default gives up after 180 s
+code_servers:
+  local_startup_timeout: 900
 """
 _WRITTEN_BY = "# Written by eval-track."
 

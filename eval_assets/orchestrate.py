@@ -113,7 +113,8 @@ def _materialize(
         asset_selection=[dg.AssetKey(a) for a in assets],
         raise_on_error=False,
         tags={**(tags or {}), HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())},
-        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        # the CLI prints its own progress lines and tables; Dagster's console log shows only errors
+        run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}},
     )
     error = None
     if not result.success:

@@ -524,10 +524,8 @@ class Warehouse:
                     f"{expr.replace('{reasons_glob}', reasons_glob)} AS {col}" for col, expr in typed.items()
                 )
                 select = f"* REPLACE ({exprs})"
-            out.append(
-                f"CREATE OR REPLACE VIEW {ds.name}_history AS "
-                f"SELECT {select} FROM read_parquet('{glob}', union_by_name = true) d WHERE {_LIVE}"
-            )
+            raw = f"(SELECT {select} FROM read_parquet('{glob}', union_by_name = true) d)"
+            out.append(f"CREATE OR REPLACE VIEW {ds.name}_history AS SELECT * FROM {raw} WHERE {_LIVE}")
             part = ", ".join(ds.partition_by)
             if ds.append_only:
                 out.append(f"CREATE OR REPLACE VIEW {ds.name} AS SELECT * FROM {ds.name}_history")

@@ -9,10 +9,14 @@ report, so it is reported as a runless materialization with the asset's metadata
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +25,7 @@ from typing import Any
 import dagster as dg
 import pytest
 import yaml
+from e2e.processes import wait_for
 from e2e.webhook import webhook
 
 from eval_assets.config import Project, load_project
@@ -426,3 +431,93 @@ def test_nightly_passes_over_a_newer_manifest_that_does_not_load(
     result = evaluate_nightly(instance, track_resource)
 
     assert isinstance(result, dg.RunRequest) and result.partition_key == baseline
+
+
+# --- the release-block sensor across a daemon restart (real `dagster-daemon`) -------------------------
+
+
+def _notices(instance: dg.DagsterInstance, build: str) -> list[str]:
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("release_block_notice"), asset_partitions=[build]),
+        limit=100,
+    ).records
+    out = []
+    for record in records:
+        event = record.event_log_entry.dagster_event
+        assert event is not None and event.step_materialization_data is not None
+        out.append(str(event.step_materialization_data.materialization.metadata["notice_key"].value))
+    return out
+
+
+def _start_daemon(home: EvalHome, project: Project, url: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "EVAL_HOME")}
+    env |= {"DAGSTER_HOME": str(home.dagster), "EVAL_HOME": str(home.root), "EVAL_NOTIFY_WEBHOOK": url}
+    env |= {"EVAL_PROJECT_ROOT": str(project.root), "LITELLM_OFFLINE_MODE": "true"}
+    daemon = str(Path(sys.executable).with_name("dagster-daemon"))
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [daemon, "run", "-w", str(project.root / "workspace.yaml")],
+            cwd=project.root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the daemon's session, then SIGKILL to whatever of it is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=30)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_a_daemon_restart_does_not_notify_a_block_again(
+    project: Project, home: EvalHome, tmp_path: Path
+) -> None:
+    """SLOW (~2 min): the real daemon notifies a block once; stopped and started again, it resumes
+    after its stored cursor: a block decided after the restart is notified, the first one not again."""
+    from eval_assets.orchestrate import instance_for
+
+    track = Track(project, home)
+    instance = instance_for(home)
+    resource = TrackResource(eval_home=str(home.root), project_root=str(project.root))
+    first, second = register(track, *EXAMPLES)
+    for build in (first, second):
+        record_gates(track, build, failing=True)
+    materialize_decision(instance, resource, first)
+    # the build sensor must have nothing to start while the daemon runs (no subject runs in this test)
+    aside = {b: tmp_path / f"{b}.yaml" for b in (first, second)}
+    for build, path in aside.items():
+        shutil.move(track.build_path(build), path)
+    sink = home.root / "notifications" / "release_blocks.jsonl"
+    log = tmp_path / "daemon.log"
+
+    with webhook() as (url, posts):
+        daemon = _start_daemon(home, project, url, log)
+        try:
+            assert wait_for(lambda: _notices(instance, first), 240, 1.0), log.read_text()[-3000:]
+        finally:
+            _stop(daemon)
+        [key] = _notices(instance, first)
+
+        shutil.move(aside[second], track.build_path(second))
+        materialize_decision(instance, resource, second)  # a new fact while the daemon is down
+        shutil.move(track.build_path(second), aside[second])
+        daemon = _start_daemon(home, project, url, log)
+        try:
+            assert wait_for(lambda: _notices(instance, second), 240, 1.0), log.read_text()[-3000:]
+        finally:
+            _stop(daemon)
+
+    assert _notices(instance, first) == [key]
+    assert [n["build"] for n in lines(sink)] == [first, second]
+    assert [p["build"] for p in posts] == [first, second]

@@ -56,3 +56,57 @@ def test_build_add_registers_the_build_and_its_partition(capsys: pytest.CaptureF
 def test_run_on_an_unknown_build_exits_1_with_the_fix(capsys: pytest.CaptureFixture[str], home: EvalHome) -> None:
     assert main(["run", "--build", "never-registered"]) == 1
     assert "evaltrack build add" in capsys.readouterr().err
+
+
+def _blocked_build(home: EvalHome) -> str:
+    """A registered build whose recorded decision is block (a failing gate), decided without Dagster."""
+    from datetime import UTC, datetime
+
+    from eval_assets.config import load_project
+    from eval_assets.gates import GateResult, SuiteResult, record_suite
+    from eval_assets.release import run_release_decision
+    from eval_assets.suite import suite_evidence
+    from eval_assets.track import Track
+
+    track = Track(load_project(ROOT), home)
+    build = track.register_build(ROOT / "examples/builds/baseline.yaml").id
+    gate = GateResult(
+        gate_id="arch.one-partition-writer",
+        kind="structural",
+        milestone=0,
+        status="fail",
+        duration_s=0.01,
+        message="a module other than warehouse.py writes Parquet",
+        declared_in="docs/specs/architecture.md#Hard gates",
+    )
+    record_suite(track.warehouse, SuiteResult(build, 2, datetime.now(UTC), (gate,)), "suite-run")
+    run_release_decision(track, build, "decision-run", [suite_evidence(track, build)])
+    return build
+
+
+def test_release_status_markdown_groups_the_reasons_by_severity_ready_for_a_pull_request(
+    capsys: pytest.CaptureFixture[str], home: EvalHome
+) -> None:
+    build = _blocked_build(home)
+    assert main(["release-status", build, "--format", "markdown"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"## {build}: block\n")
+    block, rest = out.split("### Block\n", 1)[1].split("### No decision\n", 1)
+    assert "#### deterministic_suite" in block and "arch.one-partition-writer" in block
+    # each judge version is named once, in its heading, not in every reason
+    for version in ("helpfulness-v1", "safety-v1"):
+        assert rest.count(version) == 1 + rest.count(f"[{build}|{version}]"), rest
+    assert "{" not in out and max(len(line) for line in out.splitlines()) <= 200
+
+
+def test_release_status_prints_a_table_and_json_for_ci(capsys: pytest.CaptureFixture[str], home: EvalHome) -> None:
+    import json
+
+    build = _blocked_build(home)
+    assert main(["release-status", build]) == 1
+    text = capsys.readouterr().out
+    assert text.splitlines()[1].split() == ["severity", "source", "reason"]
+    assert "{'" not in text and max(len(line) for line in text.splitlines()) <= 200
+    assert main(["release-status", build, "--format", "json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert record["decision"] == "block" and record["reasons"][0]["severity"] == "block"

@@ -46,7 +46,9 @@ def test_build_materializes_through_dagster_with_counts_in_metadata(project: Pro
         failed = con.execute(
             "SELECT count(*), count(score), count(failure_reason) FROM judge_verdicts WHERE status = 'failed'"
         ).fetchone()
-        ledger = con.execute("SELECT count(*), count(DISTINCT attempt_key), sum(cost_usd) FROM cost_ledger").fetchone()
+        ledger = con.execute(
+            "SELECT count(*), count(DISTINCT attempt_key), sum(cost_usd) FROM cost_ledger"
+        ).fetchone()
     finally:
         con.close()
     assert {r[0] for r in per_scenario} == {s.repeats for s in track.scenarios_for(build)}
@@ -63,3 +65,72 @@ def test_code_location_refuses_to_load_an_invalid_project(tmp_path: Path, projec
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "scenarios/bad.yaml: id: 'a|b' is not a valid id" in proc.stderr
+
+
+def _check_history(
+    instance: dg.DagsterInstance, asset: str, check: str
+) -> list[tuple[str | None, bool, str]]:
+    """(partition, passed, severity) of every evaluation of a check, newest first."""
+    key = dg.AssetCheckKey(dg.AssetKey(asset), check)
+    out = []
+    for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=20):
+        assert record.event is not None and record.event.dagster_event is not None
+        evaluation = record.event.dagster_event.event_specific_data
+        out.append((record.partition, evaluation.passed, evaluation.severity.value))  # type: ignore[union-attr]
+    return out
+
+
+def test_release_and_gate_checks_are_recorded_per_build_with_the_decisions_severity(
+    project: Project, home: EvalHome
+) -> None:
+    """block → failed ERROR; none → failed WARN; each evaluation names the build it judged."""
+    from datetime import UTC, datetime
+
+    from eval_assets.defs.release.assets import release_decision
+    from eval_assets.defs.resources import TrackResource
+    from eval_assets.defs.suite.assets import NO_FAILING_GATES
+    from eval_assets.gates import GateResult, SuiteResult, record_suite
+
+    track = Track(project, home)
+    blocked, undecided = (
+        track.register_build(project.root / "examples" / "builds" / n).id
+        for n in ("baseline.yaml", "rebuild.yaml")
+    )
+    for build, status in ((blocked, "fail"), (undecided, "pass")):
+        gate = GateResult(
+            "arch.one-partition-writer", "structural", 0, status, 0.01, "", "docs/specs/a.md#Hard gates"
+        )  # type: ignore[arg-type]
+        record_suite(track.warehouse, SuiteResult(build, 2, datetime.now(UTC), (gate,)), f"suite-{build}")
+    instance = instance_for(home)
+    resource = TrackResource(eval_home=str(home.root), project_root=str(project.root))
+    for build in (blocked, undecided):
+        instance.add_dynamic_partitions("build", [build])
+        result = dg.materialize(
+            [release_decision], instance=instance, partition_key=build, resources={"track": resource}
+        )
+        assert result.success
+
+    history = _check_history(instance, "release_decision", "release_allowed")
+    assert sorted(history) == [(blocked, False, "ERROR"), (undecided, False, "WARN")]
+    assert NO_FAILING_GATES.partitions_def is not None  # the gate check, too, is recorded per build
+    event = instance.get_latest_materialization_event(dg.AssetKey("release_decision"))
+    assert event is not None and event.asset_materialization is not None
+    meta = event.asset_materialization.metadata
+    assert meta["build"].value == undecided and "reasons" in meta
+    assert not {"exit_code", "decided_nothing"} & set(meta)
+    assert "### No decision" in str(meta["reasons"].value)
+
+
+def test_the_code_location_has_named_jobs_owners_and_a_freshness_expectation() -> None:
+    from eval_assets.orchestrate import load_definitions
+
+    defs = load_definitions()
+    jobs = {j.name for j in defs.get_repository_def().get_all_jobs()}
+    assert {"capability_track", "judge_and_report", "deterministic_suite_job", "release_decision_job"} <= jobs
+    specs = {spec.key.to_user_string(): spec for spec in defs.resolve_all_asset_specs()}
+    assert all(spec.owners == ["team:eval-track"] for spec in specs.values()), {
+        k: s.owners for k, s in specs.items()
+    }
+    assert specs["scenario_runs"].freshness_policy is not None
+    workspace = (Path(__file__).resolve().parents[1] / "workspace.yaml").read_text()
+    assert "location_name: eval_track" in workspace

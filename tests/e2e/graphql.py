@@ -58,6 +58,7 @@ query Materializations($path: [String!]!, $partitions: [String!]) {
           ... on JsonMetadataEntry { jsonString }
           ... on BoolMetadataEntry { boolValue }
           ... on IntMetadataEntry { intValue }
+          ... on MarkdownMetadataEntry { mdStr }
         }
       }
     }

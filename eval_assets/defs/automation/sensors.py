@@ -58,7 +58,9 @@ def already_started(instance: dg.DagsterInstance, builds: list[str]) -> set[str]
     running = instance.get_runs(filters=dg.RunsFilter(statuses=IN_PROGRESS))
     for run in running:
         partition = run.tags.get("dagster/partition")
-        if partition in builds and scenario_runs.key in (run.asset_selection or {scenario_runs.key}):
+        selection = run.asset_selection
+        runs_subject = scenario_runs.key in selection if selection else run.job_name == CAPABILITY_TRACK
+        if partition in builds and runs_subject:
             done.add(partition)
     return done
 

@@ -1,0 +1,216 @@
+"""The Dagster UI as a release engineer meets it after `evaltrack demo`, in a real browser.
+
+SLOW (one demo, ~3 min on a loaded 2-core machine, shared by the module). `evaltrack demo` runs once
+into a temporary EVAL_HOME; `evaltrack ui` is then started on a free 127.0.0.1 port (its own session;
+the test stops it, and kills whatever it left). Then:
+
+- through GraphQL: opening the UI on that home launches no run within 2 minutes (the runs list is
+  polled; the test ends early on the first run it sees);
+- in headless Chromium (Debian's `chromium`, driven by Playwright): the candidate's release-decision
+  check shows as failed, the rebuild's as passed, and the capability report's plot image is loaded
+  with a non-zero natural width. Screenshots go to the test's temporary directory (and to
+  $EVAL_UI_SHOTS when set).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e.graphql import DagsterGraphQL
+from e2e.processes import EvaltrackUi, free_port, running_ui, wait_for
+
+from eval_assets.home import PROJECT_ROOT
+
+CHROMIUM = Path("/usr/bin/chromium")
+BASELINE, REBUILD, CANDIDATE = "agent-2026-11-28-base", "agent-2026-11-29-rebuild", "agent-2026-11-30-cand"
+NO_RUN_WINDOW_S = 120.0
+LOAD_BOUND_S = 240.0
+DEMO_BOUND_S = 900
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home where `evaltrack demo` ran (the shipped project's three example builds)."""
+    home = tmp_path_factory.mktemp("ui") / "home"
+    env = _env()
+    evaltrack = str(Path(sys.executable).with_name("evaltrack"))
+    proc = subprocess.run(
+        [evaltrack, "--home", str(home), "demo"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEMO_BOUND_S,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    (home.parent / "demo.out").write_text(proc.stdout)
+    (home.parent / "demo.err").write_text(proc.stderr)
+    return home
+
+
+def test_demo_prints_short_lines_and_ends_with_the_three_decisions_in_a_table(demo_home: Path) -> None:
+    out = (demo_home.parent / "demo.out").read_text()
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 200
+    assert max((len(line) for line in (demo_home.parent / "demo.err").read_text().splitlines()), default=0) <= 200
+    assert "{'" not in out and "base64" not in out
+    # one progress line per step, with counts
+    assert sum(1 for line in lines if line.strip().startswith("scenario_runs") and "110/110 attempts" in line) == 3
+    # the last table: a header, a rule, then the three builds with their decisions and plots
+    header, rule, *rows = lines[-5:]
+    assert header.split()[:3] == ["build", "decision", "reasons"] and set(rule.replace(" ", "")) == {"-"}
+    decisions = {row.split()[0]: row.split()[1] for row in rows}
+    assert decisions == {BASELINE: "none", REBUILD: "allow", CANDIDATE: "block"}
+    assert all(f"reports/{b}/helpfulness-v1.png" in row for b, row in zip(decisions, rows, strict=True))
+
+
+def _sql_blocks(markdown: str) -> list[str]:
+    blocks, current = [], None
+    for line in markdown.splitlines():
+        if line.strip() == "```sql":
+            current = []
+        elif line.strip() == "```" and current is not None:
+            blocks.append("\n".join(current))
+            current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+def test_every_example_query_in_the_warehouse_doc_runs_on_a_demo_home(demo_home: Path) -> None:
+    import duckdb
+
+    queries = _sql_blocks((PROJECT_ROOT / "docs" / "warehouse.md").read_text())
+    assert len(queries) >= 8
+    con = duckdb.connect(str(demo_home / "warehouse" / "warehouse.duckdb"), read_only=True)
+    try:
+        results = [con.execute(q).fetchall() for q in queries]
+        worst = results[0]
+        typed = con.execute(
+            "SELECT typeof(criteria) FROM judge_verdicts WHERE criteria IS NOT NULL LIMIT 1"
+        ).fetchone()
+        reasons = con.execute(
+            "SELECT typeof(reasons), typeof(judge_versions) FROM release_decisions WHERE build = ?", [CANDIDATE]
+        ).fetchone()
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    finally:
+        con.close()
+    # a build's worst scenarios: five per judge version, the candidate's broken ones among them
+    assert len(worst) == 10 and {"support.refund-policy", "coding.fix-off-by-one"} <= {r[1] for r in worst}
+    assert all(results[i] for i in (0, 1, 2, 4, 5, 6, 7)), [len(r) for r in results]
+    assert typed == ("JSON",) and reasons is not None and reasons[0].startswith("STRUCT") and reasons[1] == "VARCHAR[]"
+    doc = (PROJECT_ROOT / "docs" / "warehouse.md").read_text()
+    assert all(f"`{view}`" in doc for view in views if not view.endswith("_history")), views
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("EVAL_HOME", "DAGSTER_HOME", "EVAL_PROJECT_ROOT")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env["LITELLM_OFFLINE_MODE"] = "true"
+    return env
+
+
+@pytest.fixture(scope="module")
+def ui(demo_home: Path) -> Iterator[tuple[EvaltrackUi, DagsterGraphQL, float]]:
+    """`evaltrack ui` over the demo home; yields it, a GraphQL client and when it was started."""
+    port = free_port()
+    with running_ui(demo_home, PROJECT_ROOT, port, demo_home.parent / "ui.log", _env()) as server:
+        started = time.monotonic()
+        gql = DagsterGraphQL(server.url)
+        location = wait_for(lambda: gql.reachable() and gql.loaded_location(), LOAD_BOUND_S, 1.0)
+        assert location, f"the code location did not load:\n{server.log_tail()}"
+        assert location[0] == "eval_track"
+        yield server, gql, started
+        assert server.terminate(60) == 0, server.log_tail()
+
+
+def test_opening_the_ui_after_the_demo_launches_no_run(ui: tuple[EvaltrackUi, DagsterGraphQL, float]) -> None:
+    """The demo's runs were launched by hand; the sensors must see them as done (SLOW: 2 min window)."""
+    server, gql, started = ui
+    before = {r["runId"] for r in gql.runs()}
+
+    def launched() -> list[dict[str, Any]] | None:
+        server.track_sessions()
+        new = [r for r in gql.runs() if r["runId"] not in before]
+        return new or None
+
+    remaining = NO_RUN_WINDOW_S - (time.monotonic() - started)
+    new_runs = wait_for(launched, max(remaining, 0.0), 2.0)
+    assert new_runs is None, [(r["assets"], r["tags"].get("dagster/sensor_name")) for r in new_runs or []]
+    # the demo's own runs are there, each in a named job (none of them launched by a sensor)
+    runs = gql.runs()
+    assert runs and not any(r["tags"].get("dagster/sensor_name") for r in runs)
+
+
+def _page(base_url: str, shots: list[Path]) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            page.set_default_timeout(60_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def _shot(page: Any, tmp: Path, name: str) -> Path:
+    path = tmp / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    extra = os.environ.get("EVAL_UI_SHOTS")
+    if extra:
+        Path(extra).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(extra) / path.name)
+    return path
+
+
+def _check_status(page: Any, base: str, asset: str, check: str, partition: str) -> str:
+    """The status the check's page shows for one partition's latest evaluation."""
+    page.goto(f"{base}/assets/{asset}?view=checks&checkDetail={check}&partition={partition}")
+    page.wait_for_load_state("networkidle")
+    row = page.locator("tr", has_text=partition).first
+    row.wait_for()
+    return str(row.inner_text())
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (scripts/setup installs it)")
+def test_the_blocked_candidate_is_red_and_the_report_plot_renders_in_a_real_browser(
+    ui: tuple[EvaltrackUi, DagsterGraphQL, float], tmp_path: Path
+) -> None:
+    server, _gql, _ = ui
+    base = server.url
+    gen = _page(base, [])
+    page = next(gen)
+    try:
+        # the Catalog: the decision asset with its check
+        page.goto(f"{base}/assets/release_decision?view=checks")
+        page.wait_for_load_state("networkidle")
+        page.get_by_text("release_allowed").first.wait_for()
+        _shot(page, tmp_path, "1-release-decision-checks")
+
+        candidate = _check_status(page, base, "release_decision", "release_allowed", CANDIDATE)
+        _shot(page, tmp_path, "2-candidate-check")
+        assert "Failed" in candidate, candidate
+        rebuild = _check_status(page, base, "release_decision", "release_allowed", REBUILD)
+        assert "Passed" in rebuild and "Failed" not in rebuild, rebuild
+
+        # the report partition of the candidate: its plot image is loaded
+        page.goto(f"{base}/assets/capability_report?partition={CANDIDATE}%7Chelpfulness-v1")
+        page.wait_for_load_state("networkidle")
+        page.get_by_text("Show Markdown").first.click()
+        image = page.locator("img[alt^='capability report']").first
+        image.wait_for()
+        width = page.wait_for_function("(img) => img.complete && img.naturalWidth", arg=image.element_handle())
+        assert int(width.json_value()) > 0
+        _shot(page, tmp_path, "3-report-plot")
+    finally:
+        gen.close()
