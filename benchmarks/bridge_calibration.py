@@ -200,6 +200,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=1000, help="replications per pure-offset cell")
     ap.add_argument("--power-reps", type=int, default=500, help="replications per slope cell")
     ap.add_argument("--seed", type=int, default=20261202)
+    ap.add_argument("--only", default="", help="condition names separated by | (default: all)")
     args = ap.parse_args()
     wall, cpu = time.perf_counter(), time.process_time()
     sim_known = sim_target(np.random.default_rng([args.seed, 0]))
@@ -208,7 +209,10 @@ def main() -> None:
     header = f"{'condition':<22}{'G':>3}  {'conditions':<66}{'reps':>5}{'coverage':>9}{'half-w':>7}"
     print(header + f"{'not const':>10}{'published':>10}")
     worst_cover, worst_false = 1.0, 0.0
+    wanted = {n.strip() for n in args.only.split("|") if n.strip()}
     for cond in PURE + POWER:
+        if wanted and cond.name not in wanted:
+            continue
         pure = cond.slope == 1.0
         reps = args.reps if pure else args.power_reps
         for g in SIZES:
