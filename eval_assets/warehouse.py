@@ -899,8 +899,10 @@ class _Manifest:
         self.path = path
 
     def __enter__(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = sqlite3.connect(self.path, timeout=30.0)
         self.con.execute("PRAGMA journal_mode=WAL")
+        self.con.execute(_MANIFEST_SCHEMA)  # a warehouse used without `initialise()` gets it too
         return self.con
 
     def __exit__(self, exc_type: object, *_: object) -> None:
