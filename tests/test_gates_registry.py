@@ -46,6 +46,25 @@ def test_shipped_trajectory_gate_switches_on_at_milestone_3() -> None:
     assert gate_.milestone == 3 and gate_.minimum_members == 1
 
 
+def test_the_scenario_corpus_floor_is_the_shipped_count() -> None:
+    """`minimum_members` of the scenario gate is what it says: the number of scenario files that
+    ship, so deleting any one of them fails the gate (adding one means raising the floor)."""
+    gate_ = read_registry(REPO).gate("config.every-scenario-validates")
+
+    assert isinstance(gate_, CorpusGate)
+    shipped = sorted(p for p in REPO.glob(gate_.corpus) if p.is_file())
+    assert gate_.minimum_members == len(shipped)
+
+
+def test_the_determinism_check_is_a_gate_not_a_retriable_test() -> None:
+    registry = read_registry(REPO)
+
+    gate_ = registry.gate("suite.sim-provider-is-deterministic")
+    assert gate_.kind == "structural"
+    assert gate_.check == "eval_assets.gates.dogfood.suite:sim_provider_is_deterministic"
+    assert not [t.id for t in registry.tests if "determinis" in t.id or "determinis" in t.check]
+
+
 # --- validation -----------------------------------------------------------------------------------
 
 

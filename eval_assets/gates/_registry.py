@@ -12,9 +12,9 @@ gates:                      # hard gates: never retried, never quarantined, neve
     statement: The domain package never imports Dagster.
     check: eval_assets.gates.dogfood.architecture:domain_never_imports_dagster
 tests:                      # ordinary (non-gate) tests: retried once, may be quarantined
-  - id: tests.sim-provider-is-deterministic
-    statement: Two identical sim calls give the same output.
-    check: eval_assets.gates.dogfood.tests:sim_provider_is_deterministic
+  - id: tests.warehouse-round-trip
+    statement: A partition written by the one partition writer reads back unchanged.
+    check: eval_assets.gates.dogfood.tests:warehouse_round_trip
 ```
 
 Kind-specific gate fields: `property` → `generator`, `predicate` (callable paths) and `min_trials`;

@@ -1,13 +1,19 @@
 """Structural gates of docs/specs/architecture.md: boundaries checked by walking the source (AST).
 
-These checks import nothing they inspect: they parse files. This module is the one place in the
+These checks parse the files they inspect; `domain_never_imports_dagster` also imports each domain
+module, in a separate interpreter, and looks at its sys.modules. This module is the one place in the
 domain that mentions Dagster, and only as a name to look for.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 from eval_assets.gates._outcome import GateContext, Outcome
 
@@ -24,70 +30,209 @@ WIRING = (
 ORCHESTRATOR = "dagster"
 PARTITION_WRITER = "eval_assets/warehouse.py"
 PARQUET_WRITERS = frozenset(
-    {"to_parquet", "write_parquet", "write_table", "write_to_dataset", "write_dataset"}
+    {"to_parquet", "write_parquet", "write_table", "write_to_dataset", "write_dataset", "sink_parquet"}
 )
-# `COPY <query> TO <file>`: DuckDB's (and PostgreSQL's) bulk export. Built from parts so that this
-# module's own constants never match it.
-_COPY_TO = re.compile(r"\b" + "CO" + r"PY\b[\s\S]*\bTO\b\s*['\"(]", re.IGNORECASE)
+PARQUET_WRITER_CLASSES = frozenset({"ParquetWriter"})
+# `COPY <query> TO <file>`: DuckDB's (and PostgreSQL's) bulk export; the file may be a hole `{}` (a
+# part the walk cannot know). Written with a character class so this module's own text never matches.
+_COPY_TO = re.compile(r"\bC[O]PY\b[\s\S]*\bTO\b\s*['\"({]", re.IGNORECASE)
 
 
 def _imports_orchestrator(name: str) -> bool:
     return name == ORCHESTRATOR or name.startswith((ORCHESTRATOR + ".", ORCHESTRATOR + "_"))
 
 
+def _wiring_modules() -> tuple[str, ...]:
+    return tuple(w.removesuffix(".py").replace("/", ".") for w in WIRING)
+
+
+def _imports_wiring(name: str) -> bool:
+    return any(name == w or name.startswith(w + ".") for w in _wiring_modules())
+
+
+def _imported_names(node: ast.AST, module_name: str) -> list[str]:
+    """Absolute names a node imports: `import a`, `from a import b` (relative ones resolved against
+    `module_name`, each imported name too, since it may be a submodule), import_module/__import__
+    with a constant."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            parts = module_name.split(".")
+            base = ".".join(parts[: len(parts) - node.level])
+            head = f"{base}.{node.module}" if node.module else base
+        else:
+            head = node.module or ""
+        return [head, *(f"{head}.{a.name}" for a in node.names if a.name != "*")]
+    if (
+        isinstance(node, ast.Call)
+        and dotted(node.func).split(".")[-1] in ("import_module", "__import__")
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return [node.args[0].value]
+    return []
+
+
+def _module_name(shown: str) -> str:
+    name = shown.removesuffix(".py").replace("/", ".")
+    return name.removesuffix(".__init__")
+
+
+# Run by a fresh interpreter: import the named modules one by one; after each, report whether the
+# orchestrator is in sys.modules. Stops at the first module that brings it in (the caller starts a
+# new interpreter for the rest), so every finding is a module imported with only clean ones before it.
+_PROBE = """
+import importlib, json, sys
+sys.path.insert(0, sys.argv[1])
+prefix = sys.argv[2]
+for name in sys.argv[3:]:
+    try:
+        importlib.import_module(name)
+    except BaseException as exc:
+        print(json.dumps([name, "error", f"{type(exc).__name__}: {exc}"]), flush=True)
+        continue
+    found = sorted(m for m in sys.modules if m == prefix or m.startswith((prefix + ".", prefix + "_")))
+    if found:
+        print(json.dumps([name, "imports", found[:3]]), flush=True)
+        break
+    print(json.dumps([name, "clean", []]), flush=True)
+"""
+
+
+def _runtime_findings(root: Path, modules: list[str]) -> list[str]:
+    """Import every module in a fresh interpreter (the project under `root` first on sys.path) and
+    name each one after whose import Dagster is in sys.modules: that catches Dagster reached through
+    any chain of imports, e.g. a wiring module a domain module imports. An import that fails is a
+    finding too (fail closed: the module could not be checked)."""
+    findings: list[str] = []
+    pending = list(modules)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    while pending:
+        proc = subprocess.run(
+            [sys.executable, "-c", _PROBE, str(root), ORCHESTRATOR, *pending],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env=env,
+            timeout=600,
+            check=False,
+        )
+        done = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("[")]
+        if not done:
+            detail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            findings.append(f"{pending[0]}: the import probe failed: {detail}")
+            pending = pending[1:]
+            continue
+        for name, state, detail in done:
+            if state == "imports":
+                findings.append(f"{name}: importing it loads {', '.join(detail)}")
+            elif state == "error":
+                findings.append(f"{name}: could not be imported to check it: {detail}")
+        pending = pending[len(done) :]
+    return findings
+
+
 def domain_never_imports_dagster(ctx: GateContext) -> Outcome:
     """No module of the domain (eval_assets minus the wiring: defs/, definitions.py, cli.py,
-    orchestrate.py) imports Dagster or a dagster_* package, statically or via import_module/__import__."""
+    orchestrate.py) imports Dagster or a dagster_* package, nor a wiring module, anywhere in its
+    source (statically, inside a function, or via import_module/__import__); and importing each
+    domain module in a fresh interpreter leaves Dagster out of sys.modules."""
     files = python_files(ctx.root, PACKAGE, WIRING)
     if not files:
         return Outcome.failed(f"no Python files found under {PACKAGE}/: the walk would prove nothing")
     findings = []
+    modules = []
     for shown, module in parsed(files, ctx.root):
+        name = _module_name(shown)
+        modules.append(name)
         for node in ast.walk(module):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            elif (
-                isinstance(node, ast.Call)
-                and dotted(node.func).split(".")[-1] in ("import_module", "__import__")
-                and node.args
-                and isinstance(node.args[0], ast.Constant)
-                and isinstance(node.args[0].value, str)
-            ):
-                names = [node.args[0].value]
             line = getattr(node, "lineno", 0)
-            findings += [f"{shown}:{line} imports {n}" for n in names if _imports_orchestrator(n)]
+            for imported in _imported_names(node, name):  # one finding per statement
+                if _imports_orchestrator(imported):
+                    findings.append(f"{shown}:{line} imports {imported}")
+                    break
+                if _imports_wiring(imported):
+                    findings.append(f"{shown}:{line} imports the wiring module {imported}")
+                    break
+    findings = sorted(set(findings)) + _runtime_findings(ctx.root, modules)
     if findings:
         return Outcome.failed(f"{len(findings)} import(s) of {ORCHESTRATOR} in the domain", findings)
-    return Outcome.ok(f"{len(files)} domain module(s), none imports {ORCHESTRATOR}")
-
-
-def _joined_text(node: ast.JoinedStr) -> str:
-    return "".join(
-        v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}" for v in node.values
+    return Outcome.ok(
+        f"{len(files)} domain module(s): none imports {ORCHESTRATOR} or the wiring, and importing each "
+        f"leaves {ORCHESTRATOR} out of sys.modules"
     )
+
+
+_HOLE = "{}"  # stands for a part of a string whose value the walk cannot know
+
+
+def _string_assignments(module: ast.Module) -> dict[str, ast.expr]:
+    """`name = <string expression>` anywhere in the module (last one wins): enough to follow a
+    statement built in steps (`head = "..."; sql = head + "..."`)."""
+    out: dict[str, ast.expr] = {}
+    for node in ast.walk(module):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            out[node.target.id] = node.value
+    return out
+
+
+def _text(node: ast.expr, names: dict[str, ast.expr], depth: int = 0) -> str | None:
+    """The text a string expression evaluates to, with `{}` for unknown parts; None if it is not
+    string-like. Follows `+` concatenation, f-strings, `"".join([...])` and names assigned in the module."""
+    if depth > 20:
+        return _HOLE
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_text(v, names, depth + 1) or _HOLE for v in node.values)
+    if isinstance(node, ast.FormattedValue):
+        return _text(node.value, names, depth + 1) or _HOLE
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _text(node.left, names, depth + 1), _text(node.right, names, depth + 1)
+        if left is None and right is None:
+            return None
+        return (left or _HOLE) + (right or _HOLE)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "join"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.List | ast.Tuple)
+    ):
+        sep = _text(node.func.value, names, depth + 1) or ""
+        return sep.join(_text(e, names, depth + 1) or _HOLE for e in node.args[0].elts)
+    if isinstance(node, ast.Name) and node.id in names:
+        return _text(names[node.id], names, depth + 1) or _HOLE
+    return None
 
 
 def one_partition_writer(ctx: GateContext) -> Outcome:
     """No module other than eval_assets/warehouse.py writes Parquet (to_parquet, write_parquet,
-    pyarrow write_table/write_to_dataset/write_dataset) or issues a `COPY ... TO` statement."""
+    pyarrow write_table/write_to_dataset/write_dataset, a pyarrow ParquetWriter) or issues a
+    `COPY ... TO` statement, even one put together from parts (`+`, f-strings, join, names)."""
     files = python_files(ctx.root, PACKAGE, (PARTITION_WRITER,))
     if not files:
         return Outcome.failed(f"no Python files found under {PACKAGE}/: the walk would prove nothing")
     findings = []
     for shown, module in parsed(files, ctx.root):
+        names = _string_assignments(module)
         for node in ast.walk(module):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr in PARQUET_WRITERS:
                     findings.append(f"{shown}:{node.lineno} calls .{node.func.attr}()")
-            elif (
-                isinstance(node, ast.Constant) and isinstance(node.value, str) and _COPY_TO.search(node.value)
-            ):
-                findings.append(f"{shown}:{node.lineno} has a COPY ... TO statement")
-            elif isinstance(node, ast.JoinedStr) and _COPY_TO.search(_joined_text(node)):
-                findings.append(f"{shown}:{node.lineno} has a COPY ... TO statement")
+            last = dotted(node).split(".")[-1] if isinstance(node, ast.Name | ast.Attribute) else ""
+            if last in PARQUET_WRITER_CLASSES:
+                findings.append(f"{shown}:{getattr(node, 'lineno', 0)} uses {last}")
+            elif isinstance(node, ast.alias) and node.name.split(".")[-1] in PARQUET_WRITER_CLASSES:
+                findings.append(f"{shown}:{getattr(node, 'lineno', 0)} imports {node.name}")
+            elif isinstance(node, ast.expr) and not isinstance(node, ast.Name):
+                text = _text(node, names)
+                if text is not None and _COPY_TO.search(text):
+                    findings.append(f"{shown}:{node.lineno} has a COPY ... TO statement")
     if findings:
         return Outcome.failed(f"{len(findings)} write(s) outside {PARTITION_WRITER}", sorted(set(findings)))
     return Outcome.ok(f"{len(files)} module(s) checked; only {PARTITION_WRITER} writes Parquet")

@@ -1,0 +1,137 @@
+"""The architecture gates bite: each violation they exist for is planted in a small fixture package
+(an `eval_assets` of a few modules under a temporary root) and the gate must fail naming it.
+
+The shipped code passing both gates is checked by the dogfood suite (test_gates_runner.py).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from eval_assets.gates import GateContext, Outcome
+from eval_assets.gates.dogfood.architecture import domain_never_imports_dagster, one_partition_writer
+
+
+def package(root: Path, modules: dict[str, str]) -> Path:
+    """A fixture `eval_assets` package under `root`: the wiring module orchestrate.py imports Dagster,
+    as the real one does; `modules` adds or replaces modules (path relative to the package)."""
+    files = {
+        "__init__.py": "",
+        "orchestrate.py": "import dagster\n\n\ndef materialize():\n    return dagster.__name__\n",
+        "clean.py": "import json\n\n\ndef dump(x):\n    return json.dumps(x)\n",
+        "warehouse.py": 'def write(con, path):\n    con.execute(f"COPY t TO \'{path}\' (FORMAT parquet)")\n',
+        **modules,
+    }
+    for name, text in files.items():
+        path = root / "eval_assets" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+def run(check, root: Path) -> Outcome:  # type: ignore[no-untyped-def]
+    return check(GateContext(root=root, gate_id="arch.probe", kind="structural", build=None, milestone=0))
+
+
+# --- arch.domain-never-imports-dagster ----------------------------------------------------------------
+
+
+def test_a_clean_fixture_package_passes_the_dagster_gate(tmp_path: Path) -> None:
+    outcome = run(domain_never_imports_dagster, package(tmp_path, {}))
+    assert outcome.passed, outcome.findings
+    assert outcome.message.startswith("3 domain module(s): none imports dagster")
+
+
+def test_dagster_reached_through_a_wiring_module_fails_the_gate(tmp_path: Path) -> None:
+    """The domain module names no Dagster at all: it imports the wiring, which does."""
+    root = package(tmp_path, {"report.py": "from eval_assets import orchestrate\n"})
+    outcome = run(domain_never_imports_dagster, root)
+    assert not outcome.passed
+    assert "eval_assets/report.py:1 imports the wiring module eval_assets.orchestrate" in outcome.findings
+    assert any(f.startswith("eval_assets.report: importing it loads dagster") for f in outcome.findings)
+    assert not any("eval_assets.clean" in f for f in outcome.findings)
+
+
+def test_dagster_imported_under_a_computed_name_is_caught_by_importing_the_module(tmp_path: Path) -> None:
+    """No import statement names Dagster or the wiring: only importing the module shows it."""
+    hidden = 'import importlib\n\nNAME = "dag" + "ster"\nimportlib.import_module(NAME)\n'
+    root = package(tmp_path, {"sneaky.py": hidden, "uses_sneaky.py": "from eval_assets import sneaky\n"})
+    outcome = run(domain_never_imports_dagster, root)
+    assert not outcome.passed
+    assert [f.split(":")[0] for f in outcome.findings] == ["eval_assets.sneaky", "eval_assets.uses_sneaky"]
+
+
+def test_a_wiring_module_imported_inside_a_domain_function_fails_the_gate(tmp_path: Path) -> None:
+    lazy = "def publish():\n    from eval_assets.orchestrate import materialize\n    return materialize()\n"
+    outcome = run(domain_never_imports_dagster, package(tmp_path, {"lazy.py": lazy}))
+    assert not outcome.passed
+    assert outcome.findings == ("eval_assets/lazy.py:2 imports the wiring module eval_assets.orchestrate",)
+
+
+def test_a_relative_import_of_dagster_through_a_subpackage_fails_the_gate(tmp_path: Path) -> None:
+    root = package(
+        tmp_path,
+        {"stats/__init__.py": "", "stats/plot.py": "from .. import orchestrate\n"},
+    )
+    outcome = run(domain_never_imports_dagster, root)
+    assert "eval_assets/stats/plot.py:1 imports the wiring module eval_assets.orchestrate" in outcome.findings
+    assert any(f.startswith("eval_assets.stats.plot: importing it loads dagster") for f in outcome.findings)
+
+
+def test_a_domain_module_that_cannot_be_imported_fails_the_gate(tmp_path: Path) -> None:
+    outcome = run(domain_never_imports_dagster, package(tmp_path, {"broken.py": "raise RuntimeError('x')\n"}))
+    assert not outcome.passed
+    assert outcome.findings == ("eval_assets.broken: could not be imported to check it: RuntimeError: x",)
+
+
+# --- arch.one-partition-writer ------------------------------------------------------------------------
+
+
+def test_a_clean_fixture_package_passes_the_writer_gate(tmp_path: Path) -> None:
+    outcome = run(one_partition_writer, package(tmp_path, {}))
+    assert outcome.passed, outcome.findings
+
+
+@pytest.mark.parametrize(
+    ("source", "finding"),
+    [
+        (
+            "import pyarrow.parquet as pq\n\n\ndef w(t, p):\n    pq.ParquetWriter(p, t.schema).write(t)\n",
+            "eval_assets/export.py:5 uses ParquetWriter",
+        ),
+        (
+            "from pyarrow.parquet import ParquetWriter\n\n\ndef w(t, p):\n"
+            "    with ParquetWriter(p, t.schema) as out:\n        out.write_table(t)\n",
+            "eval_assets/export.py:1 imports ParquetWriter",
+        ),
+        ("def w(df, p):\n    df.to_parquet(p)\n", "eval_assets/export.py:2 calls .to_parquet()"),
+        (
+            "def w(con, p):\n    con.execute(\"CO\" + \"PY (SELECT 1) T\" + \"O '\" + p + \"'\")\n",
+            "eval_assets/export.py:2 has a COPY ... TO statement",
+        ),
+        (
+            "def w(con, q, p):\n    head = 'COPY (' + q + ')'\n    con.execute(head + ' TO ' + p)\n",
+            "eval_assets/export.py:3 has a COPY ... TO statement",
+        ),
+        (
+            "def w(con, p):\n    con.execute(' '.join(['COPY', '(SELECT 1)', 'TO', repr(p)]))\n",
+            "eval_assets/export.py:2 has a COPY ... TO statement",
+        ),
+        (
+            "def w(con, p):\n    con.execute(f\"copy (select 1) to '{p}'\")\n",
+            "eval_assets/export.py:2 has a COPY ... TO statement",
+        ),
+    ],
+    ids=["ParquetWriter-write", "ParquetWriter-import", "to_parquet", "COPY-split-by-plus", "COPY-via-name",
+         "COPY-by-join", "COPY-fstring"],
+)
+def test_a_parquet_write_outside_the_warehouse_fails_the_writer_gate(
+    tmp_path: Path, source: str, finding: str
+) -> None:
+    outcome = run(one_partition_writer, package(tmp_path, {"export.py": source}))
+    assert not outcome.passed
+    assert finding in outcome.findings, outcome.findings
+    assert not any("warehouse.py" in f for f in outcome.findings)  # the one writer may write
