@@ -118,23 +118,25 @@ def _captured_logs(path: Path) -> Iterator[list[str]]:
 
 @contextlib.contextmanager
 def _captured_output(path: Path) -> Iterator[Path]:
-    """File descriptors 1 and 2 (and so `sys.stdout`/`sys.stderr`, C code and child processes)
-    written to `path` for the duration, then restored."""
+    """File descriptors 1 and 2 (C code, child processes) and `sys.stdout`/`sys.stderr` (even when
+    they are not those descriptors, as under a test runner) written to `path` for the duration, then
+    restored."""
     sys.stdout.flush()
     sys.stderr.flush()
-    saved = (os.dup(1), os.dup(2))
-    with path.open("wb") as sink:
+    saved_fds, saved_streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
+    with path.open("wb") as sink, open(os.dup(sink.fileno()), "w", buffering=1, encoding="utf-8") as text:
         os.dup2(sink.fileno(), 1)
         os.dup2(sink.fileno(), 2)
+        sys.stdout = sys.stderr = text
         try:
             yield path
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
+            text.flush()
+            sys.stdout, sys.stderr = saved_streams
+            os.dup2(saved_fds[0], 1)
+            os.dup2(saved_fds[1], 2)
+            os.close(saved_fds[0])
+            os.close(saved_fds[1])
 
 
 class EchoingProvider:
