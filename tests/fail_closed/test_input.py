@@ -272,6 +272,11 @@ BUILD_CASES = [
 ]
 
 
+def _head(line: str) -> str:
+    """A problem line without its list of known builds (which differs between the three paths)."""
+    return line.split("; known builds")[0]
+
+
 @pytest.mark.parametrize(("case", "text", "problem"), BUILD_CASES, ids=[c[0] for c in BUILD_CASES])
 def test_a_bad_manifest_is_refused_alike_by_build_add_validate_and_a_run(
     env: Env, case: str, text: str, problem: str
@@ -294,7 +299,7 @@ def test_a_bad_manifest_is_refused_alike_by_build_add_validate_and_a_run(
     shutil.copyfile(manifest, stored)
     before = snapshot(env.home)
     code, err = env.run("run", "--build", "agent-x")
-    assert code == 1 and f"{stored}: {problem}" in err, err
+    assert code == 1 and _head(f"{stored}: {problem}") in [_head(e) for e in err], err
     assert snapshot(env.home) == before
 
 
