@@ -101,12 +101,17 @@ def test_kill_9_mid_materialization_then_resume_pays_no_attempt_twice(tmp_path: 
 
     out = _finish(_evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge", JUDGE))
     resumed = _ledger(crashed)
-    keys = [r[0] for r in resumed]
-    assert len(keys) == len(set(keys))  # the ledger has no duplicate keys
     assert "reused_from_journal" in out
-    # everything settled before the kill was reused, not paid again
-    settled_before = {r[0] for r in at_kill if r[1] == "settled"}
-    assert settled_before <= {r[0] for r in resumed if r[1] == "settled"}
+    # each attempt settled before the kill was settled exactly once: the resume reused it, so its row
+    # (status and the amount paid) is the one the killed run wrote
+    paid_before = {key: (status, cost) for key, status, cost, _ in at_kill if status in ("settled", "failed")}
+    paid_after = {key: (status, cost) for key, status, cost, _ in resumed}
+    assert {key: paid_after.get(key) for key in paid_before} == paid_before
+    # an attempt settled in both ledgers was paid the same amount: nothing was charged twice over
+    clean_paid = {key: cost for key, status, cost, _ in uninterrupted if status == "settled"}
+    both = {key for key, (status, _) in paid_after.items() if status == "settled"} & set(clean_paid)
+    assert len(both) >= len(clean_paid) - len(in_flight)
+    assert {key: paid_after[key][1] for key in both} == {key: clean_paid[key] for key in both}
     # spend = one uninterrupted run's, plus at most the calls in flight at the kill
     extra = _spend(resumed) - _spend(uninterrupted)
     assert -1e-9 <= extra <= sum(r[3] for r in in_flight) + 1e-9, (extra, in_flight)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from eval_assets.config import Criterion, FloatScale, Message, Policy, Project, Rubric, Scenario
+from eval_assets.config import BoolScale, Criterion, FloatScale, Message, Policy, Project, Rubric, Scenario
 from eval_assets.judging import fence, fence_nonce, parse_verdict, policy_failures, render_judge_prompt
 
 NONCE = fence_nonce(b"judging tests: a fence secret", "build/judge-v1/scenario/1/1/g0")
@@ -137,3 +137,31 @@ def test_policy_failures_count_every_forbidden_string_present() -> None:
     assert policy_failures(f"{FORBIDDEN[1]} and {FORBIDDEN[3]}", scenario) == 2
     assert policy_failures("a clean answer", scenario) == 0
     assert policy_failures("", scenario) == 0 and policy_failures(None, scenario) == 0
+
+
+def test_a_bool_criterion_scores_one_for_true_and_zero_for_false() -> None:
+    rubric = Rubric(
+        id="bool-probe",
+        version=1,
+        floor=0.5,
+        criteria=[Criterion(name="ok", description="ok?", weight=1.0, scale=BoolScale(type="bool"))],
+    )
+    assert parse_verdict(_reply({"ok": True}), rubric).score == 1.0
+    assert parse_verdict(_reply({"ok": False}), rubric).score == 0.0
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ('<verdict>{"x": 1', "truncated reply: <verdict> block is not closed"),
+        ("no block here", "no <verdict> block in reply"),
+        ('<verdict>{"x": 1}</verdict> and more', "text after the verdict block; the verdict must be the final answer"),
+        ("<verdict>{}</verdict>", "missing criterion: x"),
+        ('<verdict>{"x": 1, "b": 2, "a": 3}</verdict>', "unknown criterion: a, b"),
+        ('<verdict>{"x": "high"}</verdict>', 'criterion x: expected a number, got "high"'),
+        ('<verdict>{"x": true}</verdict>', "criterion x: expected a number, got true"),
+    ],
+)
+def test_each_defect_fails_with_its_exact_reason(reply: str, reason: str) -> None:
+    verdict = parse_verdict(reply, _float_rubric())
+    assert (verdict.status, verdict.failure_reason, verdict.score) == ("failed", reason, None)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 
 from eval_assets.config import Project
@@ -245,3 +246,37 @@ def test_same_size_corruption_and_foreign_files_are_quarantined(tmp_path: Path) 
     assert found[path.relative_to(wh.data).as_posix()].startswith("content changed")
     assert found[foreign.relative_to(wh.data).as_posix()].startswith("not written by the partition writer")
     assert wh.query("SELECT count(*) AS n FROM judge_verdicts")["n"].tolist() == [0]
+
+
+def test_the_written_file_carries_its_run_id_and_write_time_and_a_quote_in_the_path_is_safe(
+    tmp_path: Path,
+) -> None:
+    wh = Warehouse(tmp_path / "it's here", {"probe": PROBE})
+    frame = pd.DataFrame([{"build": "b1", "n": 1, "text": "a"}, {"build": "b1", "n": 2, "text": "b"}])
+    path = wh.write_partition("probe", {"build": "b1"}, frame, "run-7")
+    written_ns = int(path.name.split("-", 1)[0])
+    assert path.name == f"{written_ns}-run-7.parquet" and path.parent.name == "build=b1"
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            "SELECT build, n, text, run_id, epoch_us(written_at) FROM read_parquet(?) ORDER BY n", [str(path)]
+        ).fetchall()
+    finally:
+        con.close()
+    assert [r[:4] for r in rows] == [("b1", 1, "a", "run-7"), ("b1", 2, "b", "run-7")]
+    assert all(abs(r[4] * 1000 - written_ns) <= 1000 for r in rows)  # TIMESTAMP keeps microseconds
+
+
+def test_a_write_outside_the_dataset_contract_is_refused_naming_it(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh", {"probe": PROBE})
+    row = {"build": "b1", "n": 1, "text": "a"}
+    with pytest.raises(WarehouseError) as raised:
+        wh.write_partition("probe", {"run": "b1"}, [row], "r")
+    assert str(raised.value) == "probe: partition must be ('build',), got ('run',)"
+    with pytest.raises(WarehouseError) as raised:
+        wh.write_partition("probe", {"build": "b1"}, [dict(row, extra=1, more=2)], "r")
+    assert str(raised.value) == "probe: unknown columns ['extra', 'more']"
+    with pytest.raises(WarehouseError) as raised:
+        wh.write_partition("probe", {"build": "b1"}, [row, dict(row, build="b2")], "r")
+    assert str(raised.value) == "probe: rows outside partition build=b1"
+    assert not (wh.data / "probe").exists() or not list((wh.data / "probe").rglob("*.parquet"))
