@@ -60,10 +60,16 @@ def test_demo_prints_short_lines_and_ends_with_the_three_decisions_in_a_table(de
     out = (demo_home.parent / "demo.out").read_text()
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= 200
-    assert max((len(line) for line in (demo_home.parent / "demo.err").read_text().splitlines()), default=0) <= 200
+    assert (
+        max((len(line) for line in (demo_home.parent / "demo.err").read_text().splitlines()), default=0)
+        <= 200
+    )
     assert "{'" not in out and "base64" not in out
     # one progress line per step, with counts
-    assert sum(1 for line in lines if line.strip().startswith("scenario_runs") and "110/110 attempts" in line) == 3
+    assert (
+        sum(1 for line in lines if line.strip().startswith("scenario_runs") and "110/110 attempts" in line)
+        == 3
+    )
     # the last table: a header, a rule, then the three builds with their decisions and plots
     header, rule, *rows = lines[-5:]
     assert header.split()[:3] == ["build", "decision", "reasons"] and set(rule.replace(" ", "")) == {"-"}
@@ -98,15 +104,23 @@ def test_every_example_query_in_the_warehouse_doc_runs_on_a_demo_home(demo_home:
             "SELECT typeof(criteria) FROM judge_verdicts WHERE criteria IS NOT NULL LIMIT 1"
         ).fetchone()
         reasons = con.execute(
-            "SELECT typeof(reasons), typeof(judge_versions) FROM release_decisions WHERE build = ?", [CANDIDATE]
+            "SELECT typeof(reasons), typeof(judge_versions) FROM release_decisions WHERE build = ?",
+            [CANDIDATE],
         ).fetchone()
-        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        views = {
+            r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+        }
     finally:
         con.close()
     # a build's worst scenarios: five per judge version, the candidate's broken ones among them
     assert len(worst) == 10 and {"support.refund-policy", "coding.fix-off-by-one"} <= {r[1] for r in worst}
     assert all(results[i] for i in (0, 1, 2, 4, 5, 6, 7)), [len(r) for r in results]
-    assert typed == ("JSON",) and reasons is not None and reasons[0].startswith("STRUCT") and reasons[1] == "VARCHAR[]"
+    assert (
+        typed == ("JSON",)
+        and reasons is not None
+        and reasons[0].startswith("STRUCT")
+        and reasons[1] == "VARCHAR[]"
+    )
     doc = (PROJECT_ROOT / "docs" / "warehouse.md").read_text()
     assert all(f"`{view}`" in doc for view in views if not view.endswith("_history")), views
 
@@ -150,19 +164,6 @@ def test_opening_the_ui_after_the_demo_launches_no_run(ui: tuple[EvaltrackUi, Da
     assert runs and not any(r["tags"].get("dagster/sensor_name") for r in runs)
 
 
-def _page(base_url: str, shots: list[Path]) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1000})
-            page.set_default_timeout(60_000)
-            yield page
-        finally:
-            browser.close()
-
-
 def _shot(page: Any, tmp: Path, name: str) -> Path:
     path = tmp / f"{name}.png"
     page.screenshot(path=str(path), full_page=False)
@@ -173,13 +174,76 @@ def _shot(page: Any, tmp: Path, name: str) -> Path:
     return path
 
 
-def _check_status(page: Any, base: str, asset: str, check: str, partition: str) -> str:
-    """The status the check's page shows for one partition's latest evaluation."""
-    page.goto(f"{base}/assets/{asset}?view=checks&checkDetail={check}&partition={partition}")
-    page.wait_for_load_state("networkidle")
-    row = page.locator("tr", has_text=partition).first
-    row.wait_for()
-    return str(row.inner_text())
+def _show_markdown(page: Any, entry: str) -> Any:
+    """Open the markdown metadata entry `entry` of the selected event; returns the dialog."""
+    page.locator("tr", has_text=entry).get_by_text("[Show Markdown]").first.click()
+    dialog = page.get_by_role("dialog").first
+    dialog.wait_for()
+    return dialog
+
+
+def check_ui(base: str, tmp: Path) -> None:
+    """What a release engineer sees, asserted on the rendered pages; screenshots into `tmp`."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+            page.set_default_timeout(180_000)
+            # 1. Catalog → release_decision → Checks: the latest evaluation names the build it judged
+            page.goto(f"{base}/assets")
+            page.get_by_text("release_decision", exact=True).first.wait_for()
+            _shot(page, tmp, "1-catalog")
+            page.goto(f"{base}/assets/release_decision?view=checks")
+            page.get_by_text("Latest execution").first.wait_for()
+            _shot(page, tmp, "2-release-decision-check")
+            # 2. the check's history: one row per build, the candidate failed, the rebuild passed
+            page.get_by_text("Execution history", exact=True).first.click()
+            candidate = page.locator("tr", has_text=CANDIDATE).first
+            candidate.wait_for()
+            _shot(page, tmp, "3-check-history")
+            assert "Failed" in candidate.inner_text(), candidate.inner_text()
+            rebuild = page.locator("tr", has_text=REBUILD).first.inner_text()
+            assert "Passed" in rebuild and "Failed" not in rebuild, rebuild
+            # 3. the decision's reasons, grouped by severity, with each judge version's plot inline
+            page.goto(f"{base}/assets/release_decision?view=events")
+            page.get_by_text(CANDIDATE).first.click()
+            dialog = _show_markdown(page, "reasons")
+            dialog.get_by_text("Block", exact=True).first.wait_for()
+            image = dialog.locator("img").first
+            image.wait_for()
+            width = page.wait_for_function(
+                "(img) => img.complete && img.naturalWidth", arg=image.element_handle()
+            )
+            assert int(width.json_value()) > 0
+            _shot(page, tmp, "4-decision-reasons")
+            # 4. the report partition with its plot
+            page.goto(f"{base}/assets/capability_report?view=events")
+            page.get_by_text(f"{CANDIDATE}|helpfulness-v1").first.click()
+            dialog = _show_markdown(page, "report")
+            image = dialog.locator("img[alt='capability report']").first
+            image.wait_for()
+            width = page.wait_for_function(
+                "(img) => img.complete && img.naturalWidth", arg=image.element_handle()
+            )
+            assert int(width.json_value()) > 0
+            _shot(page, tmp, "5-report-plot")
+            # 5. the gate table
+            page.goto(f"{base}/assets/deterministic_suite?view=events")
+            page.get_by_text(CANDIDATE).first.click()
+            dialog = _show_markdown(page, "gates_md")
+            dialog.locator("table").first.wait_for()
+            assert dialog.locator("th").all_inner_texts()[:5] == [
+                "gate",
+                "kind",
+                "milestone",
+                "status",
+                "detail",
+            ]
+            _shot(page, tmp, "6-gate-table")
+        finally:
+            browser.close()
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (scripts/setup installs it)")
@@ -187,30 +251,4 @@ def test_the_blocked_candidate_is_red_and_the_report_plot_renders_in_a_real_brow
     ui: tuple[EvaltrackUi, DagsterGraphQL, float], tmp_path: Path
 ) -> None:
     server, _gql, _ = ui
-    base = server.url
-    gen = _page(base, [])
-    page = next(gen)
-    try:
-        # the Catalog: the decision asset with its check
-        page.goto(f"{base}/assets/release_decision?view=checks")
-        page.wait_for_load_state("networkidle")
-        page.get_by_text("release_allowed").first.wait_for()
-        _shot(page, tmp_path, "1-release-decision-checks")
-
-        candidate = _check_status(page, base, "release_decision", "release_allowed", CANDIDATE)
-        _shot(page, tmp_path, "2-candidate-check")
-        assert "Failed" in candidate, candidate
-        rebuild = _check_status(page, base, "release_decision", "release_allowed", REBUILD)
-        assert "Passed" in rebuild and "Failed" not in rebuild, rebuild
-
-        # the report partition of the candidate: its plot image is loaded
-        page.goto(f"{base}/assets/capability_report?partition={CANDIDATE}%7Chelpfulness-v1")
-        page.wait_for_load_state("networkidle")
-        page.get_by_text("Show Markdown").first.click()
-        image = page.locator("img[alt^='capability report']").first
-        image.wait_for()
-        width = page.wait_for_function("(img) => img.complete && img.naturalWidth", arg=image.element_handle())
-        assert int(width.json_value()) > 0
-        _shot(page, tmp_path, "3-report-plot")
-    finally:
-        gen.close()
+    check_ui(server.url, tmp_path)
