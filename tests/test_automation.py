@@ -269,12 +269,21 @@ def lines(path: Path) -> list[dict[str, Any]]:
 
 
 def test_a_block_decision_is_notified_once_to_the_jsonl_file_and_the_webhook(
-    instance: dg.DagsterInstance, track: Track, track_resource: TrackResource, tmp_path: Path
+    instance: dg.DagsterInstance,
+    track: Track,
+    track_resource: TrackResource,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     [build] = register(track, "baseline.yaml")
     record_gates(track, build, failing=True)
+    capsys.readouterr()
     decided = materialize_decision(instance, track_resource, build)
     assert decision_of(decided) == "block"
+    # block reasons are warnings; the info lines ("nothing to block") are not
+    warnings = logged(capsys, "WARNING")
+    assert any("[block] deterministic_suite" in line for line in warnings), warnings
+    assert not any("[info]" in line for line in warnings)
     sink = tmp_path / "notifications" / "release_blocks.jsonl"
 
     with webhook() as (url, posts):
