@@ -93,9 +93,10 @@ def test_release_status_markdown_groups_the_reasons_by_severity_ready_for_a_pull
     assert out.startswith(f"## {build}: block\n")
     block, rest = out.split("### Block\n", 1)[1].split("### No decision\n", 1)
     assert "#### deterministic_suite" in block and "arch.one-partition-writer" in block
-    # each judge version is named once, in its heading, not in every reason
+    # each judge version has one heading; no reason repeats the "judge X, A vs B:" source prefix
     for version in ("helpfulness-v1", "safety-v1"):
-        assert rest.count(version) == 1 + rest.count(f"[{build}|{version}]"), rest
+        assert sum(1 for line in rest.splitlines() if line.startswith("####") and version in line) == 1, rest
+    assert not any(line.startswith("- judge ") or "vs baseline:" in line for line in out.splitlines())
     assert "{" not in out and max(len(line) for line in out.splitlines()) <= 200
 
 
