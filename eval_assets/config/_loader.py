@@ -302,6 +302,8 @@ def validate_build(manifest: BuildManifest, project: Project, shown: str) -> lis
         )
     if manifest.baseline == manifest.id:
         problems.append(Problem(shown, "baseline", "a build cannot be its own baseline"))
+    if manifest.rebuild_of == manifest.id:
+        problems.append(Problem(shown, "rebuild_of", "a build cannot be a rebuild of itself"))
     return problems
 
 

@@ -27,8 +27,12 @@ class Reason:
 
     def text(self) -> str:
         """One line: severity, source, message and advice."""
+        return f"[{self.severity}] {self.source}: {self.line()}"
+
+    def line(self) -> str:
+        """One line without the source (for a listing grouped by source): severity, message, advice."""
         advice = f" — {self.advice}" if self.advice else ""
-        return f"[{self.severity}] {self.source}: {self.message}{advice}"
+        return f"[{self.severity}] {self.message}{advice}"
 
 
 @runtime_checkable
