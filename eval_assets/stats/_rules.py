@@ -39,11 +39,11 @@ class Budget:
     alpha_block: float = 0.05
     alpha_flag: float = 0.05
     n_judge_versions: int = 1
-    w_mean: float = 0.2
+    w_mean: float = 0.3
     w_concentrated: float = 0.2
-    w_drop: float = 0.15
+    w_drop: float = 0.1
     w_floor: float = 0.05
-    w_collapse: float = 0.4
+    w_collapse: float = 0.35
 
     def __post_init__(self) -> None:
         if self.n_judge_versions < 1:
@@ -221,7 +221,8 @@ def scenario_tests(base: Moments, cand: Moments, floor: float | None) -> Scenari
 
 def exact_separation_p(n_c: np.ndarray | float, n_b: np.ndarray | float) -> np.ndarray:
     """Smallest one-sided p an exact two-sample test can give: 1 / C(n_c + n_b, n_c)."""
-    return np.asarray(1.0 / special.comb(np.asarray(n_c, dtype=float) + n_b, n_c))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(1.0 / special.comb(np.asarray(n_c, dtype=float) + n_b, n_c))
 
 
 def _floor_tests(
