@@ -51,11 +51,13 @@ def verdict_frame(track: Track, build: str, judge_version: str) -> pd.DataFrame:
     )
 
 
-def rebuild_of(track: Track, build: str, judge_version: str) -> tuple[str, pd.DataFrame] | None:
+def rebuild_of(
+    track: Track, build: str, judge_version: str, excluding: str | None = None
+) -> tuple[str, pd.DataFrame] | None:
     """A registered unchanged rebuild of `build` (manifest `rebuild_of: build`) with verdicts under
     `judge_version`: (its id, its verdicts), the first by id; None when there is none."""
     for other in track.registered_builds():
-        if other == build:
+        if other in (build, excluding):  # never the candidate itself: it would be its own noise reference
             continue
         try:
             manifest = track.build(other)
@@ -68,9 +70,12 @@ def rebuild_of(track: Track, build: str, judge_version: str) -> tuple[str, pd.Da
     return None
 
 
-def band_for(track: Track, build: str, judge_version: str, frame: pd.DataFrame) -> NoiseBand:
-    """The build's noise band, with the run-to-run variance of a registered unchanged rebuild if any."""
-    rebuild = rebuild_of(track, build, judge_version)
+def band_for(
+    track: Track, build: str, judge_version: str, frame: pd.DataFrame, excluding: str | None = None
+) -> NoiseBand:
+    """The build's noise band, with the run-to-run variance of a registered unchanged rebuild if any
+    (other than `excluding`, the candidate being compared)."""
+    rebuild = rebuild_of(track, build, judge_version, excluding)
     return noise_band(frame, rebuild=None if rebuild is None else rebuild[1])
 
 
@@ -161,7 +166,7 @@ def build_report(track: Track, candidate: str, judge_version: str, baseline: str
             others = judged_versions(track, baseline)
             if others:
                 raise CrossJudgeVersionError.for_versions(baseline, judge_version, others)
-    band = band_for(track, baseline, judge_version, base) if baseline and base is not None and not base.empty else None
+    band = band_for(track, baseline, judge_version, base, candidate) if baseline and base is not None and not base.empty else None
     report = compare(
         None if base is None or base.empty else base,
         cand,
