@@ -27,7 +27,8 @@ class Reason:
 
     def text(self) -> str:
         """One line: severity, source, message and advice."""
-        return f"[{self.severity}] {self.source}: {self.line()}"
+        advice = f" — {self.advice}" if self.advice else ""
+        return f"[{self.severity}] {self.source}: {self.message}{advice}"
 
     def line(self) -> str:
         """One line without the source (for a listing grouped by source): severity, message, advice."""
