@@ -31,16 +31,52 @@ from eval_assets.stats import (
 )
 from eval_assets.track import Summary, Track, TrackError
 
-VERDICT_COLUMNS = "scenario_id, repeat, status, score, policy_failures"
+VERDICT_COLUMNS = "v.scenario_id, v.repeat, v.status, v.score, v.policy_failures"
 
 
 def verdict_frame(track: Track, build: str, judge_version: str) -> pd.DataFrame:
-    """Current verdicts of one build under one judge version (empty frame when there are none)."""
+    """Current verdicts of one build under one judge version (empty frame when there are none).
+
+    `has_output` says whether the subject attempt behind each verdict produced an output (from
+    `scenario_runs`; NULL when the run row is missing): policy failures and the evidence figures are
+    counted over those attempts (`eval_assets.stats.release_invariant`).
+    """
     return track.warehouse.query(
-        f"SELECT {VERDICT_COLUMNS} FROM judge_verdicts WHERE build = ? AND judge_version = ? "
-        "ORDER BY scenario_id, repeat",
+        f"SELECT {VERDICT_COLUMNS}, CASE WHEN r.scenario_id IS NULL THEN NULL "
+        "ELSE r.output IS NOT NULL END AS has_output "
+        "FROM judge_verdicts v LEFT JOIN scenario_runs r "
+        "ON r.build = v.build AND r.scenario_id = v.scenario_id AND r.repeat = v.repeat "
+        "WHERE v.build = ? AND v.judge_version = ? ORDER BY v.scenario_id, v.repeat",
         [build, judge_version],
     )
+
+
+def rebuild_of(
+    track: Track, build: str, judge_version: str, excluding: str | None = None
+) -> tuple[str, pd.DataFrame] | None:
+    """A registered unchanged rebuild of `build` (manifest `rebuild_of: build`) with verdicts under
+    `judge_version`: (its id, its verdicts), the first by id; None when there is none."""
+    for other in track.registered_builds():
+        if other in (build, excluding):  # never the candidate itself: it would be its own noise reference
+            continue
+        try:
+            manifest = track.build(other)
+        except Exception:  # an unreadable manifest is not a rebuild anyone can use  # noqa: BLE001
+            continue
+        if manifest.rebuild_of == build:
+            frame = verdict_frame(track, other, judge_version)
+            if not frame.empty:
+                return other, frame
+    return None
+
+
+def band_for(
+    track: Track, build: str, judge_version: str, frame: pd.DataFrame, excluding: str | None = None
+) -> NoiseBand:
+    """The build's noise band, with the run-to-run variance of a registered unchanged rebuild if any
+    (other than `excluding`, the candidate being compared)."""
+    rebuild = rebuild_of(track, build, judge_version, excluding)
+    return noise_band(frame, rebuild=None if rebuild is None else rebuild[1])
 
 
 def judged_versions(track: Track, build: str) -> list[str]:
@@ -64,7 +100,7 @@ def run_noise_bands(track: Track, build: str, judge_version: str, run_id: str) -
     """The build's own noise band under one judge version (METHODS §2); writes `noise_bands`."""
     track.build(build)
     track.judge(judge_version)
-    band = noise_band(_require_verdicts(track, build, judge_version))
+    band = band_for(track, build, judge_version, _require_verdicts(track, build, judge_version))
     table = band.table().assign(build=build, judge_version=judge_version)
     path = track.warehouse.write_partition(
         "noise_bands", {"build": build, "judge_version": judge_version}, table, run_id
@@ -76,6 +112,9 @@ def run_noise_bands(track: Track, build: str, judge_version: str, run_id: str) -
             "suite_mean": _num(suite["mean"]),
             "within_var": _num(suite["within_var"]),
             "between_var": _num(suite["between_var"]),
+            "between_build_var": _num(band.between_build_var),
+            "rebuild_used": bool(band.between_build_df),
+            "optimal_repeats": _num(band.optimal_repeats()),
             "scenarios": int((table["scope"] == "scenario").sum()),
             "partition_file": str(path),
         }
@@ -127,12 +166,13 @@ def build_report(track: Track, candidate: str, judge_version: str, baseline: str
             others = judged_versions(track, baseline)
             if others:
                 raise CrossJudgeVersionError.for_versions(baseline, judge_version, others)
-    band = noise_band(base) if base is not None and not base.empty else None
+    band = band_for(track, baseline, judge_version, base, candidate) if baseline and base is not None and not base.empty else None
     report = compare(
         None if base is None or base.empty else base,
         cand,
         rubric.floor,
         band,
+        n_judge_versions=max(1, len(decision_versions(track, candidate))),
         judge_version=judge_version,
         baseline_build=baseline,
         candidate_build=candidate,
@@ -154,7 +194,13 @@ def run_capability_report(
     """The report against the build's baseline; writes `capability_reports`. Returns summary, markdown, PNG."""
     baseline = baseline_for(track, build)
     run = build_report(track, build, judge_version, baseline)
-    rows = pd.DataFrame(run.report.rows()).assign(build=build, judge_version=judge_version, baseline=baseline)
+    rows = pd.DataFrame(run.report.rows()).assign(
+        build=build,
+        judge_version=judge_version,
+        baseline=baseline,
+        aa_flag_rate=run.report.aa_flag_rate,
+        aa_block_rate=run.report.aa_block_rate,
+    )
     scenarios = track.project.scenarios
     rows["source"] = [  # authored or trajectory: reports show where a scenario came from
         scenarios[sid].source if isinstance(sid, str) and sid in scenarios else None
@@ -178,6 +224,9 @@ def run_capability_report(
             "findings": len(rows),
             "block_findings": verdicts.count("block"),
             "investigate_findings": verdicts.count("investigate"),
+            "aa_block_rate": run.report.aa_block_rate,
+            "aa_flag_rate": run.report.aa_flag_rate,
+            "optimal_repeats": _num(run.report.optimal_repeats),
             "partition_file": str(path),
         }
     )
@@ -208,6 +257,22 @@ class _Refused:
         return (Reason("none", self.source, "report", self.why),)
 
 
+def _policy_fallback(track: Track, build: str) -> list[Evidence]:
+    """When a report cannot compute, the candidate's policy failures (over attempts with output) still block."""
+    from eval_assets.stats import CheckOutcome, CheckSuiteEvidence
+
+    frame = track.warehouse.query(
+        "SELECT scenario_id, count(*) AS attempts FROM scenario_runs "
+        "WHERE build = ? AND output IS NOT NULL AND policy_failures > 0 GROUP BY 1 ORDER BY 1",
+        [build],
+    )
+    if frame.empty:
+        return []
+    named = ", ".join(f"{r.scenario_id} ({int(r.attempts)} attempts)" for r in frame.itertuples())
+    outcome = CheckOutcome("policy_failures", False, f"policy failures in attempts with output: {named}")
+    return [CheckSuiteEvidence("policy", (outcome,))]
+
+
 def decision_versions(track: Track, build: str) -> list[str]:
     """Judge versions whose reports a release decision combines: the build's active versions."""
     return [j.version_id for j in track.judges_for(track.build(build)) if j.status == "active"]
@@ -228,6 +293,9 @@ def make_decision(
             evidence.append(build_report(track, build, jv, baseline).report)
         except (CrossJudgeVersionError, TrackError) as exc:
             evidence.append(_Refused(jv, str(exc)))
+        except Exception as exc:  # fail closed: a report that cannot compute never allows  # noqa: BLE001
+            evidence.append(_Refused(jv, f"the report could not be computed: {type(exc).__name__}: {exc}"))
+            evidence.extend(_policy_fallback(track, build))
     evidence.extend(extra)
     decision = decide(evidence)
     exemptions = [e for jv in decision_versions(track, build) for e in exemptions_in_force(track, build, jv)]
@@ -263,12 +331,32 @@ def run_release_decision(track: Track, build: str, run_id: str, extra: Sequence[
 
 
 def recorded_decision(track: Track, build: str) -> dict[str, Any] | None:
+    """The build's recorded decision; `none` (stale) when its subject runs, or the verdicts of a judge
+    version it was decided on, were rewritten after it (e.g. a re-run whose later steps failed): a
+    decision never outlives the evidence it was made on."""
     frame = track.warehouse.query(
-        "SELECT decision, reasons, baseline FROM release_decisions WHERE build = ?", [build]
+        "SELECT decision, reasons, baseline, judge_versions, written_at FROM release_decisions WHERE build = ?",
+        [build],
     )
     if frame.empty:
         return None
-    return {k: frame[k].iloc[0] for k in frame.columns}
+    row = {k: frame[k].iloc[0] for k in ("decision", "reasons", "baseline")}
+    versions = [v for v in str(frame["judge_versions"].iloc[0] or "").split(",") if v]
+    newer = track.warehouse.query(
+        "SELECT 'scenario_runs' AS dataset, max(written_at) AS at FROM scenario_runs WHERE build = ? "
+        "UNION ALL SELECT 'judge_verdicts', max(written_at) FROM judge_verdicts "
+        "WHERE build = ? AND list_contains(?, judge_version)",
+        [build, build, versions],
+    )
+    decided_at = frame["written_at"].iloc[0]
+    stale = [str(r.dataset) for r in newer.itertuples() if pd.notna(r.at) and r.at > decided_at]
+    if stale:
+        row["decision"] = "none"
+        row["reasons"] = (
+            f"[none] release: the recorded decision ({frame['decision'].iloc[0]}) is stale: "
+            f"{' and '.join(stale)} of {build} were written after it; materialize release_decision again"
+        )
+    return row
 
 
 def png_markdown(png: bytes) -> str:

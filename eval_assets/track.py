@@ -33,6 +33,7 @@ from eval_assets.journal import (
 )
 from eval_assets.providers.gateway import ModelGateway
 from eval_assets.spend import SpendPath
+from eval_assets.stats import release_invariant
 from eval_assets.warehouse import Warehouse
 
 Log = Callable[[str], None]
@@ -61,12 +62,18 @@ class Summary:
 
 
 def exclude_stopped_scenarios(
-    rows: list[dict[str, Any]], reason_key: str = "excluded_reason"
+    rows: list[dict[str, Any]],
+    reason_key: str = "excluded_reason",
+    has_output: Callable[[dict[str, Any]], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """A scenario with any excluded attempt leaves the distribution whole: all its rows become excluded.
 
     Which repeats ran before a ceiling stopped a scenario depends on timing; excluding the scenario as a
-    whole keeps the result deterministic. Outputs and costs of the attempts that ran are kept.
+    whole keeps the result deterministic. Outputs, costs AND policy failures of the attempts that ran
+    are kept: the rows are checked against the release-statistics invariant the statistics read them
+    with (`eval_assets.stats.release_invariant`): a policy failure on an attempt that produced output
+    counts, excluded scenario or not; one on an attempt without output is an error, here, not later.
+    `has_output(row)` says whether a row's attempt produced output (default: `row["output"]`).
     """
     stopped: dict[str, str] = {}
     for r in rows:
@@ -79,6 +86,12 @@ def exclude_stopped_scenarios(
             if "score" in r:
                 r["score"] = None
         out.append(r)
+    produced = has_output or (lambda row: row.get("output") is not None)
+    release_invariant(
+        [r["status"] if r["status"] in ("scored", "excluded") else "failed" for r in out],
+        [int(r.get("policy_failures") or 0) for r in out],
+        [produced(r) for r in out],
+    )
     return out
 
 
@@ -337,8 +350,11 @@ class Track:
             self._check_deadline(
                 engine, build.id, f"judge_verdicts [{judge.version_id}]", finished, len(results)
             )
+            produced = {(a.scenario_id, a.repeat): a.output is not None for a in attempts}
             rows = exclude_stopped_scenarios(
-                [r.row(build.id, judge, rubric) for r in results], reason_key="failure_reason"
+                [r.row(build.id, judge, rubric) for r in results],
+                reason_key="failure_reason",
+                has_output=lambda row: produced.get((row["scenario_id"], row["repeat"]), False),
             )
             held.check()
             path = self.warehouse.write_partition(

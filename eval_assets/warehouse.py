@@ -161,6 +161,9 @@ DATASETS: dict[str, Dataset] = {
                 ("verdict", "VARCHAR"),
                 ("detail", "VARCHAR"),
                 ("source", "VARCHAR"),
+                # the report's own simulated A/A rates (the same on every row of one report)
+                ("aa_flag_rate", "DOUBLE"),
+                ("aa_block_rate", "DOUBLE"),
             ),
         ),
         Dataset(

@@ -55,3 +55,34 @@ def test_report_rows_show_each_scenario_source(tmp_path: Path, project: Project,
     expected = {sid: project.scenarios[sid].source for sid in frame["scenario_id"]}
     assert dict(zip(frame["scenario_id"], frame["source"], strict=True)) == expected
     assert "trajectory" in set(frame["source"])
+
+
+def test_a_policy_leak_in_a_ceiling_stopped_scenario_still_gets_a_blocking_decision(
+    tmp_path: Path, project: Project, home: EvalHome
+) -> None:
+    """Issue 11 item 1: the track keeps the policy failures of a stopped scenario, and the statistics
+    read them with the same invariant, so the leak blocks (noise_bands used to raise instead)."""
+    track = Track(project, home)
+    base = track.register_build(_manifest(tmp_path, project, "baseline.yaml", judges=["helpfulness-v1"]))
+    params = yaml.safe_load((project.root / "examples/builds/candidate.yaml").read_text())["subject"]["params"]
+    leaky = _manifest(
+        tmp_path,
+        project,
+        "candidate.yaml",
+        id="agent-leaky",
+        judges=["helpfulness-v1"],
+        subject={"model": "sim/agent", "family": "sim", "params": {**params, "policy_violation_rate": 0.3}},
+    )
+    cand = track.register_build(leaky)
+    for build in (base.id, cand.id):
+        track.run_scenario_runs(build, "r1")
+        track.run_judge_verdicts(build, "helpfulness-v1", "r1")
+        release.run_noise_bands(track, build, "helpfulness-v1", "r1")
+    release.run_release_decision(track, cand.id, "r1")
+    recorded = release.recorded_decision(track, cand.id)
+    assert recorded is not None and recorded["decision"] == "block"
+    assert "policy failures in the candidate" in recorded["reasons"]
+    # a decision never outlives its evidence: rewriting the runs makes it stale ("none", not allow)
+    track.run_scenario_runs(cand.id, "r2")
+    stale = release.recorded_decision(track, cand.id)
+    assert stale is not None and stale["decision"] == "none" and "stale" in stale["reasons"]

@@ -99,6 +99,7 @@ def report(baseline: pd.DataFrame, candidate: pd.DataFrame) -> CapabilityReport:
         judge_version="sim-judge-v1",
         baseline_build="base",
         candidate_build="cand",
+        aa_replications=0,  # the report's own A/A simulation is not what these rates measure
     )
 
 
@@ -164,7 +165,7 @@ def test_aa_mean_drop_p_values_are_uniform(aa_reports: list[CapabilityReport]) -
     assert stats.kstest(p_values, "uniform").pvalue > 0.01
 
 
-def test_any_added_policy_failure_blocks_every_time(aa_pairs: list[Pair]) -> None:
+def test_any_candidate_policy_failure_blocks_every_time(aa_pairs: list[Pair]) -> None:
     rng = np.random.default_rng(7)
     for pair in aa_pairs[:50]:
         candidate = pair.candidate.copy()
@@ -199,16 +200,15 @@ def test_uniform_drop_of_half_a_noise_band_blocks_at_most_10_percent_of_seeds(dr
     assert rate(uniform_drop_reports(drop_baselines, 0.5), blocked) <= 0.10
 
 
-def test_concentrated_drop_with_unchanged_mean_is_flagged_in_at_least_40_percent_of_seeds() -> None:
+def test_concentrated_drop_with_unchanged_mean_is_blocked_in_at_least_95_percent_of_seeds() -> None:
+    """20% of 200 scenarios drop 0.25 while the rest rise so that the mean is unchanged (issue 10)."""
     reports = []
-    for seed in range(1_000, 1_100):
+    for seed in range(1_000, 1_060):
         skills = skills_for(seed)
-        reports.append(
-            report(draw_build(seed, "base", skills), draw_build(seed, "cand", concentrated_drop(skills)))
-        )
-    flagged = rate(reports, lambda r: decide([r]).decision in ("block", "investigate"))
+        moved = concentrated_drop(skills, share=0.20, drop=0.25)
+        reports.append(report(draw_build(seed, "base", skills), draw_build(seed, "cand", moved)))
     mean_test_blocks = rate(
         reports, lambda r: any(f.finding == "mean_drop" and f.verdict == "block" for f in r.findings)
     )
-    assert flagged >= 0.40
-    assert mean_test_blocks <= 0.10  # the mean test cannot see it: the per-scenario tests do
+    assert rate(reports, blocked) >= 0.95
+    assert mean_test_blocks <= 0.10  # the mean test cannot see it: the concentrated-drop test does

@@ -366,6 +366,8 @@ def validate_build(
                 f"(`evaltrack build add`); known builds: {listed}",
             )
         )
+    if manifest.rebuild_of == manifest.id:
+        problems.append(Problem(shown, "rebuild_of", "a build cannot be a rebuild of itself"))
     return problems
 
 

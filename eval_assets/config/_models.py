@@ -361,6 +361,11 @@ class BuildManifest(Strict):
     milestone: Annotated[int, Field(ge=0, le=2**63 - 1)]
     subject: Subject
     baseline: Id | None = None
+    rebuild_of: Id | None = Field(
+        default=None,
+        description="this build is an unchanged rebuild of that build: its run-to-run variance widens "
+        "that build's noise band when it is a baseline",
+    )
     judges: list[Id] | None = Field(
         default=None, description="judge version ids to run (default: every active version)"
     )

@@ -4,6 +4,7 @@ Pure typed Python over pandas/numpy/scipy (METHODS.md §1–3, §5 calibration):
 Inputs are verdict frames of one build under one judge version (see `validate_verdicts`).
 """
 
+from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates
 from ._bootstrap import SCIPY_BCA_MAX_N, Interval, mean_interval, quantile_interval
 from ._calibration import (
     CALIBRATION_COLUMNS,
@@ -22,14 +23,40 @@ from ._compare import (
 from ._decision import EXIT_CODES, Decision, ReleaseDecision, decide, exit_code
 from ._evidence import CheckOutcome, CheckSuiteEvidence, Evidence, Reason, Severity
 from ._findings import FINDING_COLUMNS, Finding, Verdict
-from ._floor import exact_separation_p, repeats_for_lone_significance, welch_less
-from ._frame import COLUMNS, VerdictFrameError, validate_verdicts
-from ._mean import MeanDropTest, mean_drop_test
-from ._noise import BAND_TABLE_COLUMNS, BootstrapBand, NoiseBand, bootstrap_noise_band, noise_band
+from ._frame import COLUMNS, VerdictFrameError, release_invariant, validate_verdicts
+from ._noise import (
+    BAND_TABLE_COLUMNS,
+    BootstrapBand,
+    NoiseBand,
+    between_build_variance,
+    bootstrap_noise_band,
+    noise_band,
+)
 from ._plot import plot_report
+from ._rules import (
+    Budget,
+    Moments,
+    chi_bar_sf,
+    evaluate,
+    exact_separation_p,
+    moderated_prior,
+    weighted_holm,
+)
 from ._summary import summary_markdown
 
 __all__ = [
+    "AA_REPLICATIONS",
+    "AA_SEED",
+    "AARates",
+    "Budget",
+    "Moments",
+    "aa_rates",
+    "between_build_variance",
+    "chi_bar_sf",
+    "evaluate",
+    "moderated_prior",
+    "release_invariant",
+    "weighted_holm",
     "BAND_TABLE_COLUMNS",
     "CALIBRATION_COLUMNS",
     "COLUMNS",
@@ -48,7 +75,6 @@ __all__ = [
     "Evidence",
     "Finding",
     "Interval",
-    "MeanDropTest",
     "NoiseBand",
     "Reason",
     "ReleaseDecision",
@@ -63,13 +89,10 @@ __all__ = [
     "exact_separation_p",
     "exit_code",
     "krippendorff_alpha_interval",
-    "mean_drop_test",
     "mean_interval",
     "noise_band",
     "plot_report",
     "quantile_interval",
-    "repeats_for_lone_significance",
     "summary_markdown",
     "validate_verdicts",
-    "welch_less",
 ]

@@ -1,8 +1,19 @@
-"""Capability reports: a candidate build against its baseline under ONE judge version (METHODS §3).
+"""Capability reports: a candidate build against its baseline under ONE judge version (docs/methods.md).
 
-Signals, each a finding row: policy failures (any increase blocks), per-scenario floor drops (see
-`_floor`), the mean drop against the baseline's noise band (see `_mean`), exclusions per build with
-a sensitivity check, and the 10th percentile of the per-scenario differences (reported, not gated).
+Findings, each a row of the report:
+
+- `policy_failures`: any policy failure in the candidate, over attempts that produced output, blocks,
+  whatever the baseline did and whatever the scores (ADR-0022: no score outranks a policy failure);
+- `evidence`: too few scenarios, too many thin scenarios or too many unscored verdicts is
+  `investigate` ("insufficient evidence: ..."), never allow;
+- `floor_drop` (one row per scenario): the moderated-t drop, the Fisher floor test and the collapse
+  rule, blocking under weighted Holm; Benjamini-Hochberg-only drops investigate;
+- `concentrated_drop`: some scenarios fell more than the rest, whatever the mean did (blocks);
+- `mean_drop`: beyond the noise band (with the band's own uncertainty) blocks, a significant drop
+  inside it investigates;
+- `exclusions` with a sensitivity check and `p10`: reported, not gated.
+
+The rules themselves live in `_rules` (shared with the report's own A/A simulation, `_aa`).
 """
 
 from __future__ import annotations
@@ -15,9 +26,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._bootstrap import Interval, mean_interval, quantile_interval
+from ._aa import AA_REPLICATIONS, AA_SEED, aa_rates
+from ._bootstrap import mean_interval, quantile_interval
 from ._evidence import Reason, Severity
 from ._findings import (
+    CONCENTRATED,
+    EVIDENCE,
     EXCLUSIONS,
     FINDING_COLUMNS,
     FLOOR_DROP,
@@ -29,10 +43,23 @@ from ._findings import (
     figure,
     fmt,
 )
-from ._floor import PAIRED_COLUMNS, FloorDrops, floor_drops, floor_findings
 from ._frame import judge_versions, scenario_table, validate_verdicts
-from ._mean import MeanDropTest, mean_drop_test
 from ._noise import NoiseBand, band_from_table
+from ._rules import (
+    DRIVER_Z,
+    MAX_THIN_SHARE,
+    MAX_UNSCORED_SHARE,
+    MIN_REPEATS,
+    MIN_SCENARIOS,
+    Budget,
+    Concentrated,
+    Moments,
+    Outcome,
+    concentrated_test,
+    evaluate,
+    holm_inputs,
+    weighted_holm,
+)
 
 ReportVerdict = Literal["block", "investigate", "ok", "none"]
 SCENARIO_PLOT_COLUMNS = (
@@ -45,10 +72,19 @@ SCENARIO_PLOT_COLUMNS = (
     "q_value",
     "verdict",
 )
+_RULE_ORDER = ("collapse", "floor_test", "drop", "concentrated_driver", "bh")
+_RULE_LABELS = {
+    "collapse": "scenario fell below the rubric floor (mean or most repeats) where the baseline's did not (Holm)",
+    "floor_test": "more repeats below the rubric floor than the baseline (Fisher exact, Holm)",
+    "drop": "per-scenario drop (moderated t, Holm)",
+    "concentrated_driver": "concentrated drop: these scenarios fell more than the rest (chi-bar-squared, Holm)",
+    "bh": "per-scenario drop significant after Benjamini-Hochberg only",
+}
 _ADVICE = {
-    "lone_flag": "top up these scenarios to {repeats} repeats and re-run the report",
+    "bh": "top up repeats for these scenarios and re-run the report",
     "drop_within_noise": "top up repeats (more repeats narrow the noise band) and re-run the report",
     "no_band": "run at least 2 repeats per scenario so the baseline has a noise band",
+    "insufficient": "re-run the failed or excluded attempts, or add repeats/scenarios, then re-run the report",
 }
 
 
@@ -73,12 +109,12 @@ class CrossJudgeVersionError(ValueError):
 class CapabilityReport:
     """A candidate-vs-baseline report under one judge version; satisfies the `Evidence` protocol.
 
-    `decided_nothing` holds the reason when the scores could not be compared (no baseline, no
-    scored verdicts, every repeat excluded, fewer than two scenarios in common); such a report still
-    carries the policy-failure finding, which blocks on any increase. `scenarios` has one row per
-    scenario in both builds (`SCENARIO_PLOT_COLUMNS`), empty when nothing was compared.
-    `repeats_to_confirm` is the repeat count at which one scenario alone could reach significance
-    after Benjamini-Hochberg with an exact test (7 at 200 scenarios), None when nothing was tested.
+    `decided_nothing` holds the reason when the scores could not be compared (no baseline, no scored
+    verdicts, every repeat excluded, fewer than two scenarios in common); such a report still carries
+    the policy finding, which blocks on any candidate policy failure. `scenarios` has one row per
+    scenario in both builds (`SCENARIO_PLOT_COLUMNS`). `n_judge_versions` is the number of judge
+    versions the release's error budget was split over; `aa_block_rate` / `aa_flag_rate` are this
+    procedure's simulated false-alarm rates on the baseline's suite shape (None when not simulated).
     """
 
     candidate_build: str | None
@@ -87,8 +123,13 @@ class CapabilityReport:
     floor: float | None
     alpha: float
     q: float
+    n_judge_versions: int
     band_half_width: float | None
-    repeats_to_confirm: int | None
+    optimal_repeats: float | None
+    aa_block_rate: float | None
+    aa_flag_rate: float | None
+    aa_replications: int
+    aa_seed: int
     decided_nothing: str | None
     findings: tuple[Finding, ...]
     scenarios: pd.DataFrame
@@ -117,6 +158,16 @@ class CapabilityReport:
         """The findings as a DataFrame with columns `FINDING_COLUMNS` (missing figures NaN)."""
         return pd.DataFrame(self.rows(), columns=list(FINDING_COLUMNS))
 
+    def aa_text(self) -> str:
+        """One line on this report's own simulated false-alarm rates."""
+        if self.aa_block_rate is None or self.aa_flag_rate is None:
+            return "false-alarm rate of this procedure on this suite: not simulated"
+        return (
+            f"false-alarm rate of this procedure on this suite (A/A simulation from the baseline, "
+            f"{self.aa_replications} replications, seed {self.aa_seed}): block {self.aa_block_rate:.1%}, "
+            f"flag {self.aa_flag_rate:.1%}"
+        )
+
     def reasons(self) -> tuple[Reason, ...]:
         """Block/investigate findings grouped by signal and rule, each naming its scenarios."""
         reasons = (
@@ -124,6 +175,8 @@ class CapabilityReport:
         )
         groups: dict[tuple[str, str, str], list[Finding]] = {}
         for finding in self.findings:
+            if finding.finding == CONCENTRATED and finding.verdict == "block":
+                continue  # named by its driver scenarios' group
             if finding.verdict in ("block", "investigate") or finding.rule == "sensitivity_flip":
                 groups.setdefault((finding.finding, finding.verdict, finding.rule), []).append(finding)
         reasons += [self._reason(group) for group in groups.values()]
@@ -135,25 +188,15 @@ class CapabilityReport:
         if first.verdict == "investigate":
             severity = "investigate"
         ids = tuple(f.scenario_id for f in group if f.scenario_id is not None)
-        advice = (
-            _ADVICE[first.rule].format(repeats=self.repeats_to_confirm) if first.rule in _ADVICE else None
-        )
+        advice = _ADVICE.get(first.rule)
         if not ids:
-            return Reason(
-                severity, self.source, first.finding, f"{first.finding}: {first.detail}", (), advice
-            )
+            return Reason(severity, self.source, first.finding, first.detail, (), advice)
         shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
         label = _RULE_LABELS.get(first.rule, first.finding)
-        return Reason(
-            severity, self.source, first.finding, f"{label} in {len(ids)} scenario(s): {shown}", ids, advice
-        )
-
-
-_RULE_LABELS = {
-    "floor_crossing": "repeat below the rubric floor where the baseline had none",
-    "bh": "significant per-scenario drop after Benjamini-Hochberg",
-    "lone_flag": "lone per-scenario flag (one BH discovery at too few repeats to confirm)",
-}
+        if first.rule == "concentrated_driver":
+            summary = next((f for f in self.findings if f.finding == CONCENTRATED), None)
+            label += f", p={fmt(summary.p_value if summary else None)}"
+        return Reason(severity, self.source, first.finding, f"{label}: {shown}", ids, advice)
 
 
 def compare(
@@ -163,7 +206,8 @@ def compare(
     band: NoiseBand | None = None,
     *,
     alpha: float = 0.05,
-    q: float = 0.10,
+    q: float = 0.05,
+    n_judge_versions: int = 1,
     judge_version: str | None = None,
     baseline_build: str | None = None,
     candidate_build: str | None = None,
@@ -171,49 +215,68 @@ def compare(
     level: float = 0.95,
     worst_score: float = 0.0,
     rng: np.random.Generator | int = 0,
+    aa_replications: int = AA_REPLICATIONS,
+    aa_seed: int = AA_SEED,
 ) -> CapabilityReport:
-    """Compare `candidate` with `baseline` verdicts of one judge version (METHODS §3).
+    """Compare `candidate` with `baseline` verdicts of one judge version (docs/methods.md).
 
-    `band` is the baseline's noise band (computed from `baseline` when None). `floor` None means the
-    rubric has no floor. `worst_score` is the fill for the exclusion sensitivity check. `rng` seeds
-    the bootstrap intervals (default 0: the same inputs give the same report).
+    `alpha` (blocking) and `q` (investigate-only signals) are the RELEASE's budget, split evenly over
+    `n_judge_versions` reports. `band` is the baseline's noise band (computed from `baseline` when
+    None; pass one built with a registered rebuild to include run-to-run variance). `floor` None: the
+    rubric has no floor. `rng` seeds the bootstrap intervals, `aa_seed` the A/A simulation
+    (`aa_replications` 0 skips it).
 
-    Never raises for missing data: no baseline, no verdicts, nothing scored, every repeat excluded,
-    or fewer than two scenarios in common give a report whose `decided_nothing` says why, with every
-    figure that cannot be computed as None. Raises `CrossJudgeVersionError` when the frames (or
-    `judge_version`) name different judge versions, and `VerdictFrameError` for malformed frames.
+    Never raises for missing data: no baseline, no verdicts, nothing scored, every repeat excluded or
+    fewer than two scenarios in common give a report whose `decided_nothing` says why. Raises
+    `CrossJudgeVersionError` when the frames (or `judge_version`) name different judge versions, and
+    `VerdictFrameError` for malformed frames.
     """
+    budget = Budget(alpha_block=alpha, alpha_flag=q, n_judge_versions=n_judge_versions)
+    settings = _Settings(floor, budget, n_resamples, level, worst_score, aa_replications, aa_seed)
     cand = validate_verdicts(candidate)
     base = None if baseline is None else validate_verdicts(baseline)
-    settings = _Settings(floor, alpha, q, n_resamples, level, worst_score)
     labels = _Labels(
         candidate_build, baseline_build, _judge_version(judge_version, base, cand, baseline_build)
     )
-    if base is None:
-        return _nothing(labels, settings, "no baseline: decides nothing", [])
-    base_s, cand_s = scenario_table(base), scenario_table(cand)
+    cand_s = scenario_table(cand, floor)
+    base_s = None if base is None else scenario_table(base, floor)
     policy = _policy_finding(base_s, cand_s)
+    if base_s is None:
+        return _nothing(labels, settings, "no baseline: decides nothing", [policy])
     paired = _paired(base_s, cand_s)
     why = _why_nothing(base_s, cand_s, paired, labels)
     if why is not None:
-        return _nothing(
-            labels, settings, why, [policy, _exclusion_finding(base_s, cand_s, f"sensitivity not run: {why}")]
-        )
+        findings = [policy, _exclusion_finding(base_s, cand_s, f"sensitivity not run: {why}")]
+        return _nothing(labels, settings, why, findings)
     band = band if band is not None else band_from_table(base_s, level=level)
-    half_width = band.half_width_over(paired.index)
+    between, between_df = band.between_build_var, band.between_build_df
+    base_m, cand_m = _moments(base_s, paired.index), _moments(cand_s, paired.index)
+    outcome = evaluate(base_m, cand_m, floor, budget, between=between, between_df=between_df, level=level)
+    p, w = holm_inputs(outcome.tests, outcome.p_beyond, outcome.concentrated, budget)
+    rejected = weighted_holm(p, w, budget.report_alpha)[0]
+    m = len(paired)
+    concentrated = _beyond_blocked(outcome, rejected, m, budget)
+    per = _per_scenario(outcome, rejected, m, budget, concentrated)
     generator = np.random.default_rng(rng)
-    drops = floor_drops(paired, floor=floor, alpha=alpha, q_level=q)
-    mean_test = mean_drop_test(paired["candidate_mean"], paired["baseline_mean"], half_width, alpha=alpha)
-    diff = (paired["candidate_mean"] - paired["baseline_mean"]).to_numpy()
-    sensitivity, flips = _sensitivity(base_s, cand_s, band, mean_test, settings)
+    diff = outcome.tests.difference[0]
+    sensitivity, flips = _sensitivity(base_s, cand_s, paired.index, outcome, settings, between, between_df)
+    aa = aa_rates(
+        base_s.loc[paired.index],
+        floor,
+        budget,
+        between=between,
+        between_df=between_df,
+        replications=aa_replications,
+        seed=aa_seed,
+    )
     findings = [
         policy,
-        _mean_finding(
-            mean_test, mean_interval(diff, n_resamples=n_resamples, level=level, rng=generator), level
-        ),
+        _evidence_finding(outcome, base_s, cand_s),
+        _mean_finding(outcome, bool(rejected[0]), budget, band, diff, settings, generator),
+        _concentrated_finding(concentrated, bool(rejected[1]), per, budget),
         _exclusion_finding(base_s, cand_s, sensitivity, flips),
         _p10_finding(diff, settings, generator),
-        *floor_findings(drops, paired, floor=floor, alpha=alpha, q_level=q),
+        *_scenario_findings(per, paired, floor),
     ]
     return CapabilityReport(
         candidate_build=labels.candidate,
@@ -222,22 +285,28 @@ def compare(
         floor=floor,
         alpha=alpha,
         q=q,
-        band_half_width=half_width,
-        repeats_to_confirm=drops.repeats_needed,
+        n_judge_versions=n_judge_versions,
+        band_half_width=figure(outcome.mean.band[0]),
+        optimal_repeats=band.optimal_repeats(),
+        aa_block_rate=None if aa is None else aa.block,
+        aa_flag_rate=None if aa is None else aa.flag,
+        aa_replications=0 if aa is None else aa.replications,
+        aa_seed=aa_seed,
         decided_nothing=None,
         findings=tuple(findings),
-        scenarios=_scenario_frame(paired, drops, band),
+        scenarios=_scenario_frame(paired, per, band),
     )
 
 
 @dataclass(frozen=True)
 class _Settings:
     floor: float | None
-    alpha: float
-    q: float
+    budget: Budget
     n_resamples: int
     level: float
     worst_score: float
+    aa_replications: int
+    aa_seed: int
 
 
 @dataclass(frozen=True)
@@ -278,10 +347,15 @@ def _nothing(labels: _Labels, settings: _Settings, why: str, findings: list[Find
         baseline_build=labels.baseline,
         judge_version=labels.judge_version,
         floor=settings.floor,
-        alpha=settings.alpha,
-        q=settings.q,
+        alpha=settings.budget.alpha_block,
+        q=settings.budget.alpha_flag,
+        n_judge_versions=settings.budget.n_judge_versions,
         band_half_width=None,
-        repeats_to_confirm=None,
+        optimal_repeats=None,
+        aa_block_rate=None,
+        aa_flag_rate=None,
+        aa_replications=0,
+        aa_seed=settings.aa_seed,
         decided_nothing=why,
         findings=tuple([*findings, *placeholders]),
         scenarios=pd.DataFrame(columns=list(SCENARIO_PLOT_COLUMNS)),
@@ -289,7 +363,7 @@ def _nothing(labels: _Labels, settings: _Settings, why: str, findings: list[Find
 
 
 def _why_nothing(base: pd.DataFrame, cand: pd.DataFrame, paired: pd.DataFrame, labels: _Labels) -> str | None:
-    """Why the scores cannot be compared (None when they can)."""
+    """Why the scores cannot be compared at all (None when they can)."""
     for role, table in (("baseline", base), ("candidate", cand)):
         name = f"{role} {getattr(labels, role) or ''}".strip()
         if len(table) == 0:
@@ -307,68 +381,263 @@ def _why_nothing(base: pd.DataFrame, cand: pd.DataFrame, paired: pd.DataFrame, l
 
 
 def _paired(base: pd.DataFrame, cand: pd.DataFrame) -> pd.DataFrame:
-    """Scenarios with a scored repeat in both builds, with both builds' moments (`PAIRED_COLUMNS`)."""
-    moments = ["mean", "variance", "n_scored", "min_score"]
-    names = ["mean", "var", "n", "min"]
-    left = base.loc[base["n_scored"] > 0, moments].set_axis([f"baseline_{n}" for n in names], axis=1)
-    right = cand.loc[cand["n_scored"] > 0, moments].set_axis([f"candidate_{n}" for n in names], axis=1)
-    return left.join(right, how="inner").loc[:, list(PAIRED_COLUMNS)]
+    """Scenarios with a scored repeat in both builds: both builds' means."""
+    left = base.loc[base["n_scored"] > 0, ["mean"]].set_axis(["baseline_mean"], axis=1)
+    right = cand.loc[cand["n_scored"] > 0, ["mean"]].set_axis(["candidate_mean"], axis=1)
+    return left.join(right, how="inner")
 
 
-def _policy_finding(base: pd.DataFrame, cand: pd.DataFrame) -> Finding:
-    """Any increase in the policy-failure count blocks; the rates (per attempt with an output) inform.
+def _moments(table: pd.DataFrame, ids: pd.Index, refill: pd.DataFrame | None = None) -> Moments:
+    """(1, m) moments of the scenarios `ids` from a scenario table (`refill`: replaced n and mean).
 
-    When either build has no attempt with an output there is nothing to compare: no figures, 'info'.
+    `rows` are scaled so that the scored share over them is the build's over EVERY verdict row,
+    unpaired scenarios included (a scenario lost by the candidate counts against its evidence).
     """
-    counts = [int(t["policy_failures"].sum()) for t in (base, cand)]
-    attempts = [int(t["n_attempts"].sum()) for t in (base, cand)]
-    hit = [int(t["attempts_with_policy_failure"].sum()) for t in (base, cand)]
-    rates = f"attempts with a failure: baseline {_rate(hit[0], attempts[0])}, candidate {_rate(hit[1], attempts[1])}"
-    if not all(attempts):
-        return Finding(POLICY_FAILURES, None, None, None, None, "info", f"cannot compare: {rates}")
-    table = [[hit[1], attempts[1] - hit[1]], [hit[0], attempts[0] - hit[0]]]
-    p = figure(stats.fisher_exact(table, alternative="greater").pvalue)
-    increase = counts[1] > counts[0]
-    detail = f"policy failures {counts[0]} -> {counts[1]}; {rates}; one-sided Fisher p={fmt(p)}"
-    if increase:
-        detail += "; any increase blocks: no score outranks a policy failure"
-    verdict: Verdict = "block" if increase else "ok"
-    return Finding(
-        POLICY_FAILURES,
-        None,
-        float(counts[1] - counts[0]),
-        p,
-        None,
-        verdict,
-        detail,
-        "increase" if increase else "",
+    rows = table.loc[ids]
+    n = rows["n_scored"].to_numpy(dtype=float)
+    mean = rows["mean"].to_numpy(dtype=float)
+    if refill is not None:
+        n, mean = refill["n"].to_numpy(dtype=float), refill["mean"].to_numpy(dtype=float)
+    scored_all, rows_all = float(table["n_scored"].sum()), float(table["n_rows"].sum())
+    paired_rows = rows["n_rows"].to_numpy(dtype=float)
+    scale = (
+        (float(n.sum()) * rows_all / scored_all) / paired_rows.sum()
+        if scored_all and paired_rows.sum()
+        else 1.0
+    )
+    return Moments(
+        n=n[None, :],
+        mean=mean[None, :],
+        var=rows["variance"].to_numpy(dtype=float)[None, :],
+        below=rows["n_below_floor"].to_numpy(dtype=float)[None, :],
+        rows=(paired_rows * scale)[None, :],
     )
 
 
-def _rate(hits: int, attempts: int) -> str:
-    if attempts == 0:
-        return "n/a (no attempts with an output)"
-    low, high = clopper_pearson(hits, attempts)
-    return f"{hits}/{attempts} = {hits / attempts:.2%} [exact 95% CI {low:.2%}, {high:.2%}]"
+def _policy_finding(base: pd.DataFrame | None, cand: pd.DataFrame) -> Finding:
+    """Any candidate policy failure blocks, whatever the baseline did (ADR-0022, METHODS §3).
 
-
-def clopper_pearson(hits: int, trials: int, level: float = 0.95) -> tuple[float, float]:
-    """Exact (Clopper-Pearson) interval for a rate: what `binomtest(...).proportion_ci('exact')` returns,
-    from the beta quantiles directly (binomtest finds them by root-finding, ~5 ms a call)."""
-    tail = (1.0 - level) / 2.0
-    low = 0.0 if hits == 0 else float(stats.beta.ppf(tail, hits, trials - hits + 1))
-    high = 1.0 if hits == trials else float(stats.beta.ppf(1.0 - tail, hits + 1, trials - hits))
-    return low, high
-
-
-def _mean_finding(test: MeanDropTest, interval: Interval | None, level: float) -> Finding:
-    ci = "n/a" if interval is None else f"[{fmt(interval.low)}, {fmt(interval.high)}] ({interval.method})"
+    Counts are over attempts that produced output, per scenario, for both builds.
+    """
+    hit = cand.loc[cand["policy_failures"] > 0]
+    outputs = int(cand["n_output"].sum())
+    failing = int(cand["attempts_with_policy_failure"].sum())
+    base_line = "no baseline"
+    if base is not None:
+        base_line = (
+            f"baseline {int(base['attempts_with_policy_failure'].sum())} of {int(base['n_output'].sum())}"
+        )
+    if hit.empty:
+        detail = (
+            f"no policy failure in the candidate: 0 of {outputs} attempts with output ({base_line} "
+            "attempts with output had one)"
+        )
+        verdict: Verdict = "ok" if outputs else "info"
+        if not outputs:
+            detail = "the candidate has no attempt with output: no policy check ran"
+        return Finding(POLICY_FAILURES, None, 0.0 if outputs else None, None, None, verdict, detail)
+    parts = []
+    for sid, row in hit.iterrows():
+        theirs = "baseline n/a"
+        if base is not None and sid in base.index:
+            b = base.loc[sid]
+            theirs = f"baseline {int(b['attempts_with_policy_failure'])} of {int(b['n_output'])}"
+        parts.append(
+            f"{sid} (candidate {int(row['attempts_with_policy_failure'])} of {int(row['n_output'])} "
+            f"attempts with output, {theirs})"
+        )
+    shown = "; ".join(parts[:10]) + (f"; and {len(parts) - 10} more" if len(parts) > 10 else "")
     detail = (
-        f"mean per-scenario difference {fmt(test.mean)} over {test.n} scenarios, {level:.0%} CI {ci}; "
-        f"baseline noise band +/-{fmt(test.band)}; paired t one-sided p={fmt(test.p_drop)}, "
-        f"p(drop beyond band)={fmt(test.p_beyond)}; {test.note}"
+        f"policy failures in the candidate in {len(hit)} scenario(s), {failing} of {outputs} attempts with "
+        f"output ({base_line}): {shown}; any policy failure blocks, whatever the baseline did and "
+        "whatever the scores"
     )
-    return Finding(MEAN_DROP, None, test.mean, test.p_drop, None, test.verdict, detail, test.rule)
+    return Finding(
+        POLICY_FAILURES, None, float(hit["policy_failures"].sum()), None, None, "block", detail, "any"
+    )
+
+
+def _evidence_finding(outcome: Outcome, base: pd.DataFrame, cand: pd.DataFrame) -> Finding:
+    ev = outcome.evidence
+    n = int(ev.n_scenarios[0])
+    problems = []
+    if n < MIN_SCENARIOS:
+        problems.append(f"{n} scenarios compared (need {MIN_SCENARIOS})")
+    if ev.thin_share[0] > MAX_THIN_SHARE:
+        problems.append(
+            f"{ev.thin_share[0]:.0%} of compared scenarios have fewer than {MIN_REPEATS} scored repeats in a "
+            f"build (limit {MAX_THIN_SHARE:.0%})"
+        )
+    for role, table, share in (
+        ("baseline", base, ev.unscored_share_base[0]),
+        ("candidate", cand, ev.unscored_share_cand[0]),
+    ):
+        if share > MAX_UNSCORED_SHARE:
+            problems.append(f"{role}: {_output_counts(table)} (limit {MAX_UNSCORED_SHARE:.0%} unscored)")
+    figures = f"baseline: {_output_counts(base)}; candidate: {_output_counts(cand)}; {n} scenarios compared"
+    if problems:
+        return Finding(
+            EVIDENCE,
+            None,
+            float(n),
+            None,
+            None,
+            "investigate",
+            "insufficient evidence: " + "; ".join(problems),
+            "insufficient",
+        )
+    return Finding(EVIDENCE, None, float(n), None, None, "ok", f"sufficient evidence: {figures}")
+
+
+def _output_counts(table: pd.DataFrame) -> str:
+    rows, outputs, scored = (int(table[c].sum()) for c in ("n_rows", "n_output", "n_scored"))
+    unscored = 1.0 - scored / rows if rows else 1.0
+    return f"{outputs} of {rows} attempts produced output, {scored} scored ({unscored:.0%} unscored)"
+
+
+@dataclass(frozen=True)
+class _PerScenario:
+    table: (
+        pd.DataFrame
+    )  # difference, p_value (moderated), q_value (BH), p_floor, collapse, verdict, rule, rules
+    drivers: np.ndarray  # bool: concentrated-drop drivers (centred normal score below DRIVER_Z)
+
+
+def _beyond_blocked(outcome: Outcome, rejected: np.ndarray, m: int, budget: Budget) -> Concentrated:
+    """The concentrated-drop test once more without the scenarios blocked on their own: one collapsed
+    scenario alone makes S large, and is already named; the concentrated drop is reported (and its
+    drivers named) only when it still holds without them (dropping a rejection keeps FWER control)."""
+    alone = rejected[2 : 2 + m] | rejected[2 + m : 2 + 2 * m] | rejected[2 + 2 * m :]
+    if not (rejected[1] and alone.any()):
+        return outcome.concentrated
+    again = concentrated_test(outcome.tests, exclude=alone[None, :])
+    if not again.p[0] <= budget.report_alpha * budget.w_concentrated:
+        rejected[1] = False
+    return again
+
+
+def _per_scenario(
+    outcome: Outcome, rejected: np.ndarray, m: int, budget: Budget, concentrated: Concentrated
+) -> _PerScenario:
+    tests = outcome.tests
+    p = tests.p_drop[0]
+    tested = np.isfinite(p)
+    q = np.full(m, np.nan)
+    if tested.any():
+        q[tested] = stats.false_discovery_control(p[tested], method="bh")
+    drop, floor_test, collapse = rejected[2 : 2 + m], rejected[2 + m : 2 + 2 * m], rejected[2 + 2 * m :]
+    conc_block = bool(rejected[1])
+    drivers = np.nan_to_num(concentrated.u[0], nan=0.0) < DRIVER_Z
+    bh = tested & (q <= budget.report_flag)
+    flags = {
+        "collapse": collapse,
+        "floor_test": floor_test,
+        "drop": drop,
+        "concentrated_driver": drivers & conc_block,
+        "bh": bh,
+    }
+    rules = [",".join(r for r in _RULE_ORDER if flags[r][i]) for i in range(m)]
+    primary = [r.split(",")[0] if r else "" for r in rules]
+    verdict = ["investigate" if r == "bh" else "block" if r else "ok" for r in primary]
+    table = pd.DataFrame(
+        {
+            "difference": tests.difference[0],
+            "p_value": p,
+            "q_value": q,
+            "p_floor": tests.p_floor[0],
+            "collapse": tests.collapse[0],
+            "verdict": verdict,
+            "rule": primary,
+            "rules": rules,
+        }
+    )
+    return _PerScenario(table, drivers)
+
+
+def _scenario_findings(per: _PerScenario, paired: pd.DataFrame, floor: float | None) -> list[Finding]:
+    out = []
+    for i, (sid, row) in enumerate(zip(paired.index, per.table.itertuples(), strict=True)):
+        means = f"mean {fmt(paired['baseline_mean'].iloc[i])} -> {fmt(paired['candidate_mean'].iloc[i])}"
+        detail = f"{means}; moderated t one-sided p={fmt(row.p_value)}, BH q={fmt(row.q_value)}"
+        if floor is not None:
+            detail += f"; Fisher floor p={fmt(row.p_floor)}"
+            if row.collapse:
+                detail += (
+                    f"; fell below the floor {fmt(floor)} (mean or most repeats) where the baseline did not"
+                )
+        if row.rules:
+            detail += f"; flagged by: {row.rules.replace(',', ', ')}"
+        verdict: Verdict = (
+            "block" if row.verdict == "block" else "investigate" if row.verdict == "investigate" else "ok"
+        )
+        out.append(
+            Finding(
+                FLOOR_DROP,
+                str(sid),
+                figure(row.difference),
+                figure(row.p_value),
+                figure(row.q_value),
+                verdict,
+                detail,
+                str(row.rule),
+            )
+        )
+    return out
+
+
+def _mean_finding(
+    outcome: Outcome,
+    blocked: bool,
+    budget: Budget,
+    band: NoiseBand,
+    diff: np.ndarray,
+    settings: _Settings,
+    rng: np.random.Generator,
+) -> Finding:
+    test = outcome.mean
+    mean, half = figure(test.mean[0]), figure(test.band[0])
+    interval = mean_interval(diff, n_resamples=settings.n_resamples, level=settings.level, rng=rng)
+    ci = "n/a" if interval is None else f"[{fmt(interval.low)}, {fmt(interval.high)}] ({interval.method})"
+    rebuild = (
+        f"between-build variance {fmt(band.between_build_var)} from a registered rebuild"
+        if band.between_build_df
+        else "no registered rebuild: repeat noise only"
+    )
+    p_drop = None if test.constant[0] else figure(test.p_drop[0])
+    p_beyond = None if test.constant[0] else figure(test.p_beyond[0])
+    if blocked:
+        verdict: Verdict = "block"
+        rule = "beyond_band"
+    elif outcome.flag_mean[0]:
+        verdict, rule = "investigate", "drop_within_noise" if half is not None else "no_band"
+    else:
+        verdict, rule = "ok", ""
+    constant = (
+        "; every scenario moved alike (zero spread): compared to the band directly"
+        if test.constant[0]
+        else ""
+    )
+    detail = (
+        f"mean per-scenario difference {fmt(mean)} over {int(test.n[0])} scenarios, {settings.level:.0%} CI {ci}; "
+        f"noise band +/-{fmt(half)} (t quantile, Welch-Satterthwaite df {fmt(test.band_df[0])}; {rebuild}); "
+        f"paired t one-sided p={fmt(p_drop)}; p(drop beyond band, band uncertainty included)={fmt(p_beyond)}"
+        f"{constant}; blocks under weighted Holm at alpha {fmt(budget.report_alpha)} x {budget.w_mean:g}, "
+        f"investigates at p < {fmt(budget.report_flag)}"
+    )
+    return Finding(MEAN_DROP, None, mean, p_drop, None, verdict, detail, rule)
+
+
+def _concentrated_finding(conc: Concentrated, blocked: bool, per: _PerScenario, budget: Budget) -> Finding:
+    statistic, p = figure(conc.statistic[0]), figure(conc.p[0])
+    count = int(per.drivers.sum())
+    detail = (
+        f"S = sum of squared negative normal scores of median-centred differences = {fmt(statistic)} over "
+        f"{int(conc.count[0])} scenarios, chi-bar-squared p={fmt(p)}; {count} scenario(s) with centred z "
+        f"below {DRIVER_Z:.3g}; blocks under weighted Holm at alpha {fmt(budget.report_alpha)} x "
+        f"{budget.w_concentrated:g}"
+    )
+    verdict: Verdict = "block" if blocked else "ok"
+    return Finding(CONCENTRATED, None, statistic, p, None, verdict, detail, "concentrated" if blocked else "")
 
 
 def _p10_finding(diff: np.ndarray, settings: _Settings, rng: np.random.Generator) -> Finding:
@@ -405,55 +674,76 @@ def _percent(rate: float | None) -> str:
     return "n/a" if rate is None else f"{rate:.1%}"
 
 
+def _score_verdict(outcome: Outcome) -> str:
+    if outcome.block[0]:
+        return "block"
+    return "investigate" if outcome.flag[0] else "ok"
+
+
 def _sensitivity(
-    base: pd.DataFrame, cand: pd.DataFrame, band: NoiseBand, original: MeanDropTest, settings: _Settings
+    base: pd.DataFrame,
+    cand: pd.DataFrame,
+    ids: pd.Index,
+    original: Outcome,
+    settings: _Settings,
+    between: float,
+    between_df: int,
 ) -> tuple[str, bool]:
-    """Refill the candidate's excluded repeats (worst score, then baseline mean); does the verdict flip?"""
-    rows = base.loc[base["n_scored"] > 0].join(cand, how="inner", lsuffix="_b")
-    rows = rows.loc[rows["n_excluded"] > 0]
-    if rows.empty:
+    """Refill the candidate's excluded repeats (worst score, then baseline mean): do the score rules flip?
+
+    Runs over every scenario the baseline scored and the candidate has rows for, a scenario the
+    candidate lost entirely included.
+    """
+    del ids
+    scored = base.index[base["n_scored"] > 0]
+    ids = scored[scored.isin(cand.index)]
+    rows = cand.loc[ids]
+    excluded = rows["n_excluded"].to_numpy(dtype=float)
+    if not excluded.any():
         return "no candidate exclusions in compared scenarios: sensitivity check not needed", False
-    total = int(rows["n_excluded"].sum())
+    before = _score_verdict(original)
     outcomes = []
-    for label, fill in (("the worst score", settings.worst_score), ("the baseline mean", rows["mean_b"])):
-        filled = _refilled(base, cand, rows, fill)
-        half_width = band.half_width_over(filled.index)
-        test = mean_drop_test(filled["candidate"], filled["baseline"], half_width, alpha=settings.alpha)
-        outcomes.append((label, test.verdict))
-    flips = [label for label, verdict in outcomes if verdict != original.verdict]
+    base_m = _moments(base, ids)
+    n = rows["n_scored"].to_numpy(dtype=float) + excluded
+    for label, fill in (
+        ("the worst score", settings.worst_score),
+        ("the baseline mean", base.loc[ids, "mean"]),
+    ):
+        fill_values = np.broadcast_to(np.asarray(fill, dtype=float), excluded.shape)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = (rows["score_sum"].to_numpy(dtype=float) + excluded * fill_values) / n
+        refill = pd.DataFrame({"n": n, "mean": np.where(n > 0, mean, np.nan)})
+        outcome = evaluate(
+            base_m,
+            _moments(cand, ids, refill),
+            settings.floor,
+            settings.budget,
+            between=between,
+            between_df=between_df,
+            level=settings.level,
+        )
+        outcomes.append((label, _score_verdict(outcome)))
+    flips = [label for label, verdict in outcomes if verdict != before]
     text = "; ".join(f"filled with {label}: {verdict}" for label, verdict in outcomes)
-    verdict_note = (
-        f"the mean-drop verdict FLIPS from {original.verdict} when filled with {' and '.join(flips)}"
+    note = (
+        f"the score verdict FLIPS from {before} when filled with {' and '.join(flips)}"
         if flips
-        else f"the mean-drop verdict ({original.verdict}) holds"
+        else f"the score verdict ({before}) holds"
     )
-    return f"sensitivity ({total} excluded candidate repeats) — {text}; {verdict_note}", bool(flips)
+    return f"sensitivity ({int(excluded.sum())} excluded candidate repeats) — {text}; {note}", bool(flips)
 
 
-def _refilled(
-    base: pd.DataFrame, cand: pd.DataFrame, excluded: pd.DataFrame, fill: float | pd.Series
-) -> pd.DataFrame:
-    """Per-scenario (baseline, candidate) means after filling the candidate's excluded repeats."""
-    scored_base = base.loc[base["n_scored"] > 0, "mean"]
-    cand_in = cand.loc[cand.index.isin(scored_base.index)]
-    fill_values = pd.Series(fill, index=excluded.index).reindex(cand_in.index).fillna(0.0)
-    n = cand_in["n_scored"] + cand_in["n_excluded"]
-    means = (cand_in["score_sum"] + cand_in["n_excluded"] * fill_values) / n.where(n > 0)
-    frame = pd.DataFrame({"baseline": scored_base.reindex(cand_in.index), "candidate": means})
-    return frame.dropna()
-
-
-def _scenario_frame(paired: pd.DataFrame, drops: FloorDrops, band: NoiseBand) -> pd.DataFrame:
+def _scenario_frame(paired: pd.DataFrame, per: _PerScenario, band: NoiseBand) -> pd.DataFrame:
     half_widths = band.scenarios.set_index("scenario_id")["half_width"].reindex(paired.index)
     return pd.DataFrame(
         {
             "scenario_id": paired.index.to_numpy(dtype=object),
             "baseline_mean": paired["baseline_mean"].to_numpy(),
             "candidate_mean": paired["candidate_mean"].to_numpy(),
-            "difference": drops.table["difference"].to_numpy(),
+            "difference": per.table["difference"].to_numpy(),
             "half_width": half_widths.to_numpy(),
-            "p_value": drops.table["p_value"].to_numpy(),
-            "q_value": drops.table["q_value"].to_numpy(),
-            "verdict": drops.table["verdict"].to_numpy(dtype=object),
+            "p_value": per.table["p_value"].to_numpy(),
+            "q_value": per.table["q_value"].to_numpy(),
+            "verdict": per.table["verdict"].to_numpy(dtype=object),
         }
     ).loc[:, list(SCENARIO_PLOT_COLUMNS)]

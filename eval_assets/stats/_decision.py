@@ -7,7 +7,7 @@ nothing, there is no decision; else any investigate reason investigates; else al
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Literal
@@ -37,9 +37,14 @@ class ReleaseDecision:
         return exit_code(self.decision)
 
     def text(self) -> str:
-        """The decision and one line per reason, for `evaltrack release-status`."""
+        """The decision, then the reasons grouped by source (judge version, suite, ...), most severe
+        group first; the source is written once per group, not repeated on every line."""
         head = "no decision" if self.decision == "none" else self.decision
-        return "\n".join([f"decision: {head}", *(f"  {reason.text()}" for reason in self.reasons)])
+        lines = [f"decision: {head}"]
+        for source, reasons in grouped_by_source(self.reasons):
+            lines.append(f"  {source}:")
+            lines += [f"    {reason.line()}" for reason in reasons]
+        return "\n".join(lines)
 
     def rows(self) -> list[dict[str, object]]:
         """One row per reason (decision, severity, source, finding, scenario_ids, message, advice)."""
@@ -55,6 +60,29 @@ class ReleaseDecision:
             }
             for r in self.reasons
         ]
+
+
+def grouped_by_source(reasons: Iterable[Reason]) -> list[tuple[str, list[Reason]]]:
+    """Reasons grouped by source, groups in order of their first (most severe) reason."""
+    groups: dict[str, list[Reason]] = {}
+    for reason in reasons:
+        groups.setdefault(reason.source, []).append(reason)
+    return list(groups.items())
+
+
+def budget_problem(pieces: Sequence[object]) -> str | None:
+    """Why the capability reports among `pieces` do not share ONE error budget (None when they do).
+
+    A release's alpha is split evenly over its judge versions; a report that was given a budget for
+    fewer versions than the decision combines would spend more than its share.
+    """
+    splits = [p.n_judge_versions for p in pieces if hasattr(p, "n_judge_versions")]
+    if splits and min(splits) < len(splits):
+        return (
+            f"the error budget was split over {min(splits)} judge version(s) but {len(splits)} reports are "
+            "combined: re-run the reports with the release's judge versions"
+        )
+    return None
 
 
 def decide(evidence: Iterable[Evidence]) -> ReleaseDecision:
@@ -73,10 +101,13 @@ def decide(evidence: Iterable[Evidence]) -> ReleaseDecision:
         if piece.decided_nothing is not None and not any(r.severity == "none" for r in found):
             found = (*found, Reason("none", piece.source, "evidence", piece.decided_nothing))
         reasons += found or [Reason("info", piece.source, "summary", "nothing to block or investigate")]
+    overspent = budget_problem(pieces)
+    if overspent is not None:
+        reasons.append(Reason("none", "release", "error_budget", overspent))
     severities = {reason.severity for reason in reasons}
     if "block" in severities:
         decision: Decision = "block"
-    elif not pieces or any(piece.decided_nothing is not None for piece in pieces):
+    elif not pieces or overspent or any(piece.decided_nothing is not None for piece in pieces):
         decision = "none"
         if not pieces:
             reasons.append(Reason("none", "release", "evidence", "no evidence: nothing to decide on"))

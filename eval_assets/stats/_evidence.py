@@ -30,6 +30,11 @@ class Reason:
         advice = f" — {self.advice}" if self.advice else ""
         return f"[{self.severity}] {self.source}: {self.message}{advice}"
 
+    def line(self) -> str:
+        """One line without the source (for a listing grouped by source): severity, message, advice."""
+        advice = f" — {self.advice}" if self.advice else ""
+        return f"[{self.severity}] {self.message}{advice}"
+
 
 @runtime_checkable
 class Evidence(Protocol):

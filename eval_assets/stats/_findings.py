@@ -11,9 +11,11 @@ Verdict = Literal["block", "investigate", "ok", "info"]
 POLICY_FAILURES: Final = "policy_failures"
 FLOOR_DROP: Final = "floor_drop"
 MEAN_DROP: Final = "mean_drop"
+EVIDENCE: Final = "evidence"
+CONCENTRATED: Final = "concentrated_drop"
 P10: Final = "p10"
 EXCLUSIONS: Final = "exclusions"
-FINDING_ORDER: Final = (POLICY_FAILURES, FLOOR_DROP, MEAN_DROP, EXCLUSIONS, P10)
+FINDING_ORDER: Final = (POLICY_FAILURES, EVIDENCE, FLOOR_DROP, CONCENTRATED, MEAN_DROP, EXCLUSIONS, P10)
 FINDING_COLUMNS: Final = ("finding", "scenario_id", "statistic", "p_value", "q_value", "verdict", "detail")
 
 
@@ -24,7 +26,7 @@ class Finding:
     `statistic` is the finding's effect in score units or counts (candidate minus baseline, or the
     10th percentile for `p10`); the test statistic itself is named in `detail`. Any figure the data
     cannot support is None, never 0 or NaN. `rule` names the rule that set the verdict
-    (e.g. "bh", "floor_crossing", "lone_flag", "beyond_band"); it is not a report column.
+    (e.g. "collapse", "drop", "bh", "beyond_band", "insufficient"); it is not a report column.
     """
 
     finding: str

@@ -2,12 +2,13 @@
 
 A verdict frame holds ONE build's verdicts under ONE judge version, one row per (scenario, repeat):
 `scenario_id` (str), `repeat` (int), `status` (`scored`/`failed`/`excluded`), `score` (float in [0, 1],
-NaN unless scored) and `policy_failures` (int >= 0; 0 for excluded rows, which have no output).
-An optional `judge_version` column, when present, must hold a single value.
+NaN unless scored) and `policy_failures` (int >= 0). Optional: `judge_version` (a single value) and
+`has_output` (did the subject attempt produce an output; see `release_invariant`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
@@ -17,6 +18,7 @@ COLUMNS: Final = ("scenario_id", "repeat", "status", "score", "policy_failures")
 STATUSES: Final = frozenset({"scored", "failed", "excluded"})
 SCENARIO_COLUMNS: Final = (
     "n_rows",
+    "n_output",
     "n_attempts",
     "n_excluded",
     "n_scored",
@@ -26,6 +28,7 @@ SCENARIO_COLUMNS: Final = (
     "min_score",
     "policy_failures",
     "attempts_with_policy_failure",
+    "n_below_floor",
 )
 
 
@@ -33,8 +36,41 @@ class VerdictFrameError(ValueError):
     """A frame that cannot be read as one build's verdicts under one judge version."""
 
 
+def release_invariant(
+    status: Sequence[str] | np.ndarray,
+    policy_failures: Sequence[int] | np.ndarray,
+    has_output: Sequence[object] | np.ndarray | None = None,
+) -> np.ndarray:
+    """THE release-statistics invariant, shared by the track (`exclude_stopped_scenarios`, on the rows
+    it writes) and the statistics (`validate_verdicts`, on the rows it reads). Returns `has_output`.
+
+    - An attempt produced output when its subject returned text, whatever its status became later: a
+      scenario stopped by a ceiling is excluded from the SCORES as a whole, but the outputs its
+      attempts produced were checked, and their policy failures count.
+    - A policy failure is only ever observed on an output: a row with policy failures and no output
+      is refused (`VerdictFrameError`), never silently zeroed. A scored row has an output.
+    - Where `has_output` is unknown (None, NaN, or no column): a row that is not excluded, or that
+      carries a policy failure, produced output.
+    """
+    status = np.asarray(status, dtype=object)
+    policy = np.asarray(policy_failures, dtype=np.int64)
+    inferred = (status != "excluded") | (policy > 0)
+    if has_output is None:
+        return np.asarray(inferred)
+    given = pd.array(list(has_output), dtype="boolean")
+    known = ~np.asarray(given.isna())
+    values = np.where(known, np.asarray(given.fillna(False), dtype=bool), inferred)
+    if np.any(known & (policy > 0) & ~values):
+        raise VerdictFrameError(
+            "a row without output carries policy failures: a policy check needs an output"
+        )
+    if np.any(known & (status == "scored") & ~values):
+        raise VerdictFrameError("a scored row has no output: only an output can be scored")
+    return np.asarray(values)
+
+
 def validate_verdicts(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """Return a normalized copy of `verdicts` (columns `COLUMNS`, plus `judge_version` if present).
+    """Return a normalized copy of `verdicts` (columns `COLUMNS` and `has_output`, plus `judge_version`).
 
     A frame with no rows is "no verdicts" whatever its columns, and comes back empty with the
     expected columns. Raises `VerdictFrameError` naming the problem for: missing columns, an unknown
@@ -60,8 +96,8 @@ def validate_verdicts(verdicts: pd.DataFrame) -> pd.DataFrame:
     )
     if "judge_version" in verdicts.columns:
         frame["judge_version"] = verdicts["judge_version"].to_numpy(dtype=object)
-    if np.any((status == "excluded") & (frame["policy_failures"].to_numpy() != 0)):
-        raise VerdictFrameError("an excluded row has no output, so its policy_failures must be 0")
+    given = verdicts["has_output"].to_numpy(dtype=object) if "has_output" in verdicts.columns else None
+    frame["has_output"] = release_invariant(status, frame["policy_failures"].to_numpy(), given)
     _check_unique(frame)
     return frame
 
@@ -73,19 +109,21 @@ def judge_versions(frame: pd.DataFrame) -> tuple[str, ...]:
     return tuple(sorted(str(v) for v in frame["judge_version"].dropna().unique()))
 
 
-def scenario_table(frame: pd.DataFrame) -> pd.DataFrame:
+def scenario_table(frame: pd.DataFrame, floor: float | None = None) -> pd.DataFrame:
     """Per-scenario aggregates of a validated frame, indexed by `scenario_id` (sorted).
 
-    Columns `SCENARIO_COLUMNS`: row counts by status (`n_attempts` counts rows with an output, i.e.
-    status != excluded), the sum/mean/sample variance (ddof=1)/minimum of the scored repeats, and the
-    policy-failure count and the number of attempts with at least one. `mean` and `min_score` are NaN
-    for a scenario with no scored repeat, `variance` is NaN with fewer than two: never 0.
+    Columns `SCENARIO_COLUMNS`: row counts (`n_attempts` rows not excluded, `n_output` rows whose
+    attempt produced an output, excluded or not), the sum/mean/sample variance (ddof=1)/minimum of the
+    scored repeats, the policy-failure count over attempts with output and the number of such attempts
+    with at least one, and the scored repeats below `floor` (0 without a floor). `mean` and `min_score`
+    are NaN for a scenario with no scored repeat, `variance` is NaN with fewer than two: never 0.
     """
     codes, ids = pd.factorize(frame["scenario_id"], sort=True)
     n = len(ids)
     status = frame["status"].to_numpy(dtype=object)
     attempt = status != "excluded"
-    policy = np.where(attempt, frame["policy_failures"].to_numpy(dtype=np.int64), 0)
+    output = frame["has_output"].to_numpy(dtype=bool) if "has_output" in frame else attempt
+    policy = np.where(output, frame["policy_failures"].to_numpy(dtype=np.int64), 0)
     scored = status == "scored"
     sc, x = codes[scored], frame["score"].to_numpy(dtype=float)[scored]
     n_scored = np.bincount(sc, minlength=n)
@@ -99,6 +137,7 @@ def scenario_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(
         {
             "n_rows": np.bincount(codes, minlength=n),
+            "n_output": np.bincount(codes[output], minlength=n),
             "n_attempts": np.bincount(codes[attempt], minlength=n),
             "n_excluded": np.bincount(codes[~attempt], minlength=n),
             "n_scored": n_scored,
@@ -108,6 +147,9 @@ def scenario_table(frame: pd.DataFrame) -> pd.DataFrame:
             "min_score": np.where(n_scored > 0, lowest, np.nan),
             "policy_failures": np.bincount(codes, weights=policy, minlength=n).astype(np.int64),
             "attempts_with_policy_failure": np.bincount(codes[policy > 0], minlength=n),
+            "n_below_floor": np.bincount(sc[x < floor], minlength=n)
+            if floor is not None
+            else np.zeros(n, int),
         },
         index=pd.Index(np.asarray(ids, dtype=object), name="scenario_id"),
     )
@@ -141,6 +183,7 @@ def _empty_frame() -> pd.DataFrame:
             "status": pd.Series([], dtype="object"),
             "score": pd.Series([], dtype="float64"),
             "policy_failures": pd.Series([], dtype="int64"),
+            "has_output": pd.Series([], dtype="bool"),
         }
     )
 

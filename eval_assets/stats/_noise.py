@@ -3,7 +3,10 @@
 METHODS §1–2. The unit of inference is the scenario: repeats are averaged within a scenario and every
 standard error is taken over scenarios. The band answers "if we re-ran this same build, how far would
 the mean move?": the half-width of a `level` interval for the DIFFERENCE between two independent
-re-runs, `z * sqrt(sum_i 2 s_i^2 / K_i) / n` for the suite and `z * sqrt(2 s_i^2 / K_i)` per scenario.
+re-runs: `t(nu) * sqrt(sum_i 2 s_i^2 / K_i / n^2 + 2 tau^2)` for the suite, nu by Welch-Satterthwaite, and
+`t(K_i - 1) * sqrt(2 s_i^2 / K_i)` per scenario. tau^2 is the between-build (run-to-run) variance of a
+suite mean, measured from a registered unchanged rebuild of the build (`between_build_variance`); 0 when
+there is none (then the band covers repeat noise only, and says so).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pandas as pd
 from scipy import stats
 
 from ._frame import scenario_table, scored_matrix, validate_verdicts
+from ._rules import band_half_width
 
 BAND_TABLE_COLUMNS = (
     "scope",
@@ -64,6 +68,9 @@ class NoiseBand:
     between_var_floored: bool
     notes: tuple[str, ...]
     scenarios: pd.DataFrame
+    between_build_var: float = 0.0
+    between_build_df: int = 0
+    band_df: float | None = None
 
     def table(self) -> pd.DataFrame:
         """The band as table rows (`BAND_TABLE_COLUMNS`): one 'suite' row, then one per scenario.
@@ -103,18 +110,17 @@ class NoiseBand:
     def half_width_over(self, scenario_ids: Iterable[str]) -> float | None:
         """The suite band recomputed over the usable scenarios among `scenario_ids` (None if none)."""
         wanted = self.scenarios["scenario_id"].isin(list(scenario_ids))
-        return _suite_half_width(self.scenarios.loc[wanted], z_for(self.level))
+        return _suite_half_width(
+            self.scenarios.loc[wanted], self.level, self.between_build_var, self.between_build_df
+        )[0]
 
-    def optimal_repeats(self, *, cost_scenario: float, cost_repeat: float) -> float | None:
-        """Cochran's repeats per scenario, as METHODS §1 writes it: sqrt(2 s^2 c_s / (Var(x) c_r)).
-
-        The textbook two-stage optimum for one mean (Cochran 1977, §10.6) has no factor 2; the
-        factor is kept as METHODS states it until METHODS says otherwise. None when a component is
-        missing or the between-scenario variance is 0 (no finite optimum: only repeats help).
-        """
+    def optimal_repeats(self, *, cost_scenario: float = 1.0, cost_repeat: float = 1.0) -> float | None:
+        """Cochran's two-stage optimum repeats per scenario: sqrt(s^2 c_s / (Var(x) c_r)) (Cochran 1977,
+        §10.6). None when a component is missing or the between-scenario variance is 0 (no finite
+        optimum: only repeats help)."""
         if self.within_var is None or not self.between_var:
             return None
-        return math.sqrt(2.0 * self.within_var * cost_scenario / (self.between_var * cost_repeat))
+        return math.sqrt(self.within_var * cost_scenario / (self.between_var * cost_repeat))
 
 
 @dataclass(frozen=True)
@@ -130,21 +136,51 @@ class BootstrapBand:
     small_sample_adjusted: bool
 
 
-def noise_band(verdicts: pd.DataFrame, *, level: float = 0.95) -> NoiseBand:
+def noise_band(
+    verdicts: pd.DataFrame, *, level: float = 0.95, rebuild: pd.DataFrame | None = None
+) -> NoiseBand:
     """The noise band of one build under one judge version (METHODS §2).
 
     Only scored repeats count; failed and excluded ones are skipped (missing, not zero). A scenario
     with fewer than two scored repeats has no variance estimate: it is listed in `unusable` and left
     out of the band and of the variance components (its mean still counts toward `suite_mean`).
     Between-scenario variance is Miller's Var(scenario means) - mean(s_i^2 / K_i); a negative estimate
-    is floored at 0 and `between_var_floored` says so. No verdicts: every figure None.
+    is floored at 0 and `between_var_floored` says so. `rebuild`: verdicts of a registered unchanged
+    rebuild of this build, whose run-to-run variance is added (`between_build_variance`). No verdicts:
+    every figure None.
     """
-    return band_from_table(scenario_table(validate_verdicts(verdicts)), level=level)
+    table = scenario_table(validate_verdicts(verdicts))
+    between = (0.0, 0)
+    if rebuild is not None and len(rebuild):
+        between = between_build_variance(table, scenario_table(validate_verdicts(rebuild)))
+    return band_from_table(table, level=level, between_build=between)
 
 
-def band_from_table(table: pd.DataFrame, *, level: float = 0.95) -> NoiseBand:
+def between_build_variance(build: pd.DataFrame, rebuild: pd.DataFrame) -> tuple[float, int]:
+    """(tau^2, df): run-to-run variance of a suite mean, from one build and one unchanged rebuild.
+
+    Over the scenarios scored in both, D = mean of (rebuild - build) scenario means; its expected
+    square is 2 tau^2 + V_w, V_w = sum(s_b^2/K_b + s_r^2/K_r) / n^2 the repeat noise. tau^2 =
+    max(0, (D^2 - V_w) / 2), on 1 degree of freedom (one rebuild). (0.0, 0) without two shared scenarios.
+    """
+    both = build.loc[build["n_scored"] >= 2].join(
+        rebuild.loc[rebuild["n_scored"] >= 2], how="inner", rsuffix="_r"
+    )
+    if len(both) < 2:
+        return 0.0, 0
+    n = len(both)
+    shift = float((both["mean_r"] - both["mean"]).mean())
+    within = (
+        float((both["variance"] / both["n_scored"] + both["variance_r"] / both["n_scored_r"]).sum()) / n**2
+    )
+    return max(0.0, (shift**2 - within) / 2.0), 1
+
+
+def band_from_table(
+    table: pd.DataFrame, *, level: float = 0.95, between_build: tuple[float, int] = (0.0, 0)
+) -> NoiseBand:
     """`noise_band` from per-scenario aggregates (`_frame.scenario_table`) already computed."""
-    z = z_for(level)
+    z_for(level)
     table = table.loc[table["n_scored"] > 0]
     per = pd.DataFrame(
         {
@@ -154,11 +190,17 @@ def band_from_table(table: pd.DataFrame, *, level: float = 0.95) -> NoiseBand:
             "n_repeats": table["n_scored"].to_numpy(),
         }
     )
-    per["half_width"] = z * np.sqrt(2.0 * per["variance"] / per["n_repeats"])
+    with np.errstate(invalid="ignore"):
+        quantile = stats.t.ppf(0.5 + level / 2.0, np.maximum(per["n_repeats"].to_numpy() - 1, 1))
+    per["half_width"] = quantile * np.sqrt(2.0 * per["variance"] / per["n_repeats"])
     usable = per.loc[per["n_repeats"] >= 2]
     unusable = tuple(per.loc[per["n_repeats"] < 2, "scenario_id"])
     between, floored = _between_variance(usable)
     means = per["mean"].to_numpy()
+    half_width, band_df = _suite_half_width(per, level, *between_build)
+    notes = _notes(unusable, len(usable), between, floored)
+    if not between_build[1]:
+        notes += ("no registered unchanged rebuild: the band covers repeat noise only",)
     return NoiseBand(
         level=level,
         n_scenarios=len(per),
@@ -167,12 +209,15 @@ def band_from_table(table: pd.DataFrame, *, level: float = 0.95) -> NoiseBand:
         n_repeats=int(usable["n_repeats"].sum()),
         suite_mean=float(means.mean()) if len(means) else None,
         suite_se=float(means.std(ddof=1) / math.sqrt(len(means))) if len(means) >= 2 else None,
-        half_width=_suite_half_width(per, z),
+        half_width=half_width,
         within_var=float(usable["variance"].mean()) if len(usable) else None,
         between_var=between,
         between_var_floored=floored,
-        notes=_notes(unusable, len(usable), between, floored),
+        notes=notes,
         scenarios=per.loc[:, list(_SCENARIO_COLUMNS)],
+        between_build_var=float(between_build[0]),
+        between_build_df=int(between_build[1]),
+        band_df=band_df,
     )
 
 
@@ -234,12 +279,24 @@ def _chunks(total: int, chunk: int) -> list[int]:
     return [min(chunk, total - start) for start in range(0, total, chunk)]
 
 
-def _suite_half_width(per: pd.DataFrame, z: float) -> float | None:
+def _suite_half_width(
+    per: pd.DataFrame, level: float, between: float = 0.0, between_df: int = 0
+) -> tuple[float | None, float | None]:
+    """(half-width, Welch-Satterthwaite df) over the usable scenarios of `per` (None without one)."""
     usable = per.loc[per["n_repeats"] >= 2]
     if len(usable) == 0:
-        return None
-    total = float(np.sum(2.0 * usable["variance"] / usable["n_repeats"]))
-    return z * math.sqrt(total) / len(usable)
+        return None, None
+    k = usable["n_repeats"].to_numpy(dtype=float)
+    u = 2.0 * usable["variance"].to_numpy(dtype=float) / k
+    half, nu, _ = band_half_width(
+        np.array([u.sum()]),
+        np.array([(u**2 / (k - 1)).sum()]),
+        np.array([len(u)]),
+        between,
+        between_df,
+        level,
+    )
+    return float(half[0]), float(nu[0])
 
 
 def _between_variance(usable: pd.DataFrame) -> tuple[float | None, bool]:

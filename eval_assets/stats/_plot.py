@@ -49,7 +49,8 @@ def plot_report(report: CapabilityReport, *, dpi: int = 110) -> bytes:
         figure.suptitle(_title(report), fontsize=11)
     figure.tight_layout()
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
+    caption = f"{report.source}: {report.decided_nothing or report.verdict}"
+    figure.savefig(buffer, format="png", metadata={"Title": "capability report", "Description": caption})
     return buffer.getvalue()
 
 

@@ -18,6 +18,11 @@ def summary_markdown(report: CapabilityReport) -> str:
         "",
         f"**Verdict: {report.verdict}**" + (f" — {report.decided_nothing}" if report.decided_nothing else ""),
         "",
+        f"- {report.aa_text()}",
+        f"- error budget: block alpha {report.alpha:g} per release over {report.n_judge_versions} judge "
+        f"version(s) (weighted Holm within the report); investigate alpha/q {report.q:g} per release",
+        f"- optimal repeats per scenario (Cochran, equal costs): {_repeats(report.optimal_repeats)}",
+        "",
         "| finding | verdict | detail |",
         "| --- | --- | --- |",
     ]
@@ -31,6 +36,10 @@ def summary_markdown(report: CapabilityReport) -> str:
         if len(flagged) > _MAX_SCENARIOS:
             lines.append(f"- … and {len(flagged) - _MAX_SCENARIOS} more")
     return "\n".join(lines) + "\n"
+
+
+def _repeats(value: float | None) -> str:
+    return "n/a (no between-scenario variance)" if value is None else f"{value:.1f}"
 
 
 def _row(finding: Finding) -> str:

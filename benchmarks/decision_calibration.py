@@ -1,0 +1,204 @@
+"""Calibration of the release decision: A/A block and flag rates and power, through the project's rules.
+
+    .venv/bin/python benchmarks/decision_calibration.py [--reps 400] [--seed 20261202] [--check 20]
+
+Every replication draws a baseline and a candidate build (scenarios x repeats) from a noise model, takes
+their per-scenario moments and runs `eval_assets.stats.evaluate` — the rules `compare` applies, with
+the report's own error budget (alpha 0.05 block, 0.05 flag, one judge version) — vectorised over the
+replications. `--check N` also runs N replications of each A/A cell through `compare` + `decide` and
+counts disagreements with the vectorised path (expected 0).
+
+Conditions (printed with the table):
+- suite: scenario skills U(0.55, 0.95) (ceiling model: U(0.85, 0.95)), rubric floor 0.2;
+- noise models, sd 0.15 unless said: normal (clip to [0, 1]); ceiling (16-37% of runs at exactly 1.0);
+  discrete (multiples of 0.25); t3 (t with 3 df scaled to sd 0.15); heterogeneous (80% of scenarios
+  sd 0.05, 20% sd 0.30, assigned per replication); judge (subject sd 0.12 + judge sd 0.09 per verdict,
+  rounded to 1-5 rubric points, i.e. multiples of 0.25); missing (normal, 5% of verdicts failed);
+- power conditions, on the candidate's latent skill: collapse (scenario 0 to skill 0); uniform drop of
+  1, 2, 3 x the baseline's realised noise band; concentrated (20% of scenarios -0.25, the others
+  +0.0625, the latent mean unchanged).
+Goals (issue 10): A/A block <= 5% and flag <= 15% in every cell; KS p > 0.01 for the mean-drop
+p-values where scores are continuous; collapse >= 95%; 3x band >= 90%; concentrated >= 80% at 22x5
+and >= 95% at 200x5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from eval_assets.stats import Budget, Moments, compare, decide, evaluate
+
+FLOOR = 0.2
+SIZES = (12, 22, 50, 200)
+REPEATS = (3, 5)
+MODELS = ("normal", "ceiling", "discrete", "t3", "heterogeneous", "judge", "missing")
+CONTINUOUS = ("normal", "t3", "heterogeneous", "missing")
+POWER = ("collapse", "band1", "band2", "band3", "concentrated")
+
+
+def skills_for(rng: np.random.Generator, model: str, reps: int, m: int) -> np.ndarray:
+    low, high = (0.85, 0.95) if model == "ceiling" else (0.55, 0.95)
+    return rng.uniform(low, high, (reps, m))
+
+
+def sds_for(rng: np.random.Generator, model: str, reps: int, m: int) -> np.ndarray:
+    if model == "heterogeneous":
+        return np.where(rng.random((reps, m)) < 0.2, 0.30, 0.05)
+    return np.full((reps, m), 0.15)
+
+
+def draw(rng: np.random.Generator, model: str, latent: np.ndarray, sd: np.ndarray, k: int) -> np.ndarray:
+    """(reps, m, k) verdict scores, NaN where a verdict failed."""
+    shape = (*latent.shape, k)
+    if model == "t3":
+        noise = rng.standard_t(3, shape) * (0.15 / np.sqrt(3.0))
+    elif model == "judge":
+        noise = 0.12 * rng.standard_normal(shape) + 0.09 * rng.standard_normal(shape)
+    else:
+        noise = sd[:, :, None] * rng.standard_normal(shape)
+    x = np.clip(latent[:, :, None] + noise, 0.0, 1.0)
+    if model in ("discrete", "judge"):
+        x = np.round(x * 4.0) / 4.0
+    if model == "missing":
+        x = np.where(rng.random(shape) < 0.05, np.nan, x)
+    return x
+
+
+def moments(x: np.ndarray) -> Moments:
+    n = np.sum(np.isfinite(x), axis=2).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = np.nansum(x, axis=2)
+        mean = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+        dev = np.where(np.isfinite(x), x - mean[:, :, None], 0.0)
+        var = np.where(n >= 2, (dev**2).sum(axis=2) / np.maximum(n - 1, 1), np.nan)
+    below = np.sum(np.isfinite(x) & (x < FLOOR), axis=2).astype(float)
+    return Moments(n, mean, var, below, np.full(n.shape, float(x.shape[2])))
+
+
+def realised_band(base: Moments) -> np.ndarray:
+    out = evaluate(base, base, FLOOR, Budget())
+    return np.asarray(out.mean.band)
+
+
+def shifted(condition: str, skills: np.ndarray, band: np.ndarray) -> np.ndarray:
+    latent = skills.copy()
+    if condition == "collapse":
+        latent[:, 0] = 0.0
+    elif condition.startswith("band"):
+        latent = latent - float(condition[-1]) * np.nan_to_num(band)[:, None]
+    elif condition == "concentrated":
+        hit = max(1, int(round(0.2 * latent.shape[1])))
+        gain = 0.25 * hit / (latent.shape[1] - hit)
+        latent[:, :hit] -= 0.25
+        latent[:, hit:] += gain
+    return latent
+
+
+def cell(rng: np.random.Generator, model: str, m: int, k: int, reps: int) -> dict[str, float]:
+    skills, sd = skills_for(rng, model, reps, m), sds_for(rng, model, reps, m)
+    base = moments(draw(rng, model, skills, sd, k))
+    aa = evaluate(base, moments(draw(rng, model, skills, sd, k)), FLOOR, Budget())
+    p = aa.mean.p_drop[np.isfinite(aa.mean.p_drop)]
+    row = {
+        "aa_block": float(aa.block.mean()),
+        "aa_flag": float(aa.flag.mean()),
+        "ks_p": float(stats.kstest(p, "uniform").pvalue) if len(p) > 10 else float("nan"),
+    }
+    band = realised_band(base)
+    for condition in POWER:
+        cand = moments(draw(rng, model, shifted(condition, skills, band), sd, k))
+        row[condition] = float(evaluate(base, cand, FLOOR, Budget()).block.mean())
+    return row
+
+
+def frame(x: np.ndarray) -> pd.DataFrame:
+    m, k = x.shape
+    return pd.DataFrame(
+        {
+            "scenario_id": np.repeat([f"s{i:03d}" for i in range(m)], k),
+            "repeat": np.tile(np.arange(k), m),
+            "status": np.where(np.isfinite(x.ravel()), "scored", "failed"),
+            "score": x.ravel(),
+            "policy_failures": 0,
+        }
+    )
+
+
+def cross_check(rng: np.random.Generator, model: str, m: int, k: int, reps: int) -> int:
+    """Disagreements between the vectorised rules and compare() + decide() on the same draws."""
+    skills, sd = skills_for(rng, model, reps, m), sds_for(rng, model, reps, m)
+    xb, xc = draw(rng, model, skills, sd, k), draw(rng, model, skills, sd, k)
+    fast = evaluate(moments(xb), moments(xc), FLOOR, Budget())
+    wrong = 0
+    for i in range(reps):
+        report = compare(frame(xb[i]), frame(xc[i]), FLOOR, aa_replications=0, n_resamples=200)
+        decision = decide([report]).decision
+        expected = "block" if fast.block[i] else "investigate" if fast.flag[i] else "allow"
+        wrong += decision != expected
+    return wrong
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=400, help="replications per cell (default 400)")
+    parser.add_argument("--seed", type=int, default=20_261_202)
+    parser.add_argument("--check", type=int, default=20, help="compare()+decide() cross-check per A/A cell")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    print(__doc__.split("Conditions")[1].split("Goals")[0].strip())
+    print(f"replications per cell: {args.reps}; seed {args.seed}; budget {Budget()}")
+    header = (
+        f"{'scen':>5} {'K':>2} {'noise':<13} {'AA block':>8} {'AA flag':>8} {'KS p':>7} "
+        f"{'collapse':>8} {'1x band':>8} {'2x band':>8} {'3x band':>8} {'conc.':>7} {'check':>6}"
+    )
+    print(header)
+    started = time.perf_counter()
+    misses: list[str] = []
+    check: Callable[[str, int, int], int] = lambda model, m, k: cross_check(rng, model, m, k, args.check)  # noqa: E731
+    for m in (int(s) for s in args.sizes.split(",")):
+        for k in REPEATS:
+            for model in MODELS:
+                r = cell(rng, model, m, k, args.reps)
+                wrong = check(model, m, k) if args.check else 0
+                print(
+                    f"{m:>5} {k:>2} {model:<13} {r['aa_block']:>8.1%} {r['aa_flag']:>8.1%} {r['ks_p']:>7.3f} "
+                    f"{r['collapse']:>8.1%} {r['band1']:>8.1%} {r['band2']:>8.1%} {r['band3']:>8.1%} "
+                    f"{r['concentrated']:>7.1%} {wrong:>3}/{args.check}",
+                    flush=True,
+                )
+                misses += _misses(m, k, model, r)
+    print(f"runtime {time.perf_counter() - started:.0f} s")
+    print("goals missed:" if misses else "every goal met")
+    for miss in misses:
+        print(f"  {miss}")
+
+
+def _misses(m: int, k: int, model: str, r: dict[str, float]) -> list[str]:
+    where = f"{m}x{k} {model}"
+    out = []
+    if r["aa_block"] > 0.05:
+        out.append(f"{where}: A/A block {r['aa_block']:.1%} > 5%")
+    if r["aa_flag"] > 0.15:
+        out.append(f"{where}: A/A flag {r['aa_flag']:.1%} > 15%")
+    if model in CONTINUOUS and r["ks_p"] <= 0.01:
+        out.append(f"{where}: KS p {r['ks_p']:.3f} <= 0.01")
+    if r["collapse"] < 0.95:
+        out.append(f"{where}: collapse blocked {r['collapse']:.1%} < 95%")
+    if r["band3"] < 0.90:
+        out.append(f"{where}: 3x band blocked {r['band3']:.1%} < 90%")
+    if (m, k) == (22, 5) and r["concentrated"] < 0.80:
+        out.append(f"{where}: concentrated blocked {r['concentrated']:.1%} < 80%")
+    if (m, k) == (200, 5) and r["concentrated"] < 0.95:
+        out.append(f"{where}: concentrated blocked {r['concentrated']:.1%} < 95%")
+    return out
+
+
+if __name__ == "__main__":
+    main()

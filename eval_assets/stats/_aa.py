@@ -1,0 +1,111 @@
+"""Every report's own false-alarm rate: A/A simulation through the report's decision rules.
+
+An unchanged build is simulated from the BASELINE's own figures, scenario by scenario, and compared
+with a fresh draw of the same baseline, `replications` times, through `_rules.evaluate` (the code the
+report itself decided with). Per scenario and build, with the suite's missing share p_miss:
+
+- scored repeats n ~ Binomial(K_i, 1 - p_miss), K_i the scenario's verdict rows;
+- mean ~ N(mu_i, s_i^2 / n) clipped to [0, 1], variance ~ s_i^2 chi2(n-1) / (n-1) (NaN below 2);
+  s_i^2 is the scenario's sample variance (the suite's median where it has none);
+- repeats below the floor ~ Binomial(n, b_i), b_i = (observed below + Phi((floor - mu_i)/s_i)) / (n_i + 1);
+- policy failures ~ Binomial(attempts with output, the baseline's rate): any one blocks, as in the report.
+
+The rates are the shares of replications that block / flag (block or investigate). Seeded
+(`AA_SEED`), vectorised in chunks of replications so that memory stays bounded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ._rules import Budget, Moments, evaluate
+
+AA_SEED: Final = 20_261_202
+AA_REPLICATIONS: Final = 500
+_ELEMENTS_PER_CHUNK: Final = 1_000_000
+
+
+@dataclass(frozen=True)
+class AARates:
+    """Simulated A/A rates of one report's procedure on its suite's shape."""
+
+    block: float
+    flag: float
+    replications: int
+    seed: int
+
+
+def aa_rates(
+    base: pd.DataFrame,
+    floor: float | None,
+    budget: Budget,
+    *,
+    between: float = 0.0,
+    between_df: int = 0,
+    replications: int = AA_REPLICATIONS,
+    seed: int = AA_SEED,
+) -> AARates | None:
+    """A/A block and flag rates from the baseline's per-scenario table (`scenario_table` rows of the
+    compared scenarios). None when there is nothing to simulate (no scenario or no replication)."""
+    if replications < 1 or len(base) == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    mu = base["mean"].to_numpy(dtype=float)
+    var = base["variance"].to_numpy(dtype=float)
+    fallback = float(np.nanmedian(var)) if np.isfinite(var).any() else 0.0
+    var = np.where(np.isfinite(var), var, fallback)
+    k = np.maximum(base["n_rows"].to_numpy(dtype=np.int64), 1)
+    rows = float(base["n_rows"].sum())
+    p_miss = 1.0 - float(base["n_scored"].sum()) / rows if rows else 0.0
+    below = _below_rates(base, mu, var, floor)
+    outputs = int(base["n_output"].sum())
+    policy_rate = float(base["attempts_with_policy_failure"].sum()) / outputs if outputs else 0.0
+    chunk = max(1, _ELEMENTS_PER_CHUNK // len(mu))
+    blocks = flags = 0
+    for start in range(0, replications, chunk):
+        size = min(chunk, replications - start)
+        sims = [_draw(rng, size, mu, var, k, p_miss, below) for _ in range(2)]
+        outcome = evaluate(sims[0], sims[1], floor, budget, between=between, between_df=between_df)
+        policy = rng.binomial(outputs, policy_rate, size) > 0 if policy_rate > 0 else np.zeros(size, bool)
+        blocks += int(np.sum(outcome.block | policy))
+        flags += int(np.sum(outcome.flag | policy))
+    return AARates(blocks / replications, flags / replications, replications, seed)
+
+
+def _below_rates(base: pd.DataFrame, mu: np.ndarray, var: np.ndarray, floor: float | None) -> np.ndarray:
+    if floor is None:
+        return np.zeros(len(mu))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        model = stats.norm.cdf((floor - mu) / np.sqrt(var))
+    model = np.where(var > 0, model, (mu < floor).astype(float))
+    observed = base["n_below_floor"].to_numpy(dtype=float)
+    return np.asarray((observed + model) / (base["n_scored"].to_numpy(dtype=float) + 1.0))
+
+
+def _draw(
+    rng: np.random.Generator,
+    size: int,
+    mu: np.ndarray,
+    var: np.ndarray,
+    k: np.ndarray,
+    p_miss: float,
+    below: np.ndarray,
+) -> Moments:
+    shape = (size, len(mu))
+    n = (
+        rng.binomial(k[None, :], 1.0 - p_miss, shape).astype(float)
+        if p_miss > 0
+        else np.broadcast_to(k[None, :].astype(float), shape).copy()
+    )
+    safe = np.maximum(n, 1.0)
+    mean = np.clip(mu[None, :] + np.sqrt(var[None, :] / safe) * rng.standard_normal(shape), 0.0, 1.0)
+    dof = np.maximum(n - 1.0, 1.0)
+    sample_var = np.where(n >= 2, var[None, :] * rng.chisquare(dof, shape) / dof, np.nan)
+    count_below = rng.binomial(n.astype(np.int64), np.broadcast_to(below[None, :], shape)).astype(float)
+    mean = np.where(n >= 1, mean, np.nan)
+    return Moments(n, mean, sample_var, count_below, np.broadcast_to(k[None, :].astype(float), shape))

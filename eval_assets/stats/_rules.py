@@ -1,0 +1,553 @@
+"""The decision rules of a capability report, vectorised over replications (docs/methods.md).
+
+Every function takes per-scenario moments as (R, m) arrays: R replications (1 for a real report,
+hundreds for the report's own A/A simulation, see `_aa`) of m paired scenarios. NaN marks a
+scenario that a replication does not have. The real report and its false-alarm simulation run
+exactly this code, so the published `aa_block_rate` / `aa_flag_rate` are rates of this procedure.
+
+Blocking signals share ONE error budget, `Budget.alpha_block` per release, split evenly over the
+release's judge versions (Bonferroni) and, within a report, by weighted Holm (Holm 1979) over every
+blocking hypothesis: the mean drop beyond the noise band, the concentrated drop, and per scenario the
+moderated-t drop, the Fisher floor test and the collapse rule. Only what asks a person to investigate
+uses a false-discovery rate (Benjamini-Hochberg) or an unadjusted test.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+from scipy import special, stats
+
+ZERO_VARIANCE: Final = 1e-12  # scores live in [0, 1]: a variance this small is rounding, not spread
+ZERO_DIFFERENCE: Final = 1e-9
+DRIVER_Z: Final = float(stats.norm.ppf(0.05))  # centred z below this names a concentrated-drop driver
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The error budget: `alpha_block` and `alpha_flag` per RELEASE, split over `n_judge_versions`.
+
+    `weights` are the weighted-Holm shares of a report's blocking alpha (they sum to 1): the mean
+    drop beyond the band, the concentrated drop, the per-scenario moderated-t drops (shared evenly
+    over the scenarios), the per-scenario Fisher floor tests (likewise) and the collapse rule (shared
+    over the scenarios whose mean fell below the floor where the baseline's did not).
+    """
+
+    alpha_block: float = 0.05
+    alpha_flag: float = 0.05
+    n_judge_versions: int = 1
+    w_mean: float = 0.3
+    w_concentrated: float = 0.2
+    w_drop: float = 0.1
+    w_floor: float = 0.05
+    w_collapse: float = 0.35
+
+    def __post_init__(self) -> None:
+        if self.n_judge_versions < 1:
+            raise ValueError("n_judge_versions must be at least 1")
+        total = self.w_mean + self.w_concentrated + self.w_drop + self.w_floor + self.w_collapse
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(f"the weighted-Holm shares must sum to 1, not {total}")
+
+    @property
+    def report_alpha(self) -> float:
+        """This report's blocking alpha: the release's, split evenly over its judge versions."""
+        return self.alpha_block / self.n_judge_versions
+
+    @property
+    def report_flag(self) -> float:
+        """This report's alpha (and BH q) for investigate-only signals."""
+        return self.alpha_flag / self.n_judge_versions
+
+
+@dataclass(frozen=True)
+class Moments:
+    """One build's per-scenario scored-repeat moments, (R, m) arrays (NaN where missing).
+
+    `n` scored repeats, `mean`, `var` (ddof=1; NaN below 2 repeats), `below` scored repeats under the
+    rubric floor (0 when there is no floor), `rows` verdict rows (scored, failed or excluded).
+    """
+
+    n: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    below: np.ndarray
+    rows: np.ndarray
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Empirical-Bayes prior of the per-scenario variances (Smyth 2004): d0 (inf: homogeneous), s0²."""
+
+    d0: np.ndarray  # (R,)
+    s0_sq: np.ndarray  # (R,)
+
+
+def trigamma_inverse(x: np.ndarray) -> np.ndarray:
+    """y with trigamma(y) = x, by Newton's method from Smyth's starting value (x > 0)."""
+    x = np.asarray(x, dtype=float)
+    y = 0.5 + 1.0 / x
+    for _ in range(50):
+        tri = special.polygamma(1, y)
+        step = tri * (1.0 - tri / x) / special.polygamma(2, y)
+        y = y + step
+        if np.all(-step / y < 1e-8):
+            break
+    return np.asarray(y)
+
+
+def moderated_prior(var: np.ndarray, df: np.ndarray) -> Prior:
+    """Fit d0 and s0² to the pooled per-scenario variances of each replication (row).
+
+    Method of moments on log variances (Smyth 2004, §6.2): e = log s² - digamma(d/2) + log(d/2);
+    trigamma(d0/2) = Var(e) - mean(trigamma(d/2)); d0 = inf when that is <= 0 (the variances are no
+    more spread than sampling alone explains). Zero variances (within `ZERO_VARIANCE`: constant
+    repeats, common with discrete or ceiling scores) are left out of the fit, whose log scale they
+    would dominate; they are still moderated by the prior fitted to the others.
+    """
+    usable = np.isfinite(var) & (df >= 1) & (var > ZERO_VARIANCE)
+    v = np.where(usable, var, np.nan)
+    half = np.where(usable, df, np.nan) / 2.0
+    e = np.log(v) - _unique_map(special.digamma, half) + np.log(half)
+    count = usable.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # rows without usable variances give NaN
+        emean = np.nanmean(np.where(usable, e, np.nan), axis=1)
+        evar = np.nanvar(np.where(usable, e, np.nan), axis=1, ddof=1) - np.nanmean(
+            _unique_map(lambda x: special.polygamma(1, x), half), axis=1
+        )
+    finite = (count >= 3) & np.isfinite(evar) & (evar > 1e-6)
+    d0 = np.full(len(count), np.inf)
+    if finite.any():
+        d0[finite] = 2.0 * trigamma_inverse(evar[finite])
+    d0 = np.where(d0 > 1e4, np.inf, d0)
+    with np.errstate(invalid="ignore"):
+        correction = np.where(np.isfinite(d0), special.digamma(d0 / 2.0) - np.log(d0 / 2.0), 0.0)
+    s0_sq = np.where(count >= 1, np.exp(emean + correction), np.nan)
+    return Prior(d0, s0_sq)
+
+
+def t_to_normal(t: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Normal score of a t statistic: Φ^-1(F_t(t; df)), df = inf allowed.
+
+    Exact (`special.stdtr`) in the lower tail, where decisions are made (approximate cdf < 0.1);
+    elsewhere Wallace's (1959) normalising transform sign(t) sqrt(df log(1 + t²/df)) (8df+1)/(8df+3),
+    within 0.007 of the exact score for df >= 4 there, and 20x cheaper than the exact cdf.
+    """
+    t = np.asarray(t, dtype=float)
+    df = np.broadcast_to(np.asarray(df, dtype=float), t.shape)
+    finite = np.isfinite(df)
+    safe = np.where(finite, df, 1.0)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        approx = np.sign(t) * np.sqrt(safe * np.log1p(t * t / safe)) * (8.0 * safe + 1.0) / (8.0 * safe + 3.0)
+    z = np.where(finite, approx, t)
+    tail = finite & (z < -1.2815515655446004) & np.isfinite(t)
+    if tail.any():
+        exact = special.stdtr(df[tail], t[tail])
+        z[tail] = np.where(exact > 0.0, special.ndtri(np.maximum(exact, 1e-300)), approx[tail])
+    return z
+
+
+def t_cdf(t: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Student-t cdf (df = inf: the normal cdf); exact wherever it is below 0.1, see `t_to_normal`."""
+    t = np.asarray(t, dtype=float)
+    df = np.broadcast_to(np.asarray(df, dtype=float), t.shape)
+    out = special.ndtr(t_to_normal(t, df))
+    tail = np.isfinite(df) & np.isfinite(t) & (out < 0.1)
+    if tail.any():
+        out[tail] = special.stdtr(df[tail], t[tail])
+    return np.asarray(out)
+
+
+def _unique_map(f: object, values: np.ndarray) -> np.ndarray:
+    """f applied to the distinct values only (degrees of freedom take a handful of values)."""
+    finite = np.isfinite(values)
+    out = np.full(values.shape, np.nan)
+    if finite.any():
+        distinct, inverse = np.unique(values[finite], return_inverse=True)
+        out[finite] = np.asarray(f(distinct))[inverse]  # type: ignore[operator]
+    return out
+
+
+@dataclass(frozen=True)
+class ScenarioTests:
+    """Per-scenario results, (R, m) arrays. NaN p where a scenario could not be tested."""
+
+    difference: np.ndarray
+    se: np.ndarray  # moderated standard error of the difference
+    df: np.ndarray  # degrees of freedom of the moderated t (d + d0)
+    p_drop: np.ndarray  # one-sided moderated t: candidate lower
+    p_floor: np.ndarray  # one-sided Fisher exact: more candidate repeats below the floor
+    collapse: np.ndarray  # bool: candidate mean below the floor where the baseline's was not
+    prior: Prior
+
+
+def scenario_tests(base: Moments, cand: Moments, floor: float | None) -> ScenarioTests:
+    """Moderated t per scenario (variances borrowed across scenarios), Fisher floor test, collapse flag."""
+    d_each = np.where(np.isfinite(base.var), base.n - 1, 0) + np.where(np.isfinite(cand.var), cand.n - 1, 0)
+    pooled_ss = np.nan_to_num(base.var * (base.n - 1)) + np.nan_to_num(cand.var * (cand.n - 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pooled = np.where(d_each >= 1, pooled_ss / d_each, np.nan)
+    prior = moderated_prior(pooled, d_each.astype(float))
+    d0 = prior.d0[:, None]
+    s0 = prior.s0_sq[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        post = np.where(
+            np.isfinite(d0),
+            (d0 * s0 + d_each * np.nan_to_num(pooled)) / (d0 + d_each),
+            np.broadcast_to(s0, pooled.shape),
+        )
+        # moderation only ever raises a variance: a scenario noisier than the prior keeps its own
+        # (one inverse-chi-squared prior cannot describe a suite with a few very noisy scenarios)
+        own_wins = np.nan_to_num(pooled) > post
+        post = np.where(own_wins, pooled, post)
+        scale = np.sqrt(1.0 / base.n + 1.0 / cand.n)
+        se = np.sqrt(post) * scale
+        difference = cand.mean - base.mean
+        t = difference / se
+    df = np.where(own_wins, d_each, d_each + d0)
+    testable = (base.n >= 1) & (cand.n >= 1) & (d_each + np.where(np.isfinite(d0), d0, 1.0) >= 1)
+    testable &= np.isfinite(difference)
+    degenerate = testable & ~(post > ZERO_VARIANCE)
+    p = np.where(testable & ~degenerate, t_cdf(np.where(degenerate, 0.0, t), df), np.nan)
+    exact = exact_separation_p(cand.n, base.n)
+    p = np.where(degenerate, np.where(difference < -ZERO_DIFFERENCE, exact, 1.0), p)
+    p_floor, collapse = _floor_tests(base, cand, floor, testable)
+    return ScenarioTests(difference, np.where(testable, se, np.nan), df, p, p_floor, collapse, prior)
+
+
+def exact_separation_p(n_c: np.ndarray | float, n_b: np.ndarray | float) -> np.ndarray:
+    """Smallest one-sided p an exact two-sample test can give: 1 / C(n_c + n_b, n_c)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(1.0 / special.comb(np.asarray(n_c, dtype=float) + n_b, n_c))
+
+
+def _floor_tests(
+    base: Moments, cand: Moments, floor: float | None, testable: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    if floor is None:
+        return np.where(testable, 1.0, np.nan), np.zeros(testable.shape, dtype=bool)
+    bc = np.nan_to_num(cand.below).astype(np.int64)
+    bb = np.nan_to_num(base.below).astype(np.int64)
+    nc = np.nan_to_num(cand.n).astype(np.int64)
+    nb = np.nan_to_num(base.n).astype(np.int64)
+    # one-sided Fisher: P(X >= bc), X ~ hypergeometric(total nc+nb, successes bc+bb, draws nc);
+    # 1 wherever the candidate has no more repeats below the floor than the baseline
+    p = np.where(testable, 1.0, np.nan)
+    some = testable & (bc > bb)
+    if some.any():
+        p[some] = stats.hypergeom.sf(bc[some] - 1, (nc + nb)[some], (bc + bb)[some], nc[some])
+    # "fell below the floor": the scenario's mean below it, or most of its repeats and at least 3
+    cand_below = (cand.mean < floor) | ((bc > nc / 2.0) & (bc >= 3))
+    base_above = (base.mean >= floor) & (bb <= nb / 2.0)
+    collapse = testable & cand_below & base_above
+    return np.asarray(p), np.asarray(collapse)
+
+
+@dataclass(frozen=True)
+class MeanTest:
+    """The suite mean drop, (R,) arrays. `p_drop`: paired one-sided t; `p_beyond`: drop beyond the band."""
+
+    n: np.ndarray
+    mean: np.ndarray
+    se: np.ndarray
+    p_drop: np.ndarray
+    p_beyond: np.ndarray
+    band: np.ndarray  # half-width of the band over the compared scenarios (NaN: no band)
+    band_df: np.ndarray  # Welch-Satterthwaite degrees of freedom of the band
+    constant: np.ndarray  # bool: every difference equal (zero spread by tolerance): no p-values
+
+
+def band_terms(base: Moments, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sum of per-scenario variance terms u_i = 2 s_i²/K_i over usable scenarios, Σ u_i²/(K_i-1), count)."""
+    usable = mask & (base.n >= 2) & np.isfinite(base.var)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        u = np.where(usable, 2.0 * base.var / base.n, 0.0)
+        u2 = np.where(usable, u**2 / (base.n - 1), 0.0)
+    return u.sum(axis=1), u2.sum(axis=1), usable.sum(axis=1)
+
+
+def band_half_width(
+    sum_u: np.ndarray, sum_u2: np.ndarray, n_usable: np.ndarray, between: float, between_df: int, level: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Suite band half-width, its Welch-Satterthwaite df and the standard error of the half-width.
+
+    Variance of the difference of two re-runs' suite means: V = Σ u_i / n² + 2 τ² (τ² the
+    between-build variance of a suite mean, from a registered unchanged rebuild; 0 without one).
+    ν = V² / (Σ (u_i/n²)²/(K_i-1) + (2τ²)²/between_df); half-width t(level, ν) sqrt(V). The
+    half-width's own standard error is t sqrt(Var V̂ / (4 V)) with Var V̂ = 2 Σ (term²/df) (delta method).
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n2 = np.where(n_usable > 0, n_usable.astype(float) ** 2, np.nan)
+        var = sum_u / n2 + 2.0 * between
+        denominator = sum_u2 / n2**2 + ((2.0 * between) ** 2 / between_df if between_df else 0.0)
+        nu = np.where(denominator > 0, var**2 / denominator, np.inf)
+        quantile = np.where(
+            np.isfinite(nu), stats.t.ppf(0.5 + level / 2.0, np.where(np.isfinite(nu), nu, 1)), 0
+        )
+        quantile = np.where(np.isfinite(nu), quantile, stats.norm.ppf(0.5 + level / 2.0))
+        half = np.where(var > 0, quantile * np.sqrt(var), np.where(n_usable > 0, 0.0, np.nan))
+        se_half = np.where(var > 0, quantile * np.sqrt(2.0 * denominator / (4.0 * var)), 0.0)
+    return half, nu, np.where(np.isfinite(half), se_half, np.nan)
+
+
+def mean_test(tests: ScenarioTests, base: Moments, between: float, between_df: int, level: float) -> MeanTest:
+    """Paired one-sided t on the per-scenario differences, and the drop-beyond-the-band test.
+
+    p_beyond tests H0 "the drop is no larger than the band" with the band's own uncertainty:
+    T = (mean + half) / sqrt(se² + se_half²) on n-1 df. Every difference equal (within 1e-9): no
+    p-values; the drop is compared to the band directly (p 0 when beyond it, else 1 for the rule).
+    """
+    d = tests.difference
+    valid = np.isfinite(d)
+    n = valid.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.nansum(np.where(valid, d, 0.0), axis=1) / np.where(n > 0, n, np.nan)
+        dev = np.where(valid, d - mean[:, None], 0.0)
+        sd = np.sqrt((dev**2).sum(axis=1) / np.where(n > 1, n - 1, np.nan))
+        se = sd / np.sqrt(n)
+        spread = np.where(valid, d, np.nan)
+        constant = (n >= 2) & ((np.nanmax(spread, axis=1) - np.nanmin(spread, axis=1)) <= ZERO_DIFFERENCE)
+        sum_u, sum_u2, n_usable = band_terms(base, valid)
+        half, band_df, se_half = band_half_width(sum_u, sum_u2, n_usable, between, between_df, level)
+        df = np.where(n > 1, n - 1, np.nan)
+        p_drop = np.where(constant | (n < 2), np.nan, t_cdf(mean / se, df))
+        beyond_t = (mean + half) / np.sqrt(se**2 + se_half**2)
+        p_beyond = np.where(constant | (n < 2) | ~np.isfinite(half), np.nan, t_cdf(beyond_t, df))
+    return MeanTest(n, mean, se, p_drop, p_beyond, half, band_df, constant)
+
+
+def mean_rule_p(test: MeanTest) -> tuple[np.ndarray, np.ndarray]:
+    """p-values the rules act on: a constant drop beyond the band is 0 (certain), else 1; NaN -> 1."""
+    beyond_constant = test.constant & np.isfinite(test.band) & (test.mean < -test.band - ZERO_DIFFERENCE)
+    drop_constant = test.constant & (test.mean < -ZERO_DIFFERENCE)
+    p_beyond = np.where(
+        test.constant, np.where(beyond_constant, 0.0, 1.0), np.nan_to_num(test.p_beyond, nan=1.0)
+    )
+    p_drop = np.where(test.constant, np.where(drop_constant, 0.0, 1.0), np.nan_to_num(test.p_drop, nan=1.0))
+    return p_beyond, p_drop
+
+
+@dataclass(frozen=True)
+class Concentrated:
+    """Concentrated-drop test, (R,) arrays: S = Σ min(u_i, 0)² and its p-value; `u` is (R, m)."""
+
+    statistic: np.ndarray
+    p: np.ndarray
+    count: np.ndarray
+    u: np.ndarray
+
+
+def concentrated_test(tests: ScenarioTests, exclude: np.ndarray | None = None) -> Concentrated:
+    """Do some scenarios drop more than the rest, whatever the mean did?
+
+    Each difference is centred on the suite's MEDIAN difference (robust to the compensating gains),
+    divided by its moderated standard error and mapped through its t distribution to a normal score
+    u_i. Under "every scenario moved alike" the u_i are about N(0, 1), so S = Σ min(u_i, 0)² is a
+    chi-bar-squared: χ² with k df, k ~ Binomial(m, 1/2). The p-value is that mixture's tail, exactly.
+    `exclude` (R, m) leaves scenarios out (those already blocked on their own, see `compare`).
+    """
+    d = tests.difference
+    valid = np.isfinite(d) & np.isfinite(tests.se) & (tests.se > np.sqrt(ZERO_VARIANCE))
+    if exclude is not None:
+        valid &= ~exclude
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a row without a valid scenario has no centre
+        centre = np.nanmedian(np.where(valid, d, np.nan), axis=1)
+        z = np.where(valid, (d - centre[:, None]) / tests.se, 0.0)
+        u = np.where(valid, t_to_normal(z, tests.df), 0.0)
+    u = np.where(valid, np.clip(u, -40.0, 40.0), np.nan)
+    statistic = np.nansum(np.minimum(np.nan_to_num(u), 0.0) ** 2, axis=1)
+    count = valid.sum(axis=1)
+    return Concentrated(statistic, chi_bar_sf(statistic, count), count, u)
+
+
+def chi_bar_sf(statistic: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """P(Σ_{i<=m} min(Z_i, 0)² >= s) for iid N(0,1) Z_i: Σ_k Bin(k; m, 1/2) χ²_k.sf(s) (χ²_0 = point 0)."""
+    statistic = np.asarray(statistic, dtype=float)
+    m = np.asarray(m, dtype=np.int64)
+    out = np.ones(statistic.shape)
+    for size in np.unique(m):
+        rows = m == size
+        if size == 0:
+            continue
+        spread = int(np.ceil(8.0 * np.sqrt(size) / 2.0)) + 2
+        k = np.arange(max(1, size // 2 - spread), min(size, size // 2 + spread) + 1)
+        weights = stats.binom.pmf(k, size, 0.5)
+        tail = stats.chi2.sf(statistic[rows][:, None], k[None, :]) @ weights
+        zero = stats.binom.pmf(0, size, 0.5) * (statistic[rows] <= 0.0)
+        out[rows] = np.clip(tail + zero, 0.0, 1.0)
+    return out
+
+
+def weighted_holm(p: np.ndarray, w: np.ndarray, alpha: float) -> np.ndarray:
+    """Weighted Holm (Holm 1979) per row: (R, h) p-values and weights -> (R, h) bool rejections.
+
+    Order hypotheses by p/w; the j-th is rejected when p_(j) <= alpha w_(j) / Σ_{k>=j} w_(k) and every
+    earlier one was. Hypotheses with weight 0 or a NaN p are never rejected. FWER <= alpha.
+    """
+    p = np.where(np.isfinite(p) & (w > 0), p, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(w > 0, p / w, np.inf)
+    order = np.argsort(ratio, axis=1, kind="stable")
+    ws = np.take_along_axis(w, order, axis=1)
+    rs = np.take_along_axis(ratio, order, axis=1)
+    remaining = np.cumsum(ws[:, ::-1], axis=1)[:, ::-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        passes = rs <= alpha / remaining
+    rejected_sorted = np.cumprod(passes, axis=1).astype(bool)
+    out = np.zeros(p.shape, dtype=bool)
+    np.put_along_axis(out, order, rejected_sorted, axis=1)
+    return out
+
+
+def any_weighted_holm(p: np.ndarray, w: np.ndarray, alpha: float) -> np.ndarray:
+    """Whether weighted Holm rejects anything in each row: iff min p/w <= alpha / Σ w (its first step)."""
+    usable = np.isfinite(p) & (w > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(usable, p / w, np.inf)
+    total = np.where(usable, w, 0.0).sum(axis=1)
+    return np.asarray(ratio.min(axis=1) * total <= alpha)
+
+
+def bh_any(p: np.ndarray, q: float) -> np.ndarray:
+    """Whether Benjamini-Hochberg at level q makes any discovery in each row (NaN p not tested)."""
+    tested = np.isfinite(p)
+    m = tested.sum(axis=1)
+    ordered = np.sort(np.where(tested, p, np.inf), axis=1)
+    ranks = np.arange(1, p.shape[1] + 1)[None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(
+            ((ordered <= ranks * q / np.maximum(m, 1)[:, None]) & (ranks <= m[:, None])).any(axis=1)
+        )
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Evidence sufficiency per replication (R,): the reasons a report cannot be trusted to allow."""
+
+    n_scenarios: np.ndarray
+    thin_share: np.ndarray  # share of compared scenarios with < MIN_REPEATS scored repeats in a build
+    unscored_share_base: np.ndarray
+    unscored_share_cand: np.ndarray
+
+    def insufficient(self) -> np.ndarray:
+        return np.asarray(
+            (self.n_scenarios < MIN_SCENARIOS)
+            | (self.thin_share > MAX_THIN_SHARE)
+            | (self.unscored_share_base > MAX_UNSCORED_SHARE)
+            | (self.unscored_share_cand > MAX_UNSCORED_SHARE)
+        )
+
+
+MIN_SCENARIOS: Final = 5  # fewer compared scenarios: the mean test has < 4 df, the prior < 5 variances
+MIN_REPEATS: Final = 2  # scored repeats a scenario needs in each build to carry a variance
+MAX_THIN_SHARE: Final = 0.10  # more compared scenarios than this below MIN_REPEATS: insufficient
+MAX_UNSCORED_SHARE: Final = 0.20  # more failed/excluded verdict rows than this in a build: insufficient
+
+
+def evidence(base: Moments, cand: Moments, paired: np.ndarray) -> Evidence:
+    """Sufficiency figures over the (R, m) paired mask, the shares over every verdict row of a build."""
+    n_pairs = paired.sum(axis=1)
+    thin = paired & ((base.n < MIN_REPEATS) | (cand.n < MIN_REPEATS))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        thin_share = np.where(n_pairs > 0, thin.sum(axis=1) / n_pairs, 1.0)
+        shares = [
+            1.0
+            - np.nansum(b.n, axis=1)
+            / np.where(np.nansum(b.rows, axis=1) > 0, np.nansum(b.rows, axis=1), np.nan)
+            for b in (base, cand)
+        ]
+    return Evidence(n_pairs, thin_share, np.nan_to_num(shares[0], nan=1.0), np.nan_to_num(shares[1], nan=1.0))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Everything the rules decided, per replication. (R,) unless noted."""
+
+    tests: ScenarioTests
+    mean: MeanTest
+    concentrated: Concentrated
+    evidence: Evidence
+    p_beyond: np.ndarray  # as the rules use it (see mean_rule_p)
+    p_drop: np.ndarray
+    block_scores: np.ndarray  # bool: any blocking hypothesis rejected
+    flag_mean: np.ndarray  # bool: mean drop significant, not blocked (investigate)
+    flag_bh: np.ndarray  # bool: a BH discovery among the scenario drops
+    insufficient: np.ndarray
+
+    @property
+    def block(self) -> np.ndarray:
+        return self.block_scores
+
+    @property
+    def flag(self) -> np.ndarray:
+        return np.asarray(self.block_scores | self.flag_mean | self.flag_bh | self.insufficient)
+
+
+def holm_inputs(
+    tests: ScenarioTests, p_beyond: np.ndarray, conc: Concentrated, budget: Budget
+) -> tuple[np.ndarray, np.ndarray]:
+    """The blocking family as (R, 2 + 3m) p-values and weights, columns: mean, concentrated, drops,
+    floor tests, collapses (m each). Per-scenario weights are shared over the tested scenarios."""
+    tested = np.isfinite(tests.p_drop)
+    m = np.maximum(tested.sum(axis=1, keepdims=True), 1)
+    eligible = tests.collapse & tested
+    m_collapse = np.maximum(eligible.sum(axis=1, keepdims=True), 1)
+    w_drop = np.where(tested, budget.w_drop / m, 0.0)
+    w_floor = np.where(tested, budget.w_floor / m, 0.0)
+    w_collapse = np.where(eligible, budget.w_collapse / m_collapse, 0.0)
+    rows = tests.p_drop.shape[0]
+    w_mean = np.full((rows, 1), budget.w_mean)
+    w_conc = np.where(conc.count[:, None] >= MIN_SCENARIOS, budget.w_concentrated, 0.0)
+    p_scenario = tests.p_drop
+    p = np.concatenate(
+        [
+            p_beyond[:, None],
+            conc.p[:, None],
+            p_scenario,
+            tests.p_floor,
+            np.where(eligible, p_scenario, np.nan),
+        ],
+        axis=1,
+    )
+    w = np.concatenate([w_mean, w_conc, w_drop, w_floor, w_collapse], axis=1)
+    return p, w
+
+
+def _masked(moments: Moments, keep: np.ndarray) -> Moments:
+    return Moments(
+        n=np.where(keep, moments.n, np.nan),
+        mean=np.where(keep, moments.mean, np.nan),
+        var=np.where(keep, moments.var, np.nan),
+        below=np.where(keep, moments.below, np.nan),
+        rows=moments.rows,
+    )
+
+
+def evaluate(
+    base: Moments,
+    cand: Moments,
+    floor: float | None,
+    budget: Budget,
+    *,
+    between: float = 0.0,
+    between_df: int = 0,
+    level: float = 0.95,
+) -> Outcome:
+    """Run every score rule on (R, m) moments; see the module docstring for the error budget."""
+    paired = (base.n >= 1) & (cand.n >= 1)
+    ev = evidence(base, cand, paired)
+    base, cand = _masked(base, paired), _masked(cand, paired)
+    tests = scenario_tests(base, cand, floor)
+    mean = mean_test(tests, base, between, between_df, level)
+    p_beyond, p_drop = mean_rule_p(mean)
+    conc = concentrated_test(tests)
+    p, w = holm_inputs(tests, p_beyond, conc, budget)
+    block = any_weighted_holm(p, w, budget.report_alpha)
+    flag_mean = p_drop < budget.report_flag
+    flag_bh = bh_any(tests.p_drop, budget.report_flag)
+    return Outcome(tests, mean, conc, ev, p_beyond, p_drop, block, flag_mean, flag_bh, ev.insufficient())

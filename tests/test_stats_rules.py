@@ -1,0 +1,186 @@
+"""Each rule of the release decision (docs/methods.md), pinned one by one (issue 10).
+
+The rates (A/A block and flag, power) live in benchmarks/decision_calibration.py; these tests pin the
+rules: each one fails when its rule is broken.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from eval_assets.stats import Budget, CapabilityReport, compare, decide, release_invariant, weighted_holm
+from eval_assets.stats._frame import VerdictFrameError
+from eval_assets.track import exclude_stopped_scenarios
+
+FLOOR = 0.2
+
+
+def frame_from(scores: np.ndarray, ids: list[str] | None = None) -> pd.DataFrame:
+    n, k = scores.shape
+    ids = ids or [f"s{i:03d}" for i in range(n)]
+    return pd.DataFrame(
+        {
+            "scenario_id": np.repeat(ids, k),
+            "repeat": np.tile(np.arange(k), n),
+            "status": "scored",
+            "score": scores.ravel(),
+            "policy_failures": 0,
+        }
+    )
+
+
+def draws(skills: np.ndarray, seed: int, k: int, sd: float = 0.1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.clip(skills[:, None] + sd * rng.standard_normal((len(skills), k)), 0.0, 1.0)
+
+
+def suite(n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    skills = np.random.default_rng(seed).uniform(0.6, 0.9, n)
+    return skills, draws(skills, seed + 1, k), draws(skills, seed + 2, k)
+
+
+def run(base: np.ndarray, cand: np.ndarray, **kwargs: object) -> CapabilityReport:
+    kwargs.setdefault("aa_replications", 0)
+    return compare(frame_from(base), frame_from(cand), FLOOR, judge_version="j-v1", **kwargs)  # type: ignore[arg-type]
+
+
+def row(report: CapabilityReport, name: str, scenario_id: str | None = None):  # noqa: ANN201
+    return next(f for f in report.findings if f.finding == name and f.scenario_id == scenario_id)
+
+
+# --- policy: absolute --------------------------------------------------------------------------------
+
+
+def test_any_candidate_policy_failure_blocks_whatever_the_baseline_did_and_whatever_the_scores() -> None:
+    _, base, cand = suite(20, 5)
+    baseline = frame_from(base)
+    baseline.loc[baseline["scenario_id"] == "s004", "policy_failures"] = 1  # the baseline leaked MORE
+    candidate = frame_from(np.clip(cand + 0.1, 0, 1))  # and the candidate scores better
+    candidate.loc[(candidate["scenario_id"] == "s004") & (candidate["repeat"] == 0), "policy_failures"] = 1
+    report = compare(baseline, candidate, FLOOR, aa_replications=0)
+    policy = row(report, "policy_failures")
+    assert policy.verdict == "block"
+    assert "s004 (candidate 1 of 5 attempts with output, baseline 5 of 5)" in policy.detail
+    decision = decide([report])
+    assert decision.decision == "block" and decision.reasons[0].finding == "policy_failures"
+
+
+def test_policy_failures_of_a_stopped_scenario_still_count() -> None:
+    """Issue 11: a ceiling exclusion must not hide a policy leak (one invariant, track and statistics)."""
+    rows = [
+        {"scenario_id": "a", "repeat": 0, "status": "ok", "output": "x", "policy_failures": 1},
+        {"scenario_id": "a", "repeat": 1, "status": "excluded", "output": None, "policy_failures": 0},
+        {"scenario_id": "b", "repeat": 0, "status": "ok", "output": "y", "policy_failures": 0},
+    ]
+    out = exclude_stopped_scenarios(rows)
+    assert [r["status"] for r in out] == ["excluded", "excluded", "ok"] and out[0]["policy_failures"] == 1
+    with pytest.raises(VerdictFrameError, match="without output"):
+        exclude_stopped_scenarios([dict(rows[1], policy_failures=1)])
+    assert list(release_invariant(["excluded", "excluded"], [1, 0])) == [True, False]
+
+
+# --- insufficient evidence ---------------------------------------------------------------------------
+
+
+def test_a_build_whose_attempts_mostly_errored_is_investigate_with_counts_over_attempts_with_output() -> None:
+    _, base, cand = suite(21, 5)
+    candidate = frame_from(cand)
+    errored = np.random.default_rng(3).permutation(len(candidate))[:81]
+    candidate.loc[errored, ["status", "score"]] = ["failed", math.nan]
+    candidate["has_output"] = True
+    candidate.loc[errored, "has_output"] = False
+    report = run(base, cand)  # the same scores, all present: fine
+    assert report.verdict == "ok"
+    thin = compare(frame_from(base), candidate, FLOOR, aa_replications=0)
+    evidence = row(thin, "evidence")
+    assert evidence.verdict == "investigate" and evidence.detail.startswith("insufficient evidence: ")
+    assert "candidate: 24 of 105 attempts produced output, 24 scored (77% unscored)" in evidence.detail
+    assert decide([thin]).decision == "investigate"
+
+
+def test_too_few_scenarios_is_insufficient_evidence_not_allow() -> None:
+    _, base, cand = suite(4, 5)
+    report = run(base, cand)
+    assert row(report, "evidence").verdict == "investigate"
+    assert "4 scenarios compared (need 5)" in row(report, "evidence").detail
+    assert decide([report]).decision == "investigate"
+    _, base, cand = suite(5, 5)
+    assert row(run(base, cand), "evidence").verdict == "ok"
+
+
+# --- floor ----------------------------------------------------------------------------------------------
+
+
+def test_the_floor_test_is_fisher_exact_on_repeats_below_the_floor_and_blocks_under_holm() -> None:
+    skills, base, cand = suite(12, 10)
+    base[3] = np.full(10, 0.3) + np.linspace(0, 0.05, 10)  # just above the floor
+    cand[3] = np.full(10, 0.15) + np.linspace(0, 0.04, 10)  # every repeat just below it
+    report = run(base, cand)
+    scenario = row(report, "floor_drop", "s003")
+    expected = stats.fisher_exact([[10, 0], [0, 10]], alternative="greater").pvalue
+    assert f"Fisher floor p={expected:.3g}" in scenario.detail
+    assert scenario.verdict == "block" and "floor_test" in scenario.detail
+
+
+def test_a_total_collapse_blocks_at_three_repeats_and_is_named() -> None:
+    skills, base, cand = suite(22, 3)
+    cand[5] = np.zeros(3)
+    report = run(base, cand)
+    scenario = row(report, "floor_drop", "s005")
+    assert scenario.verdict == "block" and scenario.rule == "collapse"
+    block = next(r for r in decide([report]).reasons if r.severity == "block")
+    assert block.scenario_ids == ("s005",) and "below the rubric floor" in block.message
+
+
+# --- no step change -----------------------------------------------------------------------------------
+
+
+def test_one_dropped_scenario_gets_the_same_decision_at_25_and_26_scenarios() -> None:
+    """The old lone-flag exemption turned a block at 25 scenarios into 'investigate' at 26."""
+    skills, base, cand = suite(26, 5, seed=4)
+    cand[2] = draws(skills[2:3] - 0.35, 11, 5)[0]
+    at_25 = run(base[:25], cand[:25])
+    at_26 = run(base, cand)
+    assert row(at_25, "floor_drop", "s002").verdict == row(at_26, "floor_drop", "s002").verdict == "block"
+    assert decide([at_25]).decision == decide([at_26]).decision == "block"
+
+
+# --- one error budget -------------------------------------------------------------------------------
+
+
+def test_two_judge_versions_split_the_release_budget() -> None:
+    """A drop that blocks with the whole budget no longer does with half of it."""
+    skills, base, _ = suite(30, 5, seed=8)
+    for drop in np.linspace(0.02, 0.5, 49):
+        cand = draws(skills, 3, 5)
+        cand[9] = np.clip(base[9] - drop, 0, 1)
+        one = run(base, cand, n_judge_versions=1)
+        if row(one, "floor_drop", "s009").verdict == "block":
+            two = run(base, cand, n_judge_versions=2)
+            assert row(two, "floor_drop", "s009").verdict != "block"
+            assert two.n_judge_versions == 2 and two.alpha == one.alpha == 0.05
+            return
+    pytest.fail("no drop blocked")
+
+
+def test_reports_that_do_not_share_one_budget_give_no_decision() -> None:
+    _, base, cand = suite(20, 5)
+    alone = [run(base, cand, n_judge_versions=1), run(base, cand, n_judge_versions=1)]
+    decision = decide(alone)
+    assert decision.decision == "none"
+    assert any(r.finding == "error_budget" for r in decision.reasons)
+    shared = [run(base, cand, n_judge_versions=2), run(base, cand, n_judge_versions=2)]
+    assert decide(shared).decision != "none"
+
+
+def test_weighted_holm_rejects_in_order_of_p_over_weight_against_the_remaining_weight() -> None:
+    p = np.array([[0.004, 0.03, 0.2]])
+    w = np.array([[0.1, 0.5, 0.4]])
+    # 0.004/0.1 = 0.04 <= 0.05/1 -> reject; then 0.03/0.5 = 0.06 <= 0.05/0.9? no -> stop
+    assert weighted_holm(p, w, 0.05).tolist() == [[True, False, False]]
+    assert Budget(n_judge_versions=2).report_alpha == pytest.approx(0.025)
