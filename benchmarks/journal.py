@@ -1,25 +1,33 @@
-"""Spend journal throughput against the engine's attempt rate, measured side by side in one run.
+"""Spend journal throughput against the engine's call rate, in alternating runs of one process tree.
 
-    .venv/bin/python benchmarks/journal.py [--processes 2] [--callers 64] [--cycles 20]
+    .venv/bin/python benchmarks/journal.py [--processes 2] [--callers 64] [--cycles 20] [--runs 3]
                                            [--prefill 0,10000] [--backend both] [--engine-scenarios 200]
 
-1. The engine: `run_engine` from benchmarks/throughput.py (zero-latency sim provider, `--engine-scenarios`
-   scenarios x 5 repeats, subject + judge, journaled on SQLite): model calls per second, the best of
-   `--engine-runs` runs after a warm-up (the best, so the ratio below is the conservative one).
-2. The journal: each of `--processes` OS processes opens the journal and runs `--callers` threads;
+The two rates are measured in SEPARATE PHASES that alternate (E J E J E J, `--runs` rounds, after one
+warm-up of each that is not counted): the engine's rate is its capacity with its own journal, the
+journal's rate is its capacity under contention alone; they are never run at the same time (running
+them together would measure how they share two cores, not what each can carry).
+
+E. The engine: `run_engine` from benchmarks/throughput.py (zero-latency sim provider,
+   `--engine-scenarios` scenarios x 5 repeats, subject + judge, journaled on SQLite): model calls per
+   second, wall and CPU of this process.
+J. The journal: each of `--processes` OS processes opens the journal and runs `--callers` threads;
    after a barrier every caller does `--cycles` x (reserve, settle) with all three ceilings set (so
-   every check runs), on SQLite (a temp file, WAL, synchronous=NORMAL) and on PostgreSQL (a
-   throwaway cluster from tests/pg.py, fsync on), once per `--prefill` figure: that many settled rows
-   on the same day beforehand, to show that the cost of a reservation does not grow as a day fills.
+   every check runs), on SQLite (a temp file, WAL, synchronous=NORMAL) and on PostgreSQL (one
+   throwaway cluster from tests/pg.py for the whole benchmark, fsync on, a fresh database per run),
+   once per `--prefill` figure: that many settled rows on the same day beforehand, to show that the
+   cost of a reservation does not grow as a day fills. CPU is the client processes' (PostgreSQL's
+   server processes are not counted).
 
 Every model call costs the journal one reservation and one settlement, so the journal's capacity in
 calls per second is its rate of (reserve, settle) cycles; the goal is cycles/s >= 5 x the engine's
-calls/s, on an empty and on a full day.
+calls/s, on an empty and on a full day, compared as medians of the alternating runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import statistics
 import sys
@@ -48,20 +56,26 @@ CEILINGS = Ceilings(scenario_usd=1e6, suite_usd=1e7, day_usd=1e8)
 GOAL_RATIO = 5.0
 
 
-def engine_attempt_rate(scenarios: int = 200, runs: int = 2) -> float:
-    """Model calls (attempts: every try of a subject or judge call) per second one engine process
-    sustains on the zero-latency sim provider: benchmarks/throughput.py's engine case, subject + judge,
-    `scenarios` x 5 repeats; the best of `runs` runs after a 20-scenario warm-up."""
+@dataclass(frozen=True)
+class EngineRun:
+    calls: int
+    wall_s: float
+    cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.calls / self.wall_s
+
+
+def engine_run(scenarios: int) -> EngineRun:
+    """One run of benchmarks/throughput.py's engine case (subject + judge, `scenarios` x 5 repeats, a
+    fresh SQLite journal): model calls (every try of a subject or judge call), wall and CPU."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import throughput  # noqa: PLC0415 - heavy (litellm, the project); only the parent process needs it
 
-    rates = []
     with tempfile.TemporaryDirectory(prefix="evaltrack-bench-engine-") as tmp:
-        throughput.run_engine(20, Path(tmp))  # warm litellm's lazy imports and caches
-        for _ in range(runs):
-            result = throughput.run_engine(scenarios, Path(tmp))
-            rates.append(result["calls"] / result["wall_s"])
-    return max(rates)
+        result = throughput.run_engine(scenarios, Path(tmp))
+    return EngineRun(result["calls"], result["wall_s"], result["cpu_s"])
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,7 @@ class _ProcessResult:
     reserve_ms: list[float]
     settle_ms: list[float]
     refused: int
+    cpu_s: float
 
 
 def _run_process(
@@ -116,11 +131,13 @@ def _run_process(
     for thread in threads:
         thread.start()
     start.wait()
+    cpu = time.process_time()  # this process's threads, all of them
     started = time.monotonic()  # CLOCK_MONOTONIC: comparable across processes on one machine
     ready.wait()
     for thread in threads:
         thread.join()
     finished = time.monotonic()
+    cpu = time.process_time() - cpu
     journal.close()
     results.put(
         _ProcessResult(
@@ -129,6 +146,7 @@ def _run_process(
             [m for ms in reserve_ms for m in ms],
             [m for ms in settle_ms for m in ms],
             sum(refused),
+            cpu,
         )
     )
 
@@ -176,6 +194,7 @@ class Measurement:
     reserve_ms: tuple[float, float]  # p50, p99
     settle_ms: tuple[float, float]
     refused: int
+    cpu_s: float  # the client processes' CPU during the timed part
 
     @property
     def cycles_per_s(self) -> float:
@@ -211,7 +230,12 @@ def measure(url: str, *, processes: int, callers: int, cycles: int, prefill: int
         reserve_ms=(_percentile(reserve_ms, 50), _percentile(reserve_ms, 99)),
         settle_ms=(_percentile(settle_ms, 50), _percentile(settle_ms, 99)),
         refused=sum(o.refused for o in outcomes),
+        cpu_s=sum(o.cpu_s for o in outcomes),
     )
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -228,56 +252,87 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--pg-fsync", choices=["on", "off"], default="on", help="off: take the disk's flush latency out"
     )
-    parser.add_argument("--engine-scenarios", type=int, default=200, help="0: skip the engine run")
-    parser.add_argument("--engine-runs", type=int, default=2)
+    parser.add_argument("--engine-scenarios", type=int, default=200, help="0: skip the engine runs")
+    parser.add_argument("--runs", type=int, default=3, help="alternating rounds (>= 3), after one warm-up")
     args = parser.parse_args(argv)
+    if args.runs < 3:
+        parser.error("--runs must be at least 3 (medians of >= 3 alternating runs)")
     prefills = [int(n) for n in args.prefill.split(",")]
     shape = dict(processes=args.processes, callers=args.callers, cycles=args.cycles)
+    backends: list[str] = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
+    wall, cpu = time.perf_counter(), time.process_time()
 
-    engine_rate = None
-    if args.engine_scenarios > 0:
-        engine_rate = engine_attempt_rate(args.engine_scenarios, args.engine_runs)
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if "postgresql" in backends:
+            cluster = stack.enter_context(PostgresCluster(fsync=args.pg_fsync == "on"))
+
+        def journal_run(backend: str, prefill: int) -> Measurement:
+            if backend == "sqlite":
+                with tempfile.TemporaryDirectory(prefix="evaltrack-bench-") as tmp:
+                    return measure(f"sqlite:///{tmp}/journal.sqlite", prefill=prefill, **shape)
+            assert cluster is not None
+            return measure(cluster.create_database(), prefill=prefill, **shape)
+
+        # warm-up, not counted: litellm's lazy imports and caches; each backend's first connections
+        if args.engine_scenarios > 0:
+            engine_run(args.engine_scenarios)
+        for backend in backends:
+            journal_run(backend, 0)
+        engines: list[EngineRun] = []
+        journals: dict[tuple[str, int], list[Measurement]] = {(b, p): [] for b in backends for p in prefills}
+        for _ in range(args.runs):  # E J E J ...: the phases alternate, never overlap
+            if args.engine_scenarios > 0:
+                engines.append(engine_run(args.engine_scenarios))
+            for backend in backends:
+                for prefill in prefills:
+                    journals[(backend, prefill)].append(journal_run(backend, prefill))
+
+    engine_rate = statistics.median(e.rate for e in engines) if engines else None
+    print(f"{args.runs} alternating rounds (engine phase, then journal phases) after one warm-up of each; "
+          "median (min-max)")
+    if engines:
         print(
-            f"engine: {engine_rate:.0f} calls/s (benchmarks/throughput.py run_engine, "
-            f"{args.engine_scenarios} scenarios x 5 repeats, subject + judge, zero-latency sim, "
-            f"best of {args.engine_runs})"
+            f"engine: {_median([e.rate for e in engines])} calls/s, wall "
+            f"{statistics.median(e.wall_s for e in engines):.2f} s, CPU "
+            f"{statistics.median(1000 * e.cpu_s / e.calls for e in engines):.2f} ms per call "
+            f"(benchmarks/throughput.py run_engine, {args.engine_scenarios} scenarios x 5 repeats, subject + judge, "
+            "zero-latency sim, SQLite journal)"
         )
     print(
         f"spend journal: {args.processes} processes x {args.callers} callers x {args.cycles} cycles "
         "(reserve + settle, 3 ceilings checked)"
     )
     print(
-        f"{'backend':<11}{'prefill':>8}{'cycles':>7}{'wall s':>7}{'reserv./s':>10}{'settl./s':>9}"
+        f"{'backend':<11}{'prefill':>8}{'cycles':>7}{'wall s':>7}{'cycles/s':>17}{'CPU ms/cycle':>13}"
         f"{'reserve p50/p99 ms':>19}{'settle p50/p99 ms':>18}{'refused':>8}{'journal/engine':>15}"
     )
-    backends: list[str] = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
     ratios: list[float] = []
-    for backend in backends:
-        for prefill in prefills:
-            if backend == "sqlite":
-                with tempfile.TemporaryDirectory(prefix="evaltrack-bench-") as tmp:
-                    result = measure(f"sqlite:///{tmp}/journal.sqlite", prefill=prefill, **shape)
-            else:
-                with PostgresCluster(fsync=args.pg_fsync == "on") as cluster:
-                    result = measure(cluster.create_database(), prefill=prefill, **shape)
-            ratio = "" if engine_rate is None else f"{result.cycles_per_s / engine_rate:.1f}"
-            if engine_rate is not None:
-                ratios.append(result.cycles_per_s / engine_rate)
-            print(
-                f"{backend:<11}{prefill:>8}{result.cycles:>7}{result.wall_s:>7.2f}"
-                f"{result.reservations_per_s:>10.0f}{result.settlements_per_s:>9.0f}"
-                f"{result.reserve_ms[0]:>11.1f}/{result.reserve_ms[1]:<7.1f}"
-                f"{result.settle_ms[0]:>10.1f}/{result.settle_ms[1]:<7.1f}"
-                f"{result.refused:>8}{ratio:>15}",
-                flush=True,
-            )
+    for (backend, prefill), runs in journals.items():
+        mid = sorted(runs, key=lambda m: m.cycles_per_s)[len(runs) // 2]  # the median run's latencies
+        rate = statistics.median(m.cycles_per_s for m in runs)
+        ratio = ""
+        if engine_rate is not None:
+            ratios.append(rate / engine_rate)
+            ratio = f"{rate / engine_rate:.1f}"
+        print(
+            f"{backend:<11}{prefill:>8}{mid.cycles:>7}{statistics.median(m.wall_s for m in runs):>7.2f}"
+            f"{_median([m.cycles_per_s for m in runs]):>17}"
+            f"{statistics.median(1000 * m.cpu_s / m.cycles for m in runs):>13.2f}"
+            f"{mid.reserve_ms[0]:>11.1f}/{mid.reserve_ms[1]:<7.1f}"
+            f"{mid.settle_ms[0]:>10.1f}/{mid.settle_ms[1]:<7.1f}"
+            f"{sum(m.refused for m in runs):>8}{ratio:>15}",
+            flush=True,
+        )
     print(
         "closed loop: each caller reserves again as soon as it has settled, so latencies include the wait"
-        " behind the journal's write lock; journal/engine = (reserve, settle) cycles/s / engine calls/s"
+        " behind the journal's write lock; journal/engine = median (reserve, settle) cycles/s / median engine"
+        " calls/s, from separate, alternating phases"
     )
     if ratios:
         verdict = "met" if min(ratios) >= GOAL_RATIO else "NOT met"
         print(f"goal journal/engine >= {GOAL_RATIO:g} on every line: {verdict} (lowest {min(ratios):.1f})")
+    print(f"total: wall {time.perf_counter() - wall:.0f} s, CPU {time.process_time() - cpu:.0f} s (this process)")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ Any other rubric (label or bool criteria, or numeric criteria on different scale
 point: its figures are on the normalised [0, 1] score and one rubric point is defined as
 `NORMALISED_POINT_SIZE` (a quarter of the range, the size of one point on a 1-5 scale), so the
 acceptance "CI half-width <= 0.5 rubric points" is <= 0.125 there.
+This convention, and the statistics, are written down in docs/methods.md ("Bridges").
 """
 
 from __future__ import annotations
