@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -192,3 +193,18 @@ def test_same_size_corruption_and_foreign_files_are_quarantined(tmp_path: Path) 
     assert found[path.relative_to(wh.data).as_posix()].startswith("content changed")
     assert found[foreign.relative_to(wh.data).as_posix()].startswith("not written by the partition writer")
     assert wh.query("SELECT count(*) AS n FROM judge_verdicts")["n"].tolist() == [0]
+
+
+def test_a_file_duckdb_cannot_read_is_quarantined_even_with_its_size_and_mtime_kept(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+    path = _verdicts(wh, "a", 0.1, "r1")
+    _verdicts(wh, "b", 0.5, "r2")
+    before = path.stat()
+    data = bytearray(path.read_bytes())
+    data[-6] ^= 0xFF  # the footer length: the file is no longer Parquet
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert wh.query("SELECT build FROM judge_verdicts")["build"].tolist() == ["b"]
+    [damage] = wh.damage("a")
+    assert damage.reason.startswith("unreadable:") and damage.file.endswith(path.name)
