@@ -689,27 +689,37 @@ class Warehouse:
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB connection with every view defined, over verified files (`verify`)."""
-        self.verify()
-        con = duckdb.connect()
-        for stmt in self.view_sql():
-            con.execute(stmt)
-        return con
+        return self._with_quarantine(lambda con: con)
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
         """Run `sql` over the views. A file DuckDB cannot read is quarantined and the query run again."""
-        for _ in range(_MAX_QUARANTINES_PER_QUERY):
-            con = self.connect()
+
+        def run(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
             try:
                 return con.execute(sql, params or []).df()
+            finally:
+                con.close()
+
+        return self._with_quarantine(run)
+
+    def _with_quarantine(self, use: Any) -> Any:
+        """`use(connection with the views)`; a data file DuckDB names in an error is quarantined, and
+        the whole thing done again (at most _MAX_QUARANTINES_PER_QUERY times)."""
+        for _ in range(_MAX_QUARANTINES_PER_QUERY):
+            self.verify()
+            con = duckdb.connect()
+            try:
+                for stmt in self.view_sql():
+                    con.execute(stmt)
+                return use(con)
             except duckdb.Error as exc:
+                con.close()
                 bad = self._files_named_in(str(exc))
                 if not bad:
                     raise
                 for rel in bad:
                     self._quarantine(rel, f"unreadable: {_first_line(exc)}")
-            finally:
-                con.close()
-        raise WarehouseError(f"more than {_MAX_QUARANTINES_PER_QUERY} damaged files met by one query")
+        raise WarehouseError(f"more than {_MAX_QUARANTINES_PER_QUERY} damaged files met by one read")
 
     # --- damage (see the module docstring) -----------------------------------------------------
 
@@ -871,8 +881,10 @@ class Warehouse:
     def _files_named_in(self, message: str) -> list[str]:
         root = str(self.data) + os.sep
         out = []
-        for found in re.finditer(re.escape(root) + r"[^'\"\n]*?\.parquet", message):
-            out.append(found[0][len(root) :])
+        for found in re.finditer(re.escape(root) + r"[^'\"\n*?]*?\.parquet", message):
+            rel = found[0][len(root) :]
+            if (self.data / rel).is_file():
+                out.append(rel)
         return sorted(set(out))
 
     def _manifest(self) -> _Manifest:

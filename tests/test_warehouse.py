@@ -280,3 +280,18 @@ def test_a_write_outside_the_dataset_contract_is_refused_naming_it(tmp_path: Pat
         wh.write_partition("probe", {"build": "b1"}, [row, dict(row, build="b2")], "r")
     assert str(raised.value) == "probe: rows outside partition build=b1"
     assert not (wh.data / "probe").exists() or not list((wh.data / "probe").rglob("*.parquet"))
+
+
+def test_a_file_duckdb_cannot_read_is_quarantined_even_with_its_size_and_mtime_kept(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+    path = _verdicts(wh, "a", 0.1, "r1")
+    _verdicts(wh, "b", 0.5, "r2")
+    before = path.stat()
+    data = bytearray(path.read_bytes())
+    data[-6] ^= 0xFF  # the footer length: the file is no longer Parquet
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert wh.query("SELECT build FROM judge_verdicts")["build"].tolist() == ["b"]
+    [damage] = wh.damage("a")
+    assert damage.reason.startswith("unreadable:") and damage.file.endswith(path.name)

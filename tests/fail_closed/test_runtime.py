@@ -129,34 +129,68 @@ class GatedModel:
         self.thread.join(30)
 
 
-def _cli(root: Path, home: Path, *args: str) -> subprocess.Popen[str]:
-    env = dict(
-        os.environ,
-        LITELLM_OFFLINE_MODE="true",
-        OPENAI_API_KEY="test-key-not-a-secret",
-        EVAL_HOME=str(home),
-        EVAL_PROJECT_ROOT=str(root),
-        PYTHONUNBUFFERED="1",
-    )
-    return subprocess.Popen(
-        [sys.executable, "-m", "eval_assets.cli", "--project", str(root), "--home", str(home), *args],
-        cwd=root,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+class Cli:
+    """`evaltrack ARGS` as a process; threads drain its stdout and stderr (a full pipe would stall it)."""
+
+    def __init__(self, root: Path, home: Path, *args: str):
+        env = dict(
+            os.environ,
+            LITELLM_OFFLINE_MODE="true",
+            OPENAI_API_KEY="test-key-not-a-secret",
+            EVAL_HOME=str(home),
+            EVAL_PROJECT_ROOT=str(root),
+            PYTHONUNBUFFERED="1",
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "eval_assets.cli", "--project", str(root), "--home", str(home), *args],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.pid = self.proc.pid
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.waiting = threading.Event()  # it printed "waiting:" (run --wait)
+        self._threads = [
+            threading.Thread(target=self._drain, args=(self.proc.stdout, self.out), daemon=True),
+            threading.Thread(target=self._drain, args=(self.proc.stderr, self.err), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _drain(self, stream: Any, lines: list[str]) -> None:
+        for line in stream:
+            lines.append(line)
+            if line.startswith("waiting:"):
+                self.waiting.set()
+
+    def wait(self, timeout: float = 1800) -> int:
+        code = self.proc.wait(timeout)
+        for thread in self._threads:
+            thread.join(60)
+        return code
+
+    def text(self) -> str:
+        return "".join(self.out) + "".join(self.err)
+
+
+def _until(event: threading.Event, cli: Cli, what: str) -> None:
+    """Wait for `event`, failing at once if the process exits first (no sleep orders anything here)."""
+    while not event.wait(5):
+        assert cli.proc.poll() is None, f"exited ({cli.proc.returncode}) before {what}: {cli.text()[-3000:]}"
 
 
 @pytest.fixture
-def stopped() -> Iterator[list[subprocess.Popen[str]]]:
+def stopped() -> Iterator[list[Cli]]:
     """Processes a test starts; any still running at its end is killed."""
-    procs: list[subprocess.Popen[str]] = []
+    procs: list[Cli] = []
     yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+    for cli in procs:
+        if cli.proc.poll() is None:
+            cli.proc.kill()
+            cli.proc.wait(30)
 
 
 # --- item 2: a corrupt file reads as "block" ----------------------------------------------------
@@ -232,53 +266,29 @@ def test_item9_stored_cost_of_each_attempt_is_exactly_what_the_journal_settled(
     assert (SCENARIO, 1) in {(r.scenario_id, r.repeat) for r in stored.itertuples()}
 
 
-def _read_until(proc: subprocess.Popen[str], needle: str) -> str:
-    assert proc.stdout is not None
-    seen = []
-    for line in proc.stdout:  # blocks on the process's own output: no sleeps
-        seen.append(line)
-        if needle in line:
-            return line
-    raise AssertionError(f"{needle!r} never printed; got {''.join(seen)[-2000:]}")
-
-
 def test_item9_a_second_run_is_refused_naming_the_holder_and_with_wait_reuses_the_journal(
-    tmp_path: Path, stopped: list[subprocess.Popen[str]]
+    tmp_path: Path, stopped: list[Cli]
 ) -> None:
     root, home = _small(tmp_path), tmp_path / "home"
     with GatedModel() as model:
-        assert (
-            main(
-                [
-                    "--project",
-                    str(root),
-                    "--home",
-                    str(home),
-                    "build",
-                    "add",
-                    str(_manifest(tmp_path / "b.yaml", "slow", model.base_url)),
-                ]
-            )
-            == 0
-        )
-        first = _cli(root, home, "run", "--build", "slow")
+        manifest = _manifest(tmp_path / "b.yaml", "slow", model.base_url)
+        assert main(["--project", str(root), "--home", str(home), "build", "add", str(manifest)]) == 0
+        first = Cli(root, home, "run", "--build", "slow")
         stopped.append(first)
-        assert model.arrived.wait(600), "the first run never called the model"  # it holds its lease now
-        second = _cli(root, home, "run", "--build", "slow")
+        _until(model.arrived, first, "calling the model")  # it holds its lease now, its calls held
+        second = Cli(root, home, "run", "--build", "slow")
         stopped.append(second)
-        _out, err = second.communicate(timeout=600)
-        assert second.returncode == 1
-        assert f"is being run by process {first.pid} on " in err and "--wait" in err
-        waiter = _cli(root, home, "run", "--build", "slow", "--wait")
+        assert second.wait() == 1, second.text()
+        assert f"is being run by process {first.pid} on " in second.text() and "--wait" in second.text()
+        waiter = Cli(root, home, "run", "--build", "slow", "--wait")
         stopped.append(waiter)
-        line = _read_until(waiter, "waiting:")
-        assert f"process {first.pid}" in line
-        calls_while_held = model.requests
+        _until(waiter.waiting, waiter, "waiting for the lease")
+        assert f"process {first.pid}" in "".join(waiter.out)
         model.gate.set()
-        assert first.wait(900) == 0, first.stderr.read() if first.stderr else ""
+        assert first.wait() == 0, first.text()[-3000:]
         paid_by_first = model.requests
-        assert waiter.wait(900) == 0, waiter.stderr.read() if waiter.stderr else ""
-    assert calls_while_held >= 1
+        assert waiter.wait() == 0, waiter.text()[-3000:]
+    assert paid_by_first >= 1
     assert model.requests == paid_by_first  # the waiting run reused every settled call: none paid twice
     track = Track(load_project(root), EvalHome(home))
     subject_rows = track.journal.rows(build="slow", role="subject")
@@ -288,27 +298,15 @@ def test_item9_a_second_run_is_refused_naming_the_holder_and_with_wait_reuses_th
 
 
 def test_item9_a_run_killed_with_kill_9_is_marked_failed_and_its_lease_is_taken_at_once(
-    tmp_path: Path, stopped: list[subprocess.Popen[str]]
+    tmp_path: Path, stopped: list[Cli]
 ) -> None:
     root, home = _small(tmp_path), tmp_path / "home"
     with GatedModel() as model:
-        assert (
-            main(
-                [
-                    "--project",
-                    str(root),
-                    "--home",
-                    str(home),
-                    "build",
-                    "add",
-                    str(_manifest(tmp_path / "b.yaml", "killed", model.base_url)),
-                ]
-            )
-            == 0
-        )
-        victim = _cli(root, home, "run", "--build", "killed")
+        manifest = _manifest(tmp_path / "b.yaml", "killed", model.base_url)
+        assert main(["--project", str(root), "--home", str(home), "build", "add", str(manifest)]) == 0
+        victim = Cli(root, home, "run", "--build", "killed")
         stopped.append(victim)
-        assert model.arrived.wait(600), "the run never called the model"
+        _until(model.arrived, victim, "calling the model")
         os.kill(victim.pid, signal.SIGKILL)
         victim.wait(60)
     from eval_assets.orchestrate import instance_for
