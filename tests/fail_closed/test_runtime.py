@@ -292,7 +292,8 @@ def test_item9_a_second_run_is_refused_naming_the_holder_and_with_wait_reuses_th
     assert model.requests == paid_by_first  # the waiting run reused every settled call: none paid twice
     track = Track(load_project(root), EvalHome(home))
     subject_rows = track.journal.rows(build="slow", role="subject")
-    assert len(subject_rows) == paid_by_first and {r.status for r in subject_rows} == {"settled"}
+    # held calls may time out (a failed try, then the next): every try is settled or failed, none hangs
+    assert len(subject_rows) == paid_by_first and {r.status for r in subject_rows} <= {"settled", "failed"}
     stored = track.warehouse.query("SELECT sum(cost_usd) AS usd FROM scenario_runs WHERE build = 'slow'")
     assert stored["usd"].iloc[0] == pytest.approx(sum(r.cost_usd or 0 for r in subject_rows), abs=1e-12)
 
