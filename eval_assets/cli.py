@@ -188,7 +188,11 @@ def _decision_record(track: object, build_id: str) -> dict[str, object]:
         "decision": str(row["decision"]) if row else "none",
         "recorded": row is not None,
         "baseline": (row or {}).get("baseline") or None,
-        "reasons": recorded_reasons(track.warehouse, build_id) if row else [],
+        "reasons": (
+            [{"severity": "none", "source": "release", "message": str(row["reasons"])}]
+            if row and row.get("stale")
+            else recorded_reasons(track.warehouse, build_id) if row else []
+        ),
         "plots": [str(p) for p in plots],
     }
 

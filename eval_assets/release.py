@@ -341,7 +341,8 @@ def recorded_decision(track: Track, build: str) -> dict[str, Any] | None:
     if frame.empty:
         return None
     row = {k: frame[k].iloc[0] for k in ("decision", "reasons", "baseline")}
-    versions = [v for v in str(frame["judge_versions"].iloc[0] or "").split(",") if v]
+    listed = frame["judge_versions"].iloc[0]  # VARCHAR[] in the view (the Parquet file holds "a,b")
+    versions = [str(v) for v in (listed.split(",") if isinstance(listed, str) else list(listed)) if v]
     newer = track.warehouse.query(
         "SELECT 'scenario_runs' AS dataset, max(written_at) AS at FROM scenario_runs WHERE build = ? "
         "UNION ALL SELECT 'judge_verdicts', max(written_at) FROM judge_verdicts "
@@ -352,6 +353,7 @@ def recorded_decision(track: Track, build: str) -> dict[str, Any] | None:
     stale = [str(r.dataset) for r in newer.itertuples() if pd.notna(r.at) and r.at > decided_at]
     if stale:
         row["decision"] = "none"
+        row["stale"] = True
         row["reasons"] = (
             f"[none] release: the recorded decision ({frame['decision'].iloc[0]}) is stale: "
             f"{' and '.join(stale)} of {build} were written after it; materialize release_decision again"

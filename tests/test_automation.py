@@ -417,7 +417,8 @@ def test_nightly_without_builds_skips(instance: dg.DagsterInstance, track_resour
 def test_nightly_runs_the_newest_build_under_a_run_key_with_the_date(
     instance: dg.DagsterInstance, track: Track, track_resource: TrackResource
 ) -> None:
-    builds = register(track, "rebuild.yaml", "baseline.yaml", "candidate.yaml")
+    base, rebuild, cand = register(track, "baseline.yaml", "rebuild.yaml", "candidate.yaml")  # a baseline first
+    builds = [rebuild, base, cand]
     registered_in_order(track, builds)
 
     result = evaluate_nightly(instance, track_resource)
