@@ -97,7 +97,8 @@ def step_line(step: object, expected_attempts: int | None = None) -> str:
         total = expected_attempts if expected_attempts is not None else m.get("attempts")
         return (
             f"{'scenario_runs':<20} {m.get('attempts')}/{total} attempts · {m.get('errors', 0)} errors · "
-            f"{m.get('excluded', 0)} excluded · {_money(m.get('spend_usd'))} · {took}"
+            f"{m.get('excluded', 0)} excluded · {m.get('reused_from_journal', 0)} reused · "
+            f"{_money(m.get('spend_usd'))} · {took}"
         )
     if "judge_verdicts" in meta:
         v, r = meta["judge_verdicts"], meta.get("capability_report", {})

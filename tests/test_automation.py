@@ -522,9 +522,11 @@ def test_a_daemon_restart_does_not_notify_a_block_again(
             _stop(daemon)
         [key] = _notices(instance, first)
 
-        shutil.move(aside[second], track.build_path(second))
+        for build, path in aside.items():  # the second build's baseline (the first) must be registered too
+            shutil.move(path, track.build_path(build))
         materialize_decision(instance, resource, second)  # a new fact while the daemon is down
-        shutil.move(track.build_path(second), aside[second])
+        for build, path in aside.items():
+            shutil.move(track.build_path(build), path)
         daemon = _start_daemon(home, project, url, log)
         try:
             assert wait_for(lambda: _notices(instance, second), DAEMON_BOUND_S, 1.0), log.read_text()[-3000:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -101,7 +102,8 @@ def test_kill_9_mid_materialization_then_resume_pays_no_attempt_twice(tmp_path: 
 
     out = _finish(_evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge", JUDGE))
     resumed = _ledger(crashed)
-    assert "reused_from_journal" in out
+    reused = re.search(r"scenario_runs +\d+/\d+ attempts .* · (\d+) reused", out)
+    assert reused is not None and int(reused.group(1)) > 0, out
     # each attempt settled before the kill was settled exactly once: the resume reused it, so its row
     # (status and the amount paid) is the one the killed run wrote
     paid_before = {key: (status, cost) for key, status, cost, _ in at_kill if status in ("settled", "failed")}

@@ -62,8 +62,8 @@ def float_scales(draw: st.DrawFn) -> FloatScale:
     return FloatScale(type="float", min=low, max=low + draw(st.floats(1e-3, 1e6)))
 
 
-label_scales = st.dictionaries(ids, st.floats(0.0, 1.0), min_size=2, max_size=6).map(
-    lambda labels: LabelScale(type="labels", labels=labels)
+label_scales = st.lists(ids, min_size=2, max_size=6, unique=True).map(  # worst to best, strictly increasing
+    lambda names: LabelScale(type="labels", labels={n: i / (len(names) - 1) for i, n in enumerate(names)})
 )
 scales = st.one_of(int_scales(), float_scales(), st.just(BoolScale(type="bool")), label_scales)
 

@@ -127,8 +127,10 @@ def test_text_and_rows_carry_the_decision_and_every_reason() -> None:
     decision = decide([Piece("helpfulness-v1", (investigate(),)), PARTIAL])
     assert decision.text() == (
         "decision: no decision\n"
-        "  [investigate] helpfulness-v1: the mean dropped beyond the noise band — rerun\n"
-        "  [none] safety-v1: the judge version's report was refused"
+        "  helpfulness-v1:\n"
+        "    [investigate] the mean dropped beyond the noise band — rerun\n"
+        "  safety-v1:\n"
+        "    [none] the judge version's report was refused"
     )
     assert decision.rows() == [
         {
