@@ -753,7 +753,8 @@ def process_holder() -> tuple[str, str, int]:
     return f"{host}:{pid}:{_TOKEN[1]}", host, pid
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this host (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -1012,7 +1013,7 @@ class SpendJournal:
                 current = None if found is None else _lease_from_mapping(found)
                 if current is not None and current.holder != holder:
                     lapsed = current.expires_at <= moment
-                    dead = current.host == host and current.pid != pid and not _pid_alive(current.pid)
+                    dead = current.host == host and current.pid != pid and not pid_alive(current.pid)
                     if not (lapsed or dead):
                         return LeaseGrant(False, current)
                 mine = current is not None and current.holder == holder

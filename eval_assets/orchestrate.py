@@ -16,6 +16,7 @@ from typing import Any
 import dagster as dg
 
 from eval_assets.home import EvalHome
+from eval_assets.journal import pid_alive
 
 
 @dataclass(frozen=True)
@@ -60,16 +61,6 @@ def instance_for(home: EvalHome) -> dg.DagsterInstance:
     return instance
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
     """Mark failed every STARTING/STARTED run of an `evaltrack` process on this host that no longer
     exists (killed with kill -9 mid-run); returns their run ids. Runs the daemon launched are left to
@@ -82,7 +73,7 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
     for record in records:
         run = record.dagster_run
         pid = run.tags.get(PID_TAG, "")
-        if run.tags.get(HOST_TAG) != host or not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+        if run.tags.get(HOST_TAG) != host or not pid.isdigit() or int(pid) == os.getpid() or pid_alive(int(pid)):
             continue
         instance.report_run_failed(
             run, f"the evaltrack process {pid} running it on {host} exited without finishing it (killed?)"
