@@ -32,7 +32,7 @@ from eval_assets.stats import calibrate
 from eval_assets.warehouse import Warehouse
 
 if TYPE_CHECKING:
-    from eval_assets.track import Track
+    from eval_assets.capability.track import Track
 
 Log = Callable[[str], None]
 NORMALISED_POINT_SIZE = 0.25

@@ -22,7 +22,7 @@ nux:
 # Run monitoring (the daemon of `evaltrack ui` runs it): a run whose worker never starts, or that
 # outlives a `dagster/max_runtime` tag, is marked failed instead of staying STARTING/STARTED forever.
 # Runs of `evaltrack run`/`demo` execute in the CLI's process: one killed with kill -9 is marked
-# failed by the next `evaltrack` command on this host (eval_assets.orchestrate.fail_orphaned_runs).
+# failed by the next `evaltrack` command on this host (eval_assets.cli.orchestrate.fail_orphaned_runs).
 run_monitoring:
   enabled: true
   start_timeout_seconds: 180

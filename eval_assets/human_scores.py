@@ -46,7 +46,7 @@ from eval_assets.judging import check_criteria, criteria_problems, strict_json
 from eval_assets.warehouse import Warehouse
 
 if TYPE_CHECKING:
-    from eval_assets.track import Track
+    from eval_assets.capability.track import Track
 
 SOURCE = "human"
 KEY_FIELDS = ("build", "scenario_id", "repeat", "judge_version", "rubric", "author", "retracts")

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from eval_assets.bridge import bridge_refusal
+from eval_assets.capability.track import Summary, Track, TrackError
 from eval_assets.stats import (
     CapabilityReport,
     CrossJudgeVersionError,
@@ -29,7 +30,6 @@ from eval_assets.stats import (
     plot_report,
     summary_markdown,
 )
-from eval_assets.track import Summary, Track, TrackError
 
 VERDICT_COLUMNS = "v.scenario_id, v.repeat, v.status, v.score, v.policy_failures"
 

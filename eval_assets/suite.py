@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from eval_assets.capability.track import Summary, Track
 from eval_assets.gates import SuiteResult, materialize_suite, stored_evidence, utc_now
 from eval_assets.stats import CheckSuiteEvidence
-from eval_assets.track import Summary, Track
 
 
 def run_deterministic_suite(

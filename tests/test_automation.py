@@ -28,6 +28,8 @@ import yaml
 from e2e.processes import wait_for
 from e2e.webhook import webhook
 
+from eval_assets.capability.track import Track
+from eval_assets.cli.orchestrate import load_definitions
 from eval_assets.config import Project, load_project
 from eval_assets.defs.automation.schedules import nightly_capability_track, nightly_schedule
 from eval_assets.defs.automation.sensors import BUILD_ROOT_ASSETS, build_sensor, release_block_sensor
@@ -35,8 +37,6 @@ from eval_assets.defs.release.assets import release_decision
 from eval_assets.defs.resources import NotificationResource, TrackResource
 from eval_assets.gates import GateResult, SuiteResult, record_suite
 from eval_assets.home import EvalHome
-from eval_assets.orchestrate import load_definitions
-from eval_assets.track import Track
 
 EXAMPLES = ("baseline.yaml", "rebuild.yaml")
 BASELINE, REBUILD = "agent-2026-11-28-base", "agent-2026-11-29-rebuild"
@@ -498,7 +498,7 @@ def test_a_daemon_restart_does_not_notify_a_block_again(
 ) -> None:
     """SLOW (~2 min on a quiet machine): the real daemon notifies a block once; stopped and started again, it resumes
     after its stored cursor: a block decided after the restart is notified, the first one not again."""
-    from eval_assets.orchestrate import instance_for
+    from eval_assets.cli.orchestrate import instance_for
 
     track = Track(project, home)
     instance = instance_for(home)

@@ -48,7 +48,7 @@ def test_build_add_rejects_a_bad_manifest_and_writes_nothing(
 def test_build_add_registers_the_build_and_its_partition(capsys: pytest.CaptureFixture[str], home: EvalHome) -> None:
     assert main(["build", "add", str(ROOT / "examples/builds/baseline.yaml")]) == 0
     assert [p.name for p in home.builds.iterdir()] == ["agent-2026-11-28-base.yaml"]
-    from eval_assets.orchestrate import instance_for
+    from eval_assets.cli.orchestrate import instance_for
 
     assert instance_for(home).has_dynamic_partition("build", "agent-2026-11-28-base")
 
@@ -62,11 +62,11 @@ def _blocked_build(home: EvalHome) -> str:
     """A registered build whose recorded decision is block (a failing gate), decided without Dagster."""
     from datetime import UTC, datetime
 
+    from eval_assets.capability.track import Track
     from eval_assets.config import load_project
     from eval_assets.gates import GateResult, SuiteResult, record_suite
     from eval_assets.release import run_release_decision
     from eval_assets.suite import suite_evidence
-    from eval_assets.track import Track
 
     track = Track(load_project(ROOT), home)
     build = track.register_build(ROOT / "examples/builds/baseline.yaml").id

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
+from eval_assets.capability.track import Track
 from eval_assets.config import load_project
 from eval_assets.home import EvalHome
-from eval_assets.track import Track
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_ID = "crash-build"

@@ -10,10 +10,10 @@ import dagster as dg
 import duckdb
 import yaml
 
+from eval_assets.capability.track import Track
+from eval_assets.cli.orchestrate import instance_for, materialize_build
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
-from eval_assets.orchestrate import instance_for, materialize_build
-from eval_assets.track import Track
 
 
 def test_build_materializes_through_dagster_with_counts_in_metadata(project: Project, home: EvalHome) -> None:
@@ -123,7 +123,7 @@ def test_release_and_gate_checks_are_recorded_per_build_with_the_decisions_sever
 
 
 def test_the_code_location_has_named_jobs_owners_and_a_freshness_expectation() -> None:
-    from eval_assets.orchestrate import load_definitions
+    from eval_assets.cli.orchestrate import load_definitions
 
     defs = load_definitions()
     jobs = {j.name for j in defs.get_repository_def().get_all_jobs()}

@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
 from eval_assets.human_scores import HumanScoreError, import_scores, judge_agreement, score_id
 from eval_assets.stats import krippendorff_alpha_interval
-from eval_assets.track import Track
 from eval_assets.warehouse import Warehouse
 
 BUILD = "agent-2026-11-28-base"

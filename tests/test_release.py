@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from eval_assets import release
+from eval_assets.capability.track import Track
 from eval_assets.cli import main
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
-from eval_assets.track import Track
 
 
 def _manifest(tmp_path: Path, project: Project, name: str, **changes: object) -> Path:

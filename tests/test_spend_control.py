@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from eval_assets.capability.track import Track
 from eval_assets.cli import main
 from eval_assets.config import ConfigError, load_project
 from eval_assets.home import EvalHome
-from eval_assets.track import Track
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from eval_assets.capability.track import Track
 from eval_assets.config import BuildManifest, Project, Scenario
 from eval_assets.config import Engine as EngineSettings
 from eval_assets.engine import TURN_STRIDE, AttemptRef, CallResult, Engine, ReplayRun, replay_loop
@@ -18,7 +19,6 @@ from eval_assets.home import EvalHome
 from eval_assets.journal import open_journal
 from eval_assets.providers.gateway import CallSpec, ModelGateway
 from eval_assets.spend import SpendPath
-from eval_assets.track import Track
 from eval_assets.trajectory import MISS_PREFIX, Replay
 
 FAST = EngineSettings(

@@ -13,9 +13,9 @@ import duckdb
 import pandas as pd
 import pytest
 
+from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
-from eval_assets.track import Track
 from eval_assets.warehouse import Dataset, Warehouse, WarehouseError
 
 HERE = Path(__file__).parent

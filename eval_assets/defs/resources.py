@@ -6,10 +6,10 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_assets.capability.track import Track
 from eval_assets.config import load_project
 from eval_assets.home import EvalHome, default_home, project_root
 from eval_assets.notify import Notifier
-from eval_assets.track import Track
 
 
 class TrackResource(dg.ConfigurableResource):

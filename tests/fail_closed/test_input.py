@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from eval_assets import cli
+from eval_assets.capability.track import Track
 from eval_assets.config import load_project
 from eval_assets.home import EvalHome
-from eval_assets.track import Track
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_PARTS = ("rubrics", "judges", "scenarios", "examples", "gates", "docs")

@@ -26,12 +26,12 @@ import dagster as dg
 import pytest
 import yaml
 
+from eval_assets.capability.track import RunBoundExceeded, RunRefused, Track
 from eval_assets.cli import main
 from eval_assets.config import ConfigError, Project, load_project
 from eval_assets.engine import AttemptRef
 from eval_assets.home import PROJECT_ROOT, EvalHome
 from eval_assets.journal import Ceilings
-from eval_assets.track import RunBoundExceeded, RunRefused, Track
 
 sys.path.insert(0, str(PROJECT_ROOT / "tests"))
 from e2e.project import small_project  # noqa: E402
@@ -310,7 +310,7 @@ def test_item9_a_run_killed_with_kill_9_is_marked_failed_and_its_lease_is_taken_
         _until(model.arrived, victim, "calling the model")
         os.kill(victim.pid, signal.SIGKILL)
         victim.wait(60)
-    from eval_assets.orchestrate import instance_for
+    from eval_assets.cli.orchestrate import instance_for
 
     instance = dg.DagsterInstance.from_config(str(EvalHome(home).dagster))
     started = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import dagster as dg
 
+from eval_assets.capability.track import Track, TrackError
 from eval_assets.config import ConfigError
 from eval_assets.defs.capability.assets import scenario_runs
 from eval_assets.defs.jobs import CAPABILITY_TRACK
@@ -16,7 +17,6 @@ from eval_assets.defs.partitions import build_partitions
 from eval_assets.defs.resources import NotificationResource, TrackResource
 from eval_assets.notify import DecisionNotice, NotifyError
 from eval_assets.present import recorded_reasons
-from eval_assets.track import Track, TrackError
 
 BUILD_ROOT_ASSETS = [scenario_runs.key, dg.AssetKey("deterministic_suite")]
 RELEASE_DECISION = dg.AssetKey("release_decision")

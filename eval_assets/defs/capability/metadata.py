@@ -7,6 +7,7 @@ build × judge_version assets every number carries its judge version in the key:
 then draws one line per judge version instead of one zig-zag across both.
 """
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ def short_path(value: str | Path, root: Path | None) -> str:
 
 
 def as_metadata(
-    values: dict[str, Any], home: Path | None = None, judge_version: str | None = None
+    values: Mapping[str, Any], home: Path | None = None, judge_version: str | None = None
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in redact_any(values).items():

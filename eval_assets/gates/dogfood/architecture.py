@@ -24,7 +24,7 @@ PACKAGE = "eval_assets"
 WIRING = (
     "eval_assets/defs",
     "eval_assets/definitions.py",
-    "eval_assets/cli.py",
+    "eval_assets/cli",
     "eval_assets/orchestrate.py",
 )
 ORCHESTRATOR = "dagster"

@@ -335,8 +335,8 @@ def no_api_key_persisted(ctx: GateContext) -> Outcome:
     """With a canary key set, a tiny materialization against a key-echoing provider leaves it in no
     log line, stdout/stderr byte, journal row, warehouse row or other file under EVAL_HOME (plus
     `ctx.extra_scan_paths`). See the module doc."""
+    from eval_assets.capability.track import Track
     from eval_assets.home import EvalHome
-    from eval_assets.track import Track
 
     key = str(ctx.hooks[KEY_HOOK]()) if KEY_HOOK in ctx.hooks else canary_key()
     needles = (key,)

@@ -8,18 +8,16 @@ counts for the materialization's metadata. No Dagster here.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from eval_assets.config import BuildManifest, ConfigError, Judge, Problem, Project, Scenario, load_build
+from eval_assets.capability.builds import Builds
+from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
+from eval_assets.capability.rows import Summary, cost_ledger_row, exclude_stopped_scenarios
+from eval_assets.config import BuildManifest, Judge, Project, Scenario
 from eval_assets.engine import AttemptRef, Engine, Progress, StoredAttempt
 from eval_assets.home import EvalHome
 from eval_assets.journal import (
@@ -33,72 +31,26 @@ from eval_assets.journal import (
 )
 from eval_assets.providers.gateway import ModelGateway
 from eval_assets.spend import SpendPath
-from eval_assets.stats import release_invariant
 from eval_assets.warehouse import Warehouse
 
+__all__ = [
+    "Log",
+    "RunBoundExceeded",
+    "RunRefused",
+    "Summary",
+    "Track",
+    "TrackError",
+    "exclude_stopped_scenarios",
+]
+
 Log = Callable[[str], None]
-
-
-class TrackError(Exception):
-    """A request the track cannot serve (unknown build, judge, missing runs); the message says why."""
-
-
-class RunRefused(TrackError):
-    """A run refused before its first call: another run holds its lease, or it would break a bound."""
-
-
-class RunBoundExceeded(TrackError):
-    """A run stopped by a bound (bounds.run_deadline_s): recorded as failed, its partition not written."""
-
-
-@dataclass
-class Summary:
-    """Counts for a materialization's metadata."""
-
-    values: dict[str, Any] = field(default_factory=dict)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
-
-
-def exclude_stopped_scenarios(
-    rows: list[dict[str, Any]],
-    reason_key: str = "excluded_reason",
-    has_output: Callable[[dict[str, Any]], bool] | None = None,
-) -> list[dict[str, Any]]:
-    """A scenario with any excluded attempt leaves the distribution whole: all its rows become excluded.
-
-    Which repeats ran before a ceiling stopped a scenario depends on timing; excluding the scenario as a
-    whole keeps the result deterministic. Outputs, costs AND policy failures of the attempts that ran
-    are kept: the rows are checked against the release-statistics invariant the statistics read them
-    with (`eval_assets.stats.release_invariant`): a policy failure on an attempt that produced output
-    counts, excluded scenario or not; one on an attempt without output is an error, here, not later.
-    `has_output(row)` says whether a row's attempt produced output (default: `row["output"]`).
-    """
-    stopped: dict[str, str] = {}
-    for r in rows:
-        if r["status"] == "excluded":
-            stopped.setdefault(r["scenario_id"], str(r.get(reason_key) or "excluded"))
-    out = []
-    for r in rows:
-        if r["scenario_id"] in stopped and r["status"] != "excluded":
-            r = dict(r, status="excluded", **{reason_key: f"scenario stopped: {stopped[r['scenario_id']]}"})
-            if "score" in r:
-                r["score"] = None
-        out.append(r)
-    produced = has_output or (lambda row: row.get("output") is not None)
-    release_invariant(
-        [r["status"] if r["status"] in ("scored", "excluded") else "failed" for r in out],
-        [int(r.get("policy_failures") or 0) for r in out],
-        [produced(r) for r in out],
-    )
-    return out
 
 
 class Track:
     def __init__(self, project: Project, home: EvalHome, journal_url: str | None = None):
         self.project = project
         self.home = home.ensure()
+        self.builds = Builds(project, self.home)
         self.warehouse = Warehouse(home.warehouse)
         self.warehouse.initialise()
         self.journal_url = journal_url or project.settings.spend.journal_url or home.journal_url
@@ -115,46 +67,25 @@ class Track:
             self._journal = open_journal(self.journal_url)
         return self._journal
 
-    # --- builds --------------------------------------------------------------------------------
+    # --- builds (the registry: eval_assets.capability.builds) -------------------------------------
 
     def build_path(self, build_id: str) -> Path:
-        return self.home.builds / f"{build_id}.yaml"
+        return self.builds.path(build_id)
 
     def register_build(self, path: Path) -> BuildManifest:
         """Validate a manifest and store it under EVAL_HOME/builds (atomic). Raises ConfigError."""
-        manifest = load_build(path, self.project, self.registered_builds())
-        target = self.build_path(manifest.id)
-        if target.exists():
-            existing = load_build(target, self.project, self.registered_builds())
-            if existing != manifest:
-                raise ConfigError(
-                    [
-                        Problem(
-                            str(path),
-                            "id",
-                            f"build {manifest.id!r} is already registered with a different manifest",
-                        )
-                    ]
-                )
-            return manifest
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(yaml.safe_dump(manifest.model_dump(mode="json", exclude_none=True), sort_keys=False))
-        os.replace(tmp, target)
-        return manifest
+        return self.builds.register(path)
 
     def registered_builds(self) -> list[str]:
-        return sorted(p.stem for p in self.home.builds.glob("*.yaml"))
+        return self.builds.ids()
 
     def builds_by_registration(self) -> list[str]:
         """Registered builds, oldest registration first (by when the manifest was stored)."""
-        paths = sorted(self.home.builds.glob("*.yaml"), key=lambda p: (p.stat().st_mtime_ns, p.stem))
-        return [p.stem for p in paths]
+        return self.builds.by_registration()
 
     def build(self, build_id: str) -> BuildManifest:
-        path = self.build_path(build_id)
-        if not path.exists():
-            raise TrackError(f"unknown build {build_id!r}: register it with `evaltrack build add FILE.yaml`")
-        return load_build(path, self.project, self.registered_builds())
+        """Resolve `build_id` into its manifest (reads and validates the YAML): once per materialization."""
+        return self.builds.resolve(build_id)
 
     def judges_for(self, build: BuildManifest) -> list[Judge]:
         """The judge versions a build is scored by: the manifest's list, else every active version."""
@@ -394,26 +325,7 @@ class Track:
             for r in self.journal.rows(build=build_id)
             if r.judge_version is None or r.judge_version == judge_version
         ]
-        out = [
-            {
-                "attempt_key": r.attempt_key,
-                "build": r.build,
-                "judge_version": r.judge_version,
-                "scenario_id": r.scenario_id,
-                "repeat": r.repeat,
-                "role": r.role,
-                "try_no": r.try_no,
-                "model": r.model,
-                "status": r.status,
-                "ceiling": r.ceiling,
-                "reserved_usd": r.reserved_usd,
-                "cost_usd": r.cost_usd,
-                "prompt_tokens": r.prompt_tokens,
-                "completion_tokens": r.completion_tokens,
-                "day": r.day,
-            }
-            for r in sorted(rows, key=lambda r: r.attempt_key)
-        ]
+        out = [cost_ledger_row(r) for r in sorted(rows, key=lambda r: r.attempt_key)]
         path = self.warehouse.write_partition(
             "cost_ledger", {"build": build_id, "published_for": judge_version}, out, run_id
         )

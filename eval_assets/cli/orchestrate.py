@@ -15,6 +15,7 @@ from typing import Any
 
 import dagster as dg
 
+from eval_assets.definitions import defs
 from eval_assets.home import EvalHome
 from eval_assets.journal import pid_alive
 
@@ -73,7 +74,12 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
     for record in records:
         run = record.dagster_run
         pid = run.tags.get(PID_TAG, "")
-        if run.tags.get(HOST_TAG) != host or not pid.isdigit() or int(pid) == os.getpid() or pid_alive(int(pid)):
+        if (
+            run.tags.get(HOST_TAG) != host
+            or not pid.isdigit()
+            or int(pid) == os.getpid()
+            or pid_alive(int(pid))
+        ):
             continue
         instance.report_run_failed(
             run, f"the evaltrack process {pid} running it on {host} exited without finishing it (killed?)"
@@ -83,8 +89,6 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
 
 
 def load_definitions() -> dg.Definitions:
-    from eval_assets.definitions import defs
-
     return defs() if callable(defs) else defs  # type: ignore[no-any-return]
 
 

@@ -1,0 +1,87 @@
+"""The build registry under EVAL_HOME/builds: register, list, resolve (once), and the loadable ones.
+
+A build id is resolved into its `BuildManifest` once per materialization (`resolve`) and the manifest
+is passed down from there; nothing below re-reads the YAML. Only the project configuration is
+needed here (no engine, journal or warehouse), so registering or refusing a manifest is cheap.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from eval_assets.capability.errors import TrackError
+from eval_assets.config import BuildManifest, ConfigError, Problem, Project, load_build
+from eval_assets.home import EvalHome
+
+
+class Builds:
+    """The registered build manifests of one EVAL_HOME, validated against one project."""
+
+    def __init__(self, project: Project, home: EvalHome):
+        self.project = project
+        self.home = home
+
+    def path(self, build_id: str) -> Path:
+        return self.home.builds / f"{build_id}.yaml"
+
+    def ids(self) -> list[str]:
+        """Registered build ids, sorted."""
+        return sorted(p.stem for p in self.home.builds.glob("*.yaml"))
+
+    def by_registration(self) -> list[str]:
+        """Registered builds, oldest registration first (by when the manifest was stored)."""
+        paths = sorted(self.home.builds.glob("*.yaml"), key=lambda p: (p.stat().st_mtime_ns, p.stem))
+        return [p.stem for p in paths]
+
+    def register(self, path: Path) -> BuildManifest:
+        """Validate a manifest and store it under EVAL_HOME/builds (atomic). Raises ConfigError."""
+        manifest = load_build(path, self.project, self.ids())
+        target = self.path(manifest.id)
+        if target.exists():
+            existing = load_build(target, self.project, self.ids())
+            if existing != manifest:
+                raise ConfigError(
+                    [
+                        Problem(
+                            str(path),
+                            "id",
+                            f"build {manifest.id!r} is already registered with a different manifest",
+                        )
+                    ]
+                )
+            return manifest
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(yaml.safe_dump(manifest.model_dump(mode="json", exclude_none=True), sort_keys=False))
+        os.replace(tmp, target)
+        return manifest
+
+    def resolve(self, build_id: str) -> BuildManifest:
+        """The registered manifest of `build_id`, read and validated now. Raises TrackError / ConfigError."""
+        path = self.path(build_id)
+        if not path.exists():
+            raise TrackError(f"unknown build {build_id!r}: register it with `evaltrack build add FILE.yaml`")
+        return load_build(path, self.project, self.ids())
+
+    def loadable(self, warn: Callable[[str], None]) -> list[str]:
+        """Registered builds (by id) whose manifest loads and names itself like its file; others are
+        skipped with a warning, so one bad file in builds/ never stops the others."""
+        valid = []
+        for build_id in self.ids():
+            try:
+                manifest = self.resolve(build_id)
+            except (ConfigError, TrackError) as exc:
+                warn(f"skipping build {build_id}: {exc}")
+                continue
+            if manifest.id != build_id:
+                warn(
+                    f"skipping build {build_id}: its manifest says id {manifest.id!r}; "
+                    "register it with `evaltrack build add`"
+                )
+                continue
+            valid.append(build_id)
+        return valid

@@ -1,0 +1,160 @@
+"""`evaltrack`: validate, demo, build add, run, ui (and, as they land, release-status and compare)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from eval_assets.cli.common import EXIT_INTERNAL_ERROR
+
+# Each command's module is imported when the command runs, not before: `--help` must not pay for
+# the configuration models, `validate` not for Dagster, a refused `build add` not for the engine.
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from eval_assets.cli.project_commands import cmd_validate  # configuration and gates only
+
+    return cmd_validate(args)
+
+
+def _judges_record(args: argparse.Namespace) -> int:
+    from eval_assets.cli.project_commands import cmd_judges_record  # configuration only
+
+    return cmd_judges_record(args)
+
+
+def _build_add(args: argparse.Namespace) -> int:
+    from eval_assets.cli.build_commands import cmd_build_add  # configuration; Dagster once registered
+
+    return cmd_build_add(args)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from eval_assets.cli.run_commands import cmd_demo  # the engine, warehouse and Dagster
+
+    return cmd_demo(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from eval_assets.cli.run_commands import cmd_run  # the engine, warehouse and Dagster
+
+    return cmd_run(args)
+
+
+def _release_status(args: argparse.Namespace) -> int:
+    from eval_assets.cli.run_commands import cmd_release_status  # the warehouse and statistics
+
+    return cmd_release_status(args)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from eval_assets.cli.run_commands import cmd_compare  # the warehouse and statistics
+
+    return cmd_compare(args)
+
+
+def _trajectory_convert(args: argparse.Namespace) -> int:
+    from eval_assets.cli.import_commands import cmd_trajectory_convert  # the trajectory converter
+
+    return cmd_trajectory_convert(args)
+
+
+def _scores_import(args: argparse.Namespace) -> int:
+    from eval_assets.cli.import_commands import cmd_scores_import  # the track and warehouse
+
+    return cmd_scores_import(args)
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from eval_assets.cli.ui import cmd_ui  # Dagster
+
+    return cmd_ui(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="evaltrack", description=__doc__)
+    p.add_argument("--project", help="project root (default: this checkout)")
+    p.add_argument("--home", help="EVAL_HOME (default: $EVAL_HOME or .eval_home/)")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("validate", help="validate scenarios/, rubrics/, judges/ and example builds").set_defaults(
+        func=_validate
+    )
+    demo = sub.add_parser("demo", help="register the example builds and materialize the whole graph")
+    demo.add_argument(
+        "--json", action="store_true", help="print one JSON document (for CI) instead of tables"
+    )
+    demo.set_defaults(func=_demo)
+    build = sub.add_parser("build", help="build registry").add_subparsers(dest="build_command", required=True)
+    add = build.add_parser("add", help="register a build manifest")
+    add.add_argument("file")
+    add.set_defaults(func=_build_add)
+    run = sub.add_parser("run", help="materialize everything for one build")
+    run.add_argument("--build", required=True)
+    run.add_argument("--judge", help="one judge version (default: every active version)")
+    run.add_argument(
+        "--fresh", action="store_true", help="pay again with new attempt keys instead of reusing settled ones"
+    )
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another run of this build holds its lease, wait for it (default: refuse at once)",
+    )
+    run.add_argument("--json", action="store_true", help="print one JSON document (for CI) instead of tables")
+    run.set_defaults(func=_run)
+    status = sub.add_parser(
+        "release-status",
+        help="print a build's decision; exit 0 allow, 1 block, 2 none, 3 investigate, 4 internal error",
+    )
+    status.add_argument("build")
+    status.add_argument(
+        "--format",
+        choices=("text", "markdown", "json"),
+        default="text",
+        help="text (a table), markdown (ready to paste into a pull request) or json",
+    )
+    status.set_defaults(func=_release_status)
+    cmp = sub.add_parser("compare", help="capability report between two builds under one judge version")
+    cmp.add_argument("--baseline", required=True)
+    cmp.add_argument("--candidate", required=True)
+    cmp.add_argument("--judge", required=True, help="judge version, e.g. helpfulness-v1")
+    cmp.set_defaults(func=_compare)
+    trajectory = sub.add_parser("trajectory", help="trajectory export → converted cases").add_subparsers(
+        dest="trajectory_command", required=True
+    )
+    convert = trajectory.add_parser(
+        "convert",
+        help="convert a redacted export into scenarios (docs/trajectory-export.md); writes all or nothing",
+    )
+    convert.add_argument("export", help="the redacted trajectory export (JSONL)")
+    convert.add_argument("--out", required=True, help="output directory, e.g. scenarios/converted/")
+    convert.add_argument(
+        "--judge", default="helpfulness", help="judge name of every case (default: helpfulness)"
+    )
+    convert.add_argument("--suite", default="converted", help="suite of every case (default: converted)")
+    convert.set_defaults(func=_trajectory_convert)
+    judges = sub.add_parser("judges", help="judge registry").add_subparsers(
+        dest="judges_command", required=True
+    )
+    judges.add_parser(
+        "record", help="record new judge versions' content hashes in judges/registry.yaml"
+    ).set_defaults(func=_judges_record)
+    scores = sub.add_parser("scores", help="human scores").add_subparsers(
+        dest="scores_command", required=True
+    )
+    imp = scores.add_parser("import", help="append human scores from a CSV or JSONL file (all rows or none)")
+    imp.add_argument("file")
+    imp.set_defaults(func=_scores_import)
+    ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
+    ui.add_argument("--port", type=int, default=3000)
+    ui.set_defaults(func=_ui)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except Exception as exc:  # anything a command did not turn into its own outcome
+        print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR

@@ -1,0 +1,46 @@
+"""`evaltrack validate` and `evaltrack judges record`: the project files only (no engine, no Dagster)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from eval_assets.cli.common import print_problems, project_of
+from eval_assets.config import ConfigError, load_build, load_project
+from eval_assets.config._loader import misnamed_yaml
+from eval_assets.config._registry import record_new_versions
+from eval_assets.gates import validate_gates
+from eval_assets.home import project_root
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        project = project_of(args)
+        problems: list = []
+        problems += validate_gates(project.root)
+        examples = project.root / "examples" / "builds"
+        problems += misnamed_yaml(examples, project.root)
+        for path in sorted(examples.glob("*.yaml")):
+            try:
+                load_build(path, project)  # a baseline must be one of the examples
+            except ConfigError as exc:
+                problems += exc.problems
+        if problems:
+            raise ConfigError(problems)
+    except ConfigError as exc:
+        return print_problems(exc)
+    print(
+        f"ok: {len(project.scenarios)} scenarios, {len(project.rubrics)} rubrics, "
+        f"{len(project.judges)} judge versions ({len(project.active_judges)} active)"
+    )
+    return 0
+
+
+def cmd_judges_record(args: argparse.Namespace) -> int:
+    root = Path(args.project).resolve() if args.project else project_root()
+    try:
+        lines = record_new_versions(load_project(root, check_registry=False))
+    except ConfigError as exc:
+        return print_problems(exc)
+    print("\n".join(lines) if lines else "judges/registry.yaml is up to date")
+    return 0

@@ -1,0 +1,295 @@
+"""`evaltrack run`, `demo`, `release-status` and `compare`: materializations on the persistent Dagster
+instance (through `eval_assets.cli.orchestrate`), then the recorded decisions as tables or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+
+from eval_assets.capability.track import Track, TrackError
+from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, print_problems, project_of
+from eval_assets.cli.orchestrate import StepResult, instance_for, materialize_build, register_partition
+from eval_assets.config import ConfigError
+from eval_assets.journal import JournalError, LeaseRow
+from eval_assets.present import reasons_markdown, reasons_text_rows, recorded_reasons, shorten, text_table
+from eval_assets.release import build_report, recorded_decision
+from eval_assets.stats import CrossJudgeVersionError, exit_code, summary_markdown
+
+EXAMPLE_BUILDS = ("baseline.yaml", "rebuild.yaml", "candidate.yaml")
+
+
+def _money(value: object) -> str:
+    return f"${float(value or 0.0):.3f}"  # type: ignore[arg-type]
+
+
+def step_line(step: StepResult, expected_attempts: int | None = None) -> str:
+    """One progress line for a finished step: what it materialized, its counts, spend and time."""
+    meta = step.metadata
+    took = f"{step.seconds:.0f} s"
+    if not step.success and not set(step.assets) <= set(meta):
+        return f"{'+'.join(step.assets):<20} FAILED · {shorten(step.error or 'run failed', 140)} · {took}"
+    if "scenario_runs" in meta:
+        m = meta["scenario_runs"]
+        total = expected_attempts if expected_attempts is not None else m.get("attempts")
+        return (
+            f"{'scenario_runs':<20} {m.get('attempts')}/{total} attempts · {m.get('errors', 0)} errors · "
+            f"{m.get('excluded', 0)} excluded · {m.get('reused_from_journal', 0)} reused · "
+            f"{_money(m.get('spend_usd'))} · {took}"
+        )
+    if "judge_verdicts" in meta:
+        v, r = meta["judge_verdicts"], meta.get("capability_report", {})
+        judge = step.partition.split("|")[-1]
+        spend = float(v.get("spend_usd") or 0.0)
+        return (
+            f"{judge:<20} {v.get('verdicts')} verdicts · {v.get('scored')} scored · {v.get('failed')} failed · "
+            f"{v.get('excluded')} excluded · report: {r.get('verdict', 'not made')} · {_money(spend)} · {took}"
+        )
+    if "deterministic_suite" in meta:
+        m = meta["deterministic_suite"]
+        counts = m.get("counts") or {}
+        blocking = m.get("blocking") or []
+        return (
+            f"{'deterministic_suite':<20} {sum(counts.values())} results · {counts.get('pass', 0)} pass · "
+            f"{len(blocking)} blocking{(' (' + ', '.join(blocking) + ')') if blocking else ''} · {took}"
+        )
+    if "release_decision" in meta:
+        m = meta["release_decision"]
+        return f"{'release_decision':<20} {m.get('decision')} · baseline {m.get('baseline')} · {took}"
+    return f"{'+'.join(step.assets):<20} {'ok' if step.success else 'FAILED'} · {took}"
+
+
+def _run_builds(
+    args: argparse.Namespace,
+    track: Track,
+    build_ids: Sequence[str],
+    judge: str | None,
+    fresh: bool = False,
+    quiet: bool = False,
+) -> tuple[bool, list[dict[str, object]]]:
+    """Materialize each build; prints one progress line per step (unless `quiet`). Returns success
+    and, per build, its steps as plain data (for `--json`)."""
+    ok = True
+    out: list[dict[str, object]] = []
+    for build_id in build_ids:
+        manifest = track.build(build_id)
+        versions = [judge] if judge else [j.version_id for j in track.judges_for(manifest)]
+        expected = sum(s.repeats for s in track.scenarios_for(manifest))
+        say: Callable[[str], None] = (lambda _line: None) if quiet else (lambda line: print(line, flush=True))
+        say(f"build {build_id}: scenario_runs, then {', '.join(versions)}, the suite and the decision")
+
+        def show(step: StepResult, expected: int = expected, say: Callable[[str], None] = say) -> None:
+            say(f"  {step_line(step, expected)}")
+
+        tags = {}
+        if fresh:
+            generation = track.next_generation(build_id)
+            tags["evaltrack/generation"] = str(generation)
+            say(f"  fresh run: generation {generation} (new attempt keys; earlier spend stays on the ledger)")
+        results = materialize_build(track.home, build_id, versions, on_step=show, tags=tags)
+        ok = ok and all(r.success for r in results)
+        out.append(
+            {
+                "build": build_id,
+                "steps": [
+                    {
+                        "assets": list(r.assets),
+                        "partition": r.partition,
+                        "job": r.job,
+                        "run_id": r.run_id,
+                        "success": r.success,
+                        "error": r.error,
+                        "seconds": r.seconds,
+                    }
+                    for r in results
+                ],
+            }
+        )
+    return ok, out
+
+
+def _decision_record(track: Track, build_id: str) -> dict[str, object]:
+    """A build's recorded decision, its reasons and where its plots are, as plain data."""
+    row = recorded_decision(track, build_id)
+    plots = sorted((track.home.root / "reports" / build_id).glob("*.png"))
+    return {
+        "build": build_id,
+        "decision": str(row["decision"]) if row else "none",
+        "recorded": row is not None,
+        "baseline": (row or {}).get("baseline") or None,
+        "reasons": (
+            [{"severity": "none", "source": "release", "message": str(row["reasons"])}]
+            if row and row.get("stale")
+            else recorded_reasons(track.warehouse, build_id)
+            if row
+            else []
+        ),
+        "plots": [str(p) for p in plots],
+    }
+
+
+def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
+    """One reasons table per build, then the decisions in one table, last (no line over 200 characters)."""
+
+    def rel(path: str) -> str:
+        try:
+            return str(Path(path).relative_to(home))
+        except ValueError:
+            return path
+
+    for r in records:
+        print()
+        print(f"{r['build']}: {r['decision']} (baseline {r['baseline'] or 'none'})")
+        rows = reasons_text_rows(r["reasons"])  # type: ignore[arg-type]
+        print(text_table(("severity", "source", "reason"), rows) if rows else "  no reasons recorded")
+    print()
+    print(
+        text_table(
+            ("build", "decision", "reasons", "plots (under EVAL_HOME)"),
+            [
+                (
+                    r["build"],
+                    r["decision"] if r["recorded"] else "no decision recorded",
+                    len(r["reasons"]),  # type: ignore[arg-type]
+                    ", ".join(rel(p) for p in r["plots"]) or "none",  # type: ignore[attr-defined]
+                )
+                for r in records
+            ],
+        )
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        track = Track(project_of(args), home_of(args))
+        if args.judge:
+            track.judge(args.judge)
+        manifest = track.build(args.build)
+        track.journal  # noqa: B018  (an unreachable or locked journal fails here, before any model call)
+    except ConfigError as exc:
+        return print_problems(exc)
+    except (TrackError, JournalError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+    def waiting(row: LeaseRow) -> None:
+        print(f"waiting: {row.target} is being run by {row.describe()}", flush=True)
+
+    # One run per build, asset and partition (issue 11): the leases of every paying step are taken
+    # here, in one global order, before any call; the steps (this process) hold them re-entrantly.
+    versions = [args.judge] if args.judge else [j.version_id for j in track.judges_for(manifest)]
+    targets = [("scenario_runs", args.build)] + [("judge_verdicts", f"{args.build}|{v}") for v in versions]
+    try:
+        with ExitStack() as leases:
+            for asset, partition in targets:
+                leases.enter_context(
+                    track.lease(args.build, asset, partition, None, wait=args.wait, on_wait=waiting)
+                )
+            ok, steps = _run_builds(args, track, [args.build], args.judge, fresh=args.fresh, quiet=args.json)
+    except (TrackError, JournalError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    record = _decision_record(track, args.build)
+    if args.json:
+        print(json.dumps({"ok": ok, "builds": [{**steps[0], **record}]}, default=str, sort_keys=True))
+    else:
+        _print_decisions([record], track.home.root)
+    return 0 if ok else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    try:
+        project = project_of(args)
+        home = home_of(args)
+        track = Track(project, home)
+        instance = instance_for(home)
+        build_ids = []
+        for name in EXAMPLE_BUILDS:
+            manifest = track.register_build(project.root / "examples" / "builds" / name)
+            register_partition(instance, manifest.id)
+            build_ids.append(manifest.id)
+    except ConfigError as exc:
+        return print_problems(exc)
+    ok, steps = _run_builds(args, track, build_ids, None, quiet=args.json)
+    records = [_decision_record(track, b) for b in build_ids]
+    if args.json:
+        builds = [{**s, **r} for s, r in zip(steps, records, strict=True)]
+        print(
+            json.dumps(
+                {"ok": ok, "builds": builds, "warehouse": str(track.warehouse.catalog_path)},
+                default=str,
+                sort_keys=True,
+            )
+        )
+        return 0 if ok else 1
+    print()
+    print(f"warehouse: {track.warehouse.catalog_path}  (open read-only; views in docs/warehouse.md)")
+    print(f"UI: EVAL_HOME={home.root} evaltrack ui   (then http://127.0.0.1:3000)")
+    _print_decisions(records, home.root)
+    return 0 if ok else 1
+
+
+def cmd_release_status(args: argparse.Namespace) -> int:
+    try:
+        track = Track(project_of(args), home_of(args))
+        track.build(args.build)
+    except ConfigError as exc:
+        return print_problems(exc)
+    except TrackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if _report_damage(track, [args.build]):
+        return EXIT_INTERNAL_ERROR
+    record = _decision_record(track, args.build)
+    if not record["recorded"]:
+        print(
+            f"build {args.build}: no decision yet (materialize release_decision, e.g. `evaltrack run --build {args.build}`)"
+        )
+        return 2
+    decision = str(record["decision"])
+    rows = record["reasons"]
+    assert isinstance(rows, list)
+    if args.format == "json":
+        print(json.dumps(record, default=str, sort_keys=True))
+    elif args.format == "markdown":
+        print(reasons_markdown(args.build, decision, rows), end="")
+    else:
+        print(f"build {args.build}: {decision} (baseline: {record['baseline'] or 'none'})")
+        print(text_table(("severity", "source", "reason"), reasons_text_rows(rows)))
+    return exit_code(decision)  # type: ignore[arg-type]
+
+
+def _report_damage(track: Track, builds: Sequence[str]) -> bool:
+    """Print the warehouse damage of `builds` (after checking every file); True if there is any."""
+    track.warehouse.verify()
+    damage = [d for build in builds for d in track.warehouse.damage(build)]
+    for d in damage:
+        print(f"internal error: {d.text()}", file=sys.stderr)
+    if damage:
+        print(
+            f"internal error: {len(damage)} damaged warehouse file(s) of {', '.join(builds)}; the files were "
+            "moved aside (never deleted); re-materialize the partition(s) named above "
+            "(e.g. `evaltrack run --build BUILD`) to replace them",
+            file=sys.stderr,
+        )
+    return bool(damage)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    try:
+        track = Track(project_of(args), home_of(args))
+        for build in (args.baseline, args.candidate):
+            track.build(build)
+        if _report_damage(track, [args.baseline, args.candidate]):
+            return EXIT_INTERNAL_ERROR
+        run = build_report(track, args.candidate, args.judge, args.baseline)
+    except ConfigError as exc:
+        return print_problems(exc)
+    except (CrossJudgeVersionError, TrackError) as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 1
+    print(summary_markdown(run.report))
+    return 0
