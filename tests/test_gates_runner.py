@@ -25,9 +25,15 @@ from eval_assets.gates import (
     stored_evidence,
 )
 from eval_assets.stats import decide
-from eval_assets.warehouse import Warehouse
+from eval_assets.warehouse import DATASETS, Warehouse
 
 SIM_SUBJECT = Subject(model="sim/agent", family="sim", params={"skill": 0.8, "noise": 0.0, "seed": 1})
+
+def full_row(dataset: str, row: dict) -> dict:
+    """A fixture row with the table's other columns given as None (every producer gives each column)."""
+    ds = DATASETS[dataset]
+    return {c: None for c, _ in ds.columns if c not in ds.partition_by} | row
+
 
 
 @pytest.fixture(autouse=True)
@@ -579,7 +585,7 @@ def test_the_canary_gate_finds_a_key_that_reached_a_warehouse_row() -> None:
         Warehouse(home / "warehouse").write_partition(
             "gate_results",
             {"build": build_ids[0]},
-            [{"gate_id": "leak", "message": os.environ["OPENAI_API_KEY"]}],
+            [full_row("gate_results", {"gate_id": "leak", "message": os.environ["OPENAI_API_KEY"]})],
             "leak",
         )
         return []

@@ -20,10 +20,16 @@ from eval_assets.config import Project
 from eval_assets.home import EvalHome
 from eval_assets.human_scores import HumanScoreError, import_scores, judge_agreement, score_id
 from eval_assets.stats import krippendorff_alpha_interval
-from eval_assets.warehouse import Warehouse
+from eval_assets.warehouse import DATASETS, Warehouse
 
 BUILD = "agent-2026-11-28-base"
 HEADER = "build,scenario_id,repeat,judge_version,rubric,author,retracts,correctness,completeness,clarity"
+
+def full_row(dataset: str, row: dict) -> dict:
+    """A fixture row with the table's other columns given as None (every producer gives each column)."""
+    ds = DATASETS[dataset]
+    return {c: None for c, _ in ds.columns if c not in ds.partition_by} | row
+
 
 
 @pytest.fixture(scope="module")
@@ -382,7 +388,7 @@ def _agreement_warehouse(tmp_path: Path, judge: np.ndarray, human: np.ndarray) -
     # a failed verdict and another rubric's verdict must not pair
     verdicts.append({"build": "b1", "judge_version": "g-v1", "scenario_id": "s0", "repeat": n, "rubric": "q-v1",
                      "status": "failed", "score": None})
-    wh.write_partition("judge_verdicts", {"build": "b1", "judge_version": "g-v1"}, verdicts, "r1")
+    wh.write_partition("judge_verdicts", {"build": "b1", "judge_version": "g-v1"}, [full_row("judge_verdicts", v) for v in verdicts], "r1")
     humans = [
         {"score_id": f"h{i}", "build": "b1", "scenario_id": f"s{i % 7}", "repeat": i, "rubric": "q-v1",
          "source": "human", "criteria": "{}", "score": human[i] / 4, "author": "ana"}
@@ -398,7 +404,7 @@ def _agreement_warehouse(tmp_path: Path, judge: np.ndarray, human: np.ndarray) -
         {"score_id": "ho", "build": "b1", "scenario_id": "s0", "repeat": 0, "rubric": "other-v1", "source": "human",
          "criteria": "{}", "score": 0.0, "author": "ana"},  # another rubric
     ]
-    wh.write_partition("human_scores", {"build": "b1"}, humans, "r1")
+    wh.write_partition("human_scores", {"build": "b1"}, [full_row("human_scores", h) for h in humans], "r1")
     return wh
 
 

@@ -16,9 +16,15 @@ import pytest
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
-from eval_assets.warehouse import Dataset, Warehouse, WarehouseError
+from eval_assets.warehouse import DATASETS, Dataset, Warehouse, WarehouseError
 
 HERE = Path(__file__).parent
+
+
+def full_row(dataset: str, row: dict) -> dict:
+    """A fixture row with the table's other columns given as None (every producer gives each column)."""
+    ds = DATASETS[dataset]
+    return {c: None for c, _ in ds.columns if c not in ds.partition_by} | row
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
@@ -40,6 +46,7 @@ def test_newest_file_per_partition_is_current_and_history_keeps_all(tmp_path: Pa
         "policy_failures": 0,
         "cost_usd": 0.1,
     }
+    row = full_row("scenario_runs", row)
     wh.write_partition("scenario_runs", {"build": "b"}, [row, dict(row, repeat=2)], "run-1")
     wh.write_partition("scenario_runs", {"build": "b"}, [dict(row, output="new")], "run-2")
     wh.write_partition("scenario_runs", {"build": "other"}, [row], "run-3")
@@ -108,7 +115,9 @@ def test_a_partition_file_appears_only_by_rename_of_a_complete_file(
 def test_a_failed_write_leaves_no_file_at_all(tmp_path: Path) -> None:
     wh = Warehouse(tmp_path / "wh", {"probe": PROBE})
     with pytest.raises(WarehouseError, match=r"^probe: could not write \d+-run-1\.parquet: "):
-        wh.write_partition("probe", {"build": "b1"}, [{"build": "b1", "n": "not a number"}], "run-1")
+        wh.write_partition(
+            "probe", {"build": "b1"}, [{"build": "b1", "n": "not a number", "text": None}], "run-1"
+        )
     assert [p for p in (wh.data / "probe").rglob("*") if p.is_file()] == []
 
 
@@ -156,7 +165,10 @@ def test_spliced_trend_applies_the_published_offset_and_marks_spliced_points(tmp
 
     def verdicts(build: str, version: str, scores: list[float]) -> None:
         rows = [
-            {"scenario_id": f"s{i}", "repeat": 1, "status": "scored", "score": x, "source": "model"}
+            full_row(
+                "judge_verdicts",
+                {"scenario_id": f"s{i}", "repeat": 1, "status": "scored", "score": x, "source": "model"},
+            )
             for i, x in enumerate(scores)
         ]
         wh.write_partition(
@@ -174,7 +186,9 @@ def test_spliced_trend_applies_the_published_offset_and_marks_spliced_points(tmp
         "scale_low": 1.0,
         "scale_high": 5.0,
     }
-    wh.write_partition("calibration_offsets", {"judge_to": "j-v2"}, [calibration], "bridge")
+    wh.write_partition(
+        "calibration_offsets", {"judge_to": "j-v2"}, [full_row("calibration_offsets", calibration)], "bridge"
+    )
     con = duckdb.connect(str(wh.catalog_path), read_only=True)
     rows = con.execute(
         "SELECT build, mean_score, spliced, spliced_from FROM score_trend_spliced WHERE trend_version = 'j-v2' "
@@ -190,7 +204,7 @@ def test_spliced_trend_applies_the_published_offset_and_marks_spliced_points(tmp
 
 
 def _verdicts(wh: Warehouse, build: str, score: float, run_id: str) -> Path:
-    row = {"scenario_id": "s", "repeat": 1, "status": "scored", "score": score}
+    row = full_row("judge_verdicts", {"scenario_id": "s", "repeat": 1, "status": "scored", "score": score})
     return wh.write_partition("judge_verdicts", {"build": build, "judge_version": "j-v1"}, [row], run_id)
 
 
@@ -280,6 +294,33 @@ def test_a_write_outside_the_dataset_contract_is_refused_naming_it(tmp_path: Pat
         wh.write_partition("probe", {"build": "b1"}, [row, dict(row, build="b2")], "r")
     assert str(raised.value) == "probe: rows outside partition build=b1"
     assert not (wh.data / "probe").exists() or not list((wh.data / "probe").rglob("*.parquet"))
+
+
+def test_a_row_missing_a_column_or_carrying_an_extra_one_is_refused_never_written_as_null(
+    tmp_path: Path,
+) -> None:
+    wh = Warehouse(tmp_path / "wh", {"probe": PROBE})
+    row = {"build": "b1", "n": 1, "text": "a"}
+    with pytest.raises(WarehouseError) as raised:  # one row of two forgot `text`
+        wh.write_partition("probe", {"build": "b1"}, [row, {"build": "b1", "n": 2}], "r")
+    assert str(raised.value) == "probe: missing columns ['text']"
+    with pytest.raises(WarehouseError) as raised:  # a frame without `n`
+        wh.write_partition("probe", {"build": "b1"}, pd.DataFrame([{"build": "b1", "text": "a"}]), "r")
+    assert str(raised.value) == "probe: missing columns ['n']"
+    with pytest.raises(WarehouseError) as raised:  # a column the table does not have
+        wh.write_partition("probe", {"build": "b1"}, [row, dict(row, n=2, note="x")], "r")
+    assert str(raised.value) == "probe: unknown columns ['note']"
+    assert not (wh.data / "probe").exists() or not list((wh.data / "probe").rglob("*.parquet"))
+    # the partition's key may be left to the partition; an empty partition has no rows to check
+    path = wh.write_partition("probe", {"build": "b1"}, [{"n": 1, "text": "a"}], "r")
+    con = duckdb.connect()
+    try:
+        assert con.execute("SELECT build, n, text FROM read_parquet(?)", [str(path)]).fetchall() == [
+            ("b1", 1, "a")
+        ]
+    finally:
+        con.close()
+    assert wh.write_partition("probe", {"build": "b2"}, [], "r2").exists() and path.exists()
 
 
 def test_a_file_duckdb_cannot_read_is_quarantined_even_with_its_size_and_mtime_kept(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from eval_assets.config import ConfigError, Project, load_project
 from eval_assets.engine import AttemptRef
 from eval_assets.home import PROJECT_ROOT, EvalHome
 from eval_assets.journal import Ceilings
+from eval_assets.warehouse import DATASETS
 
 sys.path.insert(0, str(PROJECT_ROOT / "tests"))
 from e2e.project import small_project  # noqa: E402
@@ -40,6 +41,12 @@ SCENARIO = "support.refund-policy"
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def full_row(dataset: str, row: dict) -> dict:
+    """A fixture row with the table's other columns given as None (every producer gives each column)."""
+    ds = DATASETS[dataset]
+    return {c: None for c, _ in ds.columns if c not in ds.partition_by} | row
 
 
 def _small(tmp_path: Path, **bounds: Any) -> Path:
@@ -200,14 +207,16 @@ def _two_decided_builds(project: Project, home: EvalHome) -> tuple[Track, str, s
     track = Track(project, home)
     damaged = track.register_build(project.root / "examples/builds/baseline.yaml").id
     healthy = track.register_build(project.root / "examples/builds/candidate.yaml").id
-    verdict = {"scenario_id": SCENARIO, "repeat": 1, "status": "scored", "score": 0.8, "policy_failures": 0}
+    verdict = full_row(
+        "judge_verdicts", {"scenario_id": SCENARIO, "repeat": 1, "status": "scored", "score": 0.8, "policy_failures": 0}
+    )
     files = {}
     for build, decision in ((damaged, "allow"), (healthy, "allow")):
         files[build] = track.warehouse.write_partition(
             "judge_verdicts", {"build": build, "judge_version": "helpfulness-v1"}, [verdict], f"run-{build}"
         )
         track.warehouse.write_partition(
-            "release_decisions", {"build": build}, [{"decision": decision, "reasons": "ok"}], f"run-{build}"
+            "release_decisions", {"build": build}, [full_row("release_decisions", {"decision": decision, "reasons": "ok"})], f"run-{build}"
         )
     return track, damaged, healthy, files[damaged]
 

@@ -28,7 +28,7 @@ WIRING = (
     "eval_assets/orchestrate.py",
 )
 ORCHESTRATOR = "dagster"
-PARTITION_WRITER = "eval_assets/warehouse.py"
+PARTITION_WRITER = "eval_assets/warehouse/_writer.py"
 PARQUET_WRITERS = frozenset(
     {"to_parquet", "write_parquet", "write_table", "write_to_dataset", "write_dataset", "sink_parquet"}
 )

@@ -1,0 +1,415 @@
+"""The warehouse: Parquet partitions (the one partition writer) and the DuckDB catalog of views.
+
+Result tables are Parquet files under `<home>/warehouse/data/<dataset>/<key>=<value>/...`, one file per
+materialization of a partition, written to a temp name, fsynced and renamed into place, tagged with the
+run id. The `<dataset>` view picks the newest file per partition; `<dataset>_history` shows them all.
+`warehouse.duckdb` holds only views (absolute paths), is rebuilt in a temp file and renamed, and is
+never opened read-write by a run, so analysts holding it read-only never block a writer.
+
+Damage (issue 11): the partition writer records every file it writes in the manifest
+`partitions.sqlite` (path, dataset, partition, build, size, SHA-256, mtime) before renaming it into
+place. Every read through `connect()`/`query()` first checks the files against it: a file that is
+missing, whose size changed, whose content no longer has its hash, that DuckDB cannot read, or that
+the partition writer never wrote is *damaged*: it is moved (never deleted) to
+`<home>/warehouse/quarantine/` with a note naming file, table, build and reason, and marked damaged in
+the manifest. In its place the writer puts a *tombstone*: a one-row file with the damaged file's
+partition and `written_at` and run_id `quarantined:<file>`. The views drop tombstone rows, and a
+tombstone that is the newest file of its partition makes the partition empty, so a damaged current
+file never lets an older one pass for current. Everything else reads on. `damage(build)` lists the
+damage that no newer file of the same partition has replaced: `release-status` exits 4 on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from eval_assets.warehouse._datasets import DATASETS, Dataset, WarehouseError, check_rows
+from eval_assets.warehouse._views import TOMBSTONE_PREFIX, view_sql
+from eval_assets.warehouse._writer import (
+    MANIFEST_SCHEMA,
+    Entry,
+    Manifest,
+    first_line,
+    fsync,
+    sha256,
+    write_file,
+    written_at_of,
+)
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A damaged partition file, as the manifest records it."""
+
+    file: str  # where it was, relative to the data directory
+    table: str
+    build: str | None
+    partition: dict[str, str]
+    reason: str
+    moved_to: str | None  # None: it was missing
+    noticed_at: str
+    resolved: bool = False  # a newer file of the same partition has been written since
+
+    def text(self) -> str:
+        where = f"moved to {self.moved_to}" if self.moved_to else "nothing left to move"
+        return (
+            f"damaged warehouse file {self.file} (table {self.table}, build {self.build or '-'}): "
+            f"{self.reason}; {where}"
+        )
+
+
+class Warehouse:
+    """Parquet datasets under `root/data` and the catalog `root/warehouse.duckdb`."""
+
+    def __init__(self, root: Path, datasets: Mapping[str, Dataset] = DATASETS):
+        self.root = root.resolve()
+        self.data = self.root / "data"
+        self.catalog_path = self.root / "warehouse.duckdb"
+        self.manifest_path = self.root / "partitions.sqlite"
+        self.quarantine = self.root / "quarantine"
+        self.datasets = dict(datasets)
+
+    # --- initialisation ------------------------------------------------------------------------
+
+    def initialise(self) -> None:
+        """Create the dataset directories, a schema-only file per dataset, and the catalog if stale."""
+        adopt = not self.manifest_path.exists()
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self._manifest() as con:
+            con.execute(MANIFEST_SCHEMA)
+        if adopt:  # a warehouse written before the manifest: its readable files are taken as they are
+            self._adopt_existing()
+        for ds in self.datasets.values():
+            self._ensure_schema_file(ds)
+        if not self._catalog_current():
+            self._build_catalog()
+
+    def view_sql(self) -> list[str]:
+        """CREATE VIEW statements for every dataset (`<name>_history`, the current `<name>`) and the
+        derived views, from the SQL files under `views/`."""
+        return view_sql(self.data, self.datasets)
+
+    def _catalog_current(self) -> bool:
+        if not self.catalog_path.exists():
+            return False
+        try:
+            con = duckdb.connect(str(self.catalog_path), read_only=True)
+            try:
+                row = con.execute("SELECT version, data_root FROM _catalog").fetchone()
+            finally:
+                con.close()
+        except duckdb.Error:
+            return False
+        return row == (self._catalog_version(), str(self.data))
+
+    def _catalog_version(self) -> str:
+        """Changes whenever any view definition changes, so a stale catalog is rebuilt."""
+        return hashlib.sha256("\n".join(self.view_sql()).encode()).hexdigest()[:16]
+
+    def _build_catalog(self) -> None:
+        """Build the catalog in a temp file and rename it over the old one (readers keep the old inode)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".warehouse.{os.getpid()}.{time.time_ns()}.duckdb.tmp"
+        con = duckdb.connect(str(tmp))
+        try:
+            for stmt in self.view_sql():
+                con.execute(stmt)
+            con.execute(
+                "CREATE TABLE _catalog AS SELECT ? AS version, ? AS data_root",
+                [self._catalog_version(), str(self.data)],
+            )
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        fsync(tmp)
+        os.replace(tmp, self.catalog_path)
+        wal = tmp.with_name(tmp.name + ".wal")
+        if wal.exists():
+            wal.unlink()
+
+    # --- the one partition writer --------------------------------------------------------------
+
+    def write_partition(
+        self,
+        dataset: str,
+        partition: Mapping[str, str],
+        rows: Sequence[Mapping[str, Any]] | pd.DataFrame,
+        run_id: str,
+    ) -> Path:
+        """Write one partition's rows as a new file; readers see the old file or the new, never a mix.
+
+        Every row must carry the partition's key values. The file is recorded in the manifest (size,
+        hash) before it is renamed into place. Returns the path written.
+        """
+        if run_id.startswith(TOMBSTONE_PREFIX):
+            raise WarehouseError(f"{dataset}: run ids starting {TOMBSTONE_PREFIX!r} are reserved")
+        return self._write_partition(dataset, partition, rows, run_id)
+
+    def _write_partition(
+        self,
+        dataset: str,
+        partition: Mapping[str, str],
+        rows: Sequence[Mapping[str, Any]] | pd.DataFrame,
+        run_id: str,
+        written_at: int | None = None,
+    ) -> Path:
+        ds = self.datasets[dataset]
+        if set(partition) != set(ds.partition_by):
+            raise WarehouseError(f"{dataset}: partition must be {ds.partition_by}, got {tuple(partition)}")
+        tombstone = written_at is not None
+        if tombstone:  # a tombstone carries only its partition's key values (module docstring)
+            frame = pd.DataFrame(list(rows)).reindex(columns=[c for c, _ in ds.columns])
+            frame = frame.assign(**{k: v for k, v in partition.items()})
+        else:
+            frame = check_rows(ds, partition, rows)
+        written_at = written_at if written_at is not None else time.time_ns()
+        frame["run_id"] = run_id
+        frame["written_at"] = pd.Timestamp(written_at, unit="ns")
+        directory = self.data / dataset
+        for key in ds.partition_by:
+            directory = directory / f"{key}={partition[key]}"
+        name = f"{written_at}-quarantined-{time.time_ns()}" if tombstone else f"{written_at}-{run_id}"
+        target = directory / f"{name}.parquet"
+        self._write_file(ds, frame, target, dict(partition), run_id, written_at)
+        return target
+
+    def _write_file(
+        self,
+        ds: Dataset,
+        frame: pd.DataFrame,
+        target: Path,
+        partition: dict[str, str] | None = None,
+        run_id: str = "",
+        written_at: int = 0,
+    ) -> None:
+        write_file(self.data, self.manifest_path, ds, frame, target, partition or {}, run_id, written_at)
+
+    # --- reading (an in-memory connection over the same views; never the catalog file) ---------
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection with every view defined, over verified files (`verify`)."""
+        return self._with_quarantine(lambda con: con)
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
+        """Run `sql` over the views. A file DuckDB cannot read is quarantined and the query run again."""
+
+        def run(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+            try:
+                return con.execute(sql, params or []).df()
+            finally:
+                con.close()
+
+        return self._with_quarantine(run)
+
+    def _with_quarantine(self, use: Any) -> Any:
+        """`use(connection with the views)`; a data file DuckDB names in an error is quarantined, and
+        the whole thing done again (at most _MAX_QUARANTINES_PER_QUERY times)."""
+        for _ in range(_MAX_QUARANTINES_PER_QUERY):
+            self.verify()
+            con = duckdb.connect()
+            try:
+                for stmt in self.view_sql():
+                    con.execute(stmt)
+                return use(con)
+            except duckdb.Error as exc:
+                con.close()
+                bad = self._files_named_in(str(exc))
+                if not bad:
+                    raise
+                for rel in bad:
+                    self._quarantine(rel, f"unreadable: {first_line(exc)}")
+        raise WarehouseError(f"more than {_MAX_QUARANTINES_PER_QUERY} damaged files met by one read")
+
+    # --- damage (see the module docstring) -----------------------------------------------------
+
+    def verify(self) -> list[Damage]:
+        """Check every data file against the manifest; quarantine what is damaged. Returns the new damage.
+
+        Files are listed before the manifest is read (a listed file's row, written before its rename, is
+        then always seen); a row whose file was not listed is looked up again before it counts as missing.
+        """
+        if not self.manifest_path.exists():
+            self.initialise()
+        listed = {p.relative_to(self.data).as_posix() for p in self.data.rglob("*.parquet")}
+        entries = {e.path: e for e in self._entries()}
+        found = []
+        for rel in sorted(listed - set(entries)):
+            found += self._quarantine(rel, "not written by the partition writer (no manifest entry)")
+        for rel, entry in sorted(entries.items()):
+            if entry.state == "damaged":
+                continue
+            path = self.data / rel
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                if entry.state == "written":
+                    found += self._quarantine(rel, "missing: the file was deleted")
+                continue
+            if stat.st_size != entry.size:
+                found += self._quarantine(rel, f"size is {stat.st_size} bytes, {entry.size} were written")
+            elif stat.st_mtime_ns != entry.mtime_ns and entry.state == "written":
+                if sha256(path) != entry.sha256:
+                    found += self._quarantine(rel, "content changed since it was written (SHA-256 differs)")
+                else:
+                    with self._manifest() as mf:
+                        mf.execute(
+                            "UPDATE partition_files SET mtime_ns = ? WHERE path = ?", [stat.st_mtime_ns, rel]
+                        )
+        return found
+
+    def damage(self, build: str | None = None, *, include_resolved: bool = False) -> list[Damage]:
+        """Recorded damage (of one build's partitions, if given), oldest first. Unresolved unless a newer
+        file of the same partition (not a tombstone) was written since."""
+        entries = self._entries()
+        newest: dict[tuple[str, str], int] = {}
+        for e in entries:
+            if e.state != "damaged" and not e.run_id.startswith(TOMBSTONE_PREFIX):
+                key = (e.dataset, json.dumps(e.partition, sort_keys=True))
+                newest[key] = max(newest.get(key, 0), e.written_at_ns)
+        out = []
+        for e in sorted(entries, key=lambda e: (e.noticed_at or "", e.path)):
+            if e.state != "damaged" or (build is not None and e.build != build):
+                continue
+            resolved = newest.get((e.dataset, json.dumps(e.partition, sort_keys=True)), 0) > e.written_at_ns
+            if resolved and not include_resolved:
+                continue
+            out.append(
+                Damage(
+                    e.path,
+                    e.dataset,
+                    e.build,
+                    e.partition,
+                    e.reason or "",
+                    e.moved_to,
+                    e.noticed_at or "",
+                    resolved,
+                )
+            )
+        return out
+
+    def _quarantine(self, rel: str, reason: str) -> list[Damage]:
+        """Move `rel` aside (never delete it), mark it damaged and tombstone its partition. Returns the
+        damage, or nothing when another process already did it."""
+        path = self.data / rel
+        entry = next((e for e in self._entries() if e.path == rel), None)
+        if entry is None:  # not the writer's: recorded now, so it is named like any other damage
+            dataset = rel.split("/", 1)[0]
+            parts = dict(p.split("=", 1) for p in rel.split("/")[1:-1] if "=" in p)
+            entry = Entry(
+                rel, dataset, parts, parts.get("build"), "", written_at_of(rel), -1, "", None, "written"
+            )
+            with self._manifest() as mf:
+                mf.execute(
+                    "INSERT OR IGNORE INTO partition_files (path, dataset, partition_json, build, run_id, "
+                    "written_at_ns, size, sha256, state) VALUES (?, ?, ?, ?, '', ?, -1, '', 'written')",
+                    [rel, dataset, json.dumps(parts, sort_keys=True), entry.build, entry.written_at_ns],
+                )
+        noticed = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with self._manifest() as mf:  # one process claims it
+            claimed = mf.execute(
+                "UPDATE partition_files SET state = 'damaged', reason = ?, noticed_at = ? "
+                "WHERE path = ? AND state <> 'damaged'",
+                [reason, noticed, rel],
+            ).rowcount
+        if not claimed:
+            return []
+        target = self.quarantine / f"{time.time_ns()}" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(path, target)
+            moved: str | None = str(target)
+        except FileNotFoundError:
+            moved = None
+        note = {
+            "file": str(path),
+            "table": entry.dataset,
+            "build": entry.build,
+            "partition": entry.partition,
+            "reason": reason,
+            "noticed_at": noticed,
+            "moved_to": moved,
+        }
+        notes = self.quarantine / "notes"
+        notes.mkdir(parents=True, exist_ok=True)
+        (notes / f"{time.time_ns()}-{rel.replace('/', '__')}.json").write_text(json.dumps(note, indent=2))
+        with self._manifest() as mf:
+            mf.execute("UPDATE partition_files SET moved_to = ? WHERE path = ?", [moved, rel])
+        ds = self.datasets.get(entry.dataset)
+        if ds is not None and rel.split("/")[1] == "_schema":
+            self._ensure_schema_file(ds)
+        elif ds is not None and set(entry.partition) == set(ds.partition_by):
+            self._write_partition(
+                ds.name, entry.partition, [dict(entry.partition)], TOMBSTONE_PREFIX + rel, entry.written_at_ns
+            )
+        return [Damage(rel, entry.dataset, entry.build, entry.partition, reason, moved, noticed)]
+
+    def _ensure_schema_file(self, ds: Dataset) -> None:
+        schema_file = self.data / ds.name / "_schema" / "empty.parquet"
+        if not schema_file.exists():
+            self._write_file(ds, pd.DataFrame(columns=[c for c, _ in ds.all_columns]), schema_file)
+
+    def _adopt_existing(self) -> None:
+        """Record the files of a warehouse written before the manifest; one DuckDB cannot read is damaged."""
+        for path in sorted(self.data.rglob("*.parquet")):
+            rel = path.relative_to(self.data).as_posix()
+            parts = dict(p.split("=", 1) for p in rel.split("/")[1:-1] if "=" in p)
+            with self._manifest() as mf:
+                mf.execute(
+                    "INSERT OR IGNORE INTO partition_files (path, dataset, partition_json, build, run_id, "
+                    "written_at_ns, size, sha256, mtime_ns, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'written')",
+                    [
+                        rel,
+                        rel.split("/", 1)[0],
+                        json.dumps(parts, sort_keys=True),
+                        parts.get("build"),
+                        "adopted",
+                        written_at_of(rel),
+                        path.stat().st_size,
+                        sha256(path),
+                        path.stat().st_mtime_ns,
+                    ],
+                )
+            con = duckdb.connect()
+            try:
+                con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchall()
+            except duckdb.Error as exc:
+                self._quarantine(rel, f"unreadable: {first_line(exc)}")
+            finally:
+                con.close()
+
+    def _files_named_in(self, message: str) -> list[str]:
+        root = str(self.data) + os.sep
+        out = []
+        for found in re.finditer(re.escape(root) + r"[^'\"\n*?]*?\.parquet", message):
+            rel = found[0][len(root) :]
+            if (self.data / rel).is_file():
+                out.append(rel)
+        return sorted(set(out))
+
+    def _manifest(self) -> Manifest:
+        return Manifest(self.manifest_path)
+
+    def _entries(self) -> list[Entry]:
+        with self._manifest() as mf:
+            rows = mf.execute(
+                "SELECT path, dataset, partition_json, build, run_id, written_at_ns, size, sha256, mtime_ns, "
+                "state, reason, moved_to, noticed_at FROM partition_files"
+            ).fetchall()
+        return [
+            Entry(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12])
+            for r in rows
+        ]
+
+
+_MAX_QUARANTINES_PER_QUERY = 20

@@ -1,0 +1,1 @@
+CAST(criteria AS JSON)

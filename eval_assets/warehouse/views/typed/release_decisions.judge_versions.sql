@@ -1,0 +1,1 @@
+list_filter(string_split(coalesce(judge_versions, ''), ','), lambda v: v <> '')

@@ -1,0 +1,1 @@
+coalesce((SELECT list({'rank': r.rank, 'severity': r.severity, 'source': r.source, 'finding': r.finding, 'scenario_ids': list_filter(string_split(coalesce(r.scenario_ids, ''), ','), lambda v: v <> ''), 'message': r.message, 'advice': r.advice} ORDER BY r.rank) FROM read_parquet('$reasons_glob', union_by_name = true) r WHERE r.build = d.build AND r.run_id = d.run_id), [])
