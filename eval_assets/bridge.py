@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from eval_assets.capability.rows import Summary
 from eval_assets.config import FloatScale, IntScale, Judge, Rubric
 from eval_assets.judging import check_criteria
 from eval_assets.stats import calibrate
@@ -114,7 +115,9 @@ def bridge_builds(track: Track, judge: Judge) -> list[str]:
         return list(judge.bridge_builds)
     newest = sorted((b for b in runs if b in registered), key=lambda b: (runs[b], b), reverse=True)
     if not newest:
-        raise BridgeError(f"{judge.version_id}: no build has scenario_runs yet: materialize scenario_runs first")
+        raise BridgeError(
+            f"{judge.version_id}: no build has scenario_runs yet: materialize scenario_runs first"
+        )
     return newest[:DEFAULT_BRIDGE_BUILDS]
 
 
@@ -134,6 +137,18 @@ def _points(frame: pd.DataFrame, rubric: Rubric) -> pd.Series:
 
 
 # --- the materialization ------------------------------------------------------------------------
+
+
+def materialize_calibration(track: Track, judge_version: str, run_id: str, log: Log | None = None) -> Summary:
+    """The `calibration_offsets` materialization of one judge version: a bridge run (`run_bridge`)
+    when the version declares `bridges_from`; otherwise nothing is written and the summary says so."""
+    new = track.judge(judge_version)
+    if new.bridges_from is None:
+        note = f"{judge_version} declares no bridges_from: nothing to calibrate"
+        return Summary({"bridge": "none declared"}, log=(("info", note),))
+    values = run_bridge(track, judge_version, run_id, log=log)
+    note = f"bridge {new.bridges_from} -> {judge_version}: published={values.get('published')}"
+    return Summary(values, log=(("info", note),))
 
 
 def run_bridge(track: Track, judge_version: str, run_id: str, log: Log | None = None) -> dict[str, Any]:

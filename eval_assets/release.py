@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
 
 from eval_assets.bridge import bridge_refusal
 from eval_assets.capability.track import Summary, Track, TrackError
+from eval_assets.config import BuildManifest
+from eval_assets.present import png_data_uri, reasons_markdown, recorded_reasons
 from eval_assets.stats import (
     CapabilityReport,
+    CheckOutcome,
+    CheckSuiteEvidence,
     CrossJudgeVersionError,
     Evidence,
     NoiseBand,
@@ -30,6 +34,7 @@ from eval_assets.stats import (
     plot_report,
     summary_markdown,
 )
+from eval_assets.suite import suite_evidence
 
 VERDICT_COLUMNS = "v.scenario_id, v.repeat, v.status, v.score, v.policy_failures"
 
@@ -51,17 +56,31 @@ def verdict_frame(track: Track, build: str, judge_version: str) -> pd.DataFrame:
     )
 
 
+def registered_manifests(track: Track) -> dict[str, BuildManifest]:
+    """Every registered build's manifest, resolved once (for one materialization); an unreadable
+    manifest is left out: it is not a rebuild anyone can use."""
+    out = {}
+    for other in track.registered_builds():
+        try:
+            out[other] = track.build(other)
+        except Exception:  # an unreadable manifest is not a rebuild anyone can use  # noqa: BLE001
+            continue
+    return out
+
+
 def rebuild_of(
-    track: Track, build: str, judge_version: str, excluding: str | None = None
+    track: Track,
+    build: str,
+    judge_version: str,
+    excluding: str | None = None,
+    registered: Mapping[str, BuildManifest] | None = None,
 ) -> tuple[str, pd.DataFrame] | None:
     """A registered unchanged rebuild of `build` (manifest `rebuild_of: build`) with verdicts under
-    `judge_version`: (its id, its verdicts), the first by id; None when there is none."""
-    for other in track.registered_builds():
+    `judge_version`: (its id, its verdicts), the first by id; None when there is none.
+    `registered`: the manifests already resolved for this materialization (else resolved here)."""
+    manifests = registered if registered is not None else registered_manifests(track)
+    for other, manifest in sorted(manifests.items()):
         if other in (build, excluding):  # never the candidate itself: it would be its own noise reference
-            continue
-        try:
-            manifest = track.build(other)
-        except Exception:  # an unreadable manifest is not a rebuild anyone can use  # noqa: BLE001
             continue
         if manifest.rebuild_of == build:
             frame = verdict_frame(track, other, judge_version)
@@ -71,11 +90,16 @@ def rebuild_of(
 
 
 def band_for(
-    track: Track, build: str, judge_version: str, frame: pd.DataFrame, excluding: str | None = None
+    track: Track,
+    build: str,
+    judge_version: str,
+    frame: pd.DataFrame,
+    excluding: str | None = None,
+    registered: Mapping[str, BuildManifest] | None = None,
 ) -> NoiseBand:
     """The build's noise band, with the run-to-run variance of a registered unchanged rebuild if any
     (other than `excluding`, the candidate being compared)."""
-    rebuild = rebuild_of(track, build, judge_version, excluding)
+    rebuild = rebuild_of(track, build, judge_version, excluding, registered)
     return noise_band(frame, rebuild=None if rebuild is None else rebuild[1])
 
 
@@ -98,7 +122,7 @@ def _require_verdicts(track: Track, build: str, judge_version: str) -> pd.DataFr
 
 def run_noise_bands(track: Track, build: str, judge_version: str, run_id: str) -> Summary:
     """The build's own noise band under one judge version (METHODS §2); writes `noise_bands`."""
-    track.build(build)
+    track.build(build)  # an unknown build is refused before anything is read
     track.judge(judge_version)
     band = band_for(track, build, judge_version, _require_verdicts(track, build, judge_version))
     table = band.table().assign(build=build, judge_version=judge_version)
@@ -135,10 +159,9 @@ def newest_allowed_build(track: Track, *, excluding: str) -> str | None:
     return None if frame.empty else str(frame["build"].iloc[0])
 
 
-def baseline_for(track: Track, build: str) -> str | None:
+def baseline_for(track: Track, manifest: BuildManifest) -> str | None:
     """The manifest's baseline, else the newest build whose decision was allow, else None."""
-    manifest = track.build(build)
-    return manifest.baseline or newest_allowed_build(track, excluding=build)
+    return manifest.baseline or newest_allowed_build(track, excluding=manifest.id)
 
 
 @dataclass(frozen=True)
@@ -148,12 +171,19 @@ class ReportRun:
     band: NoiseBand | None
 
 
-def build_report(track: Track, candidate: str, judge_version: str, baseline: str | None) -> ReportRun:
-    """Compare candidate with baseline under ONE judge version.
+def build_report(
+    track: Track,
+    manifest: BuildManifest,
+    judge_version: str,
+    baseline: str | None,
+    registered: Mapping[str, BuildManifest] | None = None,
+) -> ReportRun:
+    """Compare the candidate build (its resolved manifest) with baseline under ONE judge version.
 
     Raises CrossJudgeVersionError when the baseline has verdicts, but none under this version.
     A missing baseline, or one with no verdicts at all yet, gives a report that decides nothing.
     """
+    candidate = manifest.id
     judge = track.judge(judge_version)
     rubric = track.project.rubric_for(judge)
     cand = _require_verdicts(track, candidate, judge_version)
@@ -166,13 +196,17 @@ def build_report(track: Track, candidate: str, judge_version: str, baseline: str
             others = judged_versions(track, baseline)
             if others:
                 raise CrossJudgeVersionError.for_versions(baseline, judge_version, others)
-    band = band_for(track, baseline, judge_version, base, candidate) if baseline and base is not None and not base.empty else None
+    band = (
+        band_for(track, baseline, judge_version, base, candidate, registered)
+        if baseline and base is not None and not base.empty
+        else None
+    )
     report = compare(
         None if base is None or base.empty else base,
         cand,
         rubric.floor,
         band,
-        n_judge_versions=max(1, len(decision_versions(track, candidate))),
+        n_judge_versions=max(1, len(decision_versions(track, manifest))),
         judge_version=judge_version,
         baseline_build=baseline,
         candidate_build=candidate,
@@ -183,17 +217,16 @@ def build_report(track: Track, candidate: str, judge_version: str, baseline: str
 
 
 def _note(report: CapabilityReport, reason: str) -> CapabilityReport:
-    from dataclasses import replace
-
     return replace(report, decided_nothing=report.decided_nothing or reason)
 
 
-def run_capability_report(
-    track: Track, build: str, judge_version: str, run_id: str
-) -> tuple[Summary, str, bytes]:
-    """The report against the build's baseline; writes `capability_reports`. Returns summary, markdown, PNG."""
-    baseline = baseline_for(track, build)
-    run = build_report(track, build, judge_version, baseline)
+def run_capability_report(track: Track, build: str, judge_version: str, run_id: str) -> Summary:
+    """The report against the build's baseline; writes `capability_reports` and the report's plot
+    (EVAL_HOME/reports/<build>/<judge version>.png). The summary's markdown is the report with the
+    plot embedded; its files name the plot (`plot_file`)."""
+    manifest = track.build(build)  # resolved once for this materialization
+    baseline = baseline_for(track, manifest)
+    run = build_report(track, manifest, judge_version, baseline, registered_manifests(track))
     rows = pd.DataFrame(run.report.rows()).assign(
         build=build,
         judge_version=judge_version,
@@ -209,33 +242,34 @@ def run_capability_report(
     path = track.warehouse.write_partition(
         "capability_reports", {"build": build, "judge_version": judge_version}, rows, run_id
     )
-    exemptions = exemptions_in_force(track, build, judge_version)
+    exemptions = exemptions_in_force(track, manifest, judge_version)
     markdown = summary_markdown(run.report)
     if exemptions:
         markdown += (
             "\n**Provider-family exemptions in force**\n\n" + "\n".join(f"- {e}" for e in exemptions) + "\n"
         )
     verdicts = rows["verdict"].tolist() if "verdict" in rows else []
-    summary = Summary(
-        {
-            "verdict": run.report.verdict,
-            "baseline": baseline or "none",
-            "decided_nothing": run.report.decided_nothing or "",
-            "findings": len(rows),
-            "block_findings": verdicts.count("block"),
-            "investigate_findings": verdicts.count("investigate"),
-            "aa_block_rate": run.report.aa_block_rate,
-            "aa_flag_rate": run.report.aa_flag_rate,
-            "optimal_repeats": _num(run.report.optimal_repeats),
-            "partition_file": str(path),
-        }
-    )
-    return summary, markdown, plot_report(run.report)
+    values = {
+        "verdict": run.report.verdict,
+        "baseline": baseline or "none",
+        "decided_nothing": run.report.decided_nothing or "",
+        "findings": len(rows),
+        "block_findings": verdicts.count("block"),
+        "investigate_findings": verdicts.count("investigate"),
+        "aa_block_rate": run.report.aa_block_rate,
+        "aa_flag_rate": run.report.aa_flag_rate,
+        "optimal_repeats": _num(run.report.optimal_repeats),
+        "partition_file": str(path),
+    }
+    png = plot_report(run.report)
+    plot = track.home.root / "reports" / build / f"{judge_version}.png"
+    plot.parent.mkdir(parents=True, exist_ok=True)
+    plot.write_bytes(png)
+    return Summary(values, f"{markdown}\n\n{png_markdown(png)}\n", {"plot_file": plot})
 
 
-def exemptions_in_force(track: Track, build: str, judge_version: str) -> list[str]:
+def exemptions_in_force(track: Track, manifest: BuildManifest, judge_version: str) -> list[str]:
     """Scenarios judged by a judge of the subject's own provider family, with their recorded reason."""
-    manifest = track.build(build)
     judge = track.judge(judge_version)
     if judge.family != manifest.subject.family:
         return []
@@ -259,8 +293,6 @@ class _Refused:
 
 def _policy_fallback(track: Track, build: str) -> list[Evidence]:
     """When a report cannot compute, the candidate's policy failures (over attempts with output) still block."""
-    from eval_assets.stats import CheckOutcome, CheckSuiteEvidence
-
     frame = track.warehouse.query(
         "SELECT scenario_id, count(*) AS attempts FROM scenario_runs "
         "WHERE build = ? AND output IS NOT NULL AND policy_failures > 0 GROUP BY 1 ORDER BY 1",
@@ -273,24 +305,30 @@ def _policy_fallback(track: Track, build: str) -> list[Evidence]:
     return [CheckSuiteEvidence("policy", (outcome,))]
 
 
-def decision_versions(track: Track, build: str) -> list[str]:
+def decision_versions(track: Track, manifest: BuildManifest) -> list[str]:
     """Judge versions whose reports a release decision combines: the build's active versions."""
-    return [j.version_id for j in track.judges_for(track.build(build)) if j.status == "active"]
+    return [j.version_id for j in track.judges_for(manifest) if j.status == "active"]
 
 
 def make_decision(
-    track: Track, build: str, extra: Sequence[Evidence] = ()
+    track: Track, manifest: BuildManifest, extra: Sequence[Evidence] = ()
 ) -> tuple[ReleaseDecision, str | None]:
-    """Combine every active judge version's report (and `extra` evidence, e.g. the deterministic suite)."""
-    baseline = baseline_for(track, build)
+    """Combine every active judge version's report (and `extra` evidence, e.g. the deterministic suite).
+
+    `manifest` is the build resolved once for this decision; the other registered builds (for the
+    noise bands' rebuilds) are resolved once here too."""
+    build = manifest.id
+    baseline = baseline_for(track, manifest)
+    versions = decision_versions(track, manifest)
+    registered = registered_manifests(track)
     evidence: list[Evidence] = []
-    for jv in decision_versions(track, build):
+    for jv in versions:
         refusal = bridge_refusal(track.warehouse, track.judge(jv))
         if refusal is not None:  # a bridging version is not used until its offset is published
             evidence.append(_Refused(jv, refusal))
             continue
         try:
-            evidence.append(build_report(track, build, jv, baseline).report)
+            evidence.append(build_report(track, manifest, jv, baseline, registered).report)
         except (CrossJudgeVersionError, TrackError) as exc:
             evidence.append(_Refused(jv, str(exc)))
         except Exception as exc:  # fail closed: a report that cannot compute never allows  # noqa: BLE001
@@ -298,7 +336,7 @@ def make_decision(
             evidence.extend(_policy_fallback(track, build))
     evidence.extend(extra)
     decision = decide(evidence)
-    exemptions = [e for jv in decision_versions(track, build) for e in exemptions_in_force(track, build, jv)]
+    exemptions = [e for jv in versions for e in exemptions_in_force(track, manifest, jv)]
     if exemptions:  # every decision lists the provider-family exemptions in force
         notes = tuple(Reason("info", "provider family", "exemption", e) for e in exemptions)
         decision = ReleaseDecision(decision.decision, decision.reasons + notes)
@@ -307,8 +345,9 @@ def make_decision(
 
 def run_release_decision(track: Track, build: str, run_id: str, extra: Sequence[Evidence] = ()) -> Summary:
     """Decide and write `release_decisions` (one row) and `release_decision_reasons` (one per reason)."""
-    decision, baseline = make_decision(track, build, extra)
-    versions = decision_versions(track, build)
+    manifest = track.build(build)  # resolved once for this decision
+    decision, baseline = make_decision(track, manifest, extra)
+    versions = decision_versions(track, manifest)
     row = {
         "build": build,
         "decision": decision.decision,
@@ -328,6 +367,29 @@ def run_release_decision(track: Track, build: str, run_id: str, extra: Sequence[
             "reasons": [r.text() for r in decision.reasons],
         }
     )
+
+
+def decide_release(
+    track: Track,
+    build: str,
+    run_id: str,
+    report_link: Callable[[str], str | None] = lambda _jv: None,
+) -> Summary:
+    """The release decision of a build with its deterministic suite as evidence (what the
+    `release_decision` asset records). Values: the decision's figures and `reason_rows` (the
+    structured reasons this run wrote, most severe first); markdown: the reasons with links
+    (`report_link(judge_version)`) and the plots of each judge version's report."""
+    summary = run_release_decision(track, build, run_id, [suite_evidence(track, build)])
+    rows = recorded_reasons(track.warehouse, build, run_id)
+    plots = track.home.root / "reports" / build
+    markdown = reasons_markdown(
+        build,
+        str(summary["decision"]),
+        rows,
+        report_link=report_link,
+        plot=lambda jv: png_data_uri(plots / f"{jv}.png"),
+    )
+    return Summary({**summary.values, "reason_rows": rows}, markdown)
 
 
 def recorded_decision(track: Track, build: str) -> dict[str, Any] | None:

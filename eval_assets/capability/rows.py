@@ -21,11 +21,13 @@ from eval_assets.stats import release_invariant
 @dataclass(frozen=True)
 class Summary:
     """One materialization's outcome: `values` (counts and figures for its metadata), `markdown` (a
-    body to show, may be empty) and `files` (what it wrote besides its warehouse partition)."""
+    body to show, may be empty), `files` (what it wrote besides its warehouse partition) and `log`
+    ((level, line) pairs for the run's log: level `info`, `warning` or `error`)."""
 
     values: Mapping[str, Any] = field(default_factory=dict)
     markdown: str = ""
     files: Mapping[str, Path] = field(default_factory=dict)
+    log: tuple[tuple[str, str], ...] = ()
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -281,11 +281,11 @@ def _report_damage(track: Track, builds: Sequence[str]) -> bool:
 def cmd_compare(args: argparse.Namespace) -> int:
     try:
         track = Track(project_of(args), home_of(args))
-        for build in (args.baseline, args.candidate):
-            track.build(build)
+        track.build(args.baseline)
+        candidate = track.build(args.candidate)  # resolved once, passed down
         if _report_damage(track, [args.baseline, args.candidate]):
             return EXIT_INTERNAL_ERROR
-        run = build_report(track, args.candidate, args.judge, args.baseline)
+        run = build_report(track, candidate, args.judge, args.baseline)
     except ConfigError as exc:
         return print_problems(exc)
     except (CrossJudgeVersionError, TrackError) as exc:

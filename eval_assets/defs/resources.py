@@ -1,6 +1,5 @@
 """Resources: one ConfigurableResource gives assets the track over EVAL_HOME and the project."""
 
-import os
 from functools import cached_property
 from pathlib import Path
 
@@ -11,6 +10,8 @@ from eval_assets.config import load_project
 from eval_assets.home import EvalHome, default_home, project_root
 from eval_assets.notify import Notifier
 
+WEBHOOK_ENV = "EVAL_NOTIFY_WEBHOOK"
+
 
 class TrackResource(dg.ConfigurableResource):
     """Where state lives (EVAL_HOME), which project to load, and the spend journal's URL."""
@@ -20,8 +21,12 @@ class TrackResource(dg.ConfigurableResource):
     journal_url: str | None = None
 
     @cached_property
-    def track(self) -> Track:
+    def instance(self) -> Track:
         return Track(load_project(Path(self.project_root)), EvalHome(Path(self.eval_home)), self.journal_url)
+
+    def get(self) -> Track:
+        """The track over this EVAL_HOME and project (opened once per resource instance)."""
+        return self.instance
 
 
 class NotificationResource(dg.ConfigurableResource):
@@ -42,7 +47,8 @@ def resources() -> dg.Definitions:
             "track": TrackResource(eval_home=str(home), project_root=str(project_root())),
             "notifications": NotificationResource(
                 jsonl_path=str(home / "notifications" / "release_blocks.jsonl"),
-                webhook_url=os.environ.get("EVAL_NOTIFY_WEBHOOK") or None,
+                # read when the resource is built; left out (None) when the variable is not set
+                webhook_url=dg.EnvVar(WEBHOOK_ENV) if dg.EnvVar(WEBHOOK_ENV).get_value() else None,
             ),
         }
     )

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from eval_assets.defs.automation.sensors import BUILD_ROOT_ASSETS, loadable_builds
+from eval_assets.defs.automation.sensors import BUILD_ROOT_ASSETS
 from eval_assets.defs.jobs import CAPABILITY_TRACK
 from eval_assets.defs.project import PROJECT
 from eval_assets.defs.resources import TrackResource
@@ -26,8 +26,8 @@ def nightly_schedule(cron: str) -> dg.ScheduleDefinition:
     def nightly_capability_track(
         context: dg.ScheduleEvaluationContext, track: TrackResource
     ) -> dg.RunRequest | dg.SkipReason:
-        loadable = set(loadable_builds(track.track, context.log.warning))
-        builds = [b for b in track.track.builds_by_registration() if b in loadable]
+        loadable = set(track.get().builds.loadable(context.log.warning))
+        builds = [b for b in track.get().builds_by_registration() if b in loadable]
         if not builds:
             return dg.SkipReason("no build registered yet")
         newest = builds[-1]

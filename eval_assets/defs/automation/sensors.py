@@ -5,12 +5,9 @@ an automation condition sensor is running: `automation_condition_sensor` declare
 one as running from the start (Dagster's implicit default sensor starts stopped on a new instance).
 """
 
-from collections.abc import Callable
-
 import dagster as dg
 
-from eval_assets.capability.track import Track, TrackError
-from eval_assets.config import ConfigError
+from eval_assets.capability.track import Track
 from eval_assets.defs.capability.assets import scenario_runs
 from eval_assets.defs.jobs import CAPABILITY_TRACK
 from eval_assets.defs.partitions import build_partitions
@@ -28,25 +25,6 @@ IN_PROGRESS = [
     dg.DagsterRunStatus.STARTED,
 ]
 DECISIONS_PER_TICK = 100
-
-
-def loadable_builds(track: Track, warn: Callable[[str], None]) -> list[str]:
-    """Registered builds (by id) whose manifest loads and names itself like its file; others are
-    skipped with a warning, so one bad file in builds/ never stops the others."""
-    valid = []
-    for build_id in track.registered_builds():
-        try:
-            manifest = track.build(build_id)
-        except (ConfigError, TrackError) as exc:
-            warn(f"skipping build {build_id}: {exc}")
-            continue
-        if manifest.id != build_id:
-            warn(
-                f"skipping build {build_id}: its manifest says id {manifest.id!r}; register it with `evaltrack build add`"
-            )
-            continue
-        valid.append(build_id)
-    return valid
 
 
 def already_started(instance: dg.DagsterInstance, builds: list[str]) -> set[str]:
@@ -76,7 +54,7 @@ def already_started(instance: dg.DagsterInstance, builds: list[str]) -> set[str]
 )
 def build_sensor(context: dg.SensorEvaluationContext, track: TrackResource) -> dg.SensorResult:
     known = set(context.instance.get_dynamic_partitions(build_partitions.name or "build"))
-    valid = loadable_builds(track.track, context.log.warning)
+    valid = track.get().builds.loadable(context.log.warning)
     new = [b for b in valid if b not in known]
     started = already_started(context.instance, valid)
     requests = [
@@ -181,7 +159,7 @@ def release_block_sensor(
         build, decision = decision_of(record)
         context.log.info(f"release decision for {build}: {decision} (run {record.run_id})")
         if decision == "block":
-            notice = notice_from(record, track.track)
+            notice = notice_from(record, track.get())
             if notice.key in notified_keys(context.instance, build):
                 done.append(f"{build}: block already notified")
                 context.update_cursor(str(record.storage_id))

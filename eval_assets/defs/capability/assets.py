@@ -31,11 +31,11 @@ def generation(context: dg.AssetExecutionContext) -> int:
 def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build = context.partition_key
     context.log.info(f"running the subject of build {build}")
-    summary = track.track.run_scenario_runs(
+    summary = track.get().run_scenario_runs(
         build, context.run_id, log=context.log.info, generation=generation(context)
     )
     context.log.info(f"{summary['attempts']} attempts: {summary['errors']} errors, ${summary['spend_usd']}")
-    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.track.home.root))
+    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root))
 
 
 @dg.asset(
@@ -50,14 +50,14 @@ def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg
 def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build, judge_version = build_and_judge(context)
     context.log.info(f"judging build {build} with {judge_version}")
-    summary = track.track.run_judge_verdicts(
+    summary = track.get().run_judge_verdicts(
         build, judge_version, context.run_id, log=context.log.info, generation=generation(context)
     )
     context.log.info(
         f"{summary['verdicts']} verdicts: {summary['scored']} scored, {summary['failed']} failed, "
         f"{summary['excluded']} excluded"
     )
-    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.track.home.root, judge_version))
+    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root, judge_version))
 
 
 @dg.asset(
@@ -71,6 +71,6 @@ def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> d
 )
 def cost_ledger(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build, judge_version = build_and_judge(context)
-    summary = track.track.publish_cost_ledger(build, judge_version, context.run_id)
+    summary = track.get().publish_cost_ledger(build, judge_version, context.run_id)
     context.log.info(f"published {summary['rows']} ledger rows, ${summary['spend_usd']}")
-    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.track.home.root, judge_version))
+    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root, judge_version))

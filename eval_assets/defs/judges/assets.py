@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from eval_assets.bridge import run_bridge
+from eval_assets.bridge import materialize_calibration
 from eval_assets.defs.capability.assets import judge_verdicts
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.owners import OWNERS
@@ -21,10 +21,7 @@ from eval_assets.defs.resources import TrackResource
 )
 def calibration_offsets(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     judge_version = context.partition_key
-    judge = track.track.judge(judge_version)
-    if judge.bridges_from is None:
-        context.log.info(f"{judge_version} declares no bridges_from: nothing to calibrate")
-        return dg.MaterializeResult(metadata={"bridge": "none declared"})
-    summary = run_bridge(track.track, judge_version, context.run_id, log=context.log.info)
-    context.log.info(f"bridge {judge.bridges_from} -> {judge_version}: published={summary.get('published')}")
-    return dg.MaterializeResult(metadata=as_metadata(summary, track.track.home.root))
+    summary = materialize_calibration(track.get(), judge_version, context.run_id, log=context.log.info)
+    for _level, line in summary.log:
+        context.log.info(line)
+    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root))

@@ -20,8 +20,6 @@ from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
 from eval_assets.defs.resources import TrackResource
 from eval_assets.defs.suite.assets import deterministic_suite
-from eval_assets.present import png_data_uri, reasons_markdown, recorded_reasons
-from eval_assets.suite import suite_evidence
 
 with warnings.catch_warnings():  # per-partition check results are a preview feature in Dagster 1.13
     warnings.simplefilter("ignore")
@@ -60,9 +58,9 @@ def report_url(build: str, judge_version: str) -> str:
 )
 def noise_bands(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build, judge_version = build_and_judge(context)
-    summary = release.run_noise_bands(track.track, build, judge_version, context.run_id)
+    summary = release.run_noise_bands(track.get(), build, judge_version, context.run_id)
     context.log.info(f"suite noise band ±{summary['suite_half_width']} over {summary['scenarios']} scenarios")
-    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.track.home.root, judge_version))
+    return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root, judge_version))
 
 
 @dg.asset(
@@ -77,18 +75,14 @@ def noise_bands(context: dg.AssetExecutionContext, track: TrackResource) -> dg.M
 )
 def capability_report(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build, judge_version = build_and_judge(context)
-    home = track.track.home.root
-    summary, markdown, png = release.run_capability_report(track.track, build, judge_version, context.run_id)
-    plots = home / "reports" / build
-    plots.mkdir(parents=True, exist_ok=True)
-    png_path = plots / f"{judge_version}.png"
-    png_path.write_bytes(png)
+    home = track.get().home.root
+    summary = release.run_capability_report(track.get(), build, judge_version, context.run_id)
     verdict = summary["verdict"]
     context.log.info(f"report {build} vs {summary['baseline']} under {judge_version}: {verdict}")
     metadata: dict[str, Any] = {"build": build, "judge_version": judge_version}
     metadata |= as_metadata(summary.values, home, judge_version)
-    metadata["report"] = dg.MetadataValue.md(f"{markdown}\n\n{release.png_markdown(png)}\n")
-    metadata["plot_file"] = dg.MetadataValue.path(short_path(png_path, home))
+    metadata["report"] = dg.MetadataValue.md(summary.markdown)
+    metadata["plot_file"] = dg.MetadataValue.path(short_path(summary.files["plot_file"], home))
     yield dg.MaterializeResult(metadata=metadata)
     why = summary.values.get("decided_nothing") or VERDICT_WORDS.get(verdict, verdict)
     yield dg.AssetCheckResult(
@@ -113,12 +107,11 @@ def capability_report(context: dg.AssetExecutionContext, track: TrackResource): 
 )
 def release_decision(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build = context.partition_key
-    home = track.track.home.root
-    summary = release.run_release_decision(
-        track.track, build, context.run_id, [suite_evidence(track.track, build)]
+    summary = release.decide_release(
+        track.get(), build, context.run_id, report_link=lambda jv: report_url(build, jv)
     )
     decision = summary["decision"]
-    rows = recorded_reasons(track.track.warehouse, build, context.run_id)
+    rows = summary["reason_rows"]
     context.log.info(f"release decision for {build}: {decision}")
     for row in rows:
         text = f"  [{row['severity']}] {row['source']}: {row['message']}"
@@ -126,19 +119,12 @@ def release_decision(context: dg.AssetExecutionContext, track: TrackResource):  
             context.log.warning(text)
         elif row["severity"] in ("investigate", "none"):
             context.log.info(text)
-    markdown = reasons_markdown(
-        build,
-        decision,
-        rows,
-        report_link=lambda jv: report_url(build, jv),
-        plot=lambda jv: png_data_uri(home / "reports" / build / f"{jv}.png"),
-    )
     metadata = {
         "build": build,
         "decision": decision,
         "baseline": summary["baseline"],
         "judge_versions": ", ".join(summary["judge_versions"]) or "none active",
-        "reasons": dg.MetadataValue.md(markdown),
+        "reasons": dg.MetadataValue.md(summary.markdown),
     }
     yield dg.MaterializeResult(metadata=metadata)
     counts = {s: sum(1 for r in rows if r["severity"] == s) for s in ("block", "investigate", "none")}

@@ -8,7 +8,6 @@ from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import build_partitions
 from eval_assets.defs.resources import TrackResource
-from eval_assets.present import gates_markdown
 from eval_assets.suite import run_deterministic_suite
 
 with warnings.catch_warnings():  # per-partition check results are a preview feature in Dagster 1.13
@@ -33,14 +32,13 @@ with warnings.catch_warnings():  # per-partition check results are a preview fea
 )
 def deterministic_suite(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build = context.partition_key
-    result, summary = run_deterministic_suite(track.track, build, context.run_id)
-    for row in result.results:
-        log = context.log.error if row.blocks else context.log.info
-        log(f"{row.gate_id} [{row.kind}, milestone {row.milestone}]: {row.status} {row.message}")
-    metadata = {"build": build, **as_metadata(summary.values, track.track.home.root)}
-    metadata["gates_md"] = dg.MetadataValue.md(gates_markdown(result.results))
+    summary = run_deterministic_suite(track.get(), build, context.run_id)
+    for level, line in summary.log:
+        (context.log.error if level == "error" else context.log.info)(line)
+    metadata = {"build": build, **as_metadata(summary.values, track.get().home.root)}
+    metadata["gates_md"] = dg.MetadataValue.md(summary.markdown)
     yield dg.MaterializeResult(metadata=metadata)
-    blocking = [r.gate_id for r in result.blocking]
+    blocking = list(summary["blocking"])
     yield dg.AssetCheckResult(
         check_name="no_failing_gates",
         passed=not blocking,
