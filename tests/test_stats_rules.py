@@ -7,14 +7,32 @@ rules: each one fails when its rule is broken.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-from eval_assets.stats import Budget, CapabilityReport, compare, decide, release_invariant, weighted_holm
+from eval_assets.stats import (
+    Budget,
+    CapabilityReport,
+    Moments,
+    compare,
+    decide,
+    evaluate,
+    release_invariant,
+    weighted_holm,
+)
 from eval_assets.stats._frame import VerdictFrameError
+from eval_assets.stats._rules import (
+    concentrated_test,
+    holm_blocks,
+    holm_inputs,
+    mean_rule_p,
+    mean_test,
+    scenario_tests,
+)
 from eval_assets.track import exclude_stopped_scenarios
 
 FLOOR = 0.2
@@ -184,3 +202,36 @@ def test_weighted_holm_rejects_in_order_of_p_over_weight_against_the_remaining_w
     # 0.004/0.1 = 0.04 <= 0.05/1 -> reject; then 0.03/0.5 = 0.06 <= 0.05/0.9? no -> stop
     assert weighted_holm(p, w, 0.05).tolist() == [[True, False, False]]
     assert Budget(n_judge_versions=2).report_alpha == pytest.approx(0.025)
+
+
+def test_the_fast_first_holm_step_agrees_with_weighted_holm_over_every_blocking_hypothesis() -> None:
+    """`evaluate` blocks through `holm_blocks`; it must equal weighted Holm over `holm_inputs`."""
+
+    rng = np.random.default_rng(11)
+    reps, m, k = 400, 15, 3
+    skills = rng.uniform(0.3, 0.9, (reps, m))
+
+    def moments(shift: np.ndarray) -> Moments:
+        x = np.clip((skills + shift)[:, :, None] + 0.15 * rng.standard_normal((reps, m, k)), 0, 1)
+        x = np.where(rng.random(x.shape) < 0.05, np.nan, x)
+        n = np.isfinite(x).sum(axis=2).astype(float)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # scenarios with fewer than 2 scored repeats
+            mean, var = np.nanmean(x, axis=2), np.nanvar(x, axis=2, ddof=1)
+        below = (np.nan_to_num(x, nan=1.0) < FLOOR).sum(axis=2).astype(float)
+        return Moments(
+            n, np.where(n > 0, mean, np.nan), np.where(n >= 2, var, np.nan), below, np.full(n.shape, 3.0)
+        )
+
+    shift = np.where(rng.random((reps, m)) < 0.1, -rng.uniform(0, 0.8, (reps, m)), 0.0)
+    base, cand = moments(np.zeros((reps, m))), moments(shift)
+    budget = Budget(n_judge_versions=2)
+    tests = scenario_tests(base, cand, FLOOR)
+    p_beyond, _ = mean_rule_p(mean_test(tests, base, 0.0, 0, 0.95))
+    conc = concentrated_test(tests)
+    p, w = holm_inputs(tests, p_beyond, conc, budget)
+    slow = weighted_holm(p, w, budget.report_alpha).any(axis=1)
+    fast = holm_blocks(tests, p_beyond, conc, budget)
+    assert 0.1 < slow.mean() < 0.9  # both outcomes occur
+    assert fast.tolist() == slow.tolist()
+    assert evaluate(base, cand, FLOOR, budget).block.tolist() == slow.tolist()
