@@ -145,6 +145,19 @@ def test_the_floor_test_is_fisher_exact_on_repeats_below_the_floor_and_blocks_un
     assert scenario.verdict == "block" and "floor_test" in scenario.detail
 
 
+def test_a_scenario_already_below_the_floor_in_the_baseline_is_no_collapse() -> None:
+    """The collapse rule is "fell below the floor where the baseline's did not"."""
+    skills, base, cand = suite(22, 3)
+    base[5] = np.array([0.10, 0.12, 0.08])
+    cand[5] = np.array([0.09, 0.10, 0.07])
+    scenario = row(run(base, cand), "floor_drop", "s005")
+    assert "fell below the floor" not in scenario.detail
+    assert scenario.verdict == "ok" and scenario.rule == ""
+    cand[5] = np.array([0.09, 0.10, 0.07])
+    base[5] = np.array([0.30, 0.32, 0.28])  # the same candidate scores, from above the floor
+    assert "fell below the floor" in row(run(base, cand), "floor_drop", "s005").detail
+
+
 def test_a_total_collapse_blocks_at_three_repeats_and_is_named() -> None:
     skills, base, cand = suite(22, 3)
     cand[5] = np.zeros(3)
@@ -165,7 +178,26 @@ def test_one_dropped_scenario_gets_the_same_decision_at_25_and_26_scenarios() ->
     at_25 = run(base[:25], cand[:25])
     at_26 = run(base, cand)
     assert row(at_25, "floor_drop", "s002").verdict == row(at_26, "floor_drop", "s002").verdict == "block"
+    # blocked by the same per-scenario rule at both sizes, not rescued by another signal at one of them
+    assert row(at_25, "floor_drop", "s002").rule == row(at_26, "floor_drop", "s002").rule == "drop"
     assert decide([at_25]).decision == decide([at_26]).decision == "block"
+
+
+def test_the_per_scenario_blocking_threshold_moves_smoothly_with_the_suite_size() -> None:
+    """The drop a lone scenario needs to block grows with the number of scenarios (Holm shares
+    alpha over them), without a jump between any two neighbouring sizes."""
+    needed = []
+    for n in (20, 24, 25, 26, 27, 32):
+        skills, base, cand = suite(n, 5, seed=4)
+        for drop in np.linspace(0.05, 0.6, 56):
+            changed = cand.copy()
+            changed[2] = np.clip(base[2] - drop, 0, 1)
+            if row(run(base, changed), "floor_drop", "s002").rule == "drop":
+                needed.append(drop)
+                break
+        else:
+            pytest.fail(f"no drop blocked at {n} scenarios")
+    assert max(np.diff(needed)) <= 0.03, needed
 
 
 # --- one error budget -------------------------------------------------------------------------------
@@ -184,6 +216,19 @@ def test_two_judge_versions_split_the_release_budget() -> None:
             assert two.n_judge_versions == 2 and two.alpha == one.alpha == 0.05
             return
     pytest.fail("no drop blocked")
+
+
+def test_two_judge_versions_split_the_investigate_budget_too() -> None:
+    """A mean drop significant at 0.05 but not at 0.025 investigates with one version, not with two."""
+    skills, base, cand = suite(30, 5, seed=8)
+    for drop in np.linspace(-0.03, 0.03, 61):
+        moved = np.clip(cand - drop, 0, 1)
+        one = run(base, moved, n_judge_versions=1)
+        mean = row(one, "mean_drop")
+        if mean.verdict == "investigate" and 0.025 < (mean.p_value or 0) < 0.05:
+            assert row(run(base, moved, n_judge_versions=2), "mean_drop").verdict == "ok"
+            return
+    pytest.fail("no drop landed between 0.025 and 0.05")
 
 
 def test_reports_that_do_not_share_one_budget_give_no_decision() -> None:
