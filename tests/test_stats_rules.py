@@ -7,15 +7,33 @@ rules: each one fails when its rule is broken.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-from eval_assets.capability.track import exclude_stopped_scenarios
-from eval_assets.stats import Budget, CapabilityReport, compare, decide, release_invariant, weighted_holm
+from eval_assets.stats import (
+    Budget,
+    CapabilityReport,
+    Moments,
+    compare,
+    decide,
+    evaluate,
+    release_invariant,
+    weighted_holm,
+)
 from eval_assets.stats._frame import VerdictFrameError
+from eval_assets.stats._rules import (
+    concentrated_test,
+    holm_blocks,
+    holm_inputs,
+    mean_rule_p,
+    mean_test,
+    scenario_tests,
+)
+from eval_assets.capability.track import exclude_stopped_scenarios
 
 FLOOR = 0.2
 
@@ -127,6 +145,19 @@ def test_the_floor_test_is_fisher_exact_on_repeats_below_the_floor_and_blocks_un
     assert scenario.verdict == "block" and "floor_test" in scenario.detail
 
 
+def test_a_scenario_already_below_the_floor_in_the_baseline_is_no_collapse() -> None:
+    """The collapse rule is "fell below the floor where the baseline's did not"."""
+    skills, base, cand = suite(22, 3)
+    base[5] = np.array([0.10, 0.12, 0.08])
+    cand[5] = np.array([0.09, 0.10, 0.07])
+    scenario = row(run(base, cand), "floor_drop", "s005")
+    assert "fell below the floor" not in scenario.detail
+    assert scenario.verdict == "ok" and scenario.rule == ""
+    cand[5] = np.array([0.09, 0.10, 0.07])
+    base[5] = np.array([0.30, 0.32, 0.28])  # the same candidate scores, from above the floor
+    assert "fell below the floor" in row(run(base, cand), "floor_drop", "s005").detail
+
+
 def test_a_total_collapse_blocks_at_three_repeats_and_is_named() -> None:
     skills, base, cand = suite(22, 3)
     cand[5] = np.zeros(3)
@@ -147,7 +178,26 @@ def test_one_dropped_scenario_gets_the_same_decision_at_25_and_26_scenarios() ->
     at_25 = run(base[:25], cand[:25])
     at_26 = run(base, cand)
     assert row(at_25, "floor_drop", "s002").verdict == row(at_26, "floor_drop", "s002").verdict == "block"
+    # blocked by the same per-scenario rule at both sizes, not rescued by another signal at one of them
+    assert row(at_25, "floor_drop", "s002").rule == row(at_26, "floor_drop", "s002").rule == "drop"
     assert decide([at_25]).decision == decide([at_26]).decision == "block"
+
+
+def test_the_per_scenario_blocking_threshold_moves_smoothly_with_the_suite_size() -> None:
+    """The drop a lone scenario needs to block grows with the number of scenarios (Holm shares
+    alpha over them), without a jump between any two neighbouring sizes."""
+    needed = []
+    for n in (20, 24, 25, 26, 27, 32):
+        skills, base, cand = suite(n, 5, seed=4)
+        for drop in np.linspace(0.05, 0.6, 56):
+            changed = cand.copy()
+            changed[2] = np.clip(base[2] - drop, 0, 1)
+            if row(run(base, changed), "floor_drop", "s002").rule == "drop":
+                needed.append(drop)
+                break
+        else:
+            pytest.fail(f"no drop blocked at {n} scenarios")
+    assert max(np.diff(needed)) <= 0.03, needed
 
 
 # --- one error budget -------------------------------------------------------------------------------
@@ -168,6 +218,19 @@ def test_two_judge_versions_split_the_release_budget() -> None:
     pytest.fail("no drop blocked")
 
 
+def test_two_judge_versions_split_the_investigate_budget_too() -> None:
+    """A mean drop significant at 0.05 but not at 0.025 investigates with one version, not with two."""
+    skills, base, cand = suite(30, 5, seed=8)
+    for drop in np.linspace(-0.03, 0.03, 61):
+        moved = np.clip(cand - drop, 0, 1)
+        one = run(base, moved, n_judge_versions=1)
+        mean = row(one, "mean_drop")
+        if mean.verdict == "investigate" and 0.025 < (mean.p_value or 0) < 0.05:
+            assert row(run(base, moved, n_judge_versions=2), "mean_drop").verdict == "ok"
+            return
+    pytest.fail("no drop landed between 0.025 and 0.05")
+
+
 def test_reports_that_do_not_share_one_budget_give_no_decision() -> None:
     _, base, cand = suite(20, 5)
     alone = [run(base, cand, n_judge_versions=1), run(base, cand, n_judge_versions=1)]
@@ -184,3 +247,36 @@ def test_weighted_holm_rejects_in_order_of_p_over_weight_against_the_remaining_w
     # 0.004/0.1 = 0.04 <= 0.05/1 -> reject; then 0.03/0.5 = 0.06 <= 0.05/0.9? no -> stop
     assert weighted_holm(p, w, 0.05).tolist() == [[True, False, False]]
     assert Budget(n_judge_versions=2).report_alpha == pytest.approx(0.025)
+
+
+def test_the_fast_first_holm_step_agrees_with_weighted_holm_over_every_blocking_hypothesis() -> None:
+    """`evaluate` blocks through `holm_blocks`; it must equal weighted Holm over `holm_inputs`."""
+
+    rng = np.random.default_rng(11)
+    reps, m, k = 400, 15, 3
+    skills = rng.uniform(0.3, 0.9, (reps, m))
+
+    def moments(shift: np.ndarray) -> Moments:
+        x = np.clip((skills + shift)[:, :, None] + 0.15 * rng.standard_normal((reps, m, k)), 0, 1)
+        x = np.where(rng.random(x.shape) < 0.05, np.nan, x)
+        n = np.isfinite(x).sum(axis=2).astype(float)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # scenarios with fewer than 2 scored repeats
+            mean, var = np.nanmean(x, axis=2), np.nanvar(x, axis=2, ddof=1)
+        below = (np.nan_to_num(x, nan=1.0) < FLOOR).sum(axis=2).astype(float)
+        return Moments(
+            n, np.where(n > 0, mean, np.nan), np.where(n >= 2, var, np.nan), below, np.full(n.shape, 3.0)
+        )
+
+    shift = np.where(rng.random((reps, m)) < 0.1, -rng.uniform(0, 0.8, (reps, m)), 0.0)
+    base, cand = moments(np.zeros((reps, m))), moments(shift)
+    budget = Budget(n_judge_versions=2)
+    tests = scenario_tests(base, cand, FLOOR)
+    p_beyond, _ = mean_rule_p(mean_test(tests, base, 0.0, 0, 0.95))
+    conc = concentrated_test(tests)
+    p, w = holm_inputs(tests, p_beyond, conc, budget)
+    slow = weighted_holm(p, w, budget.report_alpha).any(axis=1)
+    fast = holm_blocks(tests, p_beyond, conc, budget)
+    assert 0.1 < slow.mean() < 0.9  # both outcomes occur
+    assert fast.tolist() == slow.tolist()
+    assert evaluate(base, cand, FLOOR, budget).block.tolist() == slow.tolist()

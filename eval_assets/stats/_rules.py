@@ -130,6 +130,25 @@ def moderated_prior(var: np.ndarray, df: np.ndarray) -> Prior:
     return Prior(d0, s0_sq)
 
 
+_TAIL_Z: Final = -1.2815515655446004  # Φ^-1(0.1): below it, scores and p-values are exact
+
+
+def _wallace(t: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Wallace's (1959) normal score of t on df (df = inf: t itself), computed in place where it can."""
+    finite = np.isfinite(df)
+    every = bool(finite.all())
+    safe = df if every else np.where(finite, df, 1.0)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        z = np.square(t)
+        z /= safe
+        np.log1p(z, out=z)
+        z *= safe
+        np.sqrt(z, out=z)
+        z *= (8.0 * safe + 1.0) / (8.0 * safe + 3.0)
+        z = np.copysign(z, t, out=z)
+    return z if every else np.where(finite, z, t)
+
+
 def t_to_normal(t: np.ndarray, df: np.ndarray) -> np.ndarray:
     """Normal score of a t statistic: Φ^-1(F_t(t; df)), df = inf allowed.
 
@@ -139,15 +158,11 @@ def t_to_normal(t: np.ndarray, df: np.ndarray) -> np.ndarray:
     """
     t = np.asarray(t, dtype=float)
     df = np.broadcast_to(np.asarray(df, dtype=float), t.shape)
-    finite = np.isfinite(df)
-    safe = np.where(finite, df, 1.0)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        approx = np.sign(t) * np.sqrt(safe * np.log1p(t * t / safe)) * (8.0 * safe + 1.0) / (8.0 * safe + 3.0)
-    z = np.where(finite, approx, t)
-    tail = finite & (z < -1.2815515655446004) & np.isfinite(t)
+    z = _wallace(t, df)
+    tail = (z < _TAIL_Z) & np.isfinite(df) & np.isfinite(t)
     if tail.any():
         exact = special.stdtr(df[tail], t[tail])
-        z[tail] = np.where(exact > 0.0, special.ndtri(np.maximum(exact, 1e-300)), approx[tail])
+        z[tail] = np.where(exact > 0.0, special.ndtri(np.maximum(exact, 1e-300)), z[tail])
     return z
 
 
@@ -155,20 +170,32 @@ def t_cdf(t: np.ndarray, df: np.ndarray) -> np.ndarray:
     """Student-t cdf (df = inf: the normal cdf); exact wherever it is below 0.1, see `t_to_normal`."""
     t = np.asarray(t, dtype=float)
     df = np.broadcast_to(np.asarray(df, dtype=float), t.shape)
-    out = special.ndtr(t_to_normal(t, df))
-    tail = np.isfinite(df) & np.isfinite(t) & (out < 0.1)
+    z = _wallace(t, df)
+    tail = (z < _TAIL_Z) & np.isfinite(df) & np.isfinite(t)
+    out = special.ndtr(z)
     if tail.any():
         out[tail] = special.stdtr(df[tail], t[tail])
     return np.asarray(out)
 
 
 def _unique_map(f: object, values: np.ndarray) -> np.ndarray:
-    """f applied to the distinct values only (degrees of freedom take a handful of values)."""
+    """f applied to the distinct values only (degrees of freedom take a handful of values).
+
+    Halves of whole degrees of freedom (the common case) are looked up in a table indexed by 2x the
+    value, without sorting; anything else goes through `np.unique`.
+    """
     finite = np.isfinite(values)
     out = np.full(values.shape, np.nan)
-    if finite.any():
-        distinct, inverse = np.unique(values[finite], return_inverse=True)
-        out[finite] = np.asarray(f(distinct))[inverse]  # type: ignore[operator]
+    if not finite.any():
+        return out
+    doubled = 2.0 * values[finite]
+    index = np.rint(doubled)
+    if index.min() >= 0 and index.max() <= 4096 and np.array_equal(index, doubled):
+        table = np.asarray(f(np.arange(int(index.max()) + 1) / 2.0))  # type: ignore[operator]
+        out[finite] = table[index.astype(np.intp)]
+        return out
+    distinct, inverse = np.unique(values[finite], return_inverse=True)
+    out[finite] = np.asarray(f(distinct))[inverse]  # type: ignore[operator]
     return out
 
 
@@ -213,8 +240,9 @@ def scenario_tests(base: Moments, cand: Moments, floor: float | None) -> Scenari
     testable &= np.isfinite(difference)
     degenerate = testable & ~(post > ZERO_VARIANCE)
     p = np.where(testable & ~degenerate, t_cdf(np.where(degenerate, 0.0, t), df), np.nan)
-    exact = exact_separation_p(cand.n, base.n)
-    p = np.where(degenerate, np.where(difference < -ZERO_DIFFERENCE, exact, 1.0), p)
+    if degenerate.any():
+        exact = exact_separation_p(cand.n[degenerate], base.n[degenerate])
+        p[degenerate] = np.where(difference[degenerate] < -ZERO_DIFFERENCE, exact, 1.0)
     p_floor, collapse = _floor_tests(base, cand, floor, testable)
     return ScenarioTests(difference, np.where(testable, se, np.nan), df, p, p_floor, collapse, prior)
 
@@ -356,7 +384,9 @@ def concentrated_test(tests: ScenarioTests, exclude: np.ndarray | None = None) -
         valid &= ~exclude
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a row without a valid scenario has no centre
-        centre = np.nanmedian(np.where(valid, d, np.nan), axis=1)
+        centre = (
+            np.median(d, axis=1) if valid.all() else np.nanmedian(np.where(valid, d, np.nan), axis=1)
+        )
         z = np.where(valid, (d - centre[:, None]) / tests.se, 0.0)
         u = np.where(valid, t_to_normal(z, tests.df), 0.0)
     u = np.where(valid, np.clip(u, -40.0, 40.0), np.nan)
@@ -518,7 +548,50 @@ def holm_inputs(
     return p, w
 
 
+def holm_blocks(tests: ScenarioTests, p_beyond: np.ndarray, conc: Concentrated, budget: Budget) -> np.ndarray:
+    """Whether weighted Holm over `holm_inputs` rejects anything in each row, without building them.
+
+    Weighted Holm rejects something iff its first step does: min p/w <= alpha / (sum of the weights of
+    the testable hypotheses). Within each per-scenario block the weights are equal, so the block's
+    smallest p/w is its smallest p over its weight; the result equals `any_weighted_holm(*holm_inputs(...))`
+    (pinned by a test) at a fraction of the memory and time on (replications, scenarios) arrays.
+    """
+    tested = np.isfinite(tests.p_drop)
+    n_tested = tested.sum(axis=1)
+    m = np.maximum(n_tested, 1).astype(float)
+    eligible = tests.collapse & tested
+    n_eligible = eligible.sum(axis=1)
+    floor_usable = tested & np.isfinite(tests.p_floor)
+    n_floor = floor_usable.sum(axis=1)
+    w_conc = np.where(conc.count >= MIN_SCENARIOS, budget.w_concentrated, 0.0)
+    inf = np.inf
+    with np.errstate(invalid="ignore", divide="ignore"):
+        blocks = [
+            (np.where(np.isfinite(p_beyond), p_beyond / budget.w_mean, inf), np.isfinite(p_beyond) * budget.w_mean),
+            (np.where(np.isfinite(conc.p) & (w_conc > 0), conc.p / w_conc, inf), np.isfinite(conc.p) * w_conc),
+            (
+                np.min(np.where(tested, tests.p_drop, inf), axis=1) * m / budget.w_drop,
+                n_tested * (budget.w_drop / m),
+            ),
+            (
+                np.min(np.where(floor_usable, tests.p_floor, inf), axis=1) * m / budget.w_floor,
+                n_floor * (budget.w_floor / m),
+            ),
+            (
+                np.min(np.where(eligible, tests.p_drop, inf), axis=1)
+                * np.maximum(n_eligible, 1)
+                / budget.w_collapse,
+                (n_eligible > 0) * budget.w_collapse,
+            ),
+        ]
+        ratio = np.min(np.stack([np.where(w > 0, r, inf) for r, w in blocks]), axis=0)
+        total = np.sum(np.stack([w for _, w in blocks]), axis=0)
+        return np.asarray(ratio * total <= budget.report_alpha)
+
+
 def _masked(moments: Moments, keep: np.ndarray) -> Moments:
+    if keep.all():
+        return moments
     return Moments(
         n=np.where(keep, moments.n, np.nan),
         mean=np.where(keep, moments.mean, np.nan),
@@ -546,8 +619,7 @@ def evaluate(
     mean = mean_test(tests, base, between, between_df, level)
     p_beyond, p_drop = mean_rule_p(mean)
     conc = concentrated_test(tests)
-    p, w = holm_inputs(tests, p_beyond, conc, budget)
-    block = any_weighted_holm(p, w, budget.report_alpha)
+    block = holm_blocks(tests, p_beyond, conc, budget)
     flag_mean = p_drop < budget.report_flag
     flag_bh = bh_any(tests.p_drop, budget.report_flag)
     return Outcome(tests, mean, conc, ev, p_beyond, p_drop, block, flag_mean, flag_bh, ev.insufficient())
