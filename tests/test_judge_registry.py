@@ -6,8 +6,11 @@ would (a judge or rubric file, the registry via `record_new_versions`).
 
 from __future__ import annotations
 
+import math
 import shutil
-from datetime import UTC, datetime
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,10 @@ from eval_assets.config import ConfigError, load_project
 from eval_assets.config._registry import (
     IDENTITY_FIELDS,
     REGISTRY_PATH,
+    RegistryEntry,
+    StatusChange,
     content_hash,
+    identity,
     read_registry,
     record_new_versions,
 )
@@ -376,3 +382,81 @@ def test_a_hand_edited_content_hash_of_a_deprecated_version_is_refused(root: Pat
         "judges/helpfulness-v1.yaml: version: judge 'helpfulness-v1' was deprecated (2026-03-01T00:00:00Z) and "
         "its id can never be reused with other content (its content hash changed): give this judge a new version"
     ]
+
+
+# --- what mutation testing found unpinned (docs/mutation.md) -------------------------------------------
+
+
+def test_a_rubric_reference_change_does_not_hide_a_later_field_change(root: Path) -> None:
+    rubric = yaml.safe_load((root / "rubrics" / "helpfulness-v1.yaml").read_text(encoding="utf-8"))
+    (root / "rubrics" / "helpfulness-v2.yaml").write_text(yaml.safe_dump({**rubric, "version": 2}))
+    edit(root / "judges" / "helpfulness-v1.yaml", rubric={"id": "helpfulness", "version": 2}, max_output_tokens=100)
+    assert [p.split(": ")[1] for p in problems(root)] == ["rubric", "max_output_tokens"]
+
+
+def test_a_field_hash_missing_from_the_registry_is_named_as_not_recorded(root: Path) -> None:
+    registry_file = root / REGISTRY_PATH
+    data = yaml.safe_load(registry_file.read_text(encoding="utf-8"))
+    del data["judges"]["safety-v1"]["fields"]["params"]
+    registry_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    edit(root / "judges" / "safety-v1.yaml", max_output_tokens=100)
+    assert problems(root) == [
+        f"judges/safety-v1.yaml: {field}: judge 'safety-v1': {what} since the version was recorded; a judge "
+        "version is one unit: put the change in a new version (safety-v2, with `bridges_from: safety-v1`)"
+        for field, what in (("params", "params was not recorded"), ("max_output_tokens", "max_output_tokens changed"))
+    ]
+
+
+def test_recording_over_a_malformed_registry_raises_its_problems(root: Path) -> None:
+    (root / REGISTRY_PATH).write_text("scheme: 1\njudges: [\n")
+    with pytest.raises(ConfigError) as raised:
+        record(root)
+    assert [p.field for p in raised.value.problems] == ["<yaml>"]
+
+
+@pytest.fixture
+def tokyo_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The machine's local zone is Asia/Tokyo for the test (UTC+9, no daylight saving)."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_recorded_stamps_are_utc_whatever_the_machine_zone_and_the_given_zone(root: Path, tokyo_clock: None) -> None:
+    add_v2(root)
+    assert record(root, datetime(2026, 3, 1, 1, 30, tzinfo=timezone(timedelta(hours=2)))) == [
+        "helpfulness-v2: recorded (active)"
+    ]
+    entry = (read_registry(root)[0] or pytest.fail()).judges["helpfulness-v2"]
+    assert [c.recorded_at for c in entry.status_history] == ["2026-02-28T23:30:00Z"]
+
+
+def test_the_registry_is_written_in_its_declared_order_not_sorted(root: Path) -> None:
+    add_v2(root)
+    record(root)
+    data = yaml.safe_load((root / REGISTRY_PATH).read_text(encoding="utf-8"))
+    assert list(data) == ["scheme", "judges"]
+    assert list(data["judges"]) == ["helpfulness-v1", "helpfulness-v2", "safety-v1"]
+    for entry in data["judges"].values():
+        assert list(entry) == ["name", "version", "content_hash", "fields", "status_history"]
+        assert list(entry["fields"]) == list(IDENTITY_FIELDS)
+        assert [list(change) for change in entry["status_history"]] == [["status", "recorded_at"]]
+
+
+def test_identity_keeps_non_ascii_text_as_it_is_and_refuses_non_finite_numbers(project) -> None:
+    judge = project.judges["helpfulness-v1"]
+    rubric = project.rubric_for(judge)
+    prompt = "Grade the answer \u2014 na\u00efvely is wrong. \u2713"
+    assert identity(judge.model_copy(update={"prompt": prompt}), rubric)["prompt"] == f'"{prompt}"'
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        identity(judge.model_copy(update={"params": {**judge.params, "temperature": math.nan}}), rubric)
+
+
+def test_an_entry_that_was_never_deprecated_has_no_deprecation_time() -> None:
+    active = StatusChange(status="active", recorded_at="2026-03-01T00:00:00Z")
+    entry = RegistryEntry(name="x", version=1, content_hash="0" * 64, fields={}, status_history=[active])
+    assert entry.deprecated_at() is None
+    gone = StatusChange(status="deprecated", recorded_at="2026-04-01T00:00:00Z")
+    assert entry.model_copy(update={"status_history": [active, gone]}).deprecated_at() == "2026-04-01T00:00:00Z"
