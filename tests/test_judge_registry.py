@@ -6,6 +6,7 @@ would (a judge or rubric file, the registry via `record_new_versions`).
 
 from __future__ import annotations
 
+import copy
 import math
 import shutil
 import time
@@ -460,3 +461,66 @@ def test_an_entry_that_was_never_deprecated_has_no_deprecation_time() -> None:
     assert entry.deprecated_at() is None
     gone = StatusChange(status="deprecated", recorded_at="2026-04-01T00:00:00Z")
     assert entry.model_copy(update={"status_history": [active, gone]}).deprecated_at() == "2026-04-01T00:00:00Z"
+
+
+def test_every_judge_with_a_problem_is_reported_not_only_the_first(root: Path) -> None:
+    add_v2(root)  # unrecorded, and sorted before safety-v1
+    edit(root / "judges" / "helpfulness-v1.yaml", max_output_tokens=100)
+    edit(root / "judges" / "safety-v1.yaml", max_output_tokens=100)
+    assert [p.split(": ")[:2] for p in problems(root)] == [
+        ["judges/helpfulness-v1.yaml", "max_output_tokens"],
+        ["judges/helpfulness-v2.yaml", "version"],
+        ["judges/safety-v1.yaml", "max_output_tokens"],
+    ]
+
+
+def test_a_judge_with_a_dangling_rubric_does_not_stop_the_others_being_checked(root: Path) -> None:
+    edit(root / "judges" / "helpfulness-v1.yaml", rubric={"id": "helpfulness", "version": 9})
+    edit(root / "judges" / "safety-v1.yaml", max_output_tokens=100)
+    assert "judges/safety-v1.yaml: max_output_tokens" in [": ".join(p.split(": ")[:2]) for p in problems(root)]
+
+
+def test_a_rubric_edited_in_place_under_a_deprecated_version_is_named(root: Path) -> None:
+    deprecate_v1_behind_v2(root)
+    edit(root / "rubrics" / "helpfulness-v1.yaml", floor=0.25)  # v1 and v2 both use it
+    assert problems(root)[0] == (
+        "judges/helpfulness-v1.yaml: rubric: judge 'helpfulness-v1' was deprecated (2026-03-01T00:00:00Z) and its "
+        "id can never be reused with other content (the content of rubric 'helpfulness' version 1 changed): give "
+        "this judge a new version"
+    )
+
+
+def test_a_deprecated_judge_does_not_stop_bridge_checks_of_later_judges(root: Path) -> None:
+    deprecate_v1_behind_v2(root)  # helpfulness-v1 (deprecated) sorts first
+    v1 = yaml.safe_load((root / "judges" / "safety-v1.yaml").read_text(encoding="utf-8"))
+    (root / "judges" / "safety-v2.yaml").write_text(yaml.safe_dump({**v1, "version": 2, "prompt": "Be safe.\n"}))
+    assert any(p.startswith("judges/safety-v2.yaml: bridges_from: judge 'safety-v2' is a new") for p in problems(root))
+
+
+def test_a_missing_bridge_lists_every_earlier_version_recorded_or_not(root: Path) -> None:
+    add_v2(root)  # loaded, not recorded
+    add_v3 = yaml.safe_load((root / "judges" / "helpfulness-v2.yaml").read_text(encoding="utf-8"))
+    add_v3.update(version=3, prompt="Grade it.\n")
+    add_v3.pop("bridges_from")
+    (root / "judges" / "helpfulness-v3.yaml").write_text(yaml.safe_dump(add_v3))
+    assert (
+        "judges/helpfulness-v3.yaml: bridges_from: judge 'helpfulness-v3' is a new active version of 'helpfulness', "
+        "which already has helpfulness-v1, helpfulness-v2: declare `bridges_from: helpfulness-v2` (a bridge run "
+        "publishes the offset)"
+    ) in problems(root)
+
+
+def test_problems_name_the_judge_file_where_it_actually_is(root: Path) -> None:
+    (root / "judges" / "archive").mkdir()
+    moved = root / "judges" / "archive" / "old-safety.yaml"
+    (root / "judges" / "safety-v1.yaml").rename(moved)
+    edit(moved, max_output_tokens=100)
+    assert [p.split(": ")[0] for p in problems(root)] == ["judges/archive/old-safety.yaml"]
+
+
+def test_a_recorded_judge_whose_name_no_file_uses_any_more_still_validates(root: Path) -> None:
+    registry_file = root / REGISTRY_PATH
+    data = yaml.safe_load(registry_file.read_text(encoding="utf-8"))
+    data["judges"]["retired-v1"] = {**copy.deepcopy(data["judges"]["safety-v1"]), "name": "retired"}
+    registry_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    assert sorted(load_project(root).judges) == ["helpfulness-v1", "safety-v1"]
