@@ -474,6 +474,12 @@ def test_every_judge_with_a_problem_is_reported_not_only_the_first(root: Path) -
     ]
 
 
+def test_a_deprecated_judge_does_not_stop_the_judges_after_it_being_checked(root: Path) -> None:
+    deprecate_v1_behind_v2(root)  # helpfulness-v1, deprecated and unchanged, sorts first
+    edit(root / "judges" / "safety-v1.yaml", max_output_tokens=100)
+    assert [": ".join(p.split(": ")[:2]) for p in problems(root)] == ["judges/safety-v1.yaml: max_output_tokens"]
+
+
 def test_a_judge_with_a_dangling_rubric_does_not_stop_the_others_being_checked(root: Path) -> None:
     edit(root / "judges" / "helpfulness-v1.yaml", rubric={"id": "helpfulness", "version": 9})
     edit(root / "judges" / "safety-v1.yaml", max_output_tokens=100)
