@@ -1046,3 +1046,35 @@ def test_reserving_a_recorded_key_with_another_model_says_keys_must_determine_th
     assert str(raised.value).endswith(
         "is recorded with model 'sim/agent', not 'sim/other': attempt keys must determine the model"
     )
+
+
+@pytest.mark.parametrize(
+    ("worst", "message"),
+    [
+        (-0.5, "worst_case_usd must be a finite number of USD >= 0, not -0.5"),
+        (float("nan"), "worst_case_usd must be a finite number of USD >= 0, not nan"),
+        (float("inf"), "worst_case_usd must be a finite number of USD >= 0, not inf"),
+        (True, "worst_case_usd must be a finite number of USD >= 0, not True"),
+        ("0.5", "worst_case_usd must be a finite number of USD >= 0, not '0.5'"),
+        (1e6 * 1.5, "worst_case_usd must be at most 1e+06 USD, not 1500000.0"),
+    ],
+    ids=["negative", "nan", "inf", "bool", "text", "too-large"],
+)
+def test_reserve_refuses_a_worst_case_that_is_not_a_usd_amount_naming_it(
+    journal: SpendJournal, worst: Any, message: str
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        reserve(journal, subject_key(), worst_usd=worst)
+    assert str(raised.value) == message
+    assert journal.lookup(subject_key()) is None
+
+
+def test_a_worst_case_of_exactly_the_largest_attempt_amount_is_accepted(journal: SpendJournal) -> None:
+    assert isinstance(reserve(journal, subject_key(), worst_usd=1e6, ceilings=Ceilings()), Reservation)
+
+
+def test_a_refusal_carries_the_refused_row_as_recorded(journal: SpendJournal) -> None:
+    refusal = reserve(journal, subject_key(), worst_usd=0.5, ceilings=Ceilings(day_usd=0.25))
+    assert isinstance(refusal, Refusal)
+    assert refusal.row == journal.lookup(subject_key())
+    assert (refusal.row.status, refusal.row.ceiling, refusal.row.reserved_usd) == ("refused", "day", 0.5)
