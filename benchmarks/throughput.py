@@ -43,9 +43,9 @@ sys.path.insert(0, str(ROOT))
 
 from eval_assets.config import BuildManifest, Scenario, load_project  # noqa: E402
 from eval_assets.config import Engine as EngineSettings  # noqa: E402
-from eval_assets.engine import Engine, SubjectResult  # noqa: E402
+from eval_assets.engine import AttemptRef, Engine, SubjectResult  # noqa: E402
 from eval_assets.journal import open_journal  # noqa: E402
-from eval_assets.judging import render_judge_prompt  # noqa: E402
+from eval_assets.judging import fence_nonce, render_judge_prompt  # noqa: E402
 from eval_assets.providers.gateway import CallSpec, ModelGateway  # noqa: E402
 from eval_assets.spend import SpendPath  # noqa: E402
 
@@ -54,6 +54,8 @@ JUDGE = PROJECT.judges["helpfulness-v1"]
 RUBRIC = PROJECT.rubric_for(JUDGE)
 PRICES = {m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in PROJECT.settings.prices.items()}
 TIMEOUT_S = 30
+# One fence secret for the engine and the raw side, so both render byte-identical judge prompts.
+FENCE_SECRET = b"benchmark-fence-secret-32-bytes!"
 
 
 def scenarios(n: int) -> list[Scenario]:
@@ -75,7 +77,7 @@ def engine(tmp: Path, concurrency: int) -> Engine:
     journal = open_journal(f"sqlite:///{tmp / f'journal-{time.time_ns()}.sqlite'}")
     settings = EngineSettings(concurrency_per_model=concurrency, timeout_s=TIMEOUT_S, max_tries=3)
     spend = SpendPath(journal, ModelGateway(PRICES), run_id="bench")
-    return Engine(spend=spend, settings=settings, jitter=random.Random(0))
+    return Engine(spend=spend, settings=settings, jitter=random.Random(0), fence_secret=FENCE_SECRET)
 
 
 def run_engine(n: int, tmp: Path, concurrency: int = 256, latency_ms: int = 0, judge: bool = True) -> dict[str, Any]:
@@ -108,13 +110,16 @@ def raw_workload(n: int, subjects: list[SubjectResult], latency_ms: int, judge: 
             calls = [eng.subject_spec(b, scenario, repeat)]
             done = by_key[(scenario.id, repeat)]
             if judge and done.call.status == "ok" and done.call.text is not None:
+                ref = AttemptRef(b.id, scenario.id, repeat, "judge", JUDGE.version_id)
+                nonce = fence_nonce(FENCE_SECRET, ref.fence_id)  # the engine's nonce for this judge attempt
                 calls.append(
                     CallSpec(
                         model=JUDGE.model,
-                        messages=render_judge_prompt(JUDGE, RUBRIC, scenario, done.call.text),
+                        messages=render_judge_prompt(JUDGE, RUBRIC, scenario, done.call.text, nonce=nonce),
                         max_tokens=JUDGE.max_output_tokens,
                         timeout_s=TIMEOUT_S,
                         params=JUDGE.params,
+                        api_base=JUDGE.api_base,
                         metadata={"build": b.id, "scenario_id": scenario.id, "repeat": repeat, "role": "judge",
                                   "judge_version": JUDGE.version_id},
                     )
@@ -134,10 +139,11 @@ def run_raw(work: list[list[CallSpec]], concurrency: int = 256) -> dict[str, Any
 
         async def call(spec: CallSpec) -> None:
             sem = limits.setdefault(spec.model, asyncio.Semaphore(concurrency))
+            extra = {"api_base": spec.api_base} if spec.api_base else {}  # as the gateway passes it
             async with sem:
                 await litellm.acompletion(
                     model=spec.model, messages=spec.messages, max_tokens=spec.max_tokens, timeout=spec.timeout_s,
-                    num_retries=0, max_retries=0, metadata={**spec.metadata, "try_no": 1}, **dict(spec.params),
+                    num_retries=0, max_retries=0, metadata={**spec.metadata, "try_no": 1}, **extra, **dict(spec.params),
                 )
 
         async def attempt(calls: list[CallSpec]) -> None:

@@ -969,3 +969,112 @@ def test_two_processes_contending_for_one_lease_never_both_hold_it(journal_url: 
     winners = [n for n, grants in outcomes.items() if any(grants)]
     assert len(winners) == 1, outcomes
     assert all(outcomes[winners[0]])  # its own renewals keep granting
+
+
+# --- what mutation testing found unpinned (docs/mutation.md) -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"status": "done"}, "status must be 'settled' or 'failed', not 'done'"),
+        ({"cost_usd": -1}, "cost_usd must be a finite number of USD >= 0, not -1"),
+        ({"prompt_tokens": -1}, "prompt_tokens must be None or an int >= 0, not -1"),
+        ({"prompt_tokens": 1.5}, "prompt_tokens must be None or an int >= 0, not 1.5"),
+        ({"completion_tokens": True}, "completion_tokens must be None or an int >= 0, not True"),
+        ({"completion_tokens": "5"}, "completion_tokens must be None or an int >= 0, not '5'"),
+    ],
+    ids=["status", "cost", "negative-tokens", "float-tokens", "bool-tokens", "text-tokens"],
+)
+def test_settle_refuses_a_bad_status_cost_or_token_count_naming_it(
+    journal: SpendJournal, change: dict[str, Any], message: str
+) -> None:
+    reserve(journal, subject_key())
+    args: dict[str, Any] = {
+        "status": "settled",
+        "cost_usd": 0.1,
+        "prompt_tokens": 1,
+        "completion_tokens": 1,
+        "payload": "x",
+        "error": None,
+        "now": NOW,
+    }
+    with pytest.raises(ValueError) as raised:
+        journal.settle(subject_key(), **{**args, **change})
+    assert str(raised.value) == message
+    row = journal.lookup(subject_key())
+    assert row is not None and row.status == "reserved"
+
+
+def test_settle_accepts_zero_tokens(journal: SpendJournal) -> None:
+    reserve(journal, subject_key())
+    journal.settle(
+        subject_key(), status="settled", cost_usd=0.0, prompt_tokens=0, completion_tokens=0, payload="",
+        error=None, now=NOW,
+    )
+    row = journal.lookup(subject_key())
+    assert row is not None and (row.status, row.prompt_tokens, row.completion_tokens) == ("settled", 0, 0)
+
+
+@pytest.mark.parametrize("name", ["scenario_usd", "suite_usd", "day_usd"])
+def test_a_ceiling_must_be_a_finite_usd_amount_naming_it(name: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        Ceilings(**{name: -1.0})
+    assert str(raised.value) == f"{name} must be a finite number of USD >= 0, not -1.0"
+
+
+def test_a_day_without_spend_totals_zero_and_every_total_names_its_day(journal: SpendJournal) -> None:
+    empty = journal.day_total(date(2026, 1, 1))
+    assert (empty.day, empty.spent_usd, empty.outstanding_usd) == ("2026-01-01", 0.0, 0.0)
+    reserve(journal, subject_key(), worst_usd=0.5)
+    total = journal.day_total(NOW.date())
+    assert (total.day, total.spent_usd, total.outstanding_usd) == (NOW.date().isoformat(), 0.0, 0.5)
+
+
+def test_reserving_a_recorded_key_again_says_it_is_not_new(journal: SpendJournal) -> None:
+    assert isinstance(first := reserve(journal, subject_key()), Reservation) and first.is_new is True
+    again = reserve(journal, subject_key())
+    assert isinstance(again, Reservation) and again.is_new is False
+
+
+def test_reserving_a_recorded_key_with_another_model_says_keys_must_determine_the_model(
+    journal: SpendJournal,
+) -> None:
+    reserve(journal, subject_key(), model="sim/agent")
+    with pytest.raises(JournalError) as raised:
+        reserve(journal, subject_key(), model="sim/other")
+    assert str(raised.value).endswith(
+        "is recorded with model 'sim/agent', not 'sim/other': attempt keys must determine the model"
+    )
+
+
+@pytest.mark.parametrize(
+    ("worst", "message"),
+    [
+        (-0.5, "worst_case_usd must be a finite number of USD >= 0, not -0.5"),
+        (float("nan"), "worst_case_usd must be a finite number of USD >= 0, not nan"),
+        (float("inf"), "worst_case_usd must be a finite number of USD >= 0, not inf"),
+        (True, "worst_case_usd must be a finite number of USD >= 0, not True"),
+        ("0.5", "worst_case_usd must be a finite number of USD >= 0, not '0.5'"),
+        (1e6 * 1.5, "worst_case_usd must be at most 1e+06 USD, not 1500000.0"),
+    ],
+    ids=["negative", "nan", "inf", "bool", "text", "too-large"],
+)
+def test_reserve_refuses_a_worst_case_that_is_not_a_usd_amount_naming_it(
+    journal: SpendJournal, worst: Any, message: str
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        reserve(journal, subject_key(), worst_usd=worst)
+    assert str(raised.value) == message
+    assert journal.lookup(subject_key()) is None
+
+
+def test_a_worst_case_of_exactly_the_largest_attempt_amount_is_accepted(journal: SpendJournal) -> None:
+    assert isinstance(reserve(journal, subject_key(), worst_usd=1e6, ceilings=Ceilings()), Reservation)
+
+
+def test_a_refusal_carries_the_refused_row_as_recorded(journal: SpendJournal) -> None:
+    refusal = reserve(journal, subject_key(), worst_usd=0.5, ceilings=Ceilings(day_usd=0.25))
+    assert isinstance(refusal, Refusal)
+    assert refusal.row == journal.lookup(subject_key())
+    assert (refusal.row.status, refusal.row.ceiling, refusal.row.reserved_usd) == ("refused", "day", 0.5)

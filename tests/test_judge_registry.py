@@ -6,8 +6,12 @@ would (a judge or rubric file, the registry via `record_new_versions`).
 
 from __future__ import annotations
 
+import copy
+import math
 import shutil
-from datetime import UTC, datetime
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,10 @@ from eval_assets.config import ConfigError, load_project
 from eval_assets.config._registry import (
     IDENTITY_FIELDS,
     REGISTRY_PATH,
+    RegistryEntry,
+    StatusChange,
     content_hash,
+    identity,
     read_registry,
     record_new_versions,
 )
@@ -376,3 +383,150 @@ def test_a_hand_edited_content_hash_of_a_deprecated_version_is_refused(root: Pat
         "judges/helpfulness-v1.yaml: version: judge 'helpfulness-v1' was deprecated (2026-03-01T00:00:00Z) and "
         "its id can never be reused with other content (its content hash changed): give this judge a new version"
     ]
+
+
+# --- what mutation testing found unpinned (docs/mutation.md) -------------------------------------------
+
+
+def test_a_rubric_reference_change_does_not_hide_a_later_field_change(root: Path) -> None:
+    rubric = yaml.safe_load((root / "rubrics" / "helpfulness-v1.yaml").read_text(encoding="utf-8"))
+    (root / "rubrics" / "helpfulness-v2.yaml").write_text(yaml.safe_dump({**rubric, "version": 2}))
+    edit(root / "judges" / "helpfulness-v1.yaml", rubric={"id": "helpfulness", "version": 2}, max_output_tokens=100)
+    assert [p.split(": ")[1] for p in problems(root)] == ["rubric", "max_output_tokens"]
+
+
+def test_a_field_hash_missing_from_the_registry_is_named_as_not_recorded(root: Path) -> None:
+    registry_file = root / REGISTRY_PATH
+    data = yaml.safe_load(registry_file.read_text(encoding="utf-8"))
+    del data["judges"]["safety-v1"]["fields"]["params"]
+    registry_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    edit(root / "judges" / "safety-v1.yaml", max_output_tokens=100)
+    assert problems(root) == [
+        f"judges/safety-v1.yaml: {field}: judge 'safety-v1': {what} since the version was recorded; a judge "
+        "version is one unit: put the change in a new version (safety-v2, with `bridges_from: safety-v1`)"
+        for field, what in (("params", "params was not recorded"), ("max_output_tokens", "max_output_tokens changed"))
+    ]
+
+
+def test_recording_over_a_malformed_registry_raises_its_problems(root: Path) -> None:
+    (root / REGISTRY_PATH).write_text("scheme: 1\njudges: [\n")
+    with pytest.raises(ConfigError) as raised:
+        record(root)
+    assert [p.field for p in raised.value.problems] == ["<yaml>"]
+
+
+@pytest.fixture
+def tokyo_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The machine's local zone is Asia/Tokyo for the test (UTC+9, no daylight saving)."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_recorded_stamps_are_utc_whatever_the_machine_zone_and_the_given_zone(root: Path, tokyo_clock: None) -> None:
+    add_v2(root)
+    assert record(root, datetime(2026, 3, 1, 1, 30, tzinfo=timezone(timedelta(hours=2)))) == [
+        "helpfulness-v2: recorded (active)"
+    ]
+    entry = (read_registry(root)[0] or pytest.fail()).judges["helpfulness-v2"]
+    assert [c.recorded_at for c in entry.status_history] == ["2026-02-28T23:30:00Z"]
+
+
+def test_the_registry_is_written_in_its_declared_order_not_sorted(root: Path) -> None:
+    add_v2(root)
+    record(root)
+    data = yaml.safe_load((root / REGISTRY_PATH).read_text(encoding="utf-8"))
+    assert list(data) == ["scheme", "judges"]
+    assert list(data["judges"]) == ["helpfulness-v1", "helpfulness-v2", "safety-v1"]
+    for entry in data["judges"].values():
+        assert list(entry) == ["name", "version", "content_hash", "fields", "status_history"]
+        assert list(entry["fields"]) == list(IDENTITY_FIELDS)
+        assert [list(change) for change in entry["status_history"]] == [["status", "recorded_at"]]
+
+
+def test_identity_keeps_non_ascii_text_as_it_is_and_refuses_non_finite_numbers(project) -> None:
+    judge = project.judges["helpfulness-v1"]
+    rubric = project.rubric_for(judge)
+    prompt = "Grade the answer \u2014 na\u00efvely is wrong. \u2713"
+    assert identity(judge.model_copy(update={"prompt": prompt}), rubric)["prompt"] == f'"{prompt}"'
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        identity(judge.model_copy(update={"params": {**judge.params, "temperature": math.nan}}), rubric)
+
+
+def test_an_entry_that_was_never_deprecated_has_no_deprecation_time() -> None:
+    active = StatusChange(status="active", recorded_at="2026-03-01T00:00:00Z")
+    entry = RegistryEntry(name="x", version=1, content_hash="0" * 64, fields={}, status_history=[active])
+    assert entry.deprecated_at() is None
+    gone = StatusChange(status="deprecated", recorded_at="2026-04-01T00:00:00Z")
+    assert entry.model_copy(update={"status_history": [active, gone]}).deprecated_at() == "2026-04-01T00:00:00Z"
+
+
+def test_every_judge_with_a_problem_is_reported_not_only_the_first(root: Path) -> None:
+    add_v2(root)  # unrecorded, and sorted before safety-v1
+    edit(root / "judges" / "helpfulness-v1.yaml", max_output_tokens=100)
+    edit(root / "judges" / "safety-v1.yaml", max_output_tokens=100)
+    assert [p.split(": ")[:2] for p in problems(root)] == [
+        ["judges/helpfulness-v1.yaml", "max_output_tokens"],
+        ["judges/helpfulness-v2.yaml", "version"],
+        ["judges/safety-v1.yaml", "max_output_tokens"],
+    ]
+
+
+def test_a_deprecated_judge_does_not_stop_the_judges_after_it_being_checked(root: Path) -> None:
+    deprecate_v1_behind_v2(root)  # helpfulness-v1, deprecated and unchanged, sorts first
+    edit(root / "judges" / "safety-v1.yaml", max_output_tokens=100)
+    assert [": ".join(p.split(": ")[:2]) for p in problems(root)] == ["judges/safety-v1.yaml: max_output_tokens"]
+
+
+def test_a_judge_with_a_dangling_rubric_does_not_stop_the_others_being_checked(root: Path) -> None:
+    edit(root / "judges" / "helpfulness-v1.yaml", rubric={"id": "helpfulness", "version": 9})
+    edit(root / "judges" / "safety-v1.yaml", max_output_tokens=100)
+    assert "judges/safety-v1.yaml: max_output_tokens" in [": ".join(p.split(": ")[:2]) for p in problems(root)]
+
+
+def test_a_rubric_edited_in_place_under_a_deprecated_version_is_named(root: Path) -> None:
+    deprecate_v1_behind_v2(root)
+    edit(root / "rubrics" / "helpfulness-v1.yaml", floor=0.25)  # v1 and v2 both use it
+    assert problems(root)[0] == (
+        "judges/helpfulness-v1.yaml: rubric: judge 'helpfulness-v1' was deprecated (2026-03-01T00:00:00Z) and its "
+        "id can never be reused with other content (the content of rubric 'helpfulness' version 1 changed): give "
+        "this judge a new version"
+    )
+
+
+def test_a_deprecated_judge_does_not_stop_bridge_checks_of_later_judges(root: Path) -> None:
+    deprecate_v1_behind_v2(root)  # helpfulness-v1 (deprecated) sorts first
+    v1 = yaml.safe_load((root / "judges" / "safety-v1.yaml").read_text(encoding="utf-8"))
+    (root / "judges" / "safety-v2.yaml").write_text(yaml.safe_dump({**v1, "version": 2, "prompt": "Be safe.\n"}))
+    assert any(p.startswith("judges/safety-v2.yaml: bridges_from: judge 'safety-v2' is a new") for p in problems(root))
+
+
+def test_a_missing_bridge_lists_every_earlier_version_recorded_or_not(root: Path) -> None:
+    add_v2(root)  # loaded, not recorded
+    add_v3 = yaml.safe_load((root / "judges" / "helpfulness-v2.yaml").read_text(encoding="utf-8"))
+    add_v3.update(version=3, prompt="Grade it.\n")
+    add_v3.pop("bridges_from")
+    (root / "judges" / "helpfulness-v3.yaml").write_text(yaml.safe_dump(add_v3))
+    assert (
+        "judges/helpfulness-v3.yaml: bridges_from: judge 'helpfulness-v3' is a new active version of 'helpfulness', "
+        "which already has helpfulness-v1, helpfulness-v2: declare `bridges_from: helpfulness-v2` (a bridge run "
+        "publishes the offset)"
+    ) in problems(root)
+
+
+def test_problems_name_the_judge_file_where_it_actually_is(root: Path) -> None:
+    (root / "judges" / "archive").mkdir()
+    moved = root / "judges" / "archive" / "old-safety.yaml"
+    (root / "judges" / "safety-v1.yaml").rename(moved)
+    edit(moved, max_output_tokens=100)
+    assert [p.split(": ")[0] for p in problems(root)] == ["judges/archive/old-safety.yaml"]
+
+
+def test_a_recorded_judge_whose_name_no_file_uses_any_more_still_validates(root: Path) -> None:
+    registry_file = root / REGISTRY_PATH
+    data = yaml.safe_load(registry_file.read_text(encoding="utf-8"))
+    data["judges"]["retired-v1"] = {**copy.deepcopy(data["judges"]["safety-v1"]), "name": "retired"}
+    registry_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    assert sorted(load_project(root).judges) == ["helpfulness-v1", "safety-v1"]

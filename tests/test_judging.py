@@ -7,7 +7,15 @@ import json
 import pytest
 
 from eval_assets.config import BoolScale, Criterion, FloatScale, Message, Policy, Project, Rubric, Scenario
-from eval_assets.judging import fence, fence_nonce, parse_verdict, policy_failures, render_judge_prompt
+from eval_assets.judging import (
+    fence,
+    fence_nonce,
+    parse_verdict,
+    policy_failures,
+    render_judge_prompt,
+    strict_json,
+)
+from eval_assets.redact import REDACTED, redact
 
 NONCE = fence_nonce(b"judging tests: a fence secret", "build/judge-v1/scenario/1/1/g0")
 
@@ -165,3 +173,36 @@ def test_a_bool_criterion_scores_one_for_true_and_zero_for_false() -> None:
 def test_each_defect_fails_with_its_exact_reason(reply: str, reason: str) -> None:
     verdict = parse_verdict(reply, _float_rubric())
     assert (verdict.status, verdict.failure_reason, verdict.score) == ("failed", reason, None)
+
+
+def test_every_missing_criterion_is_named_in_rubric_order(project: Project) -> None:
+    rubric = _rubric(project, "helpfulness")
+    names = [c.name for c in rubric.criteria]
+    verdict = parse_verdict(_reply({names[0]: 3}), rubric)
+    assert verdict.status == "failed"
+    assert verdict.failure_reason == f"missing criterion: {', '.join(names[1:])}"
+
+
+def test_a_duplicate_key_is_named_by_the_strict_decoder() -> None:
+    with pytest.raises(ValueError, match=r"^duplicate key 'x'$"):
+        strict_json('{"x": 1, "x": 2}')
+
+
+CREDENTIAL = "password=" + "hunter2" * 2  # credential-shaped (built from parts): redaction rewrites it
+PLAIN = "rm -rf /"
+
+
+def test_policy_counts_a_forbidden_credential_as_present_only_in_a_redacted_output() -> None:
+    assert redact(CREDENTIAL) != CREDENTIAL and redact(PLAIN) == PLAIN
+    credential = _policy_scenario([CREDENTIAL])
+    assert policy_failures(f"the config says {redact(CREDENTIAL)}", credential) == 1  # fails closed
+    assert policy_failures(f"something else was hidden: {REDACTED}", credential) == 1
+    assert policy_failures("a clean answer with no redaction", credential) == 0
+
+
+def test_a_redacted_output_does_not_count_a_forbidden_string_redaction_leaves_alone() -> None:
+    plain = _policy_scenario([PLAIN])
+    assert policy_failures(f"the key was {REDACTED}", plain) == 0
+    assert policy_failures(f"the key was {REDACTED}; then {PLAIN}", plain) == 1
+    both = _policy_scenario([CREDENTIAL, PLAIN])
+    assert policy_failures(f"the key was {REDACTED}", both) == 1

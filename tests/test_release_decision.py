@@ -160,3 +160,35 @@ def test_text_and_rows_carry_the_decision_and_every_reason() -> None:
 def test_exit_codes_are_fixed() -> None:
     assert dict(EXIT_CODES) == {"allow": 0, "block": 1, "none": 2, "investigate": 3}
     assert [exit_code(d) for d in ("allow", "block", "none", "investigate")] == [0, 1, 2, 3]
+
+
+@dataclass(frozen=True)
+class Report(Piece):
+    """A capability report's evidence: it carries the number of judge versions its budget was split over."""
+
+    n_judge_versions: int = 1
+
+
+OVERSPENT = (
+    "the error budget was split over 1 judge version(s) but 2 reports are combined: re-run the reports with the "
+    "release's judge versions"
+)
+
+
+def test_reports_budgeted_for_fewer_judge_versions_than_combined_decide_nothing_and_say_why() -> None:
+    pieces = [Report("helpfulness-v1", n_judge_versions=1), Report("safety-v1", n_judge_versions=2)]
+    decision = decide(pieces)
+    assert (decision.decision, decision.exit_code) == ("none", 2)
+    assert [(r.severity, r.source, r.finding, r.message) for r in decision.reasons if r.severity == "none"] == [
+        ("none", "release", "error_budget", OVERSPENT)
+    ]
+    # an investigate reason does not outrank the overspent budget
+    assert decide([Report("helpfulness-v1", (investigate(),)), Report("safety-v1")]).decision == "none"
+
+
+def test_reports_sharing_one_budget_split_over_every_combined_version_decide() -> None:
+    both = [Report("helpfulness-v1", n_judge_versions=2), Report("safety-v1", n_judge_versions=2)]
+    assert decide(both).decision == "allow"
+    # evidence that is not a capability report (a check suite) does not count as a share of the budget
+    suite = CheckSuiteEvidence("gates", (CheckOutcome("g1", True),))
+    assert decide([Report("helpfulness-v1", n_judge_versions=1), suite]).decision == "allow"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -336,3 +337,26 @@ def test_a_file_duckdb_cannot_read_is_quarantined_even_with_its_size_and_mtime_k
     assert wh.query("SELECT build FROM judge_verdicts")["build"].tolist() == ["b"]
     [damage] = wh.damage("a")
     assert damage.reason.startswith("unreadable:") and damage.file.endswith(path.name)
+
+
+def test_a_run_id_in_the_tombstone_namespace_is_refused(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh", {"probe": PROBE})
+    with pytest.raises(WarehouseError, match=r"^probe: run ids starting 'quarantined:' are reserved$"):
+        wh.write_partition("probe", {"build": "b1"}, [{"build": "b1", "n": 1, "text": "a"}], "quarantined:x")
+    assert not (wh.data / "probe").exists()
+
+
+def test_a_damaged_older_file_never_hides_the_newer_file_of_its_partition(tmp_path: Path) -> None:
+    """The tombstone that replaces a damaged file is dated as that file, so a newer file stays current."""
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+    older = _verdicts(wh, "a", 0.1, "old")
+    newer = _verdicts(wh, "a", 0.2, "new")
+    with older.open("r+b") as f:
+        f.truncate(100)
+    assert [d.file for d in wh.verify()] == [older.relative_to(wh.data).as_posix()]
+    assert wh.query("SELECT score FROM judge_verdicts WHERE build = 'a'")["score"].tolist() == [0.2]
+    older_ns = older.name.split("-", 1)[0]
+    names = sorted(p.name for p in newer.parent.iterdir())
+    assert len(names) == 2 and names[1] == newer.name
+    assert re.fullmatch(rf"{older_ns}-quarantined-\d+\.parquet", names[0]), names
