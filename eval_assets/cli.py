@@ -10,11 +10,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from eval_assets.config import ConfigError, Project, load_build, load_project
-from eval_assets.config._loader import misnamed_yaml
+from eval_assets.config import ConfigError, Project, load_build, load_project, misnamed_yaml
 from eval_assets.home import EvalHome, default_home, project_root
-from eval_assets.journal import JournalError
 from eval_assets.present import shorten
+from eval_assets.spend import JournalError
 
 EXAMPLE_BUILDS = ("baseline.yaml", "rebuild.yaml", "candidate.yaml")
 
@@ -234,7 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import json
     from contextlib import ExitStack
 
-    from eval_assets.journal import LeaseRow
+    from eval_assets.spend import LeaseRow
     from eval_assets.track import Track, TrackError
 
     try:
@@ -420,7 +419,7 @@ def cmd_trajectory_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_judges_record(args: argparse.Namespace) -> int:
-    from eval_assets.config._registry import record_new_versions
+    from eval_assets.config import record_new_versions
 
     root = Path(args.project).resolve() if args.project else project_root()
     try:

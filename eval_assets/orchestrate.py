@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 
 from eval_assets.home import EvalHome
-from eval_assets.journal import pid_alive
+from eval_assets.spend import pid_alive
 
 
 @dataclass(frozen=True)

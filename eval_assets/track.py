@@ -20,19 +20,20 @@ from typing import Any
 import yaml
 
 from eval_assets.config import BuildManifest, ConfigError, Judge, Problem, Project, Scenario, load_build
-from eval_assets.engine import AttemptRef, Engine, Progress, StoredAttempt
+from eval_assets.engine import Engine, Progress, StoredAttempt
 from eval_assets.home import EvalHome
-from eval_assets.journal import (
+from eval_assets.providers.gateway import ModelGateway
+from eval_assets.spend import (
+    AttemptRef,
     Ceilings,
     HeldLease,
     LeaseHeld,
     LeaseRow,
     SpendJournal,
+    SpendPath,
     hold_lease,
     open_journal,
 )
-from eval_assets.providers.gateway import ModelGateway
-from eval_assets.spend import SpendPath
 from eval_assets.stats import release_invariant
 from eval_assets.warehouse import Warehouse
 

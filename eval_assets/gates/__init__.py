@@ -6,7 +6,9 @@ and `record_suite` writes `gate_results` and `test_quarantine` through the one p
 `SuiteResult.evidence()` is the release decision's input.
 """
 
-from ._cases import ASSERTION_KINDS, CaseError, CaseFile, LoadedCase, load_case
+from eval_assets.config import ASSERTION_KINDS
+
+from ._cases import CaseError, CaseFile, LoadedCase, load_case
 from ._docs import check_docs, validate_gates
 from ._outcome import Clock, GateContext, GateFailed, Outcome, Skip, utc_now
 from ._quarantine import (

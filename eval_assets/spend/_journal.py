@@ -97,7 +97,7 @@ default synchronous commit (the server flushes its WAL before a commit returns):
 Thread safety: a `SpendJournal` may be used from any number of threads at once (for asyncio code,
 `await asyncio.to_thread(journal.reserve, ...)`). Open one per process; do not carry one across fork.
 
-Leases (issue 11): table `run_leases` holds one lease per (build, asset, partition): the run that
+Leases: table `run_leases` holds one lease per (build, asset, partition): the run that
 may pay for that partition's calls. `acquire_lease` grants it when no row exists, when the row is its
 holder's own (re-entrant), when the row expired (no heartbeat for its TTL: a killed run on any
 machine), or when the holder is a process on this host that no longer exists (at once). Otherwise it
@@ -116,7 +116,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 import socket
 import sqlite3
 import threading
@@ -132,33 +131,10 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from eval_assets.redact import redact
+from eval_assets.redact import scrub_error_text
 
-__all__ = [
-    "AttemptKey",
-    "AttemptStatus",
-    "Ceilings",
-    "CeilingName",
-    "JournalError",
-    "JournalRow",
-    "Refusal",
-    "Reservation",
-    "Role",
-    "SpendJournal",
-    "ScopeTotal",
-    "SpendTotal",
-    "open_journal",
-    "scope_keys",
-    "scrub_error_text",
-    "HeldLease",
-    "LeaseGrant",
-    "LeaseHeld",
-    "LeaseRow",
-    "hold_lease",
-    "process_holder",
-]
+from ._keys import AttemptKey, Role
 
-Role = Literal["subject", "judge"]
 AttemptStatus = Literal["reserved", "settled", "failed", "refused"]
 SettlementStatus = Literal["settled", "failed"]
 CeilingName = Literal["scenario", "suite", "day"]
@@ -178,9 +154,7 @@ _MAX_ATTEMPT_USD = 1e6
 _MAX_BATCH = 256
 # One PostgreSQL advisory lock key for every reservation ("evjrnl" in ASCII).
 _ADVISORY_LOCK_KEY = 0x65766A726E6C
-_ERROR_TEXT_MAX_CHARS = 4000
 _WRITE_OPTION = "eval_track_journal_write"
-_KEY_PART = re.compile(r"[^/#\s]+")
 
 
 class JournalError(Exception):
@@ -370,55 +344,6 @@ _LEASES = sa.Table(
 
 
 # --- values -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AttemptKey:
-    """The identity of one model call; `key` is the journal's primary key.
-
-    `key` is `"{build}/{judge_version or '-'}/{scenario_id}/{repeat}/{role}/{try_no}"`, plus `#g{n}`
-    for an explicit fresh run (generation n >= 1). Generation 0 (the default) has no suffix, so a
-    normal re-run finds the settled attempts of the previous run and reuses them.
-    Raises ValueError for a part that would make keys ambiguous ('/', '#', whitespace, empty), for a
-    subject attempt with a judge version or a judge attempt without one, and for negative numbers.
-    """
-
-    build: str
-    judge_version: str | None
-    scenario_id: str
-    repeat: int
-    role: Role
-    try_no: int
-    generation: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("build", "scenario_id"):
-            _check_key_part(name, getattr(self, name))
-        if self.role not in ("subject", "judge"):
-            raise ValueError(f"role must be 'subject' or 'judge', not {self.role!r}")
-        if self.role == "subject" and self.judge_version is not None:
-            raise ValueError("a subject attempt has no judge version")
-        if self.role == "judge":
-            if self.judge_version is None:
-                raise ValueError("a judge attempt needs its judge version")
-            _check_key_part("judge_version", self.judge_version)
-            if self.judge_version == "-":
-                raise ValueError("judge_version '-' is reserved for subject attempts in keys")
-        for name in ("repeat", "try_no", "generation"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, not {value!r}")
-
-    @property
-    def key(self) -> str:
-        base = (
-            f"{self.build}/{self.judge_version or '-'}/{self.scenario_id}/"
-            f"{self.repeat}/{self.role}/{self.try_no}"
-        )
-        return base if self.generation == 0 else f"{base}#g{self.generation}"
-
-    def __str__(self) -> str:
-        return self.key
 
 
 @dataclass(frozen=True)
@@ -1360,23 +1285,7 @@ def hold_lease(
             held._finish()
 
 
-def scrub_error_text(text: str) -> str:
-    """`text` through the one redaction (`eval_assets.redact`), capped in size.
-
-    Best effort: the engine must never pass headers in the first place; this is the second line.
-    """
-    text = redact(text)
-    if len(text) > _ERROR_TEXT_MAX_CHARS:
-        text = text[:_ERROR_TEXT_MAX_CHARS] + f"... [{len(text) - _ERROR_TEXT_MAX_CHARS} chars cut]"
-    return text
-
-
 # --- helpers ------------------------------------------------------------------------------------
-
-
-def _check_key_part(name: str, value: object) -> None:
-    if not isinstance(value, str) or not _KEY_PART.fullmatch(value):
-        raise ValueError(f"{name} must be a non-empty string without '/', '#' or whitespace, not {value!r}")
 
 
 def _check_usd(name: str, value: object, *, at_most: float = math.inf) -> None:
