@@ -1,15 +1,20 @@
 """The spend journal and the one spend path: what every model call costs, reserved before and settled
 after, on SQLite or PostgreSQL.
 
-`_keys`: attempt identity; `_journal`: the journal (ceilings, group commit, leases, backends);
-`_path`: reserve -> call -> settle. Why the journal is correct: docs/journal.md.
+`_keys`: attempt identity; `_values`: what the journal stores and returns; `_schema`: its tables and
+statements; `_batch`: group commit; `_backends`: SQLite and PostgreSQL; `_leases`: lease holders;
+`_journal`: the journal; `_path`: reserve -> call -> settle. Why the journal is correct: docs/journal.md.
 """
 
-from ._journal import (
+from ._backends import DEFAULT_LOCK_WAIT_S
+from ._journal import HeldLease, SpendJournal, hold_lease, open_journal
+from ._keys import TURN_STRIDE, AttemptKey, AttemptRef, Role, attempt_id
+from ._leases import pid_alive, process_holder
+from ._path import RETRYABLE_TAG, Refused, Reused, SpendPath, cut_output, cut_reason, journal_payload
+from ._values import (
     AttemptStatus,
     CeilingName,
     Ceilings,
-    HeldLease,
     JournalError,
     JournalRow,
     LeaseGrant,
@@ -18,18 +23,12 @@ from ._journal import (
     Refusal,
     Reservation,
     ScopeTotal,
-    SpendJournal,
     SpendTotal,
-    hold_lease,
-    open_journal,
-    pid_alive,
-    process_holder,
     scope_keys,
 )
-from ._keys import TURN_STRIDE, AttemptKey, AttemptRef, Role, attempt_id
-from ._path import RETRYABLE_TAG, Refused, Reused, SpendPath, cut_output, cut_reason, journal_payload
 
 __all__ = [
+    "DEFAULT_LOCK_WAIT_S",
     "RETRYABLE_TAG",
     "TURN_STRIDE",
     "AttemptKey",

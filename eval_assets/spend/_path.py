@@ -15,13 +15,16 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_assets.clock import utc_now
-from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway
 
-from ._journal import Ceilings, JournalRow, Refusal, SpendJournal
+from ._journal import SpendJournal
 from ._keys import AttemptRef
+from ._values import Ceilings, JournalRow, Refusal
+
+if TYPE_CHECKING:  # the spend path calls a gateway it is given; importing one imports litellm
+    from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway
 
 
 @dataclass(frozen=True)
