@@ -32,8 +32,7 @@ from eval_assets.bridge import (
 from eval_assets.config import Judge, Project
 from eval_assets.home import EvalHome
 from eval_assets.providers.simmodel import judge_value, rng_for, subject_quality
-from eval_assets.stats import CalibrationFrameError, calibrate, krippendorff_alpha_interval
-from eval_assets.stats._calibration import MIN_SCENARIOS
+from eval_assets.stats import MIN_SCENARIOS, CalibrationFrameError, calibrate, krippendorff_alpha_interval
 from eval_assets.track import Track
 
 HELPFULNESS_WEIGHTS = (3.0, 2.0, 1.0)  # rubrics/helpfulness-v1.yaml, in criterion order

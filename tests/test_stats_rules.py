@@ -13,8 +13,15 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from eval_assets.stats import Budget, CapabilityReport, compare, decide, release_invariant, weighted_holm
-from eval_assets.stats._frame import VerdictFrameError
+from eval_assets.stats import (
+    Budget,
+    CapabilityReport,
+    VerdictFrameError,
+    compare,
+    decide,
+    release_invariant,
+    weighted_holm,
+)
 from eval_assets.track import exclude_stopped_scenarios
 
 FLOOR = 0.2

@@ -8,6 +8,7 @@ from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates
 from ._bootstrap import SCIPY_BCA_MAX_N, Interval, mean_interval, quantile_interval
 from ._calibration import (
     CALIBRATION_COLUMNS,
+    MIN_SCENARIOS,
     Calibration,
     CalibrationFrameError,
     calibrate,
@@ -49,6 +50,7 @@ __all__ = [
     "AA_SEED",
     "AARates",
     "Budget",
+    "MIN_SCENARIOS",
     "Moments",
     "aa_rates",
     "between_build_variance",
