@@ -13,7 +13,8 @@ from typing import Literal
 
 from eval_assets.config import Bounds, BuildManifest, Judge, Rubric, Scenario
 from eval_assets.config import Engine as EngineSettings
-from eval_assets.judging import fence_nonce, parse_verdict, policy_failures
+from eval_assets.fence import fence_nonce
+from eval_assets.judging import parse_verdict, policy_failures
 from eval_assets.providers.gateway import CallOutcome, CallSpec
 from eval_assets.spend import AttemptRef, Refused, Reused, SpendPath, attempt_id, cut_reason
 
@@ -31,7 +32,7 @@ class Engine:
     jitter: random.Random = field(default_factory=random.Random)
     progress: Progress = field(default_factory=Progress)
     fence_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
-    """Keys the judge prompts' fence nonces (judging.fence_nonce); the track passes its home's secret."""
+    """Keys the judge prompts' fence nonces (fence.fence_nonce); the track passes its home's secret."""
     bounds: Bounds = field(default_factory=Bounds)
     clock: Callable[[], float] = time.monotonic  # the run deadline's clock (seconds)
     _limits: dict[str, asyncio.Semaphore] = field(default_factory=dict)

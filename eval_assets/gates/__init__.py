@@ -21,6 +21,7 @@ from ._quarantine import (
     WarehouseQuarantineStore,
     quarantine_at,
 )
+from ._records import materialize_suite, record_suite, stored_evidence
 from ._registry import (
     KINDS,
     CallableImportError,
@@ -37,17 +38,8 @@ from ._registry import (
     read_registry,
     resolve_callable,
 )
-from ._runner import (
-    CONVERTED_GLOB,
-    EVIDENCE_SOURCE,
-    GateResult,
-    Status,
-    SuiteResult,
-    materialize_suite,
-    record_suite,
-    run_suite,
-    stored_evidence,
-)
+from ._results import EVIDENCE_SOURCE, GateResult, Status, SuiteResult
+from ._runner import CONVERTED_GLOB, run_suite
 
 __all__ = [
     "ASSERTION_KINDS",

@@ -57,7 +57,8 @@ from eval_assets.config import (
     validate_model,
 )
 from eval_assets.engine import CallResult, judge_spec, replay_loop, subject_spec
-from eval_assets.judging import fence_nonce, parse_verdict, policy_failures
+from eval_assets.fence import fence_nonce
+from eval_assets.judging import parse_verdict, policy_failures
 from eval_assets.providers import LOCAL_PROVIDERS
 from eval_assets.providers.gateway import CallSpec, ModelGateway
 

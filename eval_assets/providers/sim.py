@@ -5,7 +5,7 @@ request params (from the build manifest's `subject.params` or the judge file's `
 attempt's identity (build, scenario, repeat, try) arrives in litellm `metadata`. Same knobs and
 identity ⇒ same output. The sim judge reads the same prompt a real judge reads and answers in the
 same `<verdict>` format, so one parser serves both; it takes the quality marker only from the fenced
-subject output (`judging.fenced_content`), never from the scenario input or anywhere else.
+subject output (`fence.fenced_content`), never from the scenario input or anywhere else.
 
 Tools: offered tools (`tools=`), the sim subject acts as an agent that knows which calls the
 task needs. It learns them from litellm `metadata["replay_calls"]` (the scenario's recorded calls, put
@@ -28,7 +28,7 @@ from litellm import CustomLLM  # noqa: E402
 
 import eval_assets.providers  # noqa: F401
 from eval_assets.canonical import canonical_arguments
-from eval_assets.judging import fenced_content
+from eval_assets.fence import fenced_content
 
 from .simmodel import (  # noqa: E402
     DECODING_PARAMS,

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from eval_assets.config import ConfigError, Message, Scenario, load_build, load_project
+from eval_assets.fence import fence, fence_nonce, fenced_content
 from eval_assets.gates import GateContext
 from eval_assets.gates.dogfood import security
 from eval_assets.home import PROJECT_ROOT, EvalHome
-from eval_assets.judging import fence, fence_nonce, fenced_content, parse_verdict, render_judge_prompt
+from eval_assets.judging import parse_verdict, render_judge_prompt
 from eval_assets.providers import gateway as gateway_module
 from eval_assets.providers.gateway import CallSpec, ModelGateway
 from eval_assets.redact import REDACTED, findings, redact
