@@ -39,7 +39,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -56,13 +56,14 @@ from eval_assets.config import (
     read_yaml,
     validate_model,
 )
-from eval_assets.engine import CallResult, judge_spec, replay_loop, subject_spec
 from eval_assets.fence import fence_nonce
 from eval_assets.judging import parse_verdict, policy_failures
 from eval_assets.providers import LOCAL_PROVIDERS
-from eval_assets.providers.gateway import CallSpec, ModelGateway
 
 from ._outcome import GateContext, Outcome
+
+if TYPE_CHECKING:
+    from eval_assets.providers.gateway import CallSpec, ModelGateway
 
 _JUDGED = frozenset({"verdict", "score_at_least", "score_at_most"})
 CASE_FENCE_SECRET = hashlib.sha256(b"evaltrack gate cases: fence secret").digest()
@@ -235,6 +236,7 @@ async def _subject_answer(
     """(the subject's answer or None, replay misses, why there is no answer). A scenario with tools
     runs the engine's replay loop (tools answered from its recording, never executed); one without
     is a single call. One try per call: a case never retries its way to an answer."""
+    from eval_assets.engine import CallResult, replay_loop
 
     async def one_call(turn: int, turn_spec: CallSpec) -> CallResult:
         o = await gateway.call(turn_spec)
@@ -264,6 +266,11 @@ async def _subject_answer(
 
 def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     """Run `case` once, deterministically, on the sim provider. Raises CaseError when it cannot run."""
+    # Imported when a case runs: the engine and the gateway import litellm, which reading, listing
+    # and validating cases (`evaltrack validate`) never needs.
+    from eval_assets.engine import judge_spec, subject_spec
+    from eval_assets.providers.gateway import ModelGateway
+
     project = _project(ctx)
     spec_case = case.case
     if case.scenario is not None:
