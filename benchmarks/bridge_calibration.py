@@ -18,7 +18,7 @@ Data-generating models (rubric points on a 1-5 scale; levels are unclipped unles
   e_new with b = 0.3, tau_g ~ N(0, 0.1) the scenario's own deviation of the offset. The known offset is
   E[new - old] = b (E[T] = 3). Noise shapes: normal; t with 3 df scaled to the same sd; heterogeneous
   (a random 20% of scenarios have 4x the judge noise); 20% of outputs missing at random.
-  "sim judge": the project's own sim model (eval_assets.providers._simmodel: subject_quality with
+  "sim judge": the project's own sim model (eval_assets.providers.simmodel: subject_quality with
   skill ~ U(0.25, 0.7) per scenario and noise 0.12, judge_value on three integer 1-5 criteria weighted
   3/2/1 as rubrics/helpfulness-v1.yaml, noise 0.3, old bias 0, new bias 0.3, the two versions drawing
   independent noise). Rounding and clipping make its offset differ from 0.3 and vary slightly with
@@ -42,7 +42,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval_assets.providers._simmodel import judge_value, rng_for, subject_quality  # noqa: E402
+from eval_assets.providers.simmodel import judge_value, rng_for, subject_quality  # noqa: E402
 from eval_assets.stats import calibrate  # noqa: E402
 
 SIZES = (5, 12, 22)

@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the throwaway cluster helper lives be
 
 from pg import PostgresCluster  # noqa: E402
 
-from eval_assets.journal import AttemptKey, Ceilings, Reservation, open_journal  # noqa: E402
+from eval_assets.spend import AttemptKey, Ceilings, Reservation, open_journal  # noqa: E402
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 MODEL = "sim/bench"

@@ -3,7 +3,7 @@
 1. Zero latency, N scenarios x 5 repeats, subject + helpfulness judge, pipelined (each attempt is
    judged as soon as it finishes). Engine: `Engine.run_and_judge` (spend path, SQLite journal,
    verdict parsing). Raw: the SAME calls (same models, roles, messages, params, metadata: the subject
-   specs `Engine.subject_spec` builds and the judge prompts `render_judge_prompt` renders from the
+   specs `eval_assets.engine.subject_spec` builds and the judge prompts `render_judge_prompt` renders from the
    warm-up run's subject outputs), pipelined the same way, each a bare `litellm.acompletion` with a
    per-model semaphore, no engine, no journal. Printed per side: calls, wall, calls/s, CPU ms per
    call. Goal (as stated before this rewrite): engine calls/s >= 0.8 x raw calls/s.
@@ -36,26 +36,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from eval_assets.config import BuildManifest, Scenario, load_project  # noqa: E402
 from eval_assets.config import Engine as EngineSettings  # noqa: E402
-from eval_assets.engine import AttemptRef, Engine, SubjectResult  # noqa: E402
-from eval_assets.journal import open_journal  # noqa: E402
-from eval_assets.judging import fence_nonce, render_judge_prompt  # noqa: E402
+from eval_assets.engine import Engine, SubjectResult, judge_spec, subject_spec  # noqa: E402
+from eval_assets.fence import fence_nonce  # noqa: E402
 from eval_assets.providers.gateway import CallSpec, ModelGateway  # noqa: E402
-from eval_assets.spend import SpendPath  # noqa: E402
+from eval_assets.spend import AttemptRef, SpendPath, open_journal  # noqa: E402
 
 PROJECT = load_project(ROOT)
+FENCE_SECRET = b"throughput benchmark: fence secret"
 JUDGE = PROJECT.judges["helpfulness-v1"]
 RUBRIC = PROJECT.rubric_for(JUDGE)
-PRICES = {m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in PROJECT.settings.prices.items()}
+PRICES = PROJECT.settings.price_table()
 TIMEOUT_S = 30
-# One fence secret for the engine and the raw side, so both render byte-identical judge prompts.
-FENCE_SECRET = b"benchmark-fence-secret-32-bytes!"
 
 
 def scenarios(n: int) -> list[Scenario]:
@@ -68,7 +66,11 @@ def build(latency_ms: int = 0) -> BuildManifest:
         {
             "id": "bench",
             "milestone": 1,
-            "subject": {"model": "sim/agent", "family": "sim", "params": {"skill": 0.7, "seed": 1, "latency_ms": latency_ms}},
+            "subject": {
+                "model": "sim/agent",
+                "family": "sim",
+                "params": {"skill": 0.7, "seed": 1, "latency_ms": latency_ms},
+            },
         }
     )
 
@@ -80,7 +82,9 @@ def engine(tmp: Path, concurrency: int) -> Engine:
     return Engine(spend=spend, settings=settings, jitter=random.Random(0), fence_secret=FENCE_SECRET)
 
 
-def run_engine(n: int, tmp: Path, concurrency: int = 256, latency_ms: int = 0, judge: bool = True) -> dict[str, Any]:
+def run_engine(
+    n: int, tmp: Path, concurrency: int = 256, latency_ms: int = 0, judge: bool = True
+) -> dict[str, Any]:
     """One engine run (fresh journal). `calls` counts model calls (subject + judge, tries included)."""
     eng = engine(tmp, concurrency)
     scen = scenarios(n)
@@ -93,35 +97,39 @@ def run_engine(n: int, tmp: Path, concurrency: int = 256, latency_ms: int = 0, j
         subjects = asyncio.run(eng.run_subjects(build(latency_ms), scen))
         scored, calls = 0, sum(s.call.tries for s in subjects)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"attempts": len(subjects), "scored": scored, "calls": calls, "wall_s": wall, "cpu_s": cpu,
-            "subjects": subjects}
+    return {
+        "attempts": len(subjects),
+        "scored": scored,
+        "calls": calls,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "subjects": subjects,
+    }
 
 
 def raw_workload(n: int, subjects: list[SubjectResult], latency_ms: int, judge: bool) -> list[list[CallSpec]]:
     """The engine's own calls, per attempt in order: the subject spec, then (if any) the judge spec
     for that attempt's output, built with the engine's spec builder and the one prompt renderer."""
-    settings = EngineSettings(concurrency_per_model=1, timeout_s=TIMEOUT_S, max_tries=3)
-    eng = Engine(spend=cast(SpendPath, None), settings=settings)  # only its (pure) spec builder is used
     b = build(latency_ms)
     by_key = {(s.scenario.id, s.repeat): s for s in subjects}
     work = []
     for scenario in scenarios(n):
         for repeat in range(1, scenario.repeats + 1):
-            calls = [eng.subject_spec(b, scenario, repeat)]
+            calls = [subject_spec(b.subject, scenario, build=b.id, repeat=repeat, timeout_s=TIMEOUT_S)]
             done = by_key[(scenario.id, repeat)]
             if judge and done.call.status == "ok" and done.call.text is not None:
                 ref = AttemptRef(b.id, scenario.id, repeat, "judge", JUDGE.version_id)
-                nonce = fence_nonce(FENCE_SECRET, ref.fence_id)  # the engine's nonce for this judge attempt
+                nonce = fence_nonce(FENCE_SECRET, ref.fence_id)  # the engine's nonce for this attempt
                 calls.append(
-                    CallSpec(
-                        model=JUDGE.model,
-                        messages=render_judge_prompt(JUDGE, RUBRIC, scenario, done.call.text, nonce=nonce),
-                        max_tokens=JUDGE.max_output_tokens,
+                    judge_spec(
+                        JUDGE,
+                        RUBRIC,
+                        scenario,
+                        done.call.text,
+                        nonce=nonce,
+                        build=b.id,
+                        repeat=repeat,
                         timeout_s=TIMEOUT_S,
-                        params=JUDGE.params,
-                        api_base=JUDGE.api_base,
-                        metadata={"build": b.id, "scenario_id": scenario.id, "repeat": repeat, "role": "judge",
-                                  "judge_version": JUDGE.version_id},
                     )
                 )
             work.append(calls)
@@ -139,11 +147,16 @@ def run_raw(work: list[list[CallSpec]], concurrency: int = 256) -> dict[str, Any
 
         async def call(spec: CallSpec) -> None:
             sem = limits.setdefault(spec.model, asyncio.Semaphore(concurrency))
-            extra = {"api_base": spec.api_base} if spec.api_base else {}  # as the gateway passes it
             async with sem:
                 await litellm.acompletion(
-                    model=spec.model, messages=spec.messages, max_tokens=spec.max_tokens, timeout=spec.timeout_s,
-                    num_retries=0, max_retries=0, metadata={**spec.metadata, "try_no": 1}, **extra, **dict(spec.params),
+                    model=spec.model,
+                    messages=spec.messages,
+                    max_tokens=spec.max_tokens,
+                    timeout=spec.timeout_s,
+                    num_retries=0,
+                    max_retries=0,
+                    metadata={**spec.metadata, "try_no": 1},
+                    **dict(spec.params),
                 )
 
         async def attempt(calls: list[CallSpec]) -> None:
@@ -154,8 +167,11 @@ def run_raw(work: list[list[CallSpec]], concurrency: int = 256) -> dict[str, Any
 
     wall, cpu = time.perf_counter(), time.process_time()
     asyncio.run(main())
-    return {"calls": sum(len(c) for c in work), "wall_s": time.perf_counter() - wall,
-            "cpu_s": time.process_time() - cpu}
+    return {
+        "calls": sum(len(c) for c in work),
+        "wall_s": time.perf_counter() - wall,
+        "cpu_s": time.process_time() - cpu,
+    }
 
 
 @dataclass
@@ -172,7 +188,9 @@ class Series:
         return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}-{format(max(values), fmt)})"
 
 
-def alternate(runs: int, engine_run: Callable[[], dict[str, Any]], raw_run: Callable[[], dict[str, Any]]) -> tuple[Series, Series]:
+def alternate(
+    runs: int, engine_run: Callable[[], dict[str, Any]], raw_run: Callable[[], dict[str, Any]]
+) -> tuple[Series, Series]:
     eng, raw = [], []
     for _ in range(runs):
         eng.append(engine_run())
@@ -208,20 +226,30 @@ def case1(n: int, runs: int, tmp: Path) -> None:
     run_raw(work)  # warm-up (not counted)
     eng, raw = alternate(runs, lambda: run_engine(n, tmp), lambda: run_raw(work))
     judge_calls = sum(len(c) - 1 for c in work)
-    print(f"1. zero latency, {n} scenarios x 5 repeats, subject + judge, pipelined; {runs} ABAB pairs after "
-          f"one warm-up run per side; median (min-max)")
-    print(f"   the same {len(work)} subject + {judge_calls} judge calls on both sides "
-          f"(engine calls, tries included: {eng.show(lambda r: r['calls'], '.0f')})")
-    print(f"   engine: wall {eng.show(lambda r: r['wall_s'], '.2f')} s, {eng.show(rate, '.0f')} calls/s, "
-          f"CPU {eng.show(lambda r: r['cpu_s'], '.2f')} s = {eng.show(cpu_ms_per_call, '.2f')} ms per call, "
-          f"CPU/wall {eng.show(cpu_share, '.2f')}")
-    print(f"   raw litellm: wall {raw.show(lambda r: r['wall_s'], '.2f')} s, {raw.show(rate, '.0f')} calls/s, "
-          f"CPU {raw.show(lambda r: r['cpu_s'], '.2f')} s = {raw.show(cpu_ms_per_call, '.2f')} ms per call, "
-          f"CPU/wall {raw.show(cpu_share, '.2f')}")
+    print(
+        f"1. zero latency, {n} scenarios x 5 repeats, subject + judge, pipelined; {runs} ABAB pairs after "
+        f"one warm-up run per side; median (min-max)"
+    )
+    print(
+        f"   the same {len(work)} subject + {judge_calls} judge calls on both sides "
+        f"(engine calls, tries included: {eng.show(lambda r: r['calls'], '.0f')})"
+    )
+    print(
+        f"   engine: wall {eng.show(lambda r: r['wall_s'], '.2f')} s, {eng.show(rate, '.0f')} calls/s, "
+        f"CPU {eng.show(lambda r: r['cpu_s'], '.2f')} s = {eng.show(cpu_ms_per_call, '.2f')} ms per call, "
+        f"CPU/wall {eng.show(cpu_share, '.2f')}"
+    )
+    print(
+        f"   raw litellm: wall {raw.show(lambda r: r['wall_s'], '.2f')} s, {raw.show(rate, '.0f')} calls/s, "
+        f"CPU {raw.show(lambda r: r['cpu_s'], '.2f')} s = {raw.show(cpu_ms_per_call, '.2f')} ms per call, "
+        f"CPU/wall {raw.show(cpu_share, '.2f')}"
+    )
     ratio = eng.med(rate) / raw.med(rate)
     cpu_ratio = eng.med(cpu_ms_per_call) / raw.med(cpu_ms_per_call)
-    print(f"   engine/raw calls/s (medians): {ratio:.2f}   goal >= 0.80: {'met' if ratio >= 0.8 else 'NOT met'}; "
-          f"engine/raw CPU per call: {cpu_ratio:.2f}")
+    print(
+        f"   engine/raw calls/s (medians): {ratio:.2f}   goal >= 0.80: {'met' if ratio >= 0.8 else 'NOT met'}; "
+        f"engine/raw CPU per call: {cpu_ratio:.2f}"
+    )
 
 
 def case2(n: int, runs: int, tmp: Path, latency: int = 200, conc: int = 64) -> None:
@@ -234,21 +262,27 @@ def case2(n: int, runs: int, tmp: Path, latency: int = 200, conc: int = 64) -> N
     eng, raw = alternate(runs, engine_run, lambda: run_raw(work, concurrency=conc))
     calls = len(work)
     bound = calls * latency / 1000 / conc
-    print(f"2. {latency} ms latency, concurrency {conc}, {calls} subject calls; {runs} ABAB pairs after one warm-up "
-          f"run per side; median (min-max)")
+    print(
+        f"2. {latency} ms latency, concurrency {conc}, {calls} subject calls; {runs} ABAB pairs after one warm-up "
+        f"run per side; median (min-max)"
+    )
     print(f"   latency-only bound calls x latency / concurrency = {bound:.2f} s")
     for name, side in (("engine", eng), ("raw litellm", raw)):
         ideal = [bound + r["cpu_s"] for r in side.runs]  # + serial CPU: calls x CPU per call
         ratios = [r["wall_s"] / i for r, i in zip(side.runs, ideal, strict=True)]
         predicted = [1 + conc * (r["cpu_s"] / r["calls"]) / (latency / 1000) for r in side.runs]
-        print(f"   {name}: wall {side.show(lambda r: r['wall_s'], '.2f')} s, CPU {side.show(lambda r: r['cpu_s'], '.2f')} s "
-              f"({side.show(cpu_ms_per_call, '.2f')} ms per call, CPU/wall {side.show(cpu_share, '.2f')}); "
-              f"wall / latency-only bound "
-              f"{side.med(lambda r: r['wall_s']) / bound:.2f} (1 + conc x CPU per call / latency predicts "
-              f"{statistics.median(predicted):.2f}); wall / (bound + CPU) {statistics.median(ratios):.2f}")
+        print(
+            f"   {name}: wall {side.show(lambda r: r['wall_s'], '.2f')} s, CPU {side.show(lambda r: r['cpu_s'], '.2f')} s "
+            f"({side.show(cpu_ms_per_call, '.2f')} ms per call, CPU/wall {side.show(cpu_share, '.2f')}); "
+            f"wall / latency-only bound "
+            f"{side.med(lambda r: r['wall_s']) / bound:.2f} (1 + conc x CPU per call / latency predicts "
+            f"{statistics.median(predicted):.2f}); wall / (bound + CPU) {statistics.median(ratios):.2f}"
+        )
     eng_ratio = statistics.median(r["wall_s"] / (bound + r["cpu_s"]) for r in eng.runs)
-    print(f"   goal engine wall / (latency bound + serial CPU) <= 1.15: {'met' if eng_ratio <= 1.15 else 'NOT met'} "
-          f"({eng_ratio:.2f})")
+    print(
+        f"   goal engine wall / (latency bound + serial CPU) <= 1.15: {'met' if eng_ratio <= 1.15 else 'NOT met'} "
+        f"({eng_ratio:.2f})"
+    )
 
 
 def main() -> None:
@@ -272,11 +306,17 @@ def main() -> None:
     if args.rss_scenarios:
         print("3. peak RSS of case 1 (fresh process each):")
         for n in [int(x) for x in args.rss_scenarios.split(",")]:
-            out = subprocess.run([sys.executable, __file__, "--rss-child", str(n)], capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--rss-child", str(n)], capture_output=True, text=True, check=True
+            )
             child = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"   {n} scenarios: {child['peak_rss_mb']:.0f} MB peak RSS ({child['calls']} calls, "
-                  f"wall {child['wall_s']:.1f} s, CPU {child['cpu_s']:.1f} s)   goal <= 700 MB, flat")
-    print(f"total: wall {time.perf_counter() - wall:.0f} s, CPU {time.process_time() - cpu:.0f} s (this process)")
+            print(
+                f"   {n} scenarios: {child['peak_rss_mb']:.0f} MB peak RSS ({child['calls']} calls, "
+                f"wall {child['wall_s']:.1f} s, CPU {child['cpu_s']:.1f} s)   goal <= 700 MB, flat"
+            )
+    print(
+        f"total: wall {time.perf_counter() - wall:.0f} s, CPU {time.process_time() - cpu:.0f} s (this process)"
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from eval_assets.config import Judge, Project, Rubric
-from eval_assets.config._yaml import read_capped
+from eval_assets.config import Judge, ProblemsFound, Project, Rubric, read_capped
 from eval_assets.judging import check_criteria, criteria_problems, strict_json
 from eval_assets.warehouse import Warehouse
 
@@ -54,12 +53,8 @@ JSONL_FIELDS = frozenset({*KEY_FIELDS, "criteria"})
 SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
 
-class HumanScoreError(Exception):
+class HumanScoreError(ProblemsFound):
     """The file was rejected; `problems` has one `FILE:LINE: field: message` line per problem."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(problems))
 
 
 @dataclass

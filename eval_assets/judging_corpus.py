@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval_assets.config import BoolScale, FloatScale, IntScale, Rubric
-from eval_assets.config._yaml import YamlRefused, read_yaml_file
+from eval_assets.config import BoolScale, FloatScale, IntScale, Rubric, YamlRefused, read_yaml_file
 from eval_assets.judging import parse_verdict
 
 ANY_RUBRIC = "*"

@@ -206,3 +206,17 @@ def redact_logs(*names: str) -> None:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+
+
+ERROR_TEXT_MAX_CHARS = 4000
+
+
+def scrub_error_text(text: str, max_chars: int = ERROR_TEXT_MAX_CHARS) -> str:
+    """`text` through the one redaction, capped at `max_chars` (a provider error can be long).
+
+    Best effort: the engine must never pass headers in the first place; this is the second line.
+    """
+    text = redact(text)
+    if len(text) > max_chars:
+        text = text[:max_chars] + f"... [{len(text) - max_chars} chars cut]"
+    return text

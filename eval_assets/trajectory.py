@@ -1,4 +1,4 @@
-"""Trajectories into cases: convert a redacted trajectory export, and replay recorded tool results.
+"""Trajectories into cases: convert a redacted trajectory export into scenario files.
 
 ADR-0022: conversion consumes the already-redacted export (never the raw event log), replays recorded
 tool results rather than re-executing tools, and discards timestamps, identifiers, usage and cost. A
@@ -11,8 +11,8 @@ assertions; this module never writes one. The export format: docs/trajectory-exp
   scenario id is a hash of the replayable content, so converting twice writes the same bytes and two
   identical trajectories make one case. It validates everything before writing anything, and never
   overwrites a file a person has added assertions to.
-- `Replay` answers one attempt's tool calls from a scenario's replay fixture (the engine's replay
-  loop uses it). A call that is not in the recording gets an error result and counts as a miss.
+
+The recorded tool results are replayed at run time by the engine (`eval_assets.engine.Replay`).
 
 Plain typed Python: no Dagster, no model calls.
 """
@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import re
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +31,51 @@ from typing import Any
 import yaml
 
 from eval_assets import redact
-from eval_assets.config._loader import validate_model
-from eval_assets.config._models import Scenario, canonical_arguments, canonical_json
-from eval_assets.config._yaml import MAX_YAML_BYTES, YamlRefused, parse_yaml, read_capped, read_yaml_file
+from eval_assets.canonical import canonical_arguments, canonical_json
+from eval_assets.config import (
+    MAX_YAML_BYTES,
+    ProblemsFound,
+    Scenario,
+    YamlRefused,
+    parse_yaml,
+    read_capped,
+    read_yaml_file,
+    validate_model,
+)
+
+# Fields a raw event log carries and a converted case must not (ADR-0022: timestamps, identifiers,
+# usage and cost are discarded); the trajectory gate fails a case holding one, and the converter
+# refuses an export that would carry one into a case. The scenario's own top-level `id` is derived
+# from content: allowed.
+RAW_LOG_FIELDS = frozenset(
+    {
+        "timestamp",
+        "timestamps",
+        "created",
+        "created_at",
+        "updated_at",
+        "started_at",
+        "ended_at",
+        "time",
+        "request_id",
+        "response_id",
+        "message_id",
+        "trace_id",
+        "span_id",
+        "run_id",
+        "session_id",
+        "call_id",
+        "tool_call_id",
+        "usage",
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "cost",
+        "cost_usd",
+        "price",
+    }
+)
+
 
 EXPORT_FORMAT = "agent-trajectory-export"
 EXPORT_VERSION = 1
@@ -73,15 +114,11 @@ class ExportProblem:
         return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
 
 
-class ExportRefused(Exception):
+class ExportRefused(ProblemsFound):
     """The export cannot be converted; str() is one `path:line: message` line per problem.
 
     Raised before anything is written: a refused conversion writes nothing.
     """
-
-    def __init__(self, problems: Sequence[ExportProblem]):
-        self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
 
 
 # --- reading the export --------------------------------------------------------------------------
@@ -126,13 +163,6 @@ def _strings(node: Any) -> Iterator[str]:
     elif isinstance(node, list):
         for value in node:
             yield from _strings(value)
-
-
-def _raw_log_names() -> frozenset[str]:
-    # The trajectory gate's own list, so the converter refuses what the gate would fail.
-    from eval_assets.gates.dogfood.trajectories import RAW_LOG_FIELDS
-
-    return RAW_LOG_FIELDS
 
 
 def _foreign_keys(node: Any, where: str, names: frozenset[str]) -> list[str]:
@@ -307,7 +337,7 @@ def read_export(path: Path, shown: str | None = None, max_bytes: int | None = No
     except OSError as exc:
         raise ExportRefused([ExportProblem(shown, 0, f"cannot read the export: {exc}")]) from None
     problems: list[ExportProblem] = []
-    names = _raw_log_names()
+    names = RAW_LOG_FIELDS
     trajectories: list[Trajectory] = []
     header_seen = False
     for number, line in enumerate(text.splitlines(), start=1):
@@ -560,59 +590,3 @@ def convert_export(
         kept=tuple(kept),
         duplicates=tuple(duplicates),
     )
-
-
-# --- replaying -----------------------------------------------------------------------------------
-
-MISS_PREFIX = "ERROR (replay miss):"
-
-
-@dataclass(frozen=True)
-class ToolAnswer:
-    """The tool result for one call: the recorded result (hit) or an error text (miss)."""
-
-    content: str
-    hit: bool
-
-
-class Replay:
-    """Answers one attempt's tool calls from a scenario's replay fixture. Executes nothing.
-
-    Keyed by (tool name, canonical arguments). A key recorded with several results gives them in
-    order, then repeats the last. A call whose tool is not offered, whose arguments are not a JSON
-    object, or that is not in the recording gets an error text starting with MISS_PREFIX: a miss.
-    Use one instance per attempt (it counts what it served).
-    """
-
-    def __init__(self, scenario: Scenario):
-        self._offered = frozenset(t.function.name for t in scenario.tools)
-        self._results: dict[tuple[str, str], list[str]] = {}
-        for entry in scenario.replay:
-            self._results.setdefault(entry.key, []).append(entry.result)
-        self._served: Counter[tuple[str, str]] = Counter()
-        self.misses = 0
-
-    def recorded_calls(self) -> list[dict[str, str]]:
-        """The distinct recorded calls, in recording order: [{"name", "arguments"}]."""
-        return [{"name": tool, "arguments": arguments} for tool, arguments in self._results]
-
-    def answer(self, name: str, arguments: str | dict[str, Any]) -> ToolAnswer:
-        """The result for one tool call; a miss is counted in `misses`."""
-        if name not in self._offered:
-            return self._miss(f"no tool named {name!r} is offered")
-        try:
-            key = (name, canonical_arguments(arguments))
-        except ValueError as exc:
-            return self._miss(f"{name}: {exc}")
-        results = self._results.get(key)
-        if not results:
-            return self._miss(
-                f"no recorded result for {name}({key[1]}); tools are replayed from a recording, never executed"
-            )
-        served = self._served[key]
-        self._served[key] += 1
-        return ToolAnswer(results[min(served, len(results) - 1)], True)
-
-    def _miss(self, why: str) -> ToolAnswer:
-        self.misses += 1
-        return ToolAnswer(f"{MISS_PREFIX} {why}", False)

@@ -6,13 +6,20 @@ The shipped code passing both gates is checked by the dogfood suite (test_gates_
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from eval_assets.gates import GateContext, Outcome
-from eval_assets.gates.dogfood.architecture import domain_never_imports_dagster, one_partition_writer
+from eval_assets.gates.dogfood.architecture import (
+    FORBIDDEN_EDGES,
+    domain_never_imports_dagster,
+    import_graph,
+    one_partition_writer,
+)
 
 
 def package(root: Path, modules: dict[str, str]) -> Path:
@@ -109,7 +116,7 @@ def test_a_clean_fixture_package_passes_the_writer_gate(tmp_path: Path) -> None:
         ),
         ("def w(df, p):\n    df.to_parquet(p)\n", "eval_assets/export.py:2 calls .to_parquet()"),
         (
-            "def w(con, p):\n    con.execute(\"CO\" + \"PY (SELECT 1) T\" + \"O '\" + p + \"'\")\n",
+            'def w(con, p):\n    con.execute("CO" + "PY (SELECT 1) T" + "O \'" + p + "\'")\n',
             "eval_assets/export.py:2 has a COPY ... TO statement",
         ),
         (
@@ -125,8 +132,15 @@ def test_a_clean_fixture_package_passes_the_writer_gate(tmp_path: Path) -> None:
             "eval_assets/export.py:2 has a COPY ... TO statement",
         ),
     ],
-    ids=["ParquetWriter-write", "ParquetWriter-import", "to_parquet", "COPY-split-by-plus", "COPY-via-name",
-         "COPY-by-join", "COPY-fstring"],
+    ids=[
+        "ParquetWriter-write",
+        "ParquetWriter-import",
+        "to_parquet",
+        "COPY-split-by-plus",
+        "COPY-via-name",
+        "COPY-by-join",
+        "COPY-fstring",
+    ],
 )
 def test_a_parquet_write_outside_the_warehouse_fails_the_writer_gate(
     tmp_path: Path, source: str, finding: str
@@ -135,3 +149,84 @@ def test_a_parquet_write_outside_the_warehouse_fails_the_writer_gate(
     assert not outcome.passed
     assert finding in outcome.findings, outcome.findings
     assert not any("warehouse/_writer.py" in f for f in outcome.findings)  # the one writer may write
+
+
+# --- arch.import-graph -------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tree_copy(root: Path, planted: dict[str, str]) -> Path:
+    """The shipped eval_assets/ (sources only) under `root`, with `planted` lines appended to files
+    (path relative to `root`; a file that does not exist is created)."""
+    shutil.copytree(REPO / "eval_assets", root / "eval_assets", ignore=shutil.ignore_patterns("__pycache__"))
+    for name, text in planted.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        before = path.read_text(encoding="utf-8") if path.exists() else ""
+        path.write_text(before + textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+def test_the_shipped_tree_passes_the_import_graph_gate() -> None:
+    outcome = run(import_graph, REPO)
+    assert outcome.passed, outcome.findings
+    assert "no cycle, no private import across a package boundary" in outcome.message
+
+
+def test_an_unchanged_copy_of_the_tree_passes_the_import_graph_gate(tmp_path: Path) -> None:
+    outcome = run(import_graph, tree_copy(tmp_path, {}))
+    assert outcome.passed, outcome.findings
+
+
+def test_a_planted_cycle_fails_the_import_graph_gate(tmp_path: Path) -> None:
+    """Two leaves that import each other (one of them inside a function) make a cycle of two."""
+    root = tree_copy(
+        tmp_path,
+        {
+            "eval_assets/clock.py": "\n\ndef _late():\n    import eval_assets.canonical\n",
+            "eval_assets/canonical.py": "\nfrom eval_assets.clock import utc_now\n",
+        },
+    )
+    outcome = run(import_graph, root)
+    assert not outcome.passed
+    assert outcome.findings == (
+        "import cycle of 2 module(s): eval_assets.canonical -> eval_assets.clock; "
+        "eval_assets.clock -> eval_assets.canonical",
+    )
+
+
+def test_a_planted_private_import_across_a_package_fails_the_import_graph_gate(tmp_path: Path) -> None:
+    root = tree_copy(
+        tmp_path,
+        {
+            "eval_assets/report.py": "from eval_assets.spend._journal import SpendJournal\n",
+            "tests/test_planted.py": "from eval_assets.config._files import Problem\n",
+            # inside its own package a private module is fine
+            "eval_assets/spend/_planted.py": "from ._journal import SpendJournal\n",
+        },
+    )
+    outcome = run(import_graph, root)
+    assert not outcome.passed
+    assert sorted(outcome.findings) == [
+        "eval_assets.report:1 imports eval_assets.spend._journal, private to eval_assets.spend: use its face",
+        "tests.test_planted:1 imports eval_assets.config._files, private to eval_assets.config: use its face",
+    ]
+
+
+def test_a_planted_forbidden_edge_fails_the_import_graph_gate(tmp_path: Path) -> None:
+    """The converter asking a gate for its rule again: a forbidden edge, though it closes no cycle."""
+    root = tree_copy(tmp_path, {"eval_assets/trajectory.py": "\nfrom eval_assets.gates import GateContext\n"})
+    outcome = run(import_graph, root)
+    line = len((root / "eval_assets/trajectory.py").read_text(encoding="utf-8").splitlines())
+    assert not outcome.passed
+    assert outcome.findings == (
+        f"eval_assets.trajectory:{line} imports eval_assets.gates: forbidden (the raw-log rule lives in the domain)",
+    )
+
+
+def test_the_import_graph_gate_statement_lists_every_forbidden_edge() -> None:
+    gates = yaml.safe_load((REPO / "gates/architecture.yaml").read_text(encoding="utf-8"))["gates"]
+    (statement,) = [g["statement"] for g in gates if g["id"] == "arch.import-graph"]
+    listed = [part.strip().rstrip(".") for part in statement.split(":", 1)[1].split(";") if "->" in part]
+    assert listed == [f"{a} -> {b}" for a, b, _ in FORBIDDEN_EDGES]

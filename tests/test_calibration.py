@@ -1,6 +1,6 @@
 """Calibration offsets (METHODS §5): the statistics on the sim's own judge model, and the bridge run.
 
-The simulated frames draw judge scores with `eval_assets.providers._simmodel.judge_value` exactly as the
+The simulated frames draw judge scores with `eval_assets.providers.simmodel.judge_value` exactly as the
 sim judge does: one rng per (seed, model, build, scenario, repeat, try), one draw per criterion in the
 rubric's order, so "v2 = v1 with bias +0.3" means the same draws shifted by 0.3 rubric points, as in
 the running sim. Subject skills span 0.25-0.7 per scenario, so few scores clip at the top of the
@@ -32,9 +32,8 @@ from eval_assets.bridge import (
 from eval_assets.capability.track import Track
 from eval_assets.config import Judge, Project
 from eval_assets.home import EvalHome
-from eval_assets.providers._simmodel import judge_value, rng_for, subject_quality
-from eval_assets.stats import CalibrationFrameError, calibrate, krippendorff_alpha_interval
-from eval_assets.stats._calibration import MIN_SCENARIOS
+from eval_assets.providers.simmodel import judge_value, rng_for, subject_quality
+from eval_assets.stats import MIN_SCENARIOS, CalibrationFrameError, calibrate, krippendorff_alpha_interval
 
 HELPFULNESS_WEIGHTS = (3.0, 2.0, 1.0)  # rubrics/helpfulness-v1.yaml, in criterion order
 

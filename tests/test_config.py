@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from eval_assets.config import ConfigError, Judge, Rubric, Scenario, load_build, load_file, load_project
-from eval_assets.providers._simmodel import POLICY_VIOLATION_TEXT
+from eval_assets.providers.simmodel import POLICY_VIOLATION_TEXT
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).resolve().parent / "bad_config"
@@ -223,8 +223,8 @@ def test_shipped_files_are_named_for_what_they_hold():
 
 
 def test_sim_knob_models_name_exactly_the_knobs_the_sim_provider_reads():
-    from eval_assets.config._models import SimJudgeKnobs, SimSubjectKnobs
-    from eval_assets.providers._simmodel import DECODING_PARAMS, JUDGE_KNOBS, SUBJECT_KNOBS
+    from eval_assets.config import SimJudgeKnobs, SimSubjectKnobs
+    from eval_assets.providers.simmodel import DECODING_PARAMS, JUDGE_KNOBS, SUBJECT_KNOBS
 
     assert set(SimSubjectKnobs.model_fields) == SUBJECT_KNOBS | DECODING_PARAMS
     assert set(SimJudgeKnobs.model_fields) == JUDGE_KNOBS | DECODING_PARAMS
@@ -253,7 +253,7 @@ def test_sim_knob_models_name_exactly_the_knobs_the_sim_provider_reads():
 def test_a_cron_the_settings_accept_is_one_dagster_schedules(cron: str):
     from dagster._utils.schedules import is_valid_cron_string
 
-    from eval_assets.config._settings import cron_problem
+    from eval_assets.config import cron_problem
 
     if cron_problem(cron) is None:
         assert is_valid_cron_string(cron), cron
@@ -267,7 +267,7 @@ def test_a_cron_the_settings_accept_is_one_dagster_schedules(cron: str):
 def test_ordinary_crons_are_accepted_and_dagster_agrees(cron: str):
     from dagster._utils.schedules import is_valid_cron_string
 
-    from eval_assets.config._settings import cron_problem
+    from eval_assets.config import cron_problem
 
     assert cron_problem(cron) is None and is_valid_cron_string(cron)
 
@@ -331,7 +331,7 @@ def test_example_builds_name_a_baseline_among_the_examples_and_a_stray_one_is_re
     ],
 )
 def test_the_yaml_reader_refuses_what_is_not_plain_bounded_data(text: str, issue: tuple[str, str]):
-    from eval_assets.config._yaml import YamlRefused, parse_yaml
+    from eval_assets.config import YamlRefused, parse_yaml
 
     with pytest.raises(YamlRefused) as raised:
         parse_yaml(text)
@@ -339,7 +339,7 @@ def test_the_yaml_reader_refuses_what_is_not_plain_bounded_data(text: str, issue
 
 
 def test_the_yaml_reader_keeps_dates_as_text_and_reads_a_bom(tmp_path: Path):
-    from eval_assets.config._yaml import read_yaml_file
+    from eval_assets.config import read_yaml_file
 
     path = tmp_path / "x.yaml"
     path.write_bytes("\ufeffday: 2026-01-05\nn: 3\n".encode())
@@ -347,7 +347,7 @@ def test_the_yaml_reader_keeps_dates_as_text_and_reads_a_bom(tmp_path: Path):
 
 
 def test_the_yaml_reader_refuses_a_file_over_the_cap_before_parsing_it(tmp_path: Path):
-    from eval_assets.config._yaml import MAX_YAML_BYTES, YamlRefused, read_yaml_file
+    from eval_assets.config import MAX_YAML_BYTES, YamlRefused, read_yaml_file
 
     path = tmp_path / "big.yaml"
     path.write_bytes(b"a: [" + b"1," * (MAX_YAML_BYTES // 2) + b"]\n")

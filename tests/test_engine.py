@@ -12,9 +12,8 @@ import pytest
 from eval_assets.config import BuildManifest, Project
 from eval_assets.config import Engine as EngineSettings
 from eval_assets.engine import Engine, StoredAttempt
-from eval_assets.journal import open_journal
 from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway, UnpricedModel
-from eval_assets.spend import SpendPath
+from eval_assets.spend import SpendPath, open_journal
 
 FAST = EngineSettings(concurrency_per_model=8, timeout_s=5, max_tries=3, backoff_base_s=0.001, backoff_max_s=0.005)
 

@@ -46,12 +46,11 @@ _LITELLM_IMPORTED_HERE = "litellm" not in sys.modules
 
 from eval_assets.config import BuildManifest, Judge, Message, Rubric, Scenario, Subject  # noqa: E402
 from eval_assets.config import Engine as EngineSettings  # noqa: E402
-from eval_assets.engine import AttemptRef, Engine, StoredAttempt  # noqa: E402
-from eval_assets.journal import SpendJournal, open_journal  # noqa: E402
-from eval_assets.providers import _simmodel  # noqa: E402
+from eval_assets.engine import Engine, StoredAttempt  # noqa: E402
+from eval_assets.providers import simmodel  # noqa: E402
 from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway, UnpricedModel  # noqa: E402
 from eval_assets.providers.sim import SimSubject  # noqa: E402
-from eval_assets.spend import RETRYABLE_TAG, SpendPath  # noqa: E402
+from eval_assets.spend import RETRYABLE_TAG, AttemptRef, SpendJournal, SpendPath, open_journal  # noqa: E402
 
 try:  # tests/ imported as a package (tests/__init__.py present) or as a rootdir on sys.path
     from tests.openai_stub import Behaviour, OpenAIStub
@@ -200,7 +199,7 @@ def _sim_seed_failing_first_try_only() -> int:
     """A sim seed whose injected error (rate 0.5) hits try 1 of the attempt and spares try 2."""
 
     def fails(seed: int, try_no: int) -> bool:
-        return _simmodel.subject_event(
+        return simmodel.subject_event(
             seed=seed,
             build=BUILD,
             scenario_id=SCENARIO,

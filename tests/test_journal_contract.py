@@ -24,7 +24,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from eval_assets.journal import (
+from eval_assets.spend import (
     AttemptKey,
     Ceilings,
     JournalError,

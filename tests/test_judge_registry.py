@@ -19,14 +19,15 @@ import pytest
 import yaml
 
 from eval_assets.cli import main
-from eval_assets.config import ConfigError, load_project
-from eval_assets.config._registry import (
+from eval_assets.config import (
     IDENTITY_FIELDS,
     REGISTRY_PATH,
+    ConfigError,
     RegistryEntry,
     StatusChange,
     content_hash,
     identity,
+    load_project,
     read_registry,
     record_new_versions,
 )

@@ -7,14 +7,8 @@ import json
 import pytest
 
 from eval_assets.config import BoolScale, Criterion, FloatScale, Message, Policy, Project, Rubric, Scenario
-from eval_assets.judging import (
-    fence,
-    fence_nonce,
-    parse_verdict,
-    policy_failures,
-    render_judge_prompt,
-    strict_json,
-)
+from eval_assets.fence import fence, fence_nonce
+from eval_assets.judging import parse_verdict, policy_failures, render_judge_prompt, strict_json
 from eval_assets.redact import REDACTED, redact
 
 NONCE = fence_nonce(b"judging tests: a fence secret", "build/judge-v1/scenario/1/1/g0")

@@ -29,8 +29,9 @@ from eval_assets.config import (
     Scenario,
     load_project,
 )
+from eval_assets.fence import fence, fence_nonce, fenced_content
 from eval_assets.home import PROJECT_ROOT
-from eval_assets.judging import fence, fence_nonce, fenced_content, parse_verdict, render_judge_prompt
+from eval_assets.judging import parse_verdict, render_judge_prompt
 from eval_assets.judging_corpus import valid_verdict
 from eval_assets.redact import redact
 

@@ -11,16 +11,22 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from eval_assets.stats import AA_SEED, Budget, aa_rates
-from eval_assets.stats._aa import _binomial, _chi_square_variance
-from eval_assets.stats._frame import scenario_table, validate_verdicts
+from eval_assets.stats import (
+    AA_SEED,
+    Budget,
+    aa_rates,
+    binomial_draws,
+    chi_square_variance_draws,
+    scenario_table,
+    validate_verdicts,
+)
 
 FLOOR = 0.2
 
 
 @pytest.mark.parametrize(("n", "p"), [(5, 0.02), (3, 0.4), (5, 0.97), (4, 0.0), (4, 1.0), (0, 0.3)])
 def test_binomial_draws_follow_the_binomial_distribution(n: int, p: float) -> None:
-    draws = _binomial(np.random.default_rng(1), np.full((20_000, 3), float(n)), np.full(3, p)).ravel()
+    draws = binomial_draws(np.random.default_rng(1), np.full((20_000, 3), float(n)), np.full(3, p)).ravel()
     observed = np.bincount(draws.astype(int), minlength=n + 1)
     assert len(observed) == n + 1  # never outside 0..n
     expected = stats.binom.pmf(np.arange(n + 1), n, p) * len(draws)
@@ -31,7 +37,7 @@ def test_binomial_draws_follow_the_binomial_distribution(n: int, p: float) -> No
 
 
 def test_binomial_draws_take_each_scenarios_own_probability() -> None:
-    draws = _binomial(np.random.default_rng(2), np.full((40_000, 2), 5.0), np.array([0.01, 0.5]))
+    draws = binomial_draws(np.random.default_rng(2), np.full((40_000, 2), 5.0), np.array([0.01, 0.5]))
     assert draws[:, 0].mean() == pytest.approx(0.05, abs=0.01)
     assert draws[:, 1].mean() == pytest.approx(2.5, abs=0.03)
 
@@ -39,7 +45,7 @@ def test_binomial_draws_take_each_scenarios_own_probability() -> None:
 def test_sample_variances_are_scaled_chi_square_on_their_own_degrees_of_freedom() -> None:
     n = np.tile(np.array([[5.0, 3.0, 2.0, 1.0]]), (50_000, 1))
     var = np.array([0.04, 0.04, 0.01, 0.01])
-    out = _chi_square_variance(np.random.default_rng(3), var, n, np.array([5, 5, 5, 5]))
+    out = chi_square_variance_draws(np.random.default_rng(3), var, n, np.array([5, 5, 5, 5]))
     assert np.isnan(out[:, 3]).all()  # one scored repeat: no variance
     for column, dof in ((0, 4), (1, 2), (2, 1)):
         scaled = out[:, column] / var[column] * dof

@@ -29,7 +29,7 @@ import pandas as pd
 import pytest
 from scipy import optimize, stats
 
-from eval_assets.providers._simmodel import subject_quality
+from eval_assets.providers.simmodel import subject_quality
 from eval_assets.stats import CapabilityReport, compare, decide, noise_band
 
 N_SCENARIOS = 200

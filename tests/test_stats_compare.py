@@ -17,7 +17,6 @@ from eval_assets.stats import (
     CheckSuiteEvidence,
     CrossJudgeVersionError,
     Interval,
-    _bootstrap,
     compare,
     decide,
     exact_separation_p,
@@ -164,7 +163,7 @@ def test_degenerate_bca_falls_back_to_the_percentile_interval_and_says_so(
             result.confidence_interval = stats._common.ConfidenceInterval(math.nan, math.nan)
         return result
 
-    monkeypatch.setattr(_bootstrap.stats, "bootstrap", bca_fails)
+    monkeypatch.setattr(stats, "bootstrap", bca_fails)  # scipy.stats, which the bootstrap calls
     values = np.random.default_rng(1).normal(size=100)
     interval = mean_interval(values, n_resamples=500, level=0.95, rng=np.random.default_rng(2))
     assert interval is not None and interval.method == "percentile (BCa degenerate)"

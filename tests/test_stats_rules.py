@@ -14,26 +14,24 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from eval_assets.capability.track import exclude_stopped_scenarios
 from eval_assets.stats import (
     Budget,
     CapabilityReport,
     Moments,
+    VerdictFrameError,
     compare,
+    concentrated_test,
     decide,
     evaluate,
-    release_invariant,
-    weighted_holm,
-)
-from eval_assets.stats._frame import VerdictFrameError
-from eval_assets.stats._rules import (
-    concentrated_test,
     holm_blocks,
     holm_inputs,
     mean_rule_p,
     mean_test,
+    release_invariant,
     scenario_tests,
+    weighted_holm,
 )
-from eval_assets.capability.track import exclude_stopped_scenarios
 
 FLOOR = 0.2
 

@@ -14,12 +14,10 @@ import pytest
 from eval_assets.capability.track import Track
 from eval_assets.config import BuildManifest, Project, Scenario
 from eval_assets.config import Engine as EngineSettings
-from eval_assets.engine import TURN_STRIDE, AttemptRef, CallResult, Engine, ReplayRun, replay_loop
+from eval_assets.engine import MISS_PREFIX, CallResult, Engine, Replay, ReplayRun, replay_loop, subject_spec
 from eval_assets.home import EvalHome
-from eval_assets.journal import open_journal
 from eval_assets.providers.gateway import CallSpec, ModelGateway
-from eval_assets.spend import SpendPath
-from eval_assets.trajectory import MISS_PREFIX, Replay
+from eval_assets.spend import TURN_STRIDE, AttemptRef, SpendPath, open_journal
 
 FAST = EngineSettings(
     concurrency_per_model=8, timeout_s=5, max_tries=3, backoff_base_s=0.001, backoff_max_s=0.005
@@ -54,7 +52,9 @@ def engine(project: Project, path: Path) -> Engine:
 def run_loop(eng: Engine, manifest: BuildManifest, scenario: Scenario, repeat: int = 1) -> ReplayRun:
     """One attempt through the engine's spend path, keeping the whole conversation."""
     ref = AttemptRef(manifest.id, scenario.id, repeat, "subject")
-    spec = eng.subject_spec(manifest, scenario, repeat)
+    spec = subject_spec(
+        manifest.subject, scenario, build=manifest.id, repeat=repeat, timeout_s=eng.settings.timeout_s
+    )
     return asyncio.run(replay_loop(scenario, spec, lambda turn, s: eng.call(replace(ref, turn=turn), s)))
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval_assets.journal import JournalRow
+from eval_assets.spend import JournalRow
 from eval_assets.stats import release_invariant
 
 

@@ -18,19 +18,20 @@ from eval_assets.capability.builds import Builds
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
 from eval_assets.capability.rows import Summary, cost_ledger_row, exclude_stopped_scenarios
 from eval_assets.config import BuildManifest, Judge, Project, Scenario
-from eval_assets.engine import AttemptRef, Engine, Progress, StoredAttempt
+from eval_assets.engine import Engine, Progress, StoredAttempt
 from eval_assets.home import EvalHome
-from eval_assets.journal import (
+from eval_assets.providers.gateway import ModelGateway
+from eval_assets.spend import (
+    AttemptRef,
     Ceilings,
     HeldLease,
     LeaseHeld,
     LeaseRow,
     SpendJournal,
+    SpendPath,
     hold_lease,
     open_journal,
 )
-from eval_assets.providers.gateway import ModelGateway
-from eval_assets.spend import SpendPath
 from eval_assets.warehouse import Warehouse
 
 __all__ = [
@@ -55,10 +56,7 @@ class Track:
         self.warehouse.initialise()
         self.journal_url = journal_url or project.settings.spend.journal_url or home.journal_url
         self._journal: SpendJournal | None = None
-        prices = {
-            m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in project.settings.prices.items()
-        }
-        self.gateway = ModelGateway(prices)
+        self.gateway = ModelGateway(project.settings.price_table())
         self.clock: Callable[[], float] = time.monotonic  # the run deadline's clock (tests inject one)
 
     @property

@@ -17,7 +17,7 @@ import dagster as dg
 
 from eval_assets.definitions import defs
 from eval_assets.home import EvalHome
-from eval_assets.journal import pid_alive
+from eval_assets.spend import pid_alive
 
 
 @dataclass(frozen=True)

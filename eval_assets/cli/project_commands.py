@@ -6,9 +6,7 @@ import argparse
 from pathlib import Path
 
 from eval_assets.cli.common import print_problems, project_of
-from eval_assets.config import ConfigError, load_build, load_project
-from eval_assets.config._loader import misnamed_yaml
-from eval_assets.config._registry import record_new_versions
+from eval_assets.config import ConfigError, load_build, load_project, misnamed_yaml, record_new_versions
 from eval_assets.gates import validate_gates
 from eval_assets.home import project_root
 

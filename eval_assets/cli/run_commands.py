@@ -14,9 +14,9 @@ from eval_assets.capability.track import Track, TrackError
 from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, print_problems, project_of
 from eval_assets.cli.orchestrate import StepResult, instance_for, materialize_build, register_partition
 from eval_assets.config import ConfigError
-from eval_assets.journal import JournalError, LeaseRow
 from eval_assets.present import reasons_markdown, reasons_text_rows, recorded_reasons, shorten, text_table
 from eval_assets.release import build_report, recorded_decision
+from eval_assets.spend import JournalError, LeaseRow
 from eval_assets.stats import CrossJudgeVersionError, exit_code, summary_markdown
 
 EXAMPLE_BUILDS = ("baseline.yaml", "rebuild.yaml", "candidate.yaml")

@@ -1,12 +1,12 @@
 """Configuration: pydantic models and the one loader that validates them together."""
 
+from ._assertions import ASSERTION_KINDS, Assertion, parse_assertion, parse_assertions
+from ._files import ConfigError, Problem, ProblemsFound, load_file, read_yaml, validate_model
 from ._loader import (
-    ConfigError,
-    Problem,
-    Project,
+    SETTINGS_FILE,
     load_build,
-    load_file,
     load_project,
+    misnamed_yaml,
     model_provider_problem,
     validate_build,
 )
@@ -15,6 +15,7 @@ from ._models import (
     BuildManifest,
     Criterion,
     FloatScale,
+    Id,
     IntScale,
     Judge,
     LabelScale,
@@ -22,11 +23,39 @@ from ._models import (
     Policy,
     Rubric,
     Scenario,
+    SimJudgeKnobs,
+    SimSubjectKnobs,
     Subject,
 )
-from ._settings import Bounds, Engine, Price, Settings, Spend
+from ._project import Project
+from ._registry import IDENTITY_FIELDS, REGISTRY_PATH, content_hash, read_registry, record_new_versions
+from ._settings import Bounds, Engine, Price, Settings, Spend, cron_problem
+from ._yaml import MAX_YAML_BYTES, YamlRefused, parse_yaml, read_capped, read_yaml_file
 
 __all__ = [
+    "IDENTITY_FIELDS",
+    "REGISTRY_PATH",
+    "SimJudgeKnobs",
+    "SimSubjectKnobs",
+    "content_hash",
+    "cron_problem",
+    "read_registry",
+    "MAX_YAML_BYTES",
+    "YamlRefused",
+    "parse_yaml",
+    "read_capped",
+    "read_yaml_file",
+    "ASSERTION_KINDS",
+    "SETTINGS_FILE",
+    "Assertion",
+    "Id",
+    "ProblemsFound",
+    "misnamed_yaml",
+    "parse_assertion",
+    "parse_assertions",
+    "read_yaml",
+    "record_new_versions",
+    "validate_model",
     "BoolScale",
     "Bounds",
     "BuildManifest",

@@ -2,151 +2,29 @@
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
+from eval_assets.providers import (
+    DECODING_PARAMS,
+    JUDGE_KNOBS,
+    LOCAL_PROVIDERS,
+    SUBJECT_KNOBS,
+    litellm_providers,
+)
+
+from ._files import ConfigError, Problem, load_file, read_yaml, relative_shown, validate_model
 from ._models import BuildManifest, Judge, Rubric, Scenario, SimJudgeKnobs, SimSubjectKnobs
+from ._project import Project
+from ._registry import REGISTRY_PATH, registry_problems
 from ._settings import Settings
-from ._yaml import YamlRefused, read_yaml_file
 
 M = TypeVar("M", bound=BaseModel)
-_SCALE_TYPES = frozenset({"int", "float", "bool", "labels"})
 
 SETTINGS_FILE = "evaltrack.yaml"
-# Providers served in-process (custom litellm providers); everything else must be a litellm provider.
-LOCAL_PROVIDERS = frozenset({"sim", "simjudge"})
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: str
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.field}: {self.message}"
-
-
-class ConfigError(Exception):
-    """Raised with every problem found; str() is one `path: field: message` line per problem."""
-
-    def __init__(self, problems: Iterable[Problem]):
-        self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
-
-
-@dataclass(frozen=True)
-class Project:
-    """Everything checked in under the project root, validated together."""
-
-    root: Path
-    settings: Settings
-    rubrics: dict[str, Rubric]  # key: "<id>-v<version>"
-    judges: dict[str, Judge]  # key: version id "<name>-v<version>"
-    scenarios: dict[str, Scenario]
-    sources: dict[str, Path] = field(default_factory=dict)  # object key -> file it came from
-
-    @property
-    def active_judges(self) -> list[Judge]:
-        return [j for j in sorted(self.judges.values(), key=lambda j: j.version_id) if j.status == "active"]
-
-    def rubric_for(self, judge: Judge) -> Rubric:
-        return self.rubrics[f"{judge.rubric.id}-v{judge.rubric.version}"]
-
-    def scenarios_for(self, judge: Judge) -> list[Scenario]:
-        """Scenarios scored by `judge`, in id order."""
-        return [s for _, s in sorted(self.scenarios.items()) if s.judge == judge.name]
-
-
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
-
-
-def read_yaml(path: Path, shown: str) -> tuple[Any, list[Problem]]:
-    """Parse one YAML file through the one YAML reader (`_yaml.read_yaml_file`: size cap, no aliases,
-    bounded nesting, unique keys, finite numbers); a refusal is a problem naming the field or line,
-    never an exception."""
-    try:
-        data = read_yaml_file(path)
-    except YamlRefused as exc:
-        return None, [Problem(shown, fld, msg) for fld, msg in exc.issues]
-    if data is None:
-        return None, [Problem(shown, "<root>", "file is empty")]
-    if not isinstance(data, dict):
-        return None, [Problem(shown, "<root>", f"expected a mapping, got {type(data).__name__}")]
-    return data, []
-
-
-_EXPECTED = {
-    "int_type": "an integer",
-    "float_type": "a number",
-    "string_type": "text",
-    "bool_type": "true or false",
-    "finite_number": "a finite number",
-    "dict_type": "a mapping",
-    "list_type": "a list",
-}
-
-
-def _shown_value(value: Any) -> str:
-    """A rejected input as the file wrote it (true, "abc", 7, .inf), shortened."""
-    if isinstance(value, bool) or value is None:
-        text = {True: "true", False: "false", None: "null"}[value]
-    elif isinstance(value, float) and not math.isfinite(value):
-        text = ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
-    elif isinstance(value, int | float | str):
-        text = json.dumps(value, ensure_ascii=False)
-    else:
-        text = f"a {'mapping' if isinstance(value, dict) else type(value).__name__}"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def validate_model(model: type[M], data: Any, shown: str) -> tuple[M | None, list[Problem]]:
-    """Validate `data` as `model`; each pydantic error becomes a `path: field: message` problem."""
-    try:
-        return model.model_validate(data), []
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            parts = [str(p) for p in err["loc"]]
-            # a discriminated union puts the scale's type in the path (criteria.0.scale.int.max)
-            parts = [
-                p for i, p in enumerate(parts) if not (i and parts[i - 1] == "scale" and p in _SCALE_TYPES)
-            ]
-            loc = ".".join(parts) or "<root>"
-            msg = err["msg"]
-            if err["type"] == "extra_forbidden":
-                msg = "unknown field"
-            elif err["type"] == "missing":
-                msg = "required field is missing"
-            elif err["type"] == "value_error":
-                msg = str(err.get("ctx", {}).get("error", msg))
-            elif err["type"] in _EXPECTED:
-                msg = f"expected {_EXPECTED[err['type']]}, got {_shown_value(err.get('input'))}"
-            elif err["type"] == "string_pattern_mismatch":
-                msg = (
-                    f"{err['input']!r} is not a valid id: use only letters, digits, '.', '_' and '-' "
-                    "(ids are Dagster partition keys)"
-                )
-            problems.append(Problem(shown, loc, msg))
-        return None, problems
-
-
-def load_file(model: type[M], path: Path, root: Path | None = None) -> tuple[M | None, list[Problem]]:
-    shown = _rel(path, root) if root else str(path)
-    data, problems = read_yaml(path, shown)
-    if problems:
-        return None, problems
-    return validate_model(model, data, shown)
 
 
 def model_provider_problem(model: str) -> str | None:
@@ -156,8 +34,6 @@ def model_provider_problem(model: str) -> str | None:
         return f"model {model!r} must be '<provider>/<model>' (e.g. sim/agent, openai/gpt-4o)"
     if provider in LOCAL_PROVIDERS:
         return None
-    from eval_assets.providers.gateway import litellm_providers
-
     if provider not in litellm_providers():
         return f"unknown model provider {provider!r} in {model!r}"
     return None
@@ -169,8 +45,6 @@ def sim_params_problems(model: str, params: dict[str, Any], field: str) -> list[
     Unknown knobs, and known ones of the wrong type or range (`seed: abc`, `skill: true`, `skill: 7`),
     are refused here, with every other field, instead of failing (or defaulting) at call time.
     """
-    from eval_assets.providers._simmodel import DECODING_PARAMS, JUDGE_KNOBS, SUBJECT_KNOBS
-
     provider = model.partition("/")[0]
     allowed = {"sim": SUBJECT_KNOBS, "simjudge": JUDGE_KNOBS}.get(provider)
     if allowed is None:
@@ -200,7 +74,7 @@ def misnamed_yaml(directory: Path, root: Path) -> list[Problem]:
         return []
     return [
         Problem(
-            _rel(p, root),
+            relative_shown(p, root),
             "<file>",
             f"only {YAML_SUFFIX} files are read: rename it to {p.with_suffix(YAML_SUFFIX).name}",
         )
@@ -216,9 +90,7 @@ def load_project(root: Path, *, check_registry: bool = True) -> Project:
     `check_registry=False` skips the judge identity registry (judges/registry.yaml) checks; only
     `evaltrack judges record` loads that way, to record what a normal load refuses as unrecorded.
     """
-    # --- judge governance: the identity registry is not a judge file (see _registry.py) ---
-    from ._registry import REGISTRY_PATH, registry_problems
-
+    # judge governance: the identity registry (see _registry.py) is not a judge file
     root = root.resolve()
     problems: list[Problem] = []
     sources: dict[str, Path] = {}
@@ -236,7 +108,7 @@ def load_project(root: Path, *, check_registry: bool = True) -> Project:
         for path in _yaml_files(root / sub):
             if path == root / REGISTRY_PATH:  # judge governance: the registry, not a judge version
                 continue
-            shown = _rel(path, root)
+            shown = relative_shown(path, root)
             data, found = read_yaml(path, shown)
             obj = None
             if not found:
@@ -255,7 +127,7 @@ def load_project(root: Path, *, check_registry: bool = True) -> Project:
                     Problem(
                         shown,
                         id_field,
-                        f"duplicate {kind} {key!r} (also in {_rel(sources[kind + key], root)})",
+                        f"duplicate {kind} {key!r} (also in {relative_shown(sources[kind + key], root)})",
                     )
                 )
                 continue
@@ -270,7 +142,7 @@ def load_project(root: Path, *, check_registry: bool = True) -> Project:
     scenarios = collect(Scenario, "scenarios", lambda s: s.id, "scenario", "id")
 
     for key, judge in judges.items():
-        shown = _rel(sources["judge" + key], root)
+        shown = relative_shown(sources["judge" + key], root)
         ref = f"{judge.rubric.id}-v{judge.rubric.version}"
         if ref not in rubrics and f"rubric:{ref}" not in unloadable:
             problems.append(
@@ -302,7 +174,7 @@ def load_project(root: Path, *, check_registry: bool = True) -> Project:
     active_names = {j.name for j in judges.values() if j.status == "active"}
     known_names = {j.name for j in judges.values()}
     for key, scenario in scenarios.items():
-        shown = _rel(sources["scenario" + key], root)
+        shown = relative_shown(sources["scenario" + key], root)
         if scenario.judge not in known_names:
             if f"judge:{scenario.judge}" in unloadable:
                 continue

@@ -6,6 +6,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
+from eval_assets.canonical import canonical_arguments
+from eval_assets.redact import SECRET_ENV_NAME, findings
+
+from ._assertions import parse_assertions
+
 Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$", min_length=1, max_length=120)]
 """Identifiers double as Dagster partition keys, which break on `| , [ ]` and friends."""
 
@@ -159,42 +164,13 @@ class Policy(Strict):
         return values
 
 
-# --- trajectory replay (issue 7; docs/trajectory-export.md) -----------------------------------------
+# --- trajectory replay (docs/trajectory-export.md) -------------------------------------------------
 # A scenario may offer tools (OpenAI tools schema). Tool calls are never executed: each is answered from
 # the scenario's replay fixture, keyed by tool name + canonical arguments; a call not in the recording
 # is a replay miss. Converted scenarios (`source: trajectory`) carry these; authored ones may too.
 
 ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 """A tool (function) name as OpenAI-style providers accept it."""
-
-
-def canonical_json(value: Any) -> str:
-    """The canonical text of a JSON value: sorted keys, no insignificant whitespace, UTF-8 kept.
-
-    Two argument objects that mean the same thing (key order, spacing) have the same canonical text;
-    it is the replay fixture's key. Raises TypeError/ValueError for values JSON cannot hold.
-    """
-    import json
-
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def canonical_arguments(arguments: str | dict[str, Any]) -> str:
-    """Tool-call arguments (a JSON object, or its text) as canonical JSON text.
-
-    Raises ValueError when the text is not JSON or not an object.
-    """
-    import json
-
-    value: Any = arguments
-    if isinstance(arguments, str):
-        try:
-            value = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"arguments are not valid JSON: {exc.msg} at column {exc.colno}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"arguments must be a JSON object, not {type(value).__name__}")
-    return canonical_json(value)
 
 
 class ToolFunction(Strict):
@@ -252,7 +228,7 @@ class Scenario(Strict):
     ceiling_usd: Annotated[float, Field(ge=0.0)] | None = Field(
         default=None, description="spend ceiling for this scenario per build (and per judge version); USD"
     )
-    # --- trajectory replay (issue 7): tools offered, the replay fixture, the turn bound, assertions ---
+    # --- trajectory replay: tools offered, the replay fixture, the turn bound, assertions ---
     tools: list[Tool] = Field(default_factory=list, description="offered to the subject (litellm `tools=`)")
     replay: list[ReplayEntry] = Field(
         default_factory=list, description="recorded tool results; tool calls are answered, never executed"
@@ -262,7 +238,7 @@ class Scenario(Strict):
     )
     assertions: Annotated[list[Any], Field(min_length=1)] | None = Field(
         default=None,
-        description="converted cases only; written by a person, never generated (format: eval_assets.gates._cases)",
+        description="converted cases only; written by a person, never generated (format: eval_assets.config._assertions)",
     )
 
     @model_validator(mode="after")
@@ -277,13 +253,10 @@ class Scenario(Strict):
         if self.assertions is not None:
             if self.source != "trajectory":
                 raise ValueError("assertions: only a converted scenario (source: trajectory) is a case")
-            from eval_assets.gates._cases import parse_assertion  # the one assertion format
-
-            for index, item in enumerate(self.assertions):
-                try:
-                    parse_assertion(item)
-                except ValueError as exc:
-                    raise ValueError(f"assertions: assertion {index}: {exc}") from None
+            try:
+                parse_assertions(self.assertions)
+            except ValueError as exc:
+                raise ValueError(f"assertions: {exc}") from None
         return self
 
 
@@ -344,8 +317,6 @@ class Subject(Strict):
     @classmethod
     def _no_credentials(cls, value: Any) -> Any:
         """Refuse credentials (a key-like param name, or anything the redaction would remove)."""
-        from eval_assets.redact import SECRET_ENV_NAME, findings
-
         if isinstance(value, dict):
             named = sorted(k for k in value if SECRET_ENV_NAME.search(str(k)) or str(k).lower() == "headers")
             if named:

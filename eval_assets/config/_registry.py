@@ -33,16 +33,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._loader import ConfigError, Problem, read_yaml, validate_model
+from ._files import ConfigError, Problem, read_yaml, validate_model
 from ._models import Judge, Rubric
-
-if TYPE_CHECKING:
-    from ._loader import Project
+from ._project import Project
 
 REGISTRY_PATH = "judges/registry.yaml"
 HASH_SCHEME = 1

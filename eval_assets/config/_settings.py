@@ -124,6 +124,10 @@ class Settings(Strict):
         description="owners of every asset in the Dagster UI: `team:name` or an email address",
     )
 
+    def price_table(self) -> dict[str, tuple[float, float]]:
+        """The registered prices per token, (input, output) by model: the gateway's price table."""
+        return {m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in self.prices.items()}
+
     @field_validator("nightly_cron")
     @classmethod
     def _cron(cls, value: str) -> str:

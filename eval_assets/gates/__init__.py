@@ -6,7 +6,9 @@ and `record_suite` writes `gate_results` and `test_quarantine` through the one p
 `SuiteResult.evidence()` is the release decision's input.
 """
 
-from ._cases import ASSERTION_KINDS, CaseError, CaseFile, LoadedCase, load_case
+from eval_assets.config import ASSERTION_KINDS
+
+from ._cases import CaseError, CaseFile, LoadedCase, load_case
 from ._docs import check_docs, validate_gates
 from ._outcome import Clock, GateContext, GateFailed, Outcome, Skip, utc_now
 from ._quarantine import (
@@ -19,6 +21,7 @@ from ._quarantine import (
     WarehouseQuarantineStore,
     quarantine_at,
 )
+from ._records import materialize_suite, record_suite, stored_evidence
 from ._registry import (
     KINDS,
     CallableImportError,
@@ -35,17 +38,8 @@ from ._registry import (
     read_registry,
     resolve_callable,
 )
-from ._runner import (
-    CONVERTED_GLOB,
-    EVIDENCE_SOURCE,
-    GateResult,
-    Status,
-    SuiteResult,
-    materialize_suite,
-    record_suite,
-    run_suite,
-    stored_evidence,
-)
+from ._results import EVIDENCE_SOURCE, GateResult, Status, SuiteResult
+from ._runner import CONVERTED_GLOB, run_suite
 
 __all__ = [
     "ASSERTION_KINDS",

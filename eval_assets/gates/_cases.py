@@ -23,7 +23,7 @@ A case is one of two kinds of YAML file:
   ```
 
 - a **scenario file** with an `assertions:` block (the same list). A converted scenario
-  (`source: trajectory`, issue 7) without one is *awaiting assertions*: listed, never run, never
+  (`source: trajectory`) without one is *awaiting assertions*: listed, never run, never
   blocking. Assertions are never generated; a person writes them.
 
 A scenario with tools runs the engine's replay loop (recorded tool results, never executed). A case
@@ -43,24 +43,28 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from eval_assets.config import Judge, Rubric, Scenario, Settings, Subject, load_file
-from eval_assets.config._loader import LOCAL_PROVIDERS, SETTINGS_FILE, read_yaml, validate_model
-from eval_assets.config._models import Id
+from eval_assets.config import (
+    Assertion,
+    ConfigError,
+    Id,
+    Judge,
+    Project,
+    Rubric,
+    Scenario,
+    Subject,
+    parse_assertions,
+    read_yaml,
+    validate_model,
+)
+from eval_assets.fence import fence_nonce
+from eval_assets.judging import parse_verdict, policy_failures
+from eval_assets.providers import LOCAL_PROVIDERS
 
 from ._outcome import GateContext, Outcome
 
 if TYPE_CHECKING:
     from eval_assets.providers.gateway import CallSpec, ModelGateway
 
-ASSERTION_KINDS: dict[str, str] = {
-    "contains": "the subject output contains this text",
-    "not_contains": "the subject output does not contain this text",
-    "policy_failures": "the scenario's policy checks find exactly this many failures",
-    "replay_misses": "exactly this many tool calls were not in the scenario's recording",
-    "verdict": "the judge's verdict status (scored or failed)",
-    "score_at_least": "the judge's aggregate score (0-1) is at least this",
-    "score_at_most": "the judge's aggregate score (0-1) is at most this",
-}
 _JUDGED = frozenset({"verdict", "score_at_least", "score_at_most"})
 CASE_FENCE_SECRET = hashlib.sha256(b"evaltrack gate cases: fence secret").digest()
 """Cases run only local sim models (`_require_local`), so their fence secret need not be secret; a
@@ -69,47 +73,6 @@ fixed one keeps each case's judge prompt the same on every run."""
 
 class CaseError(Exception):
     """A case that cannot run (unknown scenario, no subject, a failed model call): an `error`."""
-
-
-@dataclass(frozen=True)
-class Assertion:
-    """One assertion: its kind (a key of ASSERTION_KINDS) and expected value."""
-
-    kind: str
-    value: Any
-
-    def text(self) -> str:
-        return f"{self.kind}: {self.value!r}"
-
-
-def parse_assertion(item: Any) -> Assertion:
-    """Validate one assertion entry (a one-key mapping). Raises ValueError saying what is wrong."""
-    if not isinstance(item, dict) or len(item) != 1:
-        raise ValueError(f"an assertion is a mapping with one key (one of {', '.join(ASSERTION_KINDS)})")
-    ((kind, value),) = item.items()
-    if kind not in ASSERTION_KINDS:
-        raise ValueError(f"unknown assertion {kind!r} (known: {', '.join(ASSERTION_KINDS)})")
-    if kind in ("contains", "not_contains"):
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"{kind}: expected a non-empty string")
-    elif kind in ("policy_failures", "replay_misses"):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{kind}: expected a whole number >= 0")
-    elif kind == "verdict":
-        if value not in ("scored", "failed"):
-            raise ValueError("verdict: expected 'scored' or 'failed'")
-    elif isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{kind}: expected a number in [0, 1]")
-    return Assertion(kind, value)
-
-
-def _assertions(items: list[Any]) -> list[Any]:
-    for index, item in enumerate(items):
-        try:
-            parse_assertion(item)
-        except ValueError as exc:
-            raise ValueError(f"assertion {index}: {exc}") from None
-    return items
 
 
 class CaseFile(BaseModel):
@@ -130,7 +93,8 @@ class CaseFile(BaseModel):
     @field_validator("assertions")
     @classmethod
     def _valid_assertions(cls, items: list[Any]) -> list[Any]:
-        return _assertions(items)
+        parse_assertions(items)
+        return items
 
 
 @dataclass(frozen=True)
@@ -168,7 +132,7 @@ def load_case(path: Path, shown: str | None = None) -> tuple[LoadedCase | None, 
                 messages.append("assertions: expected a non-empty list")
             else:
                 try:
-                    parsed = tuple(parse_assertion(item) for item in _assertions(raw))
+                    parsed = parse_assertions(raw)
                 except ValueError as exc:
                     messages.append(f"assertions: {exc}")
         if messages or scenario is None:
@@ -181,8 +145,7 @@ def load_case(path: Path, shown: str | None = None) -> tuple[LoadedCase | None, 
     case, found = validate_model(CaseFile, data, shown)
     if case is None:
         return None, [f"{p.field}: {p.message}" for p in found]
-    asserted = tuple(parse_assertion(item) for item in case.assertions)
-    return LoadedCase(path, case.id, "authored", asserted, case=case), []
+    return LoadedCase(path, case.id, "authored", parse_assertions(case.assertions), case=case), []
 
 
 def case_file_problems(root: Path, relative: str) -> list[str]:
@@ -228,54 +191,22 @@ def _require_local(model: str, what: str) -> None:
         )
 
 
-@dataclass(frozen=True)
-class _Resources:
-    """What a case needs from the project, loaded file by file (not through `load_project`, so a
-    scenario file elsewhere in the tree that the project loader rejects cannot stop a case)."""
+def _project(ctx: GateContext) -> Project:
+    """The one project loader's project (loaded once per suite run); an invalid one is a CaseError."""
+    try:
+        return ctx.project()
+    except ConfigError as exc:
+        raise CaseError(f"the project does not load: {'; '.join(str(p) for p in exc.problems)}") from None
 
-    root: Path
 
-    def settings(self) -> Settings:
-        path = self.root / SETTINGS_FILE
-        if not path.exists():
-            return Settings()
-        settings, problems = load_file(Settings, path, self.root)
-        if settings is None:
-            raise CaseError(f"{SETTINGS_FILE} is invalid: {'; '.join(str(p) for p in problems)}")
-        return settings
-
-    def judges(self) -> dict[str, Judge]:
-        out = {}
-        for path in sorted((self.root / "judges").rglob("*.yaml")):
-            judge, _ = load_file(Judge, path, self.root)
-            if judge is not None:
-                out[judge.version_id] = judge
-        return out
-
-    def rubric(self, judge: Judge) -> Rubric:
-        for path in sorted((self.root / "rubrics").rglob("*.yaml")):
-            rubric, _ = load_file(Rubric, path, self.root)
-            if rubric is not None and (rubric.id, rubric.version) == (judge.rubric.id, judge.rubric.version):
-                return rubric
-        raise CaseError(
-            f"judge {judge.version_id}: rubric {judge.rubric.id}-v{judge.rubric.version} not found"
-        )
-
-    def scenario(self, scenario_id: str) -> Scenario:
-        for path in sorted((self.root / "scenarios").rglob("*.yaml")):
-            data, problems = read_yaml(path, str(path))
-            if problems or not isinstance(data, dict) or data.get("id") != scenario_id:
-                continue
-            body = {k: v for k, v in data.items() if k != "assertions"}
-            scenario, found = validate_model(Scenario, body, str(path.relative_to(self.root)))
-            if scenario is None:
-                raise CaseError(f"scenario {scenario_id!r} is invalid: {'; '.join(str(p) for p in found)}")
-            return scenario
+def _scenario(project: Project, scenario_id: str) -> Scenario:
+    if scenario_id not in project.scenarios:
         raise CaseError(f"unknown scenario {scenario_id!r}")
+    return project.scenarios[scenario_id]
 
 
-def _judge_for(case: LoadedCase, scenario: Scenario, resources: _Resources) -> Judge:
-    judges = resources.judges()
+def _judge_for(case: LoadedCase, scenario: Scenario, project: Project) -> Judge:
+    judges = project.judges
     wanted = case.case.judge if case.case is not None else None
     if wanted is not None:
         if wanted not in judges:
@@ -288,6 +219,15 @@ def _judge_for(case: LoadedCase, scenario: Scenario, resources: _Resources) -> J
     if not active:
         raise CaseError(f"case {case.id}: judge {scenario.judge!r} has no active version")
     return active[-1]
+
+
+def _rubric_for(project: Project, judge: Judge) -> Rubric:
+    try:
+        return project.rubric_for(judge)
+    except KeyError:
+        raise CaseError(
+            f"judge {judge.version_id}: rubric {judge.rubric.id}-v{judge.rubric.version} not found"
+        ) from None
 
 
 async def _subject_answer(
@@ -326,23 +266,24 @@ async def _subject_answer(
 
 def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     """Run `case` once, deterministically, on the sim provider. Raises CaseError when it cannot run."""
-    from eval_assets.judging import fence_nonce, parse_verdict, policy_failures, render_judge_prompt
-    from eval_assets.providers.gateway import CallSpec, ModelGateway
+    # Imported when a case runs: the engine and the gateway import litellm, which reading, listing
+    # and validating cases (`evaltrack validate`) never needs.
+    from eval_assets.engine import judge_spec, subject_spec
+    from eval_assets.providers.gateway import ModelGateway
 
-    resources = _Resources(ctx.root)
+    project = _project(ctx)
     spec_case = case.case
     if case.scenario is not None:
         scenario = case.scenario
     else:
         assert spec_case is not None
-        scenario = resources.scenario(spec_case.scenario)
+        scenario = _scenario(project, spec_case.scenario)
     build = (spec_case.build if spec_case else None) or ctx.build or "gates"
     repeat = spec_case.repeat if spec_case else 1
-    settings = resources.settings()
-    prices = {m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in settings.prices.items()}
-    gateway = ModelGateway(prices)
+    settings = project.settings
+    gateway = ModelGateway(settings.price_table())
     timeout = settings.engine.timeout_s
-    identity = {"build": build, "scenario_id": scenario.id, "repeat": repeat, "try_no": 1}
+    one_try = {"try_no": 1}  # a case never retries
 
     misses = 0
     if spec_case is not None and spec_case.output is not None:
@@ -354,16 +295,8 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
                 f"case {case.id}: no subject (the case names none and no build subject was given)"
             )
         _require_local(subject.model, "subject")
-        messages = [m.model_dump() for m in scenario.input]
-        if subject.system_prompt:
-            messages = [{"role": "system", "content": subject.system_prompt}, *messages]
-        spec = CallSpec(
-            model=subject.model,
-            messages=messages,
-            max_tokens=scenario.max_output_tokens,
-            timeout_s=timeout,
-            params=subject.params,
-            metadata={**identity, "role": "subject"},
+        spec = subject_spec(
+            subject, scenario, build=build, repeat=repeat, timeout_s=timeout, extra=one_try
         )
         text, misses, error = asyncio.run(_subject_answer(gateway, scenario, spec))
         if text is None:
@@ -374,23 +307,14 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     judged = any(a.kind in _JUDGED for a in assertions) or (spec_case is not None and spec_case.judge)
     if not judged:
         return run
-    judge = _judge_for(case, scenario, resources)
+    judge = _judge_for(case, scenario, project)
     _require_local(judge.model, "judge")
-    rubric = resources.rubric(judge)
-    reply = asyncio.run(
-        gateway.call(
-            CallSpec(
-                model=judge.model,
-                messages=render_judge_prompt(
-                    judge, rubric, scenario, output, nonce=fence_nonce(CASE_FENCE_SECRET, case.id)
-                ),
-                max_tokens=judge.max_output_tokens,
-                timeout_s=timeout,
-                params=judge.params,
-                metadata={**identity, "role": "judge", "judge_version": judge.version_id},
-            )
-        )
+    rubric = _rubric_for(project, judge)
+    nonce = fence_nonce(CASE_FENCE_SECRET, case.id)
+    spec = judge_spec(
+        judge, rubric, scenario, output, nonce=nonce, build=build, repeat=repeat, timeout_s=timeout, extra=one_try
     )
+    reply = asyncio.run(gateway.call(spec))
     if not reply.ok:
         raise CaseError(f"case {case.id}: judge call failed: {reply.error_kind}: {reply.error}")
     verdict = parse_verdict(reply.text, rubric)

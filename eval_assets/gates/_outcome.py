@@ -14,21 +14,13 @@ from __future__ import annotations
 import unittest
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eval_assets.clock import Clock, utc_now
+
 if TYPE_CHECKING:
     from eval_assets.config import Project, Subject
-
-Clock = Callable[[], datetime]
-"""Returns the current time as a timezone-aware datetime (UTC). Injected so tests control time."""
-
-
-def utc_now() -> datetime:
-    """The default clock: the wall clock, in UTC."""
-    return datetime.now(UTC)
-
 
 class GateFailed(Exception):
     """Raise from a check (or a corpus procedure) to fail with a message; not an error."""

@@ -35,9 +35,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from eval_assets.config import ConfigError, Problem
-from eval_assets.config._loader import read_yaml, validate_model
-from eval_assets.config._models import Id
+from eval_assets.config import ConfigError, Id, Problem, read_yaml, validate_model
 
 GATES_DIR = "gates"
 KINDS: tuple[str, ...] = ("case", "corpus", "property", "structural")

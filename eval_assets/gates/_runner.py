@@ -17,7 +17,6 @@ quarantined (`_quarantine`). Gates and tests run in registry order, one at a tim
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -33,7 +32,6 @@ from ._quarantine import (
     QuarantineStore,
     TestRecord,
     TryStatus,
-    naive_utc,
     quarantine_at,
 )
 from ._registry import (
@@ -45,163 +43,14 @@ from ._registry import (
     PropertyGate,
     Registry,
     SuiteTest,
-    read_registry,
     resolve_callable,
 )
+from ._results import GateResult, Status, SuiteResult
 
 if TYPE_CHECKING:
-    from eval_assets.config import BuildManifest, Subject
-    from eval_assets.stats import CheckSuiteEvidence
-    from eval_assets.warehouse import Warehouse
+    from eval_assets.config import Subject
 
-Status = Literal["pass", "fail", "pending", "error", "awaiting_assertions"]
-BLOCKING: frozenset[str] = frozenset({"fail", "error"})
 CONVERTED_GLOB = "scenarios/**/*.yaml"
-EVIDENCE_SOURCE = "deterministic_suite"
-MESSAGE_MAX_CHARS = 4000
-MAX_FINDINGS_SHOWN = 25
-
-
-@dataclass(frozen=True)
-class GateResult:
-    """One row of `gate_results`: a gate, an invalid registry entry, a converted case or a test.
-
-    `kind` is the gate kind, or `test` for an ordinary test. `blocks` is True for fail/error
-    results that are not quarantined (only tests are ever quarantined).
-    """
-
-    gate_id: str
-    kind: str
-    milestone: int | None
-    status: Status
-    duration_s: float
-    message: str
-    declared_in: str
-    retried: bool = False
-    quarantined: bool = False
-    findings: tuple[str, ...] = ()
-
-    @property
-    def blocks(self) -> bool:
-        return self.status in BLOCKING and not self.quarantined
-
-    def full_message(self) -> str:
-        """The message and the first findings, capped at MESSAGE_MAX_CHARS."""
-        lines = [self.message, *self.findings[:MAX_FINDINGS_SHOWN]]
-        if len(self.findings) > MAX_FINDINGS_SHOWN:
-            lines.append(f"... and {len(self.findings) - MAX_FINDINGS_SHOWN} more")
-        text = "\n".join(line for line in lines if line)
-        return text if len(text) <= MESSAGE_MAX_CHARS else text[:MESSAGE_MAX_CHARS] + " [cut]"
-
-
-@dataclass(frozen=True)
-class SuiteResult:
-    """The suite's results for one build: rows for `gate_results`/`test_quarantine`, and evidence."""
-
-    build: str | None
-    milestone: int
-    ran_at: datetime
-    results: tuple[GateResult, ...]
-    test_records: tuple[TestRecord, ...] = ()
-
-    @property
-    def blocking(self) -> tuple[GateResult, ...]:
-        """Results that block the release: fail or error, not quarantined."""
-        return tuple(r for r in self.results if r.blocks)
-
-    @property
-    def passed(self) -> bool:
-        """True when nothing blocks (pending, awaiting and quarantined results never block)."""
-        return not self.blocking
-
-    def counts(self) -> dict[str, int]:
-        """Number of results per status (tests included)."""
-        return dict(Counter(r.status for r in self.results))
-
-    @property
-    def retry_rate(self) -> float | None:
-        """Share of ordinary tests that were retried in this run (None when no test ran)."""
-        if not self.test_records:
-            return None
-        return sum(r.retried for r in self.test_records) / len(self.test_records)
-
-    def ids(self, status: Status) -> list[str]:
-        return [r.gate_id for r in self.results if r.status == status]
-
-    def evidence(self, source: str = EVIDENCE_SOURCE) -> CheckSuiteEvidence:
-        """Release-decision evidence: one outcome per result that can block (ran, not quarantined).
-
-        Pending and awaiting results, and quarantined tests, are left out: they never block. A suite
-        in which nothing ran therefore "decided nothing".
-        """
-        from eval_assets.stats import CheckOutcome, CheckSuiteEvidence
-
-        outcomes = tuple(
-            CheckOutcome(
-                r.gate_id, r.status == "pass", "" if r.status == "pass" else f"{r.status}: {r.message}"
-            )
-            for r in self.results
-            if r.status in ("pass", "fail", "error") and not r.quarantined
-        )
-        return CheckSuiteEvidence(source, outcomes)
-
-    def gate_rows(self) -> list[dict[str, Any]]:
-        """Rows for the `gate_results` dataset (partition: build)."""
-        ran_at = _naive(self.ran_at)
-        return [
-            {
-                "build": self.build,
-                "gate_id": r.gate_id,
-                "kind": r.kind,
-                "milestone": r.milestone,
-                "status": r.status,
-                "duration_s": round(r.duration_s, 6),
-                "message": r.full_message(),
-                "declared_in": r.declared_in,
-                "retried": r.retried,
-                "quarantined": r.quarantined,
-                "blocks": r.blocks,
-                "ran_at": ran_at,
-            }
-            for r in self.results
-        ]
-
-    def quarantine_rows(self) -> list[dict[str, Any]]:
-        """Rows to append to `test_quarantine` (one per ordinary test run)."""
-        return [r.row() for r in self.test_records]
-
-    def summary(self) -> dict[str, Any]:
-        """Counts and lists for a materialization's metadata (tracked figures included)."""
-        return {
-            "build": self.build,
-            "milestone": self.milestone,
-            "passed": self.passed,
-            "counts": self.counts(),
-            "blocking": [r.gate_id for r in self.blocking],
-            "pending": self.ids("pending"),
-            "awaiting_assertions": self.ids("awaiting_assertions"),
-            "quarantined": [r.gate_id for r in self.results if r.quarantined],
-            "tests_retried": [r.test_id for r in self.test_records if r.retried],
-            "retry_rate": self.retry_rate,
-            "duration_s": round(sum(r.duration_s for r in self.results), 3),
-        }
-
-    def text(self) -> str:
-        """One line per result, blocking ones first, then the retry rate."""
-        order = {"error": 0, "fail": 1, "awaiting_assertions": 2, "pending": 3, "pass": 4}
-        lines = []
-        for r in sorted(self.results, key=lambda r: (not r.blocks, order[r.status])):
-            flags = "".join([" (retried)" if r.retried else "", " (quarantined)" if r.quarantined else ""])
-            lines.append(f"{r.status:>19}  {r.gate_id}{flags}: {r.message}")
-        rate = self.retry_rate
-        lines.append(f"retry rate: {'n/a' if rate is None else f'{rate:.1%}'}")
-        return "\n".join(lines)
-
-
-def _naive(moment: datetime) -> datetime:
-    out = naive_utc(moment)
-    assert out is not None
-    return out
 
 
 @dataclass
@@ -500,76 +349,3 @@ def run_suite(
         if record is not None:
             records.append(record)
     return SuiteResult(build, milestone, now, tuple(results), tuple(records))
-
-
-def record_suite(warehouse: Warehouse, result: SuiteResult, run_id: str) -> dict[str, Path]:
-    """Write `gate_results` (the build's partition) and append the test runs to `test_quarantine`.
-
-    Both through the one partition writer. Raises ValueError when the result has no build.
-    Returns the files written by dataset name.
-    """
-    if result.build is None:
-        raise ValueError("a suite result without a build cannot be recorded")
-    partition = {"build": result.build}
-    written = {
-        "gate_results": warehouse.write_partition("gate_results", partition, result.gate_rows(), run_id)
-    }
-    if result.test_records:
-        written["test_quarantine"] = warehouse.write_partition(
-            "test_quarantine", partition, result.quarantine_rows(), run_id
-        )
-    return written
-
-
-def materialize_suite(
-    root: Path,
-    *,
-    build: BuildManifest,
-    warehouse: Warehouse,
-    run_id: str,
-    clock: Clock = utc_now,
-    hooks: Mapping[str, Callable[..., Any]] | None = None,
-    extra_scan_paths: Sequence[Path] = (),
-) -> SuiteResult:
-    """One `deterministic_suite` materialization: read `root/gates` leniently (a broken entry is an
-    `error` row, not a crash), run it for the build's milestone and subject with the quarantine
-    history from the warehouse, and record `gate_results` and `test_quarantine`. Returns the result
-    (its `summary()` is the materialization metadata; `passed` is the blocking check's verdict)."""
-    from ._quarantine import WarehouseQuarantineStore
-
-    registry = read_registry(root, check_imports=False)
-    result = run_suite(
-        registry,
-        milestone=build.milestone,
-        build=build.id,
-        root=root,
-        subject=build.subject,
-        clock=clock,
-        quarantine_store=WarehouseQuarantineStore(warehouse),
-        hooks=hooks,
-        extra_scan_paths=extra_scan_paths,
-    )
-    record_suite(warehouse, result, run_id)
-    return result
-
-
-def stored_evidence(warehouse: Warehouse, build: str, source: str = EVIDENCE_SOURCE) -> CheckSuiteEvidence:
-    """The release-decision evidence of the build's current `gate_results` (newest suite run).
-
-    Same rule as `SuiteResult.evidence`: one outcome per row that ran (pass/fail/error) and is not
-    quarantined. A build with no suite run yields evidence with no outcomes, which decides nothing.
-    """
-    from eval_assets.stats import CheckOutcome, CheckSuiteEvidence
-
-    frame = warehouse.query(
-        "SELECT gate_id, status, message FROM gate_results "
-        "WHERE build = ? AND status IN ('pass', 'fail', 'error') AND NOT coalesce(quarantined, false) "
-        "ORDER BY gate_id",
-        [build],
-    )
-    outcomes = []
-    for gate_id, status, message in zip(frame["gate_id"], frame["status"], frame["message"], strict=True):
-        headline = message.splitlines()[0] if isinstance(message, str) and message else ""
-        detail = "" if status == "pass" else f"{status}: {headline}"
-        outcomes.append(CheckOutcome(str(gate_id), status == "pass", detail))
-    return CheckSuiteEvidence(source, tuple(outcomes))

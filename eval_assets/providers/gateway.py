@@ -11,7 +11,6 @@ a judge. No litellm callback is registered here: callback kwargs hold the raw ke
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -43,12 +42,6 @@ class UnpricedModel(Exception):
             f"evaltrack.yaml does not register it. Add it under `prices:` in evaltrack.yaml, e.g.\n"
             f"  prices:\n    {model}: {{input_per_mtok: 3.0, output_per_mtok: 15.0}}"
         )
-
-
-@functools.cache
-def litellm_providers() -> frozenset[str]:
-    """Provider prefixes litellm can route (e.g. 'openai', 'anthropic')."""
-    return frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)
 
 
 @dataclass(frozen=True)

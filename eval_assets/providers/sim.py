@@ -5,9 +5,9 @@ request params (from the build manifest's `subject.params` or the judge file's `
 attempt's identity (build, scenario, repeat, try) arrives in litellm `metadata`. Same knobs and
 identity ⇒ same output. The sim judge reads the same prompt a real judge reads and answers in the
 same `<verdict>` format, so one parser serves both; it takes the quality marker only from the fenced
-subject output (`judging.fenced_content`), never from the scenario input or anywhere else.
+subject output (`fence.fenced_content`), never from the scenario input or anywhere else.
 
-Tools (issue 7): offered tools (`tools=`), the sim subject acts as an agent that knows which calls the
+Tools: offered tools (`tools=`), the sim subject acts as an agent that knows which calls the
 task needs. It learns them from litellm `metadata["replay_calls"]` (the scenario's recorded calls, put
 there by the engine's replay loop; metadata never reaches a real provider's request). While a recorded
 call has not been made, it emits one tool call per turn: the recorded call with probability `skill`,
@@ -27,9 +27,10 @@ import litellm  # noqa: E402
 from litellm import CustomLLM  # noqa: E402
 
 import eval_assets.providers  # noqa: F401
-from eval_assets.judging import fenced_content
+from eval_assets.canonical import canonical_arguments
+from eval_assets.fence import fenced_content
 
-from ._simmodel import (  # noqa: E402
+from .simmodel import (  # noqa: E402
     DECODING_PARAMS,
     JUDGE_KNOBS,
     POLICY_VIOLATION_TEXT,
@@ -86,8 +87,6 @@ def _field(obj: Any, name: str) -> Any:
 
 def _calls_made(messages: list[Any]) -> list[tuple[str, str]]:
     """(tool name, canonical arguments) of every tool call the assistant made so far, in order."""
-    from eval_assets.config._models import canonical_arguments
-
     made = []
     for message in messages:
         if _field(message, "role") != "assistant":
@@ -154,7 +153,7 @@ class SimSubject(CustomLLM):
         who = _identity(litellm_params)
         seed = int(knobs.get("seed", 0))
         build, sid, repeat = str(who["build"]), str(who["scenario_id"]), int(who["repeat"] or 0)
-        turn = int(who["turn"] or 1)  # issue 7: the replay loop's turn; 1 for a single call
+        turn = int(who["turn"] or 1)  # the replay loop's turn; 1 for a single call
         if (latency := float(knobs.get("latency_ms", 0))) > 0:
             await asyncio.sleep(latency / 1000.0)
         if subject_event(
@@ -179,7 +178,7 @@ class SimSubject(CustomLLM):
             skill=skill,
             noise=float(knobs.get("noise", 0.1)),
         )
-        # --- tools (issue 7): make the recorded calls first, then answer ---
+        # --- tools: make the recorded calls first, then answer ---
         tools = knobs.get("tools") or []
         if tools:
             offered = {str(_field(_field(t, "function"), "name")) for t in tools}

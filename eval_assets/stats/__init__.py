@@ -4,10 +4,11 @@ Pure typed Python over pandas/numpy/scipy (METHODS.md §1–3, §5 calibration):
 Inputs are verdict frames of one build under one judge version (see `validate_verdicts`).
 """
 
-from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates
+from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates, binomial_draws, chi_square_variance_draws
 from ._bootstrap import SCIPY_BCA_MAX_N, Interval, mean_interval, quantile_interval
 from ._calibration import (
     CALIBRATION_COLUMNS,
+    MIN_SCENARIOS,
     Calibration,
     CalibrationFrameError,
     calibrate,
@@ -23,7 +24,7 @@ from ._compare import (
 from ._decision import EXIT_CODES, Decision, ReleaseDecision, decide, exit_code
 from ._evidence import CheckOutcome, CheckSuiteEvidence, Evidence, Reason, Severity
 from ._findings import FINDING_COLUMNS, Finding, Verdict
-from ._frame import COLUMNS, VerdictFrameError, release_invariant, validate_verdicts
+from ._frame import COLUMNS, VerdictFrameError, release_invariant, scenario_table, validate_verdicts
 from ._noise import (
     BAND_TABLE_COLUMNS,
     BootstrapBand,
@@ -37,9 +38,15 @@ from ._rules import (
     Budget,
     Moments,
     chi_bar_sf,
+    concentrated_test,
     evaluate,
     exact_separation_p,
+    holm_blocks,
+    holm_inputs,
+    mean_rule_p,
+    mean_test,
     moderated_prior,
+    scenario_tests,
     weighted_holm,
 )
 from ._summary import summary_markdown
@@ -49,11 +56,20 @@ __all__ = [
     "AA_SEED",
     "AARates",
     "Budget",
+    "MIN_SCENARIOS",
     "Moments",
     "aa_rates",
+    "binomial_draws",
+    "chi_square_variance_draws",
     "between_build_variance",
     "chi_bar_sf",
+    "concentrated_test",
     "evaluate",
+    "holm_blocks",
+    "holm_inputs",
+    "mean_rule_p",
+    "mean_test",
+    "scenario_tests",
     "moderated_prior",
     "release_invariant",
     "weighted_holm",
@@ -93,6 +109,7 @@ __all__ = [
     "noise_band",
     "plot_report",
     "quantile_interval",
+    "scenario_table",
     "summary_markdown",
     "validate_verdicts",
 ]

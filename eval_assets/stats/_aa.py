@@ -98,16 +98,16 @@ def _draw(
 ) -> Moments:
     shape = (size, len(mu))
     kk = np.broadcast_to(k[None, :].astype(float), shape)
-    n = kk - _binomial(rng, kk, np.full(len(mu), p_miss)) if p_miss > 0 else kk.copy()
+    n = kk - binomial_draws(rng, kk, np.full(len(mu), p_miss)) if p_miss > 0 else kk.copy()
     safe = np.maximum(n, 1.0)
     mean = np.clip(mu[None, :] + np.sqrt(var[None, :] / safe) * rng.standard_normal(shape), 0.0, 1.0)
-    sample_var = _chi_square_variance(rng, var, n, k)
-    count_below = _binomial(rng, n, below)
+    sample_var = chi_square_variance_draws(rng, var, n, k)
+    count_below = binomial_draws(rng, n, below)
     mean = np.where(n >= 1, mean, np.nan)
     return Moments(n, mean, sample_var, count_below, kk)
 
 
-def _binomial(rng: np.random.Generator, n: np.ndarray, prob: np.ndarray) -> np.ndarray:
+def binomial_draws(rng: np.random.Generator, n: np.ndarray, prob: np.ndarray) -> np.ndarray:
     """Binomial(n, prob_i) draws, (R, m) float, by inverse cdf from one uniform each.
 
     The common outcome 0 (P = (1 - prob)^n) is decided for every draw at once; only the draws above
@@ -136,7 +136,7 @@ def _binomial(rng: np.random.Generator, n: np.ndarray, prob: np.ndarray) -> np.n
     return out
 
 
-def _chi_square_variance(rng: np.random.Generator, var: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
+def chi_square_variance_draws(rng: np.random.Generator, var: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
     """Sample variances s_i^2 chi2(n-1)/(n-1), NaN below 2 repeats.
 
     chi2 with d (whole) df is 2 x the sum of d // 2 standard exponentials, plus a squared standard

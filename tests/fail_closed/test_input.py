@@ -123,7 +123,7 @@ def test_an_alias_in_a_scenario_is_refused_by_validate(env: Env) -> None:
 
 
 def test_a_yaml_file_over_the_size_cap_is_refused_before_it_is_parsed(env: Env) -> None:
-    from eval_assets.config._yaml import MAX_YAML_BYTES
+    from eval_assets.config import MAX_YAML_BYTES
 
     rel = "scenarios/coding/coding.fix-off-by-one.yaml"
     env.edit(rel, lambda t: t + "# " + "x" * MAX_YAML_BYTES + "\n")
@@ -492,7 +492,7 @@ def _make_unwritable(path: Path) -> Callable[[], None]:
 def test_run_with_a_read_only_journal_is_refused_up_front(env: Env) -> None:
     assert env.run("build", "add", str(env.root / "examples/builds/baseline.yaml"))[0] == 0
     journal = env.home / "journal.sqlite"
-    from eval_assets.journal import open_journal
+    from eval_assets.spend import open_journal
 
     open_journal(f"sqlite:///{journal}").close()
     restore = _make_unwritable(journal)

@@ -29,9 +29,8 @@ import yaml
 from eval_assets.capability.track import RunBoundExceeded, RunRefused, Track
 from eval_assets.cli import main
 from eval_assets.config import ConfigError, Project, load_project
-from eval_assets.engine import AttemptRef
 from eval_assets.home import PROJECT_ROOT, EvalHome
-from eval_assets.journal import Ceilings
+from eval_assets.spend import AttemptRef, Ceilings
 from eval_assets.warehouse import DATASETS
 
 sys.path.insert(0, str(PROJECT_ROOT / "tests"))

@@ -19,14 +19,15 @@ from pathlib import Path
 import pytest
 
 from eval_assets.config import ConfigError, Message, Scenario, load_build, load_project
-from eval_assets.gates._outcome import GateContext
+from eval_assets.fence import fence, fence_nonce, fenced_content
+from eval_assets.gates import GateContext
 from eval_assets.gates.dogfood import security
 from eval_assets.home import PROJECT_ROOT, EvalHome
-from eval_assets.journal import open_journal
-from eval_assets.judging import fence, fence_nonce, fenced_content, parse_verdict, render_judge_prompt
+from eval_assets.judging import parse_verdict, render_judge_prompt
 from eval_assets.providers import gateway as gateway_module
 from eval_assets.providers.gateway import CallSpec, ModelGateway
 from eval_assets.redact import REDACTED, findings, redact
+from eval_assets.spend import open_journal
 from eval_assets.trajectory import ExportRefused, convert_export
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -132,7 +133,7 @@ def test_an_authorization_header_echoed_in_a_200_answer_is_redacted_before_the_j
 def test_a_key_in_a_journal_error_is_redacted(canary: str, tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from eval_assets.journal import AttemptKey, Ceilings, Reservation
+    from eval_assets.spend import AttemptKey, Ceilings, Reservation
 
     journal = open_journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
     key = AttemptKey("b", None, "s", 1, "subject", 1, 0)

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from eval_assets.gates._outcome import GateContext, Outcome
@@ -277,3 +278,133 @@ def assets_have_descriptions(ctx: GateContext) -> Outcome:
     if findings:
         return Outcome.failed(f"{len(findings)} of {seen} asset(s) without a description", findings)
     return Outcome.ok(f"all {seen} asset(s) have a description")
+
+
+# --- the import graph ----------------------------------------------------------------------------
+
+# Imports that would tie a lower floor to a higher one, each a former tie of the import circle:
+# (importer, imported, why). A module matches a name when it is that module or inside that package.
+FORBIDDEN_EDGES: tuple[tuple[str, str, str], ...] = (
+    ("eval_assets.config", "eval_assets.gates", "the scenario schema owns the assertion format"),
+    ("eval_assets.config", "eval_assets.providers.gateway", "the loader checks providers by name only"),
+    ("eval_assets.config._registry", "eval_assets.config._loader", "the registry is read by the loader"),
+    ("eval_assets.providers", "eval_assets.config", "providers import only leaves"),
+    ("eval_assets.providers", "eval_assets.spend", "the gateway scrubs with the one redaction"),
+    ("eval_assets.spend", "eval_assets.engine", "attempt identity lives in spend._keys"),
+    ("eval_assets.engine", "eval_assets.trajectory", "the runtime Replay lives in the engine"),
+    ("eval_assets.trajectory", "eval_assets.gates", "the raw-log rule lives in the domain"),
+)
+# Who else may only use public faces: these trees import the package, none is inside it.
+FACE_USERS = ("tests", "benchmarks")
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _private_package(module: str) -> str | None:
+    """The package a private module belongs to (`a.b._c.d` -> `a.b`), or None for a public module."""
+    parts = module.split(".")
+    for index, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:index])
+    return None
+
+
+def _modules(root: Path, package: str) -> dict[str, Path]:
+    """Module name -> file, for every `.py` file under `root/package` (a package is its __init__)."""
+    return {_module_name(str(p.relative_to(root))): p for p in python_files(root, package)}
+
+
+def _import_edges(root: Path, files: list[Path], known: Mapping[str, Path]) -> list[tuple[str, str, int]]:
+    """(importer, imported module, line) for every import of a module in `known`, function-local and
+    type-checking imports included. `from a import b` names the module a.b when there is one, else a;
+    a parent package's __init__, which Python runs first, is not an edge (it is the package's face)."""
+    edges = []
+    for shown, module in parsed(files, root):
+        name = _module_name(shown)
+        if shown.endswith("__init__.py"):
+            name = f"{name}.__init__"  # relative imports resolve against the package itself
+        for node in ast.walk(module):
+            for imported in _imported_names(node, name):
+                target = imported if imported in known else None
+                if target is None and isinstance(node, ast.ImportFrom) and imported.rpartition(".")[0] in known:
+                    continue  # `from pkg import name`: the name is not a module; the head is counted
+                if target is not None:
+                    edges.append((_module_name(shown), target, getattr(node, "lineno", 0)))
+    return sorted(set(edges))
+
+
+def _cycles(edges: Iterable[tuple[str, str, int]]) -> list[list[str]]:
+    """Every strongly connected component with more than one module (or a module importing itself),
+    each as a sorted list: Tarjan's algorithm, iterative."""
+    graph: dict[str, set[str]] = {}
+    for a, b, _ in edges:
+        graph.setdefault(a, set()).add(b)
+        graph.setdefault(b, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph[node]:
+                    out.append(sorted(component))
+    return sorted(out)
+
+
+def import_graph(ctx: GateContext) -> Outcome:
+    """The import graph of eval_assets/ (read from the source, nothing imported) has no cycle; no
+    module imports a `_private` module of a package it is not inside (tests/ and benchmarks/ are
+    inside none: they use the faces); and no import runs along a FORBIDDEN_EDGES pair."""
+    known = _modules(ctx.root, PACKAGE)
+    if not known:
+        return Outcome.failed(f"no Python files found under {PACKAGE}/: the walk would prove nothing")
+    edges = _import_edges(ctx.root, sorted(known.values()), known)
+    findings = []
+    for component in _cycles(edges):
+        ties = sorted({f"{a} -> {b}" for a, b, _ in edges if a in component and b in component})
+        findings.append(f"import cycle of {len(component)} module(s): {'; '.join(ties)}")
+    outside = [p for tree in FACE_USERS if (ctx.root / tree).is_dir() for p in python_files(ctx.root, tree)]
+    for importer, imported, line in edges + _import_edges(ctx.root, outside, known):
+        package = _private_package(imported)
+        if package is not None and not _within(importer, package):
+            findings.append(f"{importer}:{line} imports {imported}, private to {package}: use its face")
+        for low_floor, high_floor, why in FORBIDDEN_EDGES:
+            if _within(importer, low_floor) and _within(imported, high_floor):
+                findings.append(f"{importer}:{line} imports {imported}: forbidden ({why})")
+    if findings:
+        return Outcome.failed(f"{len(findings)} import-graph finding(s)", findings)
+    return Outcome.ok(
+        f"{len(known)} module(s), {len(edges)} import(s): no cycle, no private import across a package "
+        f"boundary, none of {len(FORBIDDEN_EDGES)} forbidden edges"
+    )

@@ -14,8 +14,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from eval_assets.config import BoolScale, FloatScale, IntScale, LabelScale, Rubric, load_file
+from eval_assets.fence import FENCE_LABELS, fence, fence_nonce, fenced_content
 from eval_assets.gates._outcome import GateContext
-from eval_assets.judging import FENCE_LABELS, fence, fence_nonce, fenced_content, parse_verdict
+from eval_assets.judging import parse_verdict
 
 # Fragments that try to close a fence, open a verdict, or look like either.
 _HOSTILE = [

@@ -5,40 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from eval_assets.config._loader import read_yaml
+from eval_assets.config import read_yaml
 from eval_assets.gates._cases import load_case
 from eval_assets.gates._outcome import GateContext
-
-# Fields a raw event log carries and a converted case must not (ADR-0022: timestamps, identifiers,
-# usage and cost are discarded). The scenario's own top-level `id` is derived from content: allowed.
-RAW_LOG_FIELDS = frozenset(
-    {
-        "timestamp",
-        "timestamps",
-        "created",
-        "created_at",
-        "updated_at",
-        "started_at",
-        "ended_at",
-        "time",
-        "request_id",
-        "response_id",
-        "message_id",
-        "trace_id",
-        "span_id",
-        "run_id",
-        "session_id",
-        "call_id",
-        "tool_call_id",
-        "usage",
-        "prompt_tokens",
-        "completion_tokens",
-        "total_tokens",
-        "cost",
-        "cost_usd",
-        "price",
-    }
-)
+from eval_assets.trajectory import RAW_LOG_FIELDS
 
 
 def _raw_fields(node: Any, where: str = "") -> list[str]:

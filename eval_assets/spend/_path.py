@@ -14,14 +14,17 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from eval_assets.journal import Ceilings, JournalRow, Refusal, SpendJournal
-from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway
+from eval_assets.clock import utc_now
 
-if TYPE_CHECKING:
-    from eval_assets.engine import AttemptRef
+from ._journal import SpendJournal
+from ._keys import AttemptRef
+from ._values import Ceilings, JournalRow, Refusal
+
+if TYPE_CHECKING:  # the spend path calls a gateway it is given; importing one imports litellm
+    from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway
 
 
 @dataclass(frozen=True)
@@ -46,10 +49,6 @@ class Reused:
     error: str | None
     retryable: bool
     tool_calls: list[dict[str, Any]] | None = None  # a tool-call turn's calls (replay loop)
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class SpendPath:
@@ -101,7 +100,7 @@ class SpendPath:
                 return _reused(decision.row)  # an earlier run paid for this try: read it back
             # reserved by a run that died before settling: the provider may have been paid; the
             # reservation keeps counting against the ceilings, and this try is not made again. Its
-            # cost is what was settled for it: nothing (issue 11: stored costs are settled costs).
+            # cost is what was settled for it: nothing (stored costs are settled costs).
             return Reused(
                 False,
                 None,

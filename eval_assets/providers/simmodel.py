@@ -17,7 +17,7 @@ SUBJECT_KNOBS = frozenset(
     {"skill", "noise", "scenario_skill", "policy_violation_rate", "error_rate", "latency_ms", "seed"}
 )
 JUDGE_KNOBS = frozenset({"bias", "noise", "malformed_rate", "latency_ms", "seed"})
-# `tool_choice` (issue 7): the replay loop sends "none" on an attempt's last turn, which must answer.
+# `tool_choice`: the replay loop sends "none" on an attempt's last turn, which must answer.
 DECODING_PARAMS = frozenset({"max_tokens", "max_retries", "temperature", "tools", "tool_choice"})
 
 
@@ -66,7 +66,7 @@ def judge_value(
     return float(math.floor(value + 0.5)) if integer else value
 
 
-# --- tools (issue 7): the sim subject as an agent that calls recorded tools --------------------------
+# --- tools: the sim subject as an agent that calls recorded tools --------------------------
 
 WRONG_CALL_PENALTY = 0.1
 """Latent quality lost per tool call the recording did not hold (the agent worked from an error)."""

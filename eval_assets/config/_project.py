@@ -1,0 +1,32 @@
+"""The project: everything checked in under the project root, validated together by `load_project`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._models import Judge, Rubric, Scenario
+from ._settings import Settings
+
+
+@dataclass(frozen=True)
+class Project:
+    """Everything checked in under the project root, validated together."""
+
+    root: Path
+    settings: Settings
+    rubrics: dict[str, Rubric]  # key: "<id>-v<version>"
+    judges: dict[str, Judge]  # key: version id "<name>-v<version>"
+    scenarios: dict[str, Scenario]
+    sources: dict[str, Path] = field(default_factory=dict)  # object key -> file it came from
+
+    @property
+    def active_judges(self) -> list[Judge]:
+        return [j for j in sorted(self.judges.values(), key=lambda j: j.version_id) if j.status == "active"]
+
+    def rubric_for(self, judge: Judge) -> Rubric:
+        return self.rubrics[f"{judge.rubric.id}-v{judge.rubric.version}"]
+
+    def scenarios_for(self, judge: Judge) -> list[Scenario]:
+        """Scenarios scored by `judge`, in id order."""
+        return [s for _, s in sorted(self.scenarios.items()) if s.judge == judge.name]

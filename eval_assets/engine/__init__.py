@@ -1,0 +1,33 @@
+"""The run engine: plain asyncio, no Dagster.
+
+Runs every (scenario, repeat) attempt of a build with bounded concurrency per model, a per-call
+timeout, bounded retries with jittered backoff on retryable errors only, and deterministic attempt
+keys (`eval_assets.spend.AttemptRef`). Every try goes through the one spend path (reserve -> call ->
+settle). A provider error is an attempt with status `error` and a reason, never a score.
+
+`_calls`: the one subject/judge `CallSpec` builder; `_replay`: the replay loop for a scenario with
+tools, and `Replay`, which answers its tool calls from the recording; `_results`: what a run returns;
+`_engine`: the retry engine.
+"""
+
+from ._calls import judge_spec, subject_spec
+from ._engine import Engine
+from ._replay import MISS_PREFIX, Replay, ReplayRun, ToolAnswer, TurnCall, replay_loop
+from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult
+
+__all__ = [
+    "MISS_PREFIX",
+    "CallResult",
+    "Engine",
+    "JudgeResult",
+    "Progress",
+    "Replay",
+    "ReplayRun",
+    "StoredAttempt",
+    "SubjectResult",
+    "ToolAnswer",
+    "TurnCall",
+    "judge_spec",
+    "replay_loop",
+    "subject_spec",
+]

@@ -1,0 +1,338 @@
+"""The retry engine: runs attempts through the one spend path, with bounded concurrency per model, a
+per-call timeout, bounded retries with jittered backoff on retryable errors only, and a run deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from eval_assets.config import Bounds, BuildManifest, Judge, Rubric, Scenario
+from eval_assets.config import Engine as EngineSettings
+from eval_assets.fence import fence_nonce
+from eval_assets.judging import parse_verdict, policy_failures
+from eval_assets.providers.gateway import CallOutcome, CallSpec
+from eval_assets.spend import AttemptRef, Refused, Reused, SpendPath, attempt_id, cut_reason
+
+from ._calls import judge_spec, subject_spec
+from ._replay import replay_loop
+from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult
+
+
+@dataclass
+class Engine:
+    """Runs attempts through the spend path. One instance per event loop run."""
+
+    spend: SpendPath
+    settings: EngineSettings
+    jitter: random.Random = field(default_factory=random.Random)
+    progress: Progress = field(default_factory=Progress)
+    fence_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
+    """Keys the judge prompts' fence nonces (fence.fence_nonce); the track passes its home's secret."""
+    bounds: Bounds = field(default_factory=Bounds)
+    clock: Callable[[], float] = time.monotonic  # the run deadline's clock (seconds)
+    _limits: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    _stopped: dict[tuple[str, str | None], str] = field(default_factory=dict)  # (scenario, judge) -> reason
+    _deadline: float | None = None
+    deadline_passed: bool = False  # a try was not started because bounds.run_deadline_s had passed
+
+    def start_clock(self) -> None:
+        """Start the run's wall-clock deadline (bounds.run_deadline_s) now; the Track calls it."""
+        self._deadline = self.clock() + self.bounds.run_deadline_s
+
+    def _past_deadline(self) -> bool:
+        if self._deadline is not None and self.clock() >= self._deadline:
+            self.deadline_passed = True
+        return self.deadline_passed
+
+    def _limit(self, model: str) -> asyncio.Semaphore:
+        if model not in self._limits:
+            self._limits[model] = asyncio.Semaphore(self.settings.concurrency_per_model)
+        return self._limits[model]
+
+    async def call(self, ref: AttemptRef, spec: CallSpec) -> CallResult:
+        """Up to `max_tries` tries; retries only retryable errors; a refused reservation excludes."""
+        stop_key = (ref.scenario_id, ref.judge_version)
+        cost = 0.0
+        last: CallOutcome | Reused | None = None
+        for try_no in range(1, self.settings.max_tries + 1):
+            if stop_key in self._stopped:
+                return CallResult("excluded", None, try_no - 1, cost, excluded_reason=self._stopped[stop_key])
+            tried = replace(spec, metadata={**spec.metadata, "try_no": try_no})
+            async with self._limit(spec.model):
+                if self._past_deadline():  # no new try once the run's deadline passed; none is half made
+                    return CallResult(
+                        "error",
+                        None,
+                        try_no - 1,
+                        cost,
+                        error_kind="run_deadline",
+                        error=f"bounds.run_deadline_s={self.bounds.run_deadline_s:g} passed before try {try_no}",
+                    )
+                outcome = await self.spend.call(ref, try_no, tried)
+            if (
+                not isinstance(outcome, Refused)
+                and outcome.ok
+                and (cut := cut_reason(outcome.text)) is not None
+            ):
+                # bounds.max_output_bytes: kept (cut, marked) as the attempt's output, an error, never judged
+                return CallResult(
+                    "error",
+                    outcome.text,
+                    try_no,
+                    cost + outcome.cost_usd,
+                    outcome.prompt_tokens,
+                    outcome.completion_tokens,
+                    getattr(outcome, "latency_s", 0.0),
+                    error_kind="output_cap",
+                    error=cut,
+                    reused=isinstance(outcome, Reused),
+                )
+            if isinstance(outcome, Reused):
+                if outcome.ok:
+                    return CallResult(
+                        "ok",
+                        outcome.text,
+                        try_no,
+                        cost + outcome.cost_usd,
+                        outcome.prompt_tokens,
+                        outcome.completion_tokens,
+                        reused=True,
+                        # a reused tool-call turn needs its calls back to go on (the replay loop
+                        # refuses a reused turn whose calls the journal did not keep)
+                        tool_calls=outcome.tool_calls,
+                    )
+                cost += outcome.cost_usd
+                last = outcome
+                if not outcome.retryable:
+                    return CallResult(
+                        "error",
+                        None,
+                        try_no,
+                        cost,
+                        error_kind=outcome.error_kind,
+                        error=outcome.error,
+                        reused=True,
+                    )
+                continue  # a settled failure from an earlier run: go on to the next try
+            if isinstance(outcome, Refused):
+                if outcome.stops_scenario:
+                    self._stopped.setdefault(stop_key, outcome.reason)
+                return CallResult("excluded", None, try_no - 1, cost, excluded_reason=outcome.reason)
+            cost += outcome.cost_usd
+            if outcome.ok:
+                return CallResult(
+                    "ok",
+                    outcome.text,
+                    try_no,
+                    cost,
+                    outcome.prompt_tokens,
+                    outcome.completion_tokens,
+                    outcome.latency_s,
+                    tool_calls=outcome.tool_calls,
+                )
+            last = outcome
+            if not outcome.retryable or try_no == self.settings.max_tries:
+                break
+            await asyncio.sleep(self._backoff(try_no))
+        assert last is not None
+        return CallResult(
+            "error",
+            None,
+            self.settings.max_tries if last.retryable else try_no,
+            cost,
+            error_kind=last.error_kind,
+            error=last.error,
+        )
+
+    def _backoff(self, try_no: int) -> float:
+        """Exponential backoff with full jitter in [base/2, cap]: bounded, not pinned."""
+        cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * 2 ** (try_no - 1))
+        return cap * (0.5 + 0.5 * self.jitter.random())
+
+    # --- subject -------------------------------------------------------------------------------
+
+    async def run_subject(
+        self, build: BuildManifest, scenario: Scenario, repeat: int, generation: int = 0
+    ) -> SubjectResult:
+        """One attempt: a single call, or the replay loop for a scenario with tools."""
+        ref = AttemptRef(build.id, scenario.id, repeat, "subject", None, generation)
+        spec = subject_spec(
+            build.subject, scenario, build=build.id, repeat=repeat, timeout_s=self.settings.timeout_s
+        )
+        if scenario.tools:
+            run = await replay_loop(scenario, spec, lambda turn, s: self.call(replace(ref, turn=turn), s))
+            result, turns, misses = run.call, run.turns, run.replay_misses
+        else:
+            result = await self.call(ref, spec)
+            turns, misses = (1 if result.tries else 0), 0
+        self.progress.tick(result)
+        return SubjectResult(
+            scenario,
+            repeat,
+            attempt_id(build.id, scenario.id, repeat),
+            result,
+            policy_failures(result.text, scenario),
+            turns,
+            misses,
+        )
+
+    async def run_subjects(
+        self, build: BuildManifest, scenarios: Sequence[Scenario], generation: int = 0
+    ) -> list[SubjectResult]:
+        """Every (scenario, repeat) attempt of `build`, ordered by (scenario_id, repeat)."""
+        jobs = [(s, r) for s in scenarios for r in range(1, s.repeats + 1)]
+        self.progress.planned += len(jobs)
+        results = await asyncio.gather(*(self.run_subject(build, s, r, generation) for s, r in jobs))
+        return sorted(results, key=lambda x: (x.scenario.id, x.repeat))
+
+    # --- judge ---------------------------------------------------------------------------------
+
+    async def judge_one(
+        self,
+        *,
+        build: BuildManifest,
+        judge: Judge,
+        rubric: Rubric,
+        scenario: Scenario,
+        attempt: StoredAttempt,
+        generation: int = 0,
+    ) -> JudgeResult:
+        """Score one stored subject attempt. Fails closed; never calls for an attempt with no output."""
+
+        def unscored(status: Literal["failed", "excluded"], reason: str) -> JudgeResult:
+            return JudgeResult(
+                attempt.scenario_id, attempt.repeat, status, None, reason, attempt.policy_failures, 0.0, 0
+            )
+
+        if attempt.status == "excluded":
+            return unscored("excluded", attempt.excluded_reason or "subject attempt excluded")
+        if attempt.status != "ok" or attempt.output is None:
+            return unscored("failed", f"subject attempt errored: {attempt.error or attempt.status}")
+        if judge.family == build.subject.family and not scenario.family_exemption:
+            return unscored(
+                "failed",
+                f"judge family {judge.family!r} equals the subject's; scenario {scenario.id} records no exemption",
+            )
+        ref = AttemptRef(build.id, scenario.id, attempt.repeat, "judge", judge.version_id, generation)
+        spec = judge_spec(
+            judge,
+            rubric,
+            scenario,
+            attempt.output,
+            nonce=fence_nonce(self.fence_secret, ref.fence_id),
+            build=build.id,
+            repeat=attempt.repeat,
+            timeout_s=self.settings.timeout_s,
+        )
+        prompt_bytes = sum(
+            len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in spec.messages
+        )
+        if prompt_bytes > self.bounds.max_judge_prompt_bytes:
+            return unscored(
+                "failed",
+                f"judge prompt of {prompt_bytes} bytes exceeds bounds.max_judge_prompt_bytes="
+                f"{self.bounds.max_judge_prompt_bytes}; no call made",
+            )
+        result = await self.call(ref, spec)
+        self.progress.tick(result)
+        if result.status == "excluded":
+            return JudgeResult(
+                attempt.scenario_id,
+                attempt.repeat,
+                "excluded",
+                None,
+                result.excluded_reason,
+                attempt.policy_failures,
+                result.cost_usd,
+                result.tries,
+            )
+        if result.status == "error":
+            return JudgeResult(
+                attempt.scenario_id,
+                attempt.repeat,
+                "failed",
+                None,
+                f"judge call failed: {result.error_kind}: {result.error}",
+                attempt.policy_failures,
+                result.cost_usd,
+                result.tries,
+            )
+        verdict = parse_verdict(result.text, rubric)
+        return JudgeResult(
+            attempt.scenario_id,
+            attempt.repeat,
+            verdict.status,
+            verdict,
+            verdict.failure_reason,
+            attempt.policy_failures,
+            result.cost_usd,
+            result.tries,
+        )
+
+    async def judge_attempts(
+        self,
+        build: BuildManifest,
+        judge: Judge,
+        rubric: Rubric,
+        scenarios: dict[str, Scenario],
+        attempts: Sequence[StoredAttempt],
+        generation: int = 0,
+    ) -> list[JudgeResult]:
+        """Score stored attempts (those whose scenario uses this judge), ordered by (scenario, repeat)."""
+        todo = [a for a in attempts if a.scenario_id in scenarios]
+        self.progress.planned += len(todo)
+        results = await asyncio.gather(
+            *(
+                self.judge_one(
+                    build=build,
+                    judge=judge,
+                    rubric=rubric,
+                    scenario=scenarios[a.scenario_id],
+                    attempt=a,
+                    generation=generation,
+                )
+                for a in todo
+            )
+        )
+        return sorted(results, key=lambda x: (x.scenario_id, x.repeat))
+
+    async def run_and_judge(
+        self,
+        build: BuildManifest,
+        scenarios: Sequence[Scenario],
+        judges: Sequence[tuple[Judge, Rubric]],
+    ) -> tuple[list[SubjectResult], dict[str, list[JudgeResult]]]:
+        """Pipelined: each attempt is judged by every applicable judge as soon as it finishes."""
+        verdicts: dict[str, list[JudgeResult]] = {j.version_id: [] for j, _ in judges}
+
+        async def one(scenario: Scenario, repeat: int) -> SubjectResult:
+            subject = await self.run_subject(build, scenario, repeat)
+            stored = StoredAttempt(
+                scenario.id,
+                repeat,
+                subject.call.status,
+                subject.call.text,
+                subject.policy_failures,
+                subject.call.excluded_reason,
+                subject.call.error,
+            )
+            for judge, rubric in judges:
+                if scenario.judge == judge.name:
+                    verdicts[judge.version_id].append(
+                        await self.judge_one(
+                            build=build, judge=judge, rubric=rubric, scenario=scenario, attempt=stored
+                        )
+                    )
+            return subject
+
+        jobs = [(s, r) for s in scenarios for r in range(1, s.repeats + 1)]
+        self.progress.planned += len(jobs) * (1 + 0)
+        subjects = await asyncio.gather(*(one(s, r) for s, r in jobs))
+        for rows in verdicts.values():
+            rows.sort(key=lambda x: (x.scenario_id, x.repeat))
+        return sorted(subjects, key=lambda x: (x.scenario.id, x.repeat)), verdicts

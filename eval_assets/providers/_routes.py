@@ -1,0 +1,20 @@
+"""Which providers a model id may name: the in-process sim providers, or one litellm routes.
+
+A leaf: litellm is imported only when a non-sim provider must be checked (it is slow to import, and
+`evaltrack validate` of a sim-only project never needs it).
+"""
+
+from __future__ import annotations
+
+import functools
+
+# Providers served in-process (custom litellm providers); everything else must be a litellm provider.
+LOCAL_PROVIDERS = frozenset({"sim", "simjudge"})
+
+
+@functools.cache
+def litellm_providers() -> frozenset[str]:
+    """Provider prefixes litellm can route (e.g. 'openai', 'anthropic')."""
+    import litellm
+
+    return frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)

@@ -1,0 +1,134 @@
+"""The two backends: opening SQLite (WAL) or PostgreSQL from a journal URL, and recognising a lock
+timeout."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+
+from ._values import JournalError
+
+_WRITE_OPTION = "eval_track_journal_write"
+
+DEFAULT_LOCK_WAIT_S = 5.0
+
+
+"""How long `open_journal` waits for another writer's lock before calling the journal locked."""
+
+
+BUSY_TIMEOUT_S = 30.0
+
+
+"""How long an operation on an open SQLite journal waits for another process's write lock."""
+
+
+def _is_lock_timeout(exc: sa.exc.DBAPIError) -> bool:
+    orig = exc.orig
+    if getattr(orig, "sqlstate", None) == "55P03":  # PostgreSQL lock_not_available
+        return True
+    return getattr(orig, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _parse_url(url: str) -> sa.URL:
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise JournalError(f"not a database URL: {url!r}") from exc
+    backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
+    if backend == "sqlite" and driver == "pysqlite":
+        return parsed
+    if backend == "postgresql" and "+" not in parsed.drivername:
+        return parsed.set(drivername="postgresql+psycopg")
+    if backend == "postgresql" and driver == "psycopg":
+        return parsed
+    raise JournalError(
+        f"unsupported journal URL {parsed.render_as_string(hide_password=True)}: "
+        "use sqlite:///path/journal.sqlite or postgresql+psycopg://user@host:port/db"
+    )
+
+
+def _sqlite_path(parsed: sa.URL) -> Path:
+    database = parsed.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        raise JournalError(
+            "a SQLite journal needs a file (sqlite:///path/journal.sqlite): an in-memory database "
+            "cannot be shared between processes"
+        )
+    path = Path(database)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise JournalError(f"cannot create the journal directory {path.parent}: {exc}") from exc
+    return path
+
+
+def _probe_sqlite(path: Path, lock_wait_s: float) -> None:
+    """Open `path`, switch it to WAL, check its integrity and take and drop the write lock."""
+    try:
+        con = sqlite3.connect(path, timeout=lock_wait_s, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise JournalError(f"cannot open the SQLite journal {path}: {exc}") from exc
+    try:
+        (mode,) = con.execute("PRAGMA journal_mode=WAL").fetchone()
+        if str(mode).lower() != "wal":
+            raise JournalError(f"the SQLite journal {path} cannot use WAL mode (got {mode!r})")
+        con.execute("BEGIN IMMEDIATE")
+        try:  # a write, rolled back: a read-only journal passes BEGIN IMMEDIATE and fails at its first write
+            con.execute("CREATE TABLE evaltrack_write_probe (x)")
+        finally:
+            con.execute("ROLLBACK")
+        problems = [r[0] for r in con.execute("PRAGMA quick_check").fetchall()]
+        if problems != ["ok"]:
+            raise JournalError(f"the SQLite journal {path} is corrupt: {'; '.join(problems[:3])}")
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise JournalError(
+                f"the SQLite journal {path} is locked by another program (waited {lock_wait_s:g} s); "
+                "close it (or stop the process holding it) and retry"
+            ) from exc
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY:
+            raise JournalError(
+                f"the SQLite journal {path} is read-only ({exc}): make it (and its directory) writable, "
+                "or set spend.journal_url in evaltrack.yaml to a writable journal"
+            ) from exc
+        raise JournalError(f"cannot use the SQLite journal {path}: {exc}") from exc
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(f"the SQLite journal {path} is not a usable SQLite database ({exc})") from exc
+    finally:
+        con.close()
+
+
+def _sqlite_engine(parsed: sa.URL) -> Engine:
+    engine = sa.create_engine(
+        parsed, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}, pool_size=8
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # SQLAlchemy emits BEGIN itself (below); the driver's own transaction handling is off.
+        dbapi_connection.isolation_level = None
+        # NORMAL (in WAL mode): commits survive any process crash, not an OS crash (module docstring).
+        dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # IMMEDIATE takes the write lock before the first read, so read-check-insert is atomic.
+        write = conn.get_execution_options().get(_WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def _postgres_engine(parsed: sa.URL) -> Engine:
+    return sa.create_engine(
+        parsed,
+        connect_args={"connect_timeout": 10, "application_name": "eval-track-journal"},
+        pool_size=10,
+        max_overflow=20,
+        pool_pre_ping=True,
+    )
