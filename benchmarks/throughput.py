@@ -49,7 +49,7 @@ from eval_assets.providers.gateway import CallSpec, ModelGateway  # noqa: E402
 from eval_assets.spend import AttemptRef, SpendPath, open_journal  # noqa: E402
 
 PROJECT = load_project(ROOT)
-FENCE_SECRET = b"throughput benchmark: fence secret"
+FENCE = b"throughput benchmark: fence secret"
 JUDGE = PROJECT.judges["helpfulness-v1"]
 RUBRIC = PROJECT.rubric_for(JUDGE)
 PRICES = PROJECT.settings.price_table()
@@ -79,7 +79,7 @@ def engine(tmp: Path, concurrency: int) -> Engine:
     journal = open_journal(f"sqlite:///{tmp / f'journal-{time.time_ns()}.sqlite'}")
     settings = EngineSettings(concurrency_per_model=concurrency, timeout_s=TIMEOUT_S, max_tries=3)
     spend = SpendPath(journal, ModelGateway(PRICES), run_id="bench")
-    return Engine(spend=spend, settings=settings, jitter=random.Random(0), fence_secret=FENCE_SECRET)
+    return Engine(spend=spend, settings=settings, jitter=random.Random(0), fence_secret=FENCE)
 
 
 def run_engine(
@@ -119,7 +119,7 @@ def raw_workload(n: int, subjects: list[SubjectResult], latency_ms: int, judge: 
             done = by_key[(scenario.id, repeat)]
             if judge and done.call.status == "ok" and done.call.text is not None:
                 ref = AttemptRef(b.id, scenario.id, repeat, "judge", JUDGE.version_id)
-                nonce = fence_nonce(FENCE_SECRET, ref.fence_id)  # the engine's nonce for this attempt
+                nonce = fence_nonce(FENCE, ref.fence_id)  # the engine's nonce for this attempt
                 calls.append(
                     judge_spec(
                         JUDGE,
