@@ -2,7 +2,7 @@
 
 `run_bridge` is one materialization of `calibration_offsets` [judge_to]: for a judge version that
 declares `bridges_from`, it makes sure both versions have current verdicts on the bridge builds
-(reusing existing ones), pairs the outputs both versions scored, computes METHODS §5 with
+(reusing existing ones), pairs the outputs both versions scored, computes docs/methods.md: bridges with
 `eval_assets.stats.calibrate`, and writes one row through the one partition writer.
 `published_offset` is what release decisions and trend views read: a bridging version is not used
 by a release decision until its offset is published, and only trend views ever apply it.
@@ -297,7 +297,7 @@ def to_new_scale(row: Mapping[str, Any], old_points: float) -> float:
     """An old-version score (in the row's unit) on the new version's scale, for TREND views only.
 
     Applies the published equating function when present, else the constant offset. Raises
-    ValueError for an unpublished row. Release comparisons never call this (METHODS §4).
+    ValueError for an unpublished row. Release comparisons never call this (docs/methods.md: judge versions).
     """
     if not row.get("published"):
         raise ValueError(f"calibration for {row.get('judge_to')} is not published")

@@ -1,4 +1,4 @@
-"""Human scores (METHODS §6, HIP-0129 §3 score immutability): import, append-only storage, agreement.
+"""Human scores (docs/methods.md: human scores; scores are immutable): import, append-only storage, agreement.
 
 `import_scores` reads a CSV or JSONL file of human scores, validates EVERY row against its rubric with
 the verdict parser's own value checks (`judging.check_criteria`), and either rejects the whole file

@@ -121,7 +121,7 @@ def _require_verdicts(track: Track, build: str, judge_version: str) -> pd.DataFr
 
 
 def run_noise_bands(track: Track, build: str, judge_version: str, run_id: str) -> Summary:
-    """The build's own noise band under one judge version (METHODS §2); writes `noise_bands`."""
+    """The build's own noise band under one judge version (docs/methods.md: noise band); writes `noise_bands`."""
     track.build(build)  # an unknown build is refused before anything is read
     track.judge(judge_version)
     band = band_for(track, build, judge_version, _require_verdicts(track, build, judge_version))

@@ -1,6 +1,6 @@
 """Trajectories into cases: convert a redacted trajectory export into scenario files.
 
-ADR-0022: conversion consumes the already-redacted export (never the raw event log), replays recorded
+design rule: conversion consumes the already-redacted export (never the raw event log), replays recorded
 tool results rather than re-executing tools, and discards timestamps, identifiers, usage and cost. A
 converted case is `source: trajectory` and never blocks a release until a person writes its
 assertions; this module never writes one. The export format: docs/trajectory-export.md.
@@ -43,7 +43,7 @@ from eval_assets.config import (
     validate_model,
 )
 
-# Fields a raw event log carries and a converted case must not (ADR-0022: timestamps, identifiers,
+# Fields a raw event log carries and a converted case must not (design rule: timestamps, identifiers,
 # usage and cost are discarded); the trajectory gate fails a case holding one, and the converter
 # refuses an export that would carry one into a case. The scenario's own top-level `id` is derived
 # from content: allowed.

@@ -24,9 +24,17 @@ JUDGE = "helpfulness-v1"
 
 
 def _project_copy(dest: Path) -> Path:
-    """The shipped project with a slow, narrow engine so a kill lands mid-run."""
+    """The shipped project with a slow, narrow engine so a kill lands mid-run, and without the one
+    scenario's deliberately low `ceiling_usd`: a reservation in flight at the kill keeps counting
+    against its scope's ceiling (fail closed), so under a ceiling the resumed run may settle fewer
+    attempts than a clean one, depending on when the kill lands. This test is about paying no attempt
+    twice; what a ceiling does after a crash is pinned by the journal's contract tests."""
     for sub in ("scenarios", "rubrics", "judges", "examples"):
         shutil.copytree(ROOT / sub, dest / sub)
+    for path in (dest / "scenarios").rglob("*.yaml"):
+        scenario = yaml.safe_load(path.read_text())
+        if scenario.pop("ceiling_usd", None) is not None:
+            path.write_text(yaml.safe_dump(scenario, sort_keys=False))
     settings = yaml.safe_load((ROOT / "evaltrack.yaml").read_text())
     settings["engine"] = {"concurrency_per_model": 4, "timeout_s": 30, "max_tries": 3}
     (dest / "evaltrack.yaml").write_text(yaml.safe_dump(settings))

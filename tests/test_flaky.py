@@ -1,4 +1,4 @@
-"""Flaky ordinary tests (METHODS §8), with an injected clock: retry, quarantine, expiry; gates exempt."""
+"""Flaky ordinary tests (docs/methods.md: flaky tests), with an injected clock: retry, quarantine, expiry; gates exempt."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prompt safety (METHODS §4): no weights in the prompt, untrusted content stays fenced, the verdict is
+"""Prompt safety (docs/methods.md: judge versions): no weights in the prompt, untrusted content stays fenced, the verdict is
 read only from the judge's final structured answer. Property tests over every shipped judge and over
 generated rubrics, scenario inputs and subject outputs.
 

@@ -1,4 +1,4 @@
-"""Statistical acceptance of capability reports and release decisions (METHODS §3, issue 3).
+"""Statistical acceptance of capability reports and release decisions (docs/methods.md, issue 3).
 
 Simulation. Scores are drawn from the sim provider's own model, `subject_quality` (quality =
 clip(skill + noise * N(0, 1), 0, 1), seeded by (seed, build, scenario, repeat)), called per attempt

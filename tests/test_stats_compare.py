@@ -1,4 +1,4 @@
-"""Capability reports and release decisions: each rule of METHODS §3, bad input, rendering."""
+"""Capability reports and release decisions: each rule of docs/methods.md, bad input, rendering."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ class Track:
     # --- engine --------------------------------------------------------------------------------
 
     def ceilings_for(self, ref: AttemptRef) -> Ceilings:
-        """The three ceilings that apply to one call (METHODS §7)."""
+        """The three ceilings that apply to one call (docs/methods.md: spend ceilings)."""
         spend = self.project.settings.spend
         scenario = self.project.scenarios.get(ref.scenario_id)
         own = scenario.ceiling_usd if scenario is not None else None
@@ -137,7 +137,7 @@ class Track:
             clock=self.clock,
         )
 
-    # --- one run per build, asset and partition (issue 11) -------------------------------------
+    # --- one run per build, asset and partition -------------------------------------
 
     @contextmanager
     def lease(
@@ -224,7 +224,7 @@ class Track:
                 "errors": statuses.count("error"),
                 "excluded": statuses.count("excluded"),
                 "policy_failures": int(sum(r["policy_failures"] for r in rows)),
-                # replay loop (issue 7): tool calls the recordings did not hold, over every attempt
+                # replay loop: tool calls the recordings did not hold, over every attempt
                 "replay_misses": int(sum(r["replay_misses"] for r in rows)),
                 "reused_from_journal": engine.progress.reused,
                 "spend_usd": round(sum(r["cost_usd"] for r in rows), 6),

@@ -178,7 +178,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     def waiting(row: LeaseRow) -> None:
         print(f"waiting: {row.target} is being run by {row.describe()}", flush=True)
 
-    # One run per build, asset and partition (issue 11): the leases of every paying step are taken
+    # One run per build, asset and partition: the leases of every paying step are taken
     # here, in one global order, before any call; the steps (this process) hold them re-entrantly.
     versions = [args.judge] if args.judge else [j.version_id for j in track.judges_for(manifest)]
     targets = [("scenario_runs", args.build)] + [("judge_verdicts", f"{args.build}|{v}") for v in versions]

@@ -1,6 +1,6 @@
 """The judge identity registry: `judges/registry.yaml`, the recorded content of every judge version.
 
-A judge version is ONE unit (METHODS §4, ADR-0022): model, provider family, api_base, prompt, rubric
+A judge version is ONE unit (docs/methods.md: judge versions): model, provider family, api_base, prompt, rubric
 reference AND the rubric's content, decoding params, parser version and output-token cap. The first
 time a version id is used, `record_new_versions` (the `evaltrack judges record` command) writes the
 unit's content hash, a hash per field (so a later change can be named), and its status. From then on
@@ -62,7 +62,7 @@ IDENTITY_FIELDS: tuple[str, ...] = (
 _FIELD_HASH_CHARS = 16  # names a change; the unit's own hash (full sha256) decides whether one happened
 
 _HEADER = """\
-# Judge identity registry: the recorded content of every judge version id (METHODS §4).
+# Judge identity registry: the recorded content of every judge version id (docs/methods.md: judge versions).
 # Written by `evaltrack judges record`; never edit it by hand. `evaltrack validate` refuses a judge
 # version whose content differs from what is recorded here, a deprecated version made active again,
 # a deprecated id reused, and any version or status change not recorded yet.

@@ -39,7 +39,7 @@ class Spend(Strict):
 
 
 class Bounds(Strict):
-    """Bounds on one run and on the files the project reads (HIP-0129 §7): each is a refusal or a
+    """Bounds on one run and on the files the project reads: each is a refusal or a
     recorded failure with a reason, never a silent truncation."""
 
     run_deadline_s: Annotated[float, Field(gt=0.0, le=7 * 24 * 3600.0)] = Field(

@@ -1,4 +1,4 @@
-"""Flaky-test quarantine for ordinary (non-gate) tests, METHODS §8.
+"""Flaky-test quarantine for ordinary (non-gate) tests, docs/methods.md: flaky tests.
 
 Rules, with the clock injected:
 

@@ -1,4 +1,4 @@
-"""The gate registry: `gates/*.yaml`, one file per spec area (ADR-0022, Decision).
+"""The gate registry: `gates/*.yaml`, one file per spec area (docs/design.md).
 
 A registry file is a mapping with two optional lists, both validated strictly (unknown fields are
 errors):

@@ -1,6 +1,6 @@
 """Statistics of the capability track: noise bands, capability reports and release decisions.
 
-Pure typed Python over pandas/numpy/scipy (METHODS.md §1–3, §5 calibration): no Dagster, no DuckDB, no litellm.
+Pure typed Python over pandas/numpy/scipy (docs/methods.md): no Dagster, no DuckDB, no litellm.
 Inputs are verdict frames of one build under one judge version (see `validate_verdicts`).
 """
 

@@ -1,4 +1,4 @@
-"""Calibration of a new judge version against the version it replaces (METHODS §5, bridge runs).
+"""Calibration of a new judge version against the version it replaces (docs/methods.md: bridges, bridge runs).
 
 Single-group design (Kolen & Brennan): both versions scored the SAME stored outputs, so each output
 gives a pair (old_score, new_score). Scores are in RUBRIC POINTS: for a rubric whose criteria all share
@@ -8,7 +8,7 @@ A rubric without one shared numeric scale (labels, bools, mixed scales) has no n
 scores are the normalised [0, 1] aggregate and the caller states what one rubric point is in those
 units (`point_size`, see eval_assets/bridge.py). Every figure below is in the frame's units.
 
-Published, per METHODS §5 (G = number of scenarios, the unit of inference, METHODS §1):
+Published, per docs/methods.md: bridges (G = number of scenarios, the unit of inference, docs/methods.md: unit of inference):
 - offset = mean(new - old) over the paired outputs. Its CI is offset +/- t(G - 1) * SE with a
   cluster-robust SE whose clusters are the scenarios: CR2 (Bell & McCaffrey 2002), which for a mean is
   SE^2 = sum_g E_g^2 / (1 - n_g / n) / n^2, E_g the scenario's sum of residuals (d - offset), n_g its
@@ -89,7 +89,7 @@ class ConstantOffsetTest:
 
 @dataclass(frozen=True)
 class Calibration:
-    """METHODS §5 figures for one bridge (old -> new judge version), in the frame's units."""
+    """docs/methods.md: bridges figures for one bridge (old -> new judge version), in the frame's units."""
 
     n: int
     n_scenarios: int

@@ -3,7 +3,7 @@
 Findings, each a row of the report:
 
 - `policy_failures`: any policy failure in the candidate, over attempts that produced output, blocks,
-  whatever the baseline did and whatever the scores (ADR-0022: no score outranks a policy failure);
+  whatever the baseline did and whatever the scores (design rule: no score outranks a policy failure);
 - `evidence`: too few scenarios, too many thin scenarios or too many unscored verdicts is
   `investigate` ("insufficient evidence: ..."), never allow;
 - `floor_drop` (one row per scenario): the moderated-t drop, the Fisher floor test and the collapse
@@ -89,7 +89,7 @@ _ADVICE = {
 
 
 class CrossJudgeVersionError(ValueError):
-    """Verdicts of two judge versions were about to be compared. They never are (METHODS §4)."""
+    """Verdicts of two judge versions were about to be compared. They never are (docs/methods.md: judge versions)."""
 
     @classmethod
     def for_versions(
@@ -415,7 +415,7 @@ def _moments(table: pd.DataFrame, ids: pd.Index, refill: pd.DataFrame | None = N
 
 
 def _policy_finding(base: pd.DataFrame | None, cand: pd.DataFrame) -> Finding:
-    """Any candidate policy failure blocks, whatever the baseline did (ADR-0022, METHODS §3).
+    """Any candidate policy failure blocks, whatever the baseline did (docs/methods.md: policy failures).
 
     Counts are over attempts that produced output, per scenario, for both builds.
     """

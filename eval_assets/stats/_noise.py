@@ -1,6 +1,6 @@
 """Noise bands: how far a build's suite mean (and each scenario's) moves when nothing changed.
 
-METHODS §1–2. The unit of inference is the scenario: repeats are averaged within a scenario and every
+docs/methods.md: unit of inference, noise band. The unit of inference is the scenario: repeats are averaged within a scenario and every
 standard error is taken over scenarios. The band answers "if we re-ran this same build, how far would
 the mean move?": the half-width of a `level` interval for the DIFFERENCE between two independent
 re-runs: `t(nu) * sqrt(sum_i 2 s_i^2 / K_i / n^2 + 2 tau^2)` for the suite, nu by Welch-Satterthwaite, and
@@ -139,7 +139,7 @@ class BootstrapBand:
 def noise_band(
     verdicts: pd.DataFrame, *, level: float = 0.95, rebuild: pd.DataFrame | None = None
 ) -> NoiseBand:
-    """The noise band of one build under one judge version (METHODS §2).
+    """The noise band of one build under one judge version (docs/methods.md: noise band).
 
     Only scored repeats count; failed and excluded ones are skipped (missing, not zero). A scenario
     with fewer than two scored repeats has no variance estimate: it is listed in `unusable` and left
@@ -234,7 +234,7 @@ def bootstrap_noise_band(
     Each bootstrap replicate draws K_i repeats with replacement from every usable scenario, twice,
     and records the difference of the two suite means; the half-width is half the central `level`
     percentile interval of those differences. Scenarios are never resampled (that would count the
-    within-scenario variance twice, METHODS §2). Resampling K values with replacement has variance
+    within-scenario variance twice, docs/methods.md: noise band). Resampling K values with replacement has variance
     (K-1)/K times the ddof=1 variance (-11% in half-width at K=5); with `small_sample_adjust` the
     deviations from each scenario mean are first scaled by sqrt(K/(K-1)) so that the bootstrap
     targets the same variance as the closed form. Uses only scenarios with >= 2 scored repeats.

@@ -57,7 +57,7 @@ DATASETS: dict[str, Dataset] = {
                 ("error_kind", "VARCHAR"),
                 ("error", "VARCHAR"),
                 ("excluded_reason", "VARCHAR"),
-                # replay loop (issue 7): model calls made, and tool calls the recording did not hold
+                # replay loop: model calls made, and tool calls the recording did not hold
                 ("turns", "INTEGER"),
                 ("replay_misses", "INTEGER"),
             ),
@@ -218,7 +218,7 @@ DATASETS: dict[str, Dataset] = {
             append_only=True,
         ),
         # --- judge governance ---
-        # Bridge runs (eval_assets.bridge.run_bridge): METHODS §5 figures for a judge version that
+        # Bridge runs (eval_assets.bridge.run_bridge): docs/methods.md: bridges figures for a judge version that
         # declares `bridges_from`, one row per materialization. Figures are in `unit` (rubric points
         # on [scale_low, scale_high], or the normalised score with one point = point_size); reasons
         # (one per line) say why an unpublished calibration was not published; builds comma-joined.

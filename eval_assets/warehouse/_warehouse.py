@@ -6,7 +6,7 @@ run id. The `<dataset>` view picks the newest file per partition; `<dataset>_his
 `warehouse.duckdb` holds only views (absolute paths), is rebuilt in a temp file and renamed, and is
 never opened read-write by a run, so analysts holding it read-only never block a writer.
 
-Damage (issue 11): the partition writer records every file it writes in the manifest
+Damage: the partition writer records every file it writes in the manifest
 `partitions.sqlite` (path, dataset, partition, build, size, SHA-256, mtime) before renaming it into
 place. Every read through `connect()`/`query()` first checks the files against it: a file that is
 missing, whose size changed, whose content no longer has its hash, that DuckDB cannot read, or that

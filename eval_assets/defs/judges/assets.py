@@ -17,7 +17,7 @@ from eval_assets.defs.resources import TrackResource
     kinds={"python", "parquet"},
     owners=OWNERS,
     description="Bridge run: old and new judge versions score the same stored outputs; publishes the offset "
-    "(with CI, Bland-Altman, slope, Spearman, Krippendorff's alpha) only when METHODS §5 acceptance holds.",
+    "(with CI, Bland-Altman, slope, Spearman, Krippendorff's alpha) only when docs/methods.md: bridges acceptance holds.",
 )
 def calibration_offsets(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     judge_version = context.partition_key

@@ -1,6 +1,6 @@
 """Ordinary (non-gate) tests of the deterministic suite, declared in gates/tests.yaml.
 
-They are retried once on failure and may be quarantined (METHODS §8); they never block as gates do.
+They are retried once on failure and may be quarantined (docs/methods.md: flaky tests); they never block as gates do.
 """
 
 from __future__ import annotations
