@@ -1,4 +1,4 @@
-"""Calibration offsets (METHODS §5): the statistics on the sim's own judge model, and the bridge run.
+"""Calibration offsets (docs/methods.md: bridges): the statistics on the sim's own judge model, and the bridge run.
 
 The simulated frames draw judge scores with `eval_assets.providers.simmodel.judge_value` exactly as the
 sim judge does: one rng per (seed, model, build, scenario, repeat, try), one draw per criterion in the

@@ -1,4 +1,4 @@
-"""Noise bands (METHODS §1–2): closed form, variance components, bootstrap check, edge cases."""
+"""Noise bands (docs/methods.md: unit of inference, noise band): closed form, variance components, bootstrap check, edge cases."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def t95(df: float) -> float:
 
 
 def ws_half_width(variances: list[float], counts: list[int], n: int) -> float:
-    """t(0.975, Welch-Satterthwaite df) * sqrt(sum 2 s^2/K) / n, as METHODS §2 writes it."""
+    """t(0.975, Welch-Satterthwaite df) * sqrt(sum 2 s^2/K) / n, as docs/methods.md writes it."""
     u = np.array([2 * v / k for v, k in zip(variances, counts, strict=True)])
     with np.errstate(invalid="ignore", divide="ignore"):
         nu = u.sum() ** 2 / np.sum(u**2 / (np.array(counts) - 1))
