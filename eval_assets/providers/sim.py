@@ -123,11 +123,12 @@ def _respond_tool_call(
     return model_response
 
 
-class SimSubject(CustomLLM):
-    """A subject whose answer quality is skill + noise; may violate policy or raise provider errors.
+class _SimProvider(CustomLLM):
+    """litellm's custom-provider call (its signature, once), reduced to what a sim model reads: the
+    model, the messages, its knobs (checked against `KNOBS`) and the attempt's identity."""
 
-    Offered tools, it first makes the scenario's recorded calls (see the module doc), then answers.
-    """
+    PROVIDER: str
+    KNOBS: frozenset[str]
 
     async def acompletion(
         self,
@@ -149,8 +150,26 @@ class SimSubject(CustomLLM):
         client: Any = None,
     ) -> Any:  # noqa: E501
         knobs = dict(optional_params)
-        _unknown(knobs, SUBJECT_KNOBS, "sim")
-        who = _identity(litellm_params)
+        _unknown(knobs, self.KNOBS, self.PROVIDER)
+        return await self.answer(model, messages, model_response, knobs, _identity(litellm_params))
+
+    async def answer(
+        self, model: str, messages: list, model_response: Any, knobs: dict[str, Any], who: dict[str, Any]
+    ) -> Any:
+        raise NotImplementedError
+
+
+class SimSubject(_SimProvider):
+    """A subject whose answer quality is skill + noise; may violate policy or raise provider errors.
+
+    Offered tools, it first makes the scenario's recorded calls (see the module doc), then answers.
+    """
+
+    PROVIDER, KNOBS = "sim", SUBJECT_KNOBS
+
+    async def answer(
+        self, model: str, messages: list, model_response: Any, knobs: dict[str, Any], who: dict[str, Any]
+    ) -> Any:
         seed = int(knobs.get("seed", 0))
         build, sid, repeat = str(who["build"]), str(who["scenario_id"]), int(who["repeat"] or 0)
         turn = int(who["turn"] or 1)  # the replay loop's turn; 1 for a single call
@@ -214,31 +233,14 @@ class SimSubject(CustomLLM):
         return _respond(model_response, model, answer, _prompt_tokens(messages))
 
 
-class SimJudge(CustomLLM):
+class SimJudge(_SimProvider):
     """A judge that reads the subject's latent quality back and maps it onto the rubric's scales."""
 
-    async def acompletion(
-        self,
-        model: str,
-        messages: list,
-        api_base: str,
-        custom_prompt_dict: dict,
-        model_response: Any,
-        print_verbose: Any,
-        encoding: Any,
-        api_key: Any,
-        logging_obj: Any,
-        optional_params: dict,
-        acompletion: Any = None,
-        litellm_params: Any = None,
-        logger_fn: Any = None,
-        headers: Any = None,
-        timeout: Any = None,
-        client: Any = None,
-    ) -> Any:  # noqa: E501
-        knobs = dict(optional_params)
-        _unknown(knobs, JUDGE_KNOBS, "simjudge")
-        who = _identity(litellm_params)
+    PROVIDER, KNOBS = "simjudge", JUDGE_KNOBS
+
+    async def answer(
+        self, model: str, messages: list, model_response: Any, knobs: dict[str, Any], who: dict[str, Any]
+    ) -> Any:
         if (latency := float(knobs.get("latency_ms", 0))) > 0:
             await asyncio.sleep(latency / 1000.0)
         text = "\n".join(str(m.get("content") or "") for m in messages)
