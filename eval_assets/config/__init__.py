@@ -28,11 +28,23 @@ from ._models import (
     Subject,
 )
 from ._project import Project
-from ._registry import IDENTITY_FIELDS, REGISTRY_PATH, content_hash, read_registry, record_new_versions
+from ._registry import (
+    IDENTITY_FIELDS,
+    REGISTRY_PATH,
+    RegistryEntry,
+    StatusChange,
+    content_hash,
+    identity,
+    read_registry,
+    record_new_versions,
+)
 from ._settings import Bounds, Engine, Price, Settings, Spend, cron_problem
 from ._yaml import MAX_YAML_BYTES, YamlRefused, parse_yaml, read_capped, read_yaml_file
 
 __all__ = [
+    "RegistryEntry",
+    "StatusChange",
+    "identity",
     "IDENTITY_FIELDS",
     "REGISTRY_PATH",
     "SimJudgeKnobs",
