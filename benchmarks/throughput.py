@@ -41,8 +41,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval_assets.config import BuildManifest, Scenario, load_project  # noqa: E402
-from eval_assets.config import Engine as EngineSettings  # noqa: E402
+from eval_assets.config import (  # noqa: E402
+    BuildManifest,
+    EngineSettings,  # noqa: E402
+    Scenario,
+    load_project,
+)
 from eval_assets.engine import Engine, SubjectResult, judge_spec, subject_spec  # noqa: E402
 from eval_assets.fence import fence_nonce  # noqa: E402
 from eval_assets.providers.gateway import CallSpec, ModelGateway  # noqa: E402

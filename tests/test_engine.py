@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from eval_assets.config import BuildManifest, Project
-from eval_assets.config import Engine as EngineSettings
+from eval_assets.config import BuildManifest, EngineSettings, Project
 from eval_assets.engine import Engine, StoredAttempt
 from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway, UnpricedModel
 from eval_assets.spend import SpendPath, open_journal

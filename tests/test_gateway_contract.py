@@ -44,8 +44,15 @@ sys.addaudithook(_audit)  # process-wide and permanent; inert while `_recorded` 
 
 _LITELLM_IMPORTED_HERE = "litellm" not in sys.modules
 
-from eval_assets.config import BuildManifest, Judge, Message, Rubric, Scenario, Subject  # noqa: E402
-from eval_assets.config import Engine as EngineSettings  # noqa: E402
+from eval_assets.config import (  # noqa: E402
+    BuildManifest,
+    EngineSettings,  # noqa: E402
+    Judge,
+    Message,
+    Rubric,
+    Scenario,
+    Subject,
+)
 from eval_assets.engine import Engine, StoredAttempt  # noqa: E402
 from eval_assets.providers import simmodel  # noqa: E402
 from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway, UnpricedModel  # noqa: E402

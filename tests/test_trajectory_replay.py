@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from eval_assets.capability.track import Track
-from eval_assets.config import BuildManifest, Project, Scenario
-from eval_assets.config import Engine as EngineSettings
+from eval_assets.config import BuildManifest, EngineSettings, Project, Scenario
 from eval_assets.engine import MISS_PREFIX, CallResult, Engine, Replay, ReplayRun, replay_loop, subject_spec
 from eval_assets.home import EvalHome
 from eval_assets.providers.gateway import CallSpec, ModelGateway

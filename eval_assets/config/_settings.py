@@ -17,7 +17,7 @@ class Price(Strict):
     output_per_mtok: Annotated[float, Field(ge=0.0)]
 
 
-class Engine(Strict):
+class EngineSettings(Strict):
     concurrency_per_model: Annotated[int, Field(ge=1, le=4096)] = 64
     timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 60.0
     max_tries: Annotated[int, Field(ge=1, le=10)] = 3
@@ -114,7 +114,7 @@ class Settings(Strict):
     prices: dict[str, Price] = Field(
         default_factory=dict, description="prices for models litellm's own map does not know (e.g. sim/*)"
     )
-    engine: Engine = Engine()
+    engine: EngineSettings = EngineSettings()
     spend: Spend = Spend()
     bounds: Bounds = Bounds()
     nightly_cron: str = Field(default="0 2 * * *", description="the nightly schedule, UTC cron")

@@ -11,8 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from eval_assets.config import Bounds, BuildManifest, Judge, Rubric, Scenario
-from eval_assets.config import Engine as EngineSettings
+from eval_assets.config import Bounds, BuildManifest, EngineSettings, Judge, Rubric, Scenario
 from eval_assets.fence import fence_nonce
 from eval_assets.judging import parse_verdict, policy_failures
 from eval_assets.providers.gateway import CallOutcome, CallSpec

@@ -23,7 +23,7 @@ from ._compare import (
 )
 from ._decision import EXIT_CODES, Decision, ReleaseDecision, decide, exit_code
 from ._evidence import CheckOutcome, CheckSuiteEvidence, Evidence, Reason, Severity
-from ._findings import FINDING_COLUMNS, Finding, Verdict
+from ._findings import FINDING_COLUMNS, Finding, FindingVerdict
 from ._frame import COLUMNS, VerdictFrameError, release_invariant, scenario_table, validate_verdicts
 from ._noise import (
     BAND_TABLE_COLUMNS,
@@ -96,7 +96,7 @@ __all__ = [
     "ReleaseDecision",
     "ReportVerdict",
     "Severity",
-    "Verdict",
+    "FindingVerdict",
     "VerdictFrameError",
     "bootstrap_noise_band",
     "calibrate",

@@ -39,7 +39,7 @@ from ._findings import (
     P10,
     POLICY_FAILURES,
     Finding,
-    Verdict,
+    FindingVerdict,
     figure,
     fmt,
 )
@@ -432,7 +432,7 @@ def _policy_finding(base: pd.DataFrame | None, cand: pd.DataFrame) -> Finding:
             f"no policy failure in the candidate: 0 of {outputs} attempts with output ({base_line} "
             "attempts with output had one)"
         )
-        verdict: Verdict = "ok" if outputs else "info"
+        verdict: FindingVerdict = "ok" if outputs else "info"
         if not outputs:
             detail = "the candidate has no attempt with output: no policy check ran"
         return Finding(POLICY_FAILURES, None, 0.0 if outputs else None, None, None, verdict, detail)
@@ -582,7 +582,7 @@ def _scenario_findings(per: _PerScenario, paired: pd.DataFrame, floor: float | N
                 detail += fell
         if rules:
             detail += f"; flagged by: {rules.replace(',', ', ')}"
-        verdict: Verdict = (
+        verdict: FindingVerdict = (
             "block" if verdict_ == "block" else "investigate" if verdict_ == "investigate" else "ok"
         )
         out.append(
@@ -612,7 +612,7 @@ def _mean_finding(
     p_drop = None if test.constant[0] else figure(test.p_drop[0])
     p_beyond = None if test.constant[0] else figure(test.p_beyond[0])
     if blocked:
-        verdict: Verdict = "block"
+        verdict: FindingVerdict = "block"
         rule = "beyond_band"
     elif outcome.flag_mean[0]:
         verdict, rule = "investigate", "drop_within_noise" if half is not None else "no_band"
@@ -642,7 +642,7 @@ def _concentrated_finding(conc: Concentrated, blocked: bool, per: _PerScenario, 
         f"below {DRIVER_Z:.3g}; blocks under weighted Holm at alpha {fmt(budget.report_alpha)} x "
         f"{budget.w_concentrated:g}"
     )
-    verdict: Verdict = "block" if blocked else "ok"
+    verdict: FindingVerdict = "block" if blocked else "ok"
     return Finding(CONCENTRATED, None, statistic, p, None, verdict, detail, "concentrated" if blocked else "")
 
 

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Final, Literal
 
-Verdict = Literal["block", "investigate", "ok", "info"]
+FindingVerdict = Literal["block", "investigate", "ok", "info"]
 
 POLICY_FAILURES: Final = "policy_failures"
 FLOOR_DROP: Final = "floor_drop"
@@ -34,7 +34,7 @@ class Finding:
     statistic: float | None
     p_value: float | None
     q_value: float | None
-    verdict: Verdict
+    verdict: FindingVerdict
     detail: str
     rule: str = ""
 
