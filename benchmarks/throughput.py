@@ -160,6 +160,7 @@ def run_raw(work: list[list[CallSpec]], concurrency: int = 256) -> dict[str, Any
                     num_retries=0,
                     max_retries=0,
                     metadata={**spec.metadata, "try_no": 1},
+                    **({"api_base": spec.api_base} if spec.api_base else {}),  # as the gateway sends it
                     **dict(spec.params),
                 )
 
