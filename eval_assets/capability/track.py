@@ -11,16 +11,16 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from eval_assets.capability.builds import Builds
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
 from eval_assets.capability.rows import Summary, cost_ledger_row, exclude_stopped_scenarios
-from eval_assets.config import BuildManifest, Judge, Project, Scenario
+from eval_assets.config import BuildManifest, Judge, Project, Rubric, Scenario
 from eval_assets.engine import Engine, Progress, StoredAttempt
 from eval_assets.home import EvalHome
-from eval_assets.providers.gateway import ModelGateway
+from eval_assets.providers.gateway import ModelGateway, UnpricedModel
 from eval_assets.spend import (
     AttemptRef,
     Ceilings,
@@ -203,9 +203,11 @@ class Track:
         self._check_plan(build.id, "scenario_runs", sum(s.repeats for s in scenarios))
         engine = self.engine(run_id, log)
         engine.spend.preflight([build.subject.model])
-        with self.lease(build.id, "scenario_runs", build.id, run_id) as held:
+        with ExitStack() as stack:
+            held = stack.enter_context(self.lease(build.id, "scenario_runs", build.id, run_id))
+            ahead = self._judges_ahead(build, engine, stack, run_id, log)
             engine.start_clock()
-            results = asyncio.run(engine.run_subjects(build, scenarios, generation))
+            results = asyncio.run(engine.run_subjects(build, scenarios, generation, judge_ahead=ahead))
             finished = sum(r.call.error_kind != "run_deadline" for r in results)
             self._check_deadline(engine, build.id, "scenario_runs", finished, len(results))
             rows = exclude_stopped_scenarios([r.row(build) for r in results])
@@ -228,9 +230,35 @@ class Track:
                 "replay_misses": int(sum(r["replay_misses"] for r in rows)),
                 "reused_from_journal": engine.progress.reused,
                 "spend_usd": round(sum(r["cost_usd"] for r in rows), 6),
+                # judge calls made ahead (engine.judge_ahead): their spend is the judge versions', not here
+                "judged_ahead": [j.version_id for j, _ in ahead],
+                "judge_calls_ahead": engine.ahead_progress.done,
                 "partition_file": str(path),
             }
         )
+
+    def _judges_ahead(
+        self, build: BuildManifest, engine: Engine, stack: ExitStack, run_id: str, log: Log | None
+    ) -> list[tuple[Judge, Rubric]]:
+        """The judge versions that judge this subject run's attempts ahead (`engine.judge_ahead`): the
+        build's (`judges_for`). Each one's `judge_verdicts` lease is held on `stack` for the run, so no
+        other run judges the same attempts meanwhile; a version whose lease another run holds, or whose
+        model has no known price, is left to its own materialization (logged), never a failure here."""
+        if not self.project.settings.engine.judge_ahead:
+            return []
+        out = []
+        for judge in self.judges_for(build):
+            try:
+                engine.spend.preflight([judge.model])
+                stack.enter_context(
+                    self.lease(build.id, "judge_verdicts", f"{build.id}|{judge.version_id}", run_id)
+                )
+            except (UnpricedModel, RunRefused) as exc:
+                if log:
+                    log(f"{judge.version_id} does not judge ahead; judge_verdicts will: {exc}")
+                continue
+            out.append((judge, self.project.rubric_for(judge)))
+        return out
 
     def stored_attempts(self, build_id: str) -> list[StoredAttempt]:
         frame = self.warehouse.query(

@@ -23,6 +23,11 @@ class EngineSettings(Strict):
     max_tries: Annotated[int, Field(ge=1, le=10)] = 3
     backoff_base_s: Annotated[float, Field(ge=0.0, le=60.0)] = 0.5
     backoff_max_s: Annotated[float, Field(ge=0.0, le=600.0)] = 8.0
+    judge_ahead: bool = Field(
+        default=True,
+        description="while scenario_runs runs, judge each finished attempt at once with the build's judge "
+        "versions; judge_verdicts then reuses those settled calls from the journal",
+    )
 
 
 class Spend(Strict):

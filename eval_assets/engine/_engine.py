@@ -30,6 +30,7 @@ class Engine:
     settings: EngineSettings
     jitter: random.Random = field(default_factory=random.Random)
     progress: Progress = field(default_factory=Progress)
+    ahead_progress: Progress = field(default_factory=Progress)  # judge calls made ahead (run_subjects)
     fence_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
     """Keys the judge prompts' fence nonces (fence.fence_nonce); the track passes its home's secret."""
     bounds: Bounds = field(default_factory=Bounds)
@@ -43,8 +44,13 @@ class Engine:
         """Start the run's wall-clock deadline (bounds.run_deadline_s) now; the Track calls it."""
         self._deadline = self.clock() + self.bounds.run_deadline_s
 
-    def _past_deadline(self) -> bool:
-        if self._deadline is not None and self.clock() >= self._deadline:
+    def _past_deadline(self, ahead: bool = False) -> bool:
+        """Whether the run's deadline passed; a judge-ahead try (`ahead`) is only told so: the run's
+        own attempts decide whether the run failed (a judge call not made ahead is made later)."""
+        passed = self._deadline is not None and self.clock() >= self._deadline
+        if ahead:
+            return passed or self.deadline_passed
+        if passed:
             self.deadline_passed = True
         return self.deadline_passed
 
@@ -53,8 +59,10 @@ class Engine:
             self._limits[model] = asyncio.Semaphore(self.settings.concurrency_per_model)
         return self._limits[model]
 
-    async def call(self, ref: AttemptRef, spec: CallSpec) -> CallResult:
-        """Up to `max_tries` tries; retries only retryable errors; a refused reservation excludes."""
+    async def call(self, ref: AttemptRef, spec: CallSpec, *, ahead: bool = False) -> CallResult:
+        """Up to `max_tries` tries; retries only retryable errors; a refused reservation excludes.
+
+        `ahead`: a judge call made ahead of its materialization (`run_subjects(judge_ahead=...)`)."""
         stop_key = (ref.scenario_id, ref.judge_version)
         cost = 0.0
         last: CallOutcome | Reused | None = None
@@ -63,7 +71,7 @@ class Engine:
                 return CallResult("excluded", None, try_no - 1, cost, excluded_reason=self._stopped[stop_key])
             tried = replace(spec, metadata={**spec.metadata, "try_no": try_no})
             async with self._limit(spec.model):
-                if self._past_deadline():  # no new try once the run's deadline passed; none is half made
+                if self._past_deadline(ahead):  # no new try once the run's deadline passed; none is half made
                     return CallResult(
                         "error",
                         None,
@@ -181,13 +189,52 @@ class Engine:
         )
 
     async def run_subjects(
-        self, build: BuildManifest, scenarios: Sequence[Scenario], generation: int = 0
+        self,
+        build: BuildManifest,
+        scenarios: Sequence[Scenario],
+        generation: int = 0,
+        judge_ahead: Sequence[tuple[Judge, Rubric]] = (),
     ) -> list[SubjectResult]:
-        """Every (scenario, repeat) attempt of `build`, ordered by (scenario_id, repeat)."""
-        jobs = [(s, r) for s in scenarios for r in range(1, s.repeats + 1)]
-        self.progress.planned += len(jobs)
-        results = await asyncio.gather(*(self.run_subject(build, s, r, generation) for s, r in jobs))
-        return sorted(results, key=lambda x: (x.scenario.id, x.repeat))
+        """Every (scenario, repeat) attempt of `build`, ordered by (scenario_id, repeat).
+
+        `judge_ahead`: judge versions (with their rubrics) that score a scenario's attempts as soon as
+        all its repeats finished, each version its own scenarios' attempts, through `judge_one` with the
+        keys, prompt and spend path `judge_attempts` uses, in this event loop under the same per-model
+        limits. Only attempts stored as they are get judged: with an output, of a scenario none of whose
+        attempts was excluded (a ceiling excludes the whole scenario from the stored rows). The judge
+        results are not returned: the journal keeps each settled call, and the judge version's own
+        materialization reads it back instead of paying again. Counted in `ahead_progress`.
+        """
+        self.progress.planned += sum(s.repeats for s in scenarios)
+
+        async def one(scenario: Scenario) -> list[SubjectResult]:
+            results = await asyncio.gather(
+                *(self.run_subject(build, scenario, r, generation) for r in range(1, scenario.repeats + 1))
+            )
+            judges = [(j, r) for j, r in judge_ahead if j.name == scenario.judge]
+            if not judges or any(r.call.status == "excluded" for r in results):
+                return results
+            todo = [r.stored() for r in results if r.call.status == "ok" and r.call.text is not None]
+            self.ahead_progress.planned += len(todo) * len(judges)
+            await asyncio.gather(
+                *(
+                    self.judge_one(
+                        build=build,
+                        judge=judge,
+                        rubric=rubric,
+                        scenario=scenario,
+                        attempt=attempt,
+                        generation=generation,
+                        ahead=True,
+                    )
+                    for attempt in todo
+                    for judge, rubric in judges
+                )
+            )
+            return results
+
+        per_scenario = await asyncio.gather(*(one(s) for s in scenarios))
+        return sorted((r for rs in per_scenario for r in rs), key=lambda x: (x.scenario.id, x.repeat))
 
     # --- judge ---------------------------------------------------------------------------------
 
@@ -200,8 +247,11 @@ class Engine:
         scenario: Scenario,
         attempt: StoredAttempt,
         generation: int = 0,
+        ahead: bool = False,
     ) -> JudgeResult:
-        """Score one stored subject attempt. Fails closed; never calls for an attempt with no output."""
+        """Score one stored subject attempt. Fails closed; never calls for an attempt with no output.
+
+        `ahead`: judged while the subject run is still under way (counted in `ahead_progress`)."""
 
         def unscored(status: Literal["failed", "excluded"], reason: str) -> JudgeResult:
             return JudgeResult(
@@ -237,8 +287,8 @@ class Engine:
                 f"judge prompt of {prompt_bytes} bytes exceeds bounds.max_judge_prompt_bytes="
                 f"{self.bounds.max_judge_prompt_bytes}; no call made",
             )
-        result = await self.call(ref, spec)
-        self.progress.tick(result)
+        result = await self.call(ref, spec, ahead=ahead)
+        (self.ahead_progress if ahead else self.progress).tick(result)
         if result.status == "excluded":
             return JudgeResult(
                 attempt.scenario_id,
@@ -311,15 +361,7 @@ class Engine:
 
         async def one(scenario: Scenario, repeat: int) -> SubjectResult:
             subject = await self.run_subject(build, scenario, repeat)
-            stored = StoredAttempt(
-                scenario.id,
-                repeat,
-                subject.call.status,
-                subject.call.text,
-                subject.policy_failures,
-                subject.call.excluded_reason,
-                subject.call.error,
-            )
+            stored = subject.stored()
             for judge, rubric in judges:
                 if scenario.judge == judge.name:
                     verdicts[judge.version_id].append(

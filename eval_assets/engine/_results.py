@@ -64,6 +64,13 @@ class SubjectResult:
             "replay_misses": self.replay_misses,
         }
 
+    def stored(self) -> StoredAttempt:
+        """The attempt as `scenario_runs` stores it, before the stopped-scenario rule: what a judge scores."""
+        c = self.call
+        return StoredAttempt(
+            self.scenario.id, self.repeat, c.status, c.text, self.policy_failures, c.excluded_reason, c.error
+        )
+
 
 @dataclass(frozen=True)
 class StoredAttempt:
