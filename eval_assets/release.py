@@ -310,19 +310,32 @@ def decision_versions(track: Track, manifest: BuildManifest) -> list[str]:
     return [j.version_id for j in track.judges_for(manifest) if j.status == "active"]
 
 
+EvidenceFailure = Callable[[str], str | None]
+"""Judge version -> why its evidence is missing (its latest materialization failed, or none was
+made), as the orchestrator knows it; None when nothing is known to be wrong."""
+
+
 def make_decision(
-    track: Track, manifest: BuildManifest, extra: Sequence[Evidence] = ()
+    track: Track,
+    manifest: BuildManifest,
+    extra: Sequence[Evidence] = (),
+    evidence_failure: EvidenceFailure = lambda _jv: None,
 ) -> tuple[ReleaseDecision, str | None]:
     """Combine every active judge version's report (and `extra` evidence, e.g. the deterministic suite).
 
     `manifest` is the build resolved once for this decision; the other registered builds (for the
-    noise bands' rebuilds) are resolved once here too."""
+    noise bands' rebuilds) are resolved once here too. A version `evidence_failure` names is evidence
+    missing: no decision rests on it, and the reason says why (never an older report of it)."""
     build = manifest.id
     baseline = baseline_for(track, manifest)
     versions = decision_versions(track, manifest)
     registered = registered_manifests(track)
     evidence: list[Evidence] = []
     for jv in versions:
+        failure = evidence_failure(jv)
+        if failure is not None:
+            evidence.append(_Refused(jv, failure))
+            continue
         refusal = bridge_refusal(track.warehouse, track.judge(jv))
         if refusal is not None:  # a bridging version is not used until its offset is published
             evidence.append(_Refused(jv, refusal))
@@ -343,10 +356,16 @@ def make_decision(
     return decision, baseline
 
 
-def run_release_decision(track: Track, build: str, run_id: str, extra: Sequence[Evidence] = ()) -> Summary:
+def run_release_decision(
+    track: Track,
+    build: str,
+    run_id: str,
+    extra: Sequence[Evidence] = (),
+    evidence_failure: EvidenceFailure = lambda _jv: None,
+) -> Summary:
     """Decide and write `release_decisions` (one row) and `release_decision_reasons` (one per reason)."""
     manifest = track.build(build)  # resolved once for this decision
-    decision, baseline = make_decision(track, manifest, extra)
+    decision, baseline = make_decision(track, manifest, extra, evidence_failure)
     versions = decision_versions(track, manifest)
     row = {
         "build": build,
@@ -374,12 +393,14 @@ def decide_release(
     build: str,
     run_id: str,
     report_link: Callable[[str], str | None] = lambda _jv: None,
+    evidence_failure: EvidenceFailure = lambda _jv: None,
 ) -> Summary:
     """The release decision of a build with its deterministic suite as evidence (what the
     `release_decision` asset records). Values: the decision's figures and `reason_rows` (the
     structured reasons this run wrote, most severe first); markdown: the reasons with links
-    (`report_link(judge_version)`) and the plots of each judge version's report."""
-    summary = run_release_decision(track, build, run_id, [suite_evidence(track, build)])
+    (`report_link(judge_version)`) and the plots of each judge version's report.
+    `evidence_failure`: the judge versions whose evidence failed or is missing (`make_decision`)."""
+    summary = run_release_decision(track, build, run_id, [suite_evidence(track, build)], evidence_failure)
     rows = recorded_reasons(track.warehouse, build, run_id)
     plots = track.home.root / "reports" / build
     markdown = reasons_markdown(

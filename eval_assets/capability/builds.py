@@ -14,8 +14,15 @@ from pathlib import Path
 import yaml
 
 from eval_assets.capability.errors import TrackError
-from eval_assets.config import BuildManifest, ConfigError, Problem, Project, load_build
+from eval_assets.config import BuildManifest, ConfigError, Judge, Problem, Project, load_build
 from eval_assets.home import EvalHome
+
+
+def judges_for(project: Project, build: BuildManifest) -> list[Judge]:
+    """The judge versions a build is scored by: the manifest's list, else every active version."""
+    if build.judges is not None:
+        return [project.judges[j] for j in build.judges]
+    return project.active_judges
 
 
 class Builds:
@@ -85,3 +92,11 @@ class Builds:
                 continue
             valid.append(build_id)
         return valid
+
+    def judge_versions(self, build_id: str) -> frozenset[str]:
+        """The judge version ids that score a registered build (`judges_for`); none for a build whose
+        manifest does not load (nothing is judged on a manifest nobody can read)."""
+        try:
+            return frozenset(j.version_id for j in judges_for(self.project, self.resolve(build_id)))
+        except (ConfigError, TrackError):
+            return frozenset()

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from eval_assets.capability.builds import Builds
+from eval_assets.capability.builds import Builds, judges_for
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
 from eval_assets.capability.rows import Summary, cost_ledger_row, exclude_stopped_scenarios
 from eval_assets.config import BuildManifest, Judge, Project, Rubric, Scenario
@@ -87,9 +87,7 @@ class Track:
 
     def judges_for(self, build: BuildManifest) -> list[Judge]:
         """The judge versions a build is scored by: the manifest's list, else every active version."""
-        if build.judges is not None:
-            return [self.project.judges[j] for j in build.judges]
-        return self.project.active_judges
+        return judges_for(self.project, build)
 
     def judge(self, judge_version: str) -> Judge:
         if judge_version not in self.project.judges:

@@ -185,6 +185,8 @@ automation_condition_sensor = dg.AutomationConditionSensorDefinition(
     "default_automation_condition_sensor",
     target=dg.AssetSelection.all(),
     default_status=dg.DefaultSensorStatus.RUNNING,
+    # the judge-version condition reads build manifests (Python): evaluated on the code server
+    use_user_code_server=True,
     description="Evaluates the eager automation conditions: judge verdicts, ledgers, noise bands, "
     "reports and the release decision follow a build's runs without anyone starting them.",
 )

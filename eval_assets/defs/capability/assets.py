@@ -5,6 +5,7 @@ from datetime import timedelta
 import dagster as dg
 
 from eval_assets.defs.capability.metadata import as_metadata
+from eval_assets.defs.conditions import judge_version_eager
 from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
 from eval_assets.defs.resources import TrackResource
@@ -44,8 +45,9 @@ def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg
     group_name="capability",
     kinds={"python", "parquet"},
     owners=OWNERS,
-    automation_condition=dg.AutomationCondition.eager(),
-    description="One judge version's validated verdicts on the build's stored outputs (fail closed).",
+    automation_condition=judge_version_eager(),
+    description="One judge version's validated verdicts on the build's stored outputs (fail closed). "
+    "Automation materializes only the judge versions that apply to the build.",
 )
 def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build, judge_version = build_and_judge(context)

@@ -16,6 +16,7 @@ import dagster as dg
 from eval_assets import release
 from eval_assets.defs.capability.assets import judge_verdicts
 from eval_assets.defs.capability.metadata import as_metadata, short_path
+from eval_assets.defs.conditions import release_decision_condition
 from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
 from eval_assets.defs.resources import TrackResource
@@ -100,15 +101,20 @@ def capability_report(context: dg.AssetExecutionContext, track: TrackResource): 
     group_name="release",
     kinds={"python", "parquet"},
     owners=OWNERS,
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=release_decision_condition(),
     description="allow / investigate / block for the build, with reasons most severe first. "
-    "The release_allowed check is red for a blocked build.",
+    "The release_allowed check is red for a blocked build. Decided once every applicable judge "
+    "version's evidence is materialized or failed; a failed or missing one makes it none, named.",
     check_specs=[RELEASE_ALLOWED],
 )
 def release_decision(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build = context.partition_key
     summary = release.decide_release(
-        track.get(), build, context.run_id, report_link=lambda jv: report_url(build, jv)
+        track.get(),
+        build,
+        context.run_id,
+        report_link=lambda jv: report_url(build, jv),
+        evidence_failure=lambda jv: evidence_failure(context.instance, build, jv),
     )
     decision = summary["decision"]
     rows = summary["reason_rows"]
@@ -142,6 +148,23 @@ def release_decision(context: dg.AssetExecutionContext, track: TrackResource):  
         },
         description=f"{build}: {'no decision' if decision == 'none' else decision} — {why}"[:1000],
     )
+
+
+EVIDENCE_CHAIN = ("judge_verdicts", "noise_bands", "capability_report")  # what a report rests on, in order
+
+
+def evidence_failure(instance: dg.DagsterInstance, build: str, judge_version: str) -> str | None:
+    """Why judge version `judge_version` of `build` gives no evidence, as this instance knows it: the
+    first asset of its chain whose latest materialization failed, or that was never materialized;
+    None when the whole chain is materialized."""
+    key = dg.MultiPartitionKey({"build": build, "judge_version": judge_version})
+    for asset in EVIDENCE_CHAIN:
+        status = (instance.get_status_by_partition(dg.AssetKey(asset), [key], build_by_judge) or {}).get(key)
+        if status == dg.AssetPartitionStatus.FAILED:
+            return f"judge version {judge_version} of build {build} failed: its latest {asset} run failed"
+        if status != dg.AssetPartitionStatus.MATERIALIZED:
+            return f"judge version {judge_version} of build {build} is not materialized: {asset} [{key}] is missing"
+    return None
 
 
 release_block_notice = dg.AssetSpec(
