@@ -18,7 +18,13 @@ Cases 1 and 2 alternate engine and raw runs (A B A B ...; `--runs` pairs, >= 3) 
 run per side that is not counted, and print medians (min-max beside them). Wall time includes any
 time this process waited for a CPU: on a shared machine, compare the CPU figures too.
 
+4. Judge ahead vs after, through Dagster (`judge_ahead_case`): `scenario_runs` then `judge_verdicts`
+   materialized as `evaltrack run` does (two runs on a temporary instance), 200 ms latency on subject
+   and judge, 64 in flight per model, N scenarios x 5, one judge version; wall of both runs with
+   `engine.judge_ahead` on and off (alternating, medians). Goal: ahead <= 0.6 x after.
+
 Run: .venv/bin/python benchmarks/throughput.py [--scenarios 300] [--runs 3] [--rss-scenarios 1000,5000]
+     .venv/bin/python benchmarks/throughput.py --judge-ahead-only [--ahead-scenarios 40] [--runs 3]
 """
 
 from __future__ import annotations
@@ -290,6 +296,86 @@ def case2(n: int, runs: int, tmp: Path, latency: int = 200, conc: int = 64) -> N
     )
 
 
+def judge_ahead_run(n: int, tmp: Path, ahead: bool, latency_ms: int = 200) -> dict[str, float]:
+    """One build through Dagster (scenario_runs, then judge_verdicts), with `engine.judge_ahead` = `ahead`."""
+    import dataclasses
+    import os
+    from functools import cached_property
+
+    import dagster as dg
+
+    from eval_assets.capability.track import Track
+    from eval_assets.defs.capability.assets import judge_verdicts, scenario_runs
+    from eval_assets.defs.resources import TrackResource
+    from eval_assets.home import EvalHome
+
+    home = EvalHome(tmp / f"home-{time.time_ns()}").ensure()
+    judge = JUDGE.model_copy(update={"params": {**JUDGE.params, "latency_ms": latency_ms}})
+    settings = PROJECT.settings.model_copy(
+        update={
+            "engine": PROJECT.settings.engine.model_copy(
+                update={"concurrency_per_model": 64, "judge_ahead": ahead}
+            ),
+            "spend": PROJECT.settings.spend.model_copy(
+                update={"suite_ceiling_usd": None, "day_ceiling_usd": None}
+            ),
+        }
+    )
+    project = dataclasses.replace(
+        PROJECT,
+        settings=settings,
+        judges={**PROJECT.judges, judge.version_id: judge},
+        scenarios={s.id: s for s in scenarios(n)},
+    )
+    manifest = build(latency_ms).model_dump(mode="json", exclude_none=True)
+    manifest["judges"] = [judge.version_id]
+    path = tmp / f"bench-{time.time_ns()}.yaml"
+    path.write_text(json.dumps(manifest))
+    track = Track(project, home)
+    build_id = track.register_build(path).id
+
+    class BenchTrack(TrackResource):
+        @cached_property
+        def instance(self) -> Track:
+            return track
+
+    resources = {"track": BenchTrack(eval_home=str(home.root), project_root=str(ROOT))}
+    os.environ["DAGSTER_HOME"] = str(home.dagster)
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("build", [build_id])
+        key = dg.MultiPartitionKey({"build": build_id, "judge_version": judge.version_id})
+        start = time.perf_counter()
+        runs = dg.materialize([scenario_runs], instance=instance, partition_key=build_id, resources=resources)
+        mid = time.perf_counter()
+        verdicts = dg.materialize([judge_verdicts], instance=instance, partition_key=key, resources=resources)
+        end = time.perf_counter()
+    assert runs.success and verdicts.success
+    meta = verdicts.asset_materializations_for_node("judge_verdicts")[0].metadata
+    reused = next(v.value for k, v in meta.items() if k.startswith("reused_from_journal"))
+    return {"runs_s": mid - start, "verdicts_s": end - mid, "wall_s": end - start, "reused": float(reused)}  # type: ignore[arg-type]
+
+
+def judge_ahead_case(n: int, runs: int, tmp: Path) -> None:
+    print(
+        f"4. judge ahead vs after through Dagster: {n} scenarios x 5, 200 ms per call, 64 in flight per model"
+    )
+    judge_ahead_run(max(2, n // 10), tmp, True)  # warm-up (imports, litellm, Dagster), not counted
+    judge_ahead_run(max(2, n // 10), tmp, False)
+    results: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    for _ in range(runs):
+        for ahead in (False, True):
+            results[ahead].append(judge_ahead_run(n, tmp, ahead))
+    med = {a: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for a, rs in results.items()}
+    for ahead in (False, True):
+        m = med[ahead]
+        print(
+            f"   judge {'ahead' if ahead else 'after'}: scenario_runs {m['runs_s']:.2f} s + judge_verdicts "
+            f"{m['verdicts_s']:.2f} s = {m['wall_s']:.2f} s (min-max {min(r['wall_s'] for r in results[ahead]):.2f}-"
+            f"{max(r['wall_s'] for r in results[ahead]):.2f}), judge calls reused {m['reused']:.0f}"
+        )
+    print(f"   ratio ahead / after: {med[True]['wall_s'] / med[False]['wall_s']:.2f}   goal <= 0.6")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenarios", type=int, default=300)
@@ -297,6 +383,8 @@ def main() -> None:
     ap.add_argument("--rss-scenarios", default="1000,5000")
     ap.add_argument("--latency-scenarios", type=int, default=256)
     ap.add_argument("--rss-child", type=int)
+    ap.add_argument("--ahead-scenarios", type=int, default=40)
+    ap.add_argument("--judge-ahead-only", action="store_true", help="run case 4 only")
     args = ap.parse_args()
     if args.rss_child:
         rss_child(args.rss_child)
@@ -304,9 +392,14 @@ def main() -> None:
     if args.runs < 3:
         ap.error("--runs must be at least 3 (medians of >= 3 alternating runs)")
     wall, cpu = time.perf_counter(), time.process_time()
+    if args.judge_ahead_only:
+        with tempfile.TemporaryDirectory() as d:
+            judge_ahead_case(args.ahead_scenarios, args.runs, Path(d))
+        return
     with tempfile.TemporaryDirectory() as d:
         case1(args.scenarios, args.runs, Path(d))
         case2(args.latency_scenarios, args.runs, Path(d))
+        judge_ahead_case(args.ahead_scenarios, args.runs, Path(d))
 
     if args.rss_scenarios:
         print("3. peak RSS of case 1 (fresh process each):")
