@@ -296,7 +296,9 @@ def case2(n: int, runs: int, tmp: Path, latency: int = 200, conc: int = 64) -> N
     )
 
 
-def judge_ahead_run(n: int, tmp: Path, ahead: bool, latency_ms: int = 200) -> dict[str, float]:
+def judge_ahead_run(
+    n: int, tmp: Path, ahead: bool, latency_ms: int = 200, concurrency: int = 64
+) -> dict[str, float]:
     """One build through Dagster (scenario_runs, then judge_verdicts), with `engine.judge_ahead` = `ahead`."""
     import dataclasses
     import os
@@ -314,7 +316,7 @@ def judge_ahead_run(n: int, tmp: Path, ahead: bool, latency_ms: int = 200) -> di
     settings = PROJECT.settings.model_copy(
         update={
             "engine": PROJECT.settings.engine.model_copy(
-                update={"concurrency_per_model": 64, "judge_ahead": ahead}
+                update={"concurrency_per_model": concurrency, "judge_ahead": ahead}
             ),
             "spend": PROJECT.settings.spend.model_copy(
                 update={"suite_ceiling_usd": None, "day_ceiling_usd": None}
@@ -355,16 +357,17 @@ def judge_ahead_run(n: int, tmp: Path, ahead: bool, latency_ms: int = 200) -> di
     return {"runs_s": mid - start, "verdicts_s": end - mid, "wall_s": end - start, "reused": float(reused)}  # type: ignore[arg-type]
 
 
-def judge_ahead_case(n: int, runs: int, tmp: Path) -> None:
+def judge_ahead_case(n: int, runs: int, tmp: Path, concurrency: int = 64) -> None:
     print(
-        f"4. judge ahead vs after through Dagster: {n} scenarios x 5, 200 ms per call, 64 in flight per model"
+        f"4. judge ahead vs after through Dagster: {n} scenarios x 5, 200 ms per call, "
+        f"{concurrency} in flight per model"
     )
-    judge_ahead_run(max(2, n // 10), tmp, True)  # warm-up (imports, litellm, Dagster), not counted
-    judge_ahead_run(max(2, n // 10), tmp, False)
+    judge_ahead_run(max(2, n // 10), tmp, True, concurrency=concurrency)  # warm-up, not counted
+    judge_ahead_run(max(2, n // 10), tmp, False, concurrency=concurrency)
     results: dict[bool, list[dict[str, float]]] = {True: [], False: []}
     for _ in range(runs):
         for ahead in (False, True):
-            results[ahead].append(judge_ahead_run(n, tmp, ahead))
+            results[ahead].append(judge_ahead_run(n, tmp, ahead, concurrency=concurrency))
     med = {a: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for a, rs in results.items()}
     for ahead in (False, True):
         m = med[ahead]
@@ -384,6 +387,7 @@ def main() -> None:
     ap.add_argument("--latency-scenarios", type=int, default=256)
     ap.add_argument("--rss-child", type=int)
     ap.add_argument("--ahead-scenarios", type=int, default=40)
+    ap.add_argument("--ahead-concurrency", type=int, default=64, help="case 4: calls in flight per model")
     ap.add_argument("--judge-ahead-only", action="store_true", help="run case 4 only")
     args = ap.parse_args()
     if args.rss_child:
@@ -394,12 +398,12 @@ def main() -> None:
     wall, cpu = time.perf_counter(), time.process_time()
     if args.judge_ahead_only:
         with tempfile.TemporaryDirectory() as d:
-            judge_ahead_case(args.ahead_scenarios, args.runs, Path(d))
+            judge_ahead_case(args.ahead_scenarios, args.runs, Path(d), args.ahead_concurrency)
         return
     with tempfile.TemporaryDirectory() as d:
         case1(args.scenarios, args.runs, Path(d))
         case2(args.latency_scenarios, args.runs, Path(d))
-        judge_ahead_case(args.ahead_scenarios, args.runs, Path(d))
+        judge_ahead_case(args.ahead_scenarios, args.runs, Path(d), args.ahead_concurrency)
 
     if args.rss_scenarios:
         print("3. peak RSS of case 1 (fresh process each):")
