@@ -296,3 +296,20 @@ def test_gates_run_prints_the_rows_and_exits_by_what_blocks() -> None:
     ]
     assert nothing.returncode == 1 and "no gate matched" in nothing.stderr
     assert both.returncode == 1 and "exactly one of --build FILE and --milestone N" in both.stderr
+
+
+def test_the_dagster_canary_project_has_one_two_repeat_scenario_per_judge_and_no_gates(tmp_path: Path) -> None:
+    from eval_assets.cli.no_network import small_project
+    from eval_assets.config import load_project
+
+    root = small_project(REPO, tmp_path / "p")
+
+    project = load_project(root)
+    shipped = load_project(REPO)
+    assert [j.version_id for j in project.active_judges] == [j.version_id for j in shipped.active_judges]
+    assert sorted(s.id for s in project.scenarios.values()) == sorted(
+        shipped.scenarios_for(j)[0].id for j in shipped.active_judges
+    )
+    assert {s.repeats for s in project.scenarios.values()} == {2}
+    registry = read_registry(root)
+    assert (registry.gates, registry.tests, registry.invalid) == ((), (), ())  # the canary never runs itself
