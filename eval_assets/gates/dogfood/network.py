@@ -17,6 +17,9 @@ The record lives at `$EVAL_HOME/ci/suite-no-network.json`. The two gates that re
 of the recording run itself (it cannot read its own result); the ordinary suite reads it. Without a
 record, with a record of another tree, or with one that shows an interface, a route out, a key, a
 failing build or a failing canary, the gates fail and say which.
+
+Hook (`run_suite(hooks=...)`): `no_network.record() -> Path`, the record to read instead of
+EVAL_HOME's (tests use it).
 """
 
 from __future__ import annotations
