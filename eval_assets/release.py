@@ -35,6 +35,7 @@ from eval_assets.stats import (
     summary_markdown,
 )
 from eval_assets.suite import suite_evidence
+from eval_assets.tracing import traced
 
 VERDICT_COLUMNS = "v.scenario_id, v.repeat, v.status, v.score, v.policy_failures"
 
@@ -356,6 +357,7 @@ def make_decision(
     return decision, baseline
 
 
+@traced("eval.decision", lambda a: {"eval.build": a["build"]}, lambda s: {"eval.decision": str(s["decision"])})
 def run_release_decision(
     track: Track,
     build: str,
