@@ -1,39 +1,45 @@
-"""Engine throughput beside bare litellm on the same calls, measured side by side in one process.
+"""Throughput and scale-out of the capability track: the goals of the throughput issue, side by side in one run.
 
-1. Zero latency, N scenarios x 5 repeats, subject + helpfulness judge, pipelined (each attempt is
-   judged as soon as it finishes). Engine: `Engine.run_and_judge` (spend path, SQLite journal,
-   verdict parsing). Raw: the SAME calls (same models, roles, messages, params, metadata: the subject
-   specs `eval_assets.engine.subject_spec` builds and the judge prompts `render_judge_prompt` renders from the
-   warm-up run's subject outputs), pipelined the same way, each a bare `litellm.acompletion` with a
-   per-model semaphore, no engine, no journal. Printed per side: calls, wall, calls/s, CPU ms per
-   call. Goal (as stated before this rewrite): engine calls/s >= 0.8 x raw calls/s.
-2. 200 ms simulated latency, concurrency 64, subject calls only, engine and raw. A single event loop
-   runs every call's CPU work serially, so the bound is not calls x latency / concurrency but
-       ideal = calls x (latency / concurrency + CPU per call)
-   (wall / latency-only bound ~= 1 + concurrency x CPU per call / latency). Both ratios are printed,
-   with CPU per call measured on the same run. The latency path is warmed first (one run per side).
-3. Peak RSS of case 1 at 1000 and 5000 scenarios (each in a fresh process). Goal <= 700 MB and flat.
+One function per case (`CASES`); `--only a,b` runs some, `--quick` uses smoke sizes. The goals table
+is printed at the end with every figure measured in this run.
 
-Cases 1 and 2 alternate engine and raw runs (A B A B ...; `--runs` pairs, >= 3) after one warm-up
-run per side that is not counted, and print medians (min-max beside them). Wall time includes any
-time this process waited for a CPU: on a shared machine, compare the CPU figures too.
+- `zero`: zero latency, N scenarios x 5, subject + judge through the track (`Track.run_scenario_runs`
+  then `Track.run_judge_verdicts`, journal, partition writer), once with `engine.workers: 1` (in
+  process) and once with N workers (default: the cores), in the same run. Scored attempts/s = judge
+  verdicts with status scored / wall of both materializations; CPU per attempt from the 1-worker run
+  (this process's CPU; the workers' CPU is not this process's).
+- `latency`: 200 ms and 50 ms simulated latency, 64 in flight per model, subject calls only, the engine
+  in process beside a bare `litellm.acompletion` loop on the same calls. Bound = calls x latency / 64.
+  Each side is warmed up first in the same process (the first litellm call of a process imports
+  provider modules and builds clients: a one-off cost of the order of a second, which a short timed run
+  would otherwise divide into its per-call figures), then timed over >= 3 alternating runs; medians.
+- `rss`: peak RSS (ru_maxrss) of the `zero` 1-worker path at 1000 and 5000 scenarios, each in a
+  fresh process.
+- `dagster`: a 10,000 x 5 build through `evaltrack run` (Dagster path, zero latency, default workers)
+  on a generated project; wall, and the peak RSS of the largest process (ru_maxrss of the waited-for
+  children: the CLI and the Dagster run; worker processes are reported by the forkserver, see below).
 
-4. Judge ahead vs after, through Dagster (`judge_ahead_case`): `scenario_runs` then `judge_verdicts`
-   materialized as `evaltrack run` does (two runs on a temporary instance), 200 ms latency on subject
-   and judge, 64 in flight per model, N scenarios x 5, one judge version; wall of both runs with
-   `engine.judge_ahead` on and off (alternating, medians). Goal: ahead <= 0.6 x after.
+- `ahead`: judge ahead vs after, through Dagster: `scenario_runs` then `judge_verdicts` materialized as
+  `evaltrack run` does (two runs on a temporary instance), 200 ms latency on subject and judge, 64 in
+  flight per model, N scenarios x 5, one judge version; wall of both runs with `engine.judge_ahead` on
+  and off (alternating, medians). Goal: ahead <= 0.6 x after.
 
-Run: .venv/bin/python benchmarks/throughput.py [--scenarios 300] [--runs 3] [--rss-scenarios 1000,5000]
-     .venv/bin/python benchmarks/throughput.py --judge-ahead-only [--ahead-scenarios 40] [--runs 3]
+Wall time includes waiting for a CPU: on a shared machine, read the CPU figures and the load average
+printed beside them.
+
+Run: .venv/bin/python benchmarks/throughput.py [--quick] [--only zero,latency,rss,dagster,ahead]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
+import os
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -47,14 +53,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from eval_assets.capability.track import Track  # noqa: E402
 from eval_assets.config import (  # noqa: E402
     BuildManifest,
-    EngineSettings,  # noqa: E402
+    EngineSettings,
+    Project,
     Scenario,
+    Spend,
     load_project,
 )
 from eval_assets.engine import Engine, SubjectResult, judge_spec, subject_spec  # noqa: E402
 from eval_assets.fence import fence_nonce  # noqa: E402
+from eval_assets.home import EvalHome  # noqa: E402
 from eval_assets.providers.gateway import CallSpec, ModelGateway  # noqa: E402
 from eval_assets.spend import AttemptRef, SpendPath, open_journal  # noqa: E402
 
@@ -223,47 +233,92 @@ def cpu_share(r: dict[str, Any]) -> float:
     return float(r["cpu_s"] / r["wall_s"])
 
 
-def rss_child(n: int) -> None:
+# --- case zero: the track, 1 worker and N workers ----------------------------------------------
+
+
+def bench_project(n: int, workers: int) -> Project:
+    """The shipped project with `n` generated scenarios (helpfulness judge, 5 repeats, no ceilings)."""
+    template = PROJECT.scenarios["support.password-reset"]
+    scen = {
+        f"bench.s{i:05d}": template.model_copy(
+            update={"id": f"bench.s{i:05d}", "suite": "bench", "repeats": 5, "ceiling_usd": None}
+        )
+        for i in range(n)
+    }
+    s = PROJECT.settings
+    settings = s.model_copy(
+        update={
+            "engine": s.engine.model_copy(update={"workers": workers, "concurrency_per_model": 256}),
+            "spend": Spend(),
+            "bounds": s.bounds.model_copy(update={"max_attempts_per_run": 10_000_000}),
+        }
+    )
+    return dataclasses.replace(PROJECT, scenarios=scen, settings=settings)
+
+
+BUILD_YAML = """id: bench
+milestone: 1
+subject:
+  model: sim/agent
+  family: sim
+  params: {skill: 0.75, noise: 0.12, seed: 7, error_rate: 0.0}
+judges: [helpfulness-v1]
+"""
+
+
+def run_track(n: int, workers: int, tmp: Path) -> dict[str, Any]:
+    """scenario_runs + judge_verdicts [helpfulness-v1] of an n x 5 build on a fresh home."""
+    home = Path(tempfile.mkdtemp(dir=tmp))
+    track = Track(bench_project(n, workers), EvalHome(home))
+    (home / "bench.yaml").write_text(BUILD_YAML)
+    track.register_build(home / "bench.yaml")
+    wall, cpu = time.perf_counter(), time.process_time()
+    subjects = track.run_scenario_runs("bench", "bench-run")
+    verdicts = track.run_judge_verdicts("bench", JUDGE.version_id, "bench-run-judge")
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {
+        "attempts": subjects["attempts"],
+        "scored": verdicts["scored"],
+        "workers": subjects["workers"],
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def case_zero(args: argparse.Namespace, goals: list[tuple[str, str, str, bool | None]]) -> None:
+    n = 100 if args.quick else args.scenarios
+    workers = args.workers or (os.cpu_count() or 1)
     with tempfile.TemporaryDirectory() as d:
-        result = run_engine(n, Path(d))
-    result.pop("subjects")
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps(result))
-
-
-def case1(n: int, runs: int, tmp: Path) -> None:
-    warm = run_engine(n, tmp)  # warm-up (not counted); its subject outputs give the raw side's judge prompts
-    work = raw_workload(n, warm["subjects"], 0, judge=True)
-    run_raw(work)  # warm-up (not counted)
-    eng, raw = alternate(runs, lambda: run_engine(n, tmp), lambda: run_raw(work))
-    judge_calls = sum(len(c) - 1 for c in work)
-    print(
-        f"1. zero latency, {n} scenarios x 5 repeats, subject + judge, pipelined; {runs} ABAB pairs after "
-        f"one warm-up run per side; median (min-max)"
-    )
-    print(
-        f"   the same {len(work)} subject + {judge_calls} judge calls on both sides "
-        f"(engine calls, tries included: {eng.show(lambda r: r['calls'], '.0f')})"
-    )
-    print(
-        f"   engine: wall {eng.show(lambda r: r['wall_s'], '.2f')} s, {eng.show(rate, '.0f')} calls/s, "
-        f"CPU {eng.show(lambda r: r['cpu_s'], '.2f')} s = {eng.show(cpu_ms_per_call, '.2f')} ms per call, "
-        f"CPU/wall {eng.show(cpu_share, '.2f')}"
-    )
-    print(
-        f"   raw litellm: wall {raw.show(lambda r: r['wall_s'], '.2f')} s, {raw.show(rate, '.0f')} calls/s, "
-        f"CPU {raw.show(lambda r: r['cpu_s'], '.2f')} s = {raw.show(cpu_ms_per_call, '.2f')} ms per call, "
-        f"CPU/wall {raw.show(cpu_share, '.2f')}"
-    )
-    ratio = eng.med(rate) / raw.med(rate)
-    cpu_ratio = eng.med(cpu_ms_per_call) / raw.med(cpu_ms_per_call)
-    print(
-        f"   engine/raw calls/s (medians): {ratio:.2f}   goal >= 0.80: {'met' if ratio >= 0.8 else 'NOT met'}; "
-        f"engine/raw CPU per call: {cpu_ratio:.2f}"
+        run_track(min(n, 50), 1, Path(d))  # warm-up (not counted): imports, first litellm calls
+        one = run_track(n, 1, Path(d))
+        many = run_track(n, workers, Path(d))
+    r1, rn = one["scored"] / one["wall_s"], many["scored"] / many["wall_s"]
+    cpu_ms = 1000 * one["cpu_s"] / one["attempts"]
+    print(f"zero latency, {n} x 5, subject + judge through the track (load {os.getloadavg()[0]:.1f}):")
+    for name, r, rate in (("1 worker", one, r1), (f"{many['workers']} workers", many, rn)):
+        print(
+            f"   {name}: {r['scored']} scored of {r['attempts']} attempts in {r['wall_s']:.1f} s = "
+            f"{rate:.0f} scored attempts/s"
+        )
+    print(f"   1 worker: CPU {one['cpu_s']:.1f} s = {cpu_ms:.2f} ms CPU per attempt (subject + judge)")
+    goals.append(
+        (
+            f"zero latency {n}x5, subject+judge",
+            ">= 350 scored/s, >= 1.8x one worker",
+            f"{r1:.0f}/s (1 worker, {cpu_ms:.2f} ms CPU per attempt), {rn:.0f}/s ({many['workers']} "
+            f"workers), ratio {rn / r1:.2f}",
+            rn >= 350 and rn / r1 >= 1.8,
+        )
     )
 
 
-def case2(n: int, runs: int, tmp: Path, latency: int = 200, conc: int = 64) -> None:
+# --- case latency: the engine and bare litellm at 200 ms and 50 ms ------------------------------
+
+
+def latency_case(n: int, runs: int, tmp: Path, latency: int, conc: int) -> tuple[float, float, float]:
+    """(engine wall / bound, raw wall / bound, engine CPU ms per call), medians."""
+
     def engine_run() -> dict[str, Any]:
         return run_engine(n, tmp, concurrency=conc, latency_ms=latency, judge=False)
 
@@ -271,28 +326,21 @@ def case2(n: int, runs: int, tmp: Path, latency: int = 200, conc: int = 64) -> N
     work = raw_workload(n, warm["subjects"], latency, judge=False)
     run_raw(work, concurrency=conc)  # warm-up (not counted)
     eng, raw = alternate(runs, engine_run, lambda: run_raw(work, concurrency=conc))
-    calls = len(work)
-    bound = calls * latency / 1000 / conc
+    bound = len(work) * latency / 1000 / conc
     print(
-        f"2. {latency} ms latency, concurrency {conc}, {calls} subject calls; {runs} ABAB pairs after one warm-up "
-        f"run per side; median (min-max)"
+        f"{latency} ms latency, {conc} in flight, {len(work)} subject calls; bound calls x latency / "
+        f"in flight = {bound:.2f} s; {runs} alternating runs after a warm-up per side; median (min-max)"
     )
-    print(f"   latency-only bound calls x latency / concurrency = {bound:.2f} s")
     for name, side in (("engine", eng), ("raw litellm", raw)):
-        ideal = [bound + r["cpu_s"] for r in side.runs]  # + serial CPU: calls x CPU per call
-        ratios = [r["wall_s"] / i for r, i in zip(side.runs, ideal, strict=True)]
-        predicted = [1 + conc * (r["cpu_s"] / r["calls"]) / (latency / 1000) for r in side.runs]
         print(
-            f"   {name}: wall {side.show(lambda r: r['wall_s'], '.2f')} s, CPU {side.show(lambda r: r['cpu_s'], '.2f')} s "
-            f"({side.show(cpu_ms_per_call, '.2f')} ms per call, CPU/wall {side.show(cpu_share, '.2f')}); "
-            f"wall / latency-only bound "
-            f"{side.med(lambda r: r['wall_s']) / bound:.2f} (1 + conc x CPU per call / latency predicts "
-            f"{statistics.median(predicted):.2f}); wall / (bound + CPU) {statistics.median(ratios):.2f}"
+            f"   {name}: wall {side.show(lambda r: r['wall_s'], '.2f')} s = "
+            f"{side.med(lambda r: r['wall_s']) / bound:.2f}x the bound; CPU {side.show(cpu_ms_per_call, '.2f')} "
+            f"ms per call, CPU/wall {side.show(cpu_share, '.2f')}"
         )
-    eng_ratio = statistics.median(r["wall_s"] / (bound + r["cpu_s"]) for r in eng.runs)
-    print(
-        f"   goal engine wall / (latency bound + serial CPU) <= 1.15: {'met' if eng_ratio <= 1.15 else 'NOT met'} "
-        f"({eng_ratio:.2f})"
+    return (
+        eng.med(lambda r: r["wall_s"]) / bound,
+        raw.med(lambda r: r["wall_s"]) / bound,
+        eng.med(cpu_ms_per_call),
     )
 
 
@@ -357,7 +405,7 @@ def judge_ahead_run(
     return {"runs_s": mid - start, "verdicts_s": end - mid, "wall_s": end - start, "reused": float(reused)}  # type: ignore[arg-type]
 
 
-def judge_ahead_case(n: int, runs: int, tmp: Path, concurrency: int = 64) -> None:
+def judge_ahead_case(n: int, runs: int, tmp: Path, concurrency: int = 64) -> float:
     print(
         f"4. judge ahead vs after through Dagster: {n} scenarios x 5, 200 ms per call, "
         f"{concurrency} in flight per model"
@@ -376,48 +424,170 @@ def judge_ahead_case(n: int, runs: int, tmp: Path, concurrency: int = 64) -> Non
             f"{m['verdicts_s']:.2f} s = {m['wall_s']:.2f} s (min-max {min(r['wall_s'] for r in results[ahead]):.2f}-"
             f"{max(r['wall_s'] for r in results[ahead]):.2f}), judge calls reused {m['reused']:.0f}"
         )
-    print(f"   ratio ahead / after: {med[True]['wall_s'] / med[False]['wall_s']:.2f}   goal <= 0.6")
+    ratio = med[True]["wall_s"] / med[False]["wall_s"]
+    print(f"   ratio ahead / after: {ratio:.2f}   goal <= 0.6")
+    return ratio
+
+
+def case_latency(args: argparse.Namespace, goals: list[tuple[str, str, str, bool | None]]) -> None:
+    n = 64 if args.quick else args.latency_scenarios
+    runs = 3
+    print(f"latency (load {os.getloadavg()[0]:.1f}):")
+    with tempfile.TemporaryDirectory() as d:
+        for latency, target in ((200, 1.15), (50, 1.5)):
+            eng, raw, cpu = latency_case(n, runs, Path(d), latency, 64)
+            goals.append(
+                (
+                    f"{latency} ms per call, 64 in flight",
+                    f"<= {target}x the bound",
+                    f"engine {eng:.2f}x, bare litellm {raw:.2f}x ({cpu:.2f} ms CPU per call)",
+                    eng <= target,
+                )
+            )
+
+
+# --- case rss: peak RSS at two suite sizes, each in a fresh process ----------------------------
+
+
+def rss_child(n: int) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        result = run_track(n, 1, Path(d))
+    print(json.dumps(result))
+
+
+def case_rss(args: argparse.Namespace, goals: list[tuple[str, str, str, bool | None]]) -> None:
+    sizes = (100, 500) if args.quick else (1000, 5000)
+    peaks = []
+    print(f"peak RSS, the track with 1 worker, a fresh process per size (load {os.getloadavg()[0]:.1f}):")
+    for n in sizes:
+        out = subprocess.run(
+            [sys.executable, __file__, "--rss-child", str(n)], capture_output=True, text=True, check=True
+        )
+        child = json.loads(out.stdout.strip().splitlines()[-1])
+        peaks.append(child["peak_rss_mb"])
+        print(
+            f"   {n} x 5: {child['peak_rss_mb']:.0f} MB peak RSS (wall {child['wall_s']:.1f} s, "
+            f"CPU {child['cpu_s']:.1f} s)"
+        )
+    growth = peaks[1] / peaks[0] - 1
+    goals.append(
+        (
+            f"peak RSS {sizes[0]} vs {sizes[1]} scenarios",
+            "<= 700 MB, +15% at most",
+            f"{peaks[0]:.0f} MB vs {peaks[1]:.0f} MB ({100 * growth:+.1f}%)",
+            max(peaks) <= 700 and growth <= 0.15,
+        )
+    )
+
+
+# --- case dagster: a big build through `evaltrack run` -----------------------------------------
+
+
+def generated_project(dest: Path, n: int) -> None:
+    """A project directory: the shipped rubrics and judges, `n` generated scenarios, no ceilings."""
+    for sub in ("rubrics", "judges"):
+        shutil.copytree(ROOT / sub, dest / sub)
+    template = (ROOT / "scenarios/support/support.password-reset.yaml").read_text()
+    (dest / "scenarios/bench").mkdir(parents=True)
+    for i in range(n):
+        sid = f"bench.s{i:05d}"
+        text = template.replace("id: support.password-reset", f"id: {sid}").replace(
+            "suite: support", "suite: bench"
+        )
+        (dest / "scenarios/bench" / f"{sid}.yaml").write_text(text)
+    ceilings = ("scenario_ceiling_usd", "suite_ceiling_usd", "day_ceiling_usd")
+    lines = (ROOT / "evaltrack.yaml").read_text().splitlines()
+    text = "\n".join(ln for ln in lines if not ln.strip().startswith(ceilings))
+    text = text.replace("spend:\n", "spend: {}\n", 1)
+    text += "\nbounds:\n  max_attempts_per_run: 10000000\nengine:\n  concurrency_per_model: 256\n"
+    (dest / "evaltrack.yaml").write_text(text)
+    (dest / "bench.yaml").write_text(BUILD_YAML)
+
+
+def case_dagster(args: argparse.Namespace, goals: list[tuple[str, str, str, bool | None]]) -> None:
+    n = 200 if args.quick else args.dagster_scenarios
+    exe = str(Path(sys.executable).with_name("evaltrack"))
+    with tempfile.TemporaryDirectory() as d:
+        project, home = Path(d) / "project", Path(d) / "home"
+        generated_project(project, n)
+        base = [exe, "--project", str(project), "--home", str(home)]
+        subprocess.run([*base, "build", "add", str(project / "bench.yaml")], check=True, capture_output=True)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        wall = time.perf_counter()
+        out = subprocess.run([*base, "run", "--build", "bench", "--json"], capture_output=True, text=True)
+        wall = time.perf_counter() - wall
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    ok = out.returncode in (0, 1, 2)  # a decision (allow, block, none), not an internal error
+    print(
+        f"evaltrack run, {n} x 5, zero latency (Dagster path, default workers; load "
+        f"{os.getloadavg()[0]:.1f}): exit {out.returncode}, wall {wall:.0f} s, peak RSS of the largest "
+        f"waited-for process {peak:.0f} MB (before the run: {before / 1024:.0f} MB, `build add`)"
+    )
+    if out.returncode != 2:  # no baseline: the decision is none
+        print("   " + (out.stderr.strip().splitlines() or ["(no stderr)"])[-1])
+    goals.append(
+        (
+            f"{n}x5 through evaltrack run",
+            "completes, peak RSS <= 1 GB, wall reported",
+            f"exit {out.returncode}, wall {wall:.0f} s, peak RSS {peak:.0f} MB",
+            ok and peak <= 1024,
+        )
+    )
+
+
+def case_ahead(args: argparse.Namespace, goals: list[tuple[str, str, str, bool | None]]) -> None:
+    n = 8 if args.quick else args.ahead_scenarios
+    with tempfile.TemporaryDirectory() as d:
+        ratio = judge_ahead_case(n, 3, Path(d), args.ahead_concurrency)
+    goals.append(
+        (
+            f"judge ahead vs after through Dagster, {n} x 5 at 200 ms",
+            "<= 0.6x the sequential path",
+            f"{ratio:.2f}x",
+            ratio <= 0.6,
+        )
+    )
+
+
+CASES = {
+    "zero": case_zero,
+    "latency": case_latency,
+    "rss": case_rss,
+    "dagster": case_dagster,
+    "ahead": case_ahead,
+}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenarios", type=int, default=300)
-    ap.add_argument("--runs", type=int, default=3, help="ABAB pairs per case (>= 3)")
-    ap.add_argument("--rss-scenarios", default="1000,5000")
+    ap.add_argument("--only", default=",".join(CASES), help=f"cases, comma-separated: {', '.join(CASES)}")
+    ap.add_argument("--quick", action="store_true", help="smoke sizes (minutes, not the goals' sizes)")
+    ap.add_argument("--scenarios", type=int, default=1000, help="zero: scenarios (x 5 repeats)")
+    ap.add_argument("--workers", type=int, default=0, help="zero: the N of N workers (default: cores)")
     ap.add_argument("--latency-scenarios", type=int, default=256)
+    ap.add_argument("--dagster-scenarios", type=int, default=10_000)
     ap.add_argument("--rss-child", type=int)
     ap.add_argument("--ahead-scenarios", type=int, default=40)
     ap.add_argument("--ahead-concurrency", type=int, default=64, help="case 4: calls in flight per model")
-    ap.add_argument("--judge-ahead-only", action="store_true", help="run case 4 only")
     args = ap.parse_args()
     if args.rss_child:
         rss_child(args.rss_child)
         return
-    if args.runs < 3:
-        ap.error("--runs must be at least 3 (medians of >= 3 alternating runs)")
-    wall, cpu = time.perf_counter(), time.process_time()
-    if args.judge_ahead_only:
-        with tempfile.TemporaryDirectory() as d:
-            judge_ahead_case(args.ahead_scenarios, args.runs, Path(d), args.ahead_concurrency)
-        return
-    with tempfile.TemporaryDirectory() as d:
-        case1(args.scenarios, args.runs, Path(d))
-        case2(args.latency_scenarios, args.runs, Path(d))
-        judge_ahead_case(args.ahead_scenarios, args.runs, Path(d), args.ahead_concurrency)
-
-    if args.rss_scenarios:
-        print("3. peak RSS of case 1 (fresh process each):")
-        for n in [int(x) for x in args.rss_scenarios.split(",")]:
-            out = subprocess.run(
-                [sys.executable, __file__, "--rss-child", str(n)], capture_output=True, text=True, check=True
-            )
-            child = json.loads(out.stdout.strip().splitlines()[-1])
-            print(
-                f"   {n} scenarios: {child['peak_rss_mb']:.0f} MB peak RSS ({child['calls']} calls, "
-                f"wall {child['wall_s']:.1f} s, CPU {child['cpu_s']:.1f} s)   goal <= 700 MB, flat"
-            )
+    chosen = [c.strip() for c in args.only.split(",") if c.strip()]
+    unknown = [c for c in chosen if c not in CASES]
+    if unknown:
+        ap.error(f"unknown cases {unknown}; known: {', '.join(CASES)}")
+    goals: list[tuple[str, str, str, bool | None]] = []
+    wall = time.perf_counter()
+    for name in chosen:
+        CASES[name](args, goals)
+    print()
+    print("| goal | target | measured | met |")
+    print("| --- | --- | --- | --- |")
+    for goal, target, measured, met in goals:
+        print(f"| {goal} | {target} | {measured} | {'yes' if met else 'NO'} |")
     print(
-        f"total: wall {time.perf_counter() - wall:.0f} s, CPU {time.process_time() - cpu:.0f} s (this process)"
+        f"total wall {time.perf_counter() - wall:.0f} s, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
     )
 
 

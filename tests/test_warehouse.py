@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -360,3 +361,36 @@ def test_a_damaged_older_file_never_hides_the_newer_file_of_its_partition(tmp_pa
     names = sorted(p.name for p in newer.parent.iterdir())
     assert len(names) == 2 and names[1] == newer.name
     assert re.fullmatch(rf"{older_ns}-quarantined-\d+\.parquet", names[0]), names
+
+
+def test_rows_in_chunks_are_written_in_order_checked_per_chunk_and_appear_whole(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh", {"probe": PROBE})
+    rows = [{"build": "b1", "n": i, "text": f"t{i}"} for i in range(10)]
+    handed: list[int] = []
+
+    def chunks() -> Iterator[list[dict]]:  # hands out a chunk only when the writer asks for it
+        for start in range(0, 10, 3):
+            handed.append(start)
+            yield rows[start : start + 3]
+
+    path = wh.write_partition_chunks("probe", {"build": "b1"}, chunks(), "run-1")
+    assert handed == [0, 3, 6, 9]
+    con = duckdb.connect()
+    try:
+        got = con.execute("SELECT build, n, text, run_id FROM read_parquet(?)", [str(path)]).fetchall()
+    finally:
+        con.close()
+    assert got == [("b1", r["n"], r["text"], "run-1") for r in rows]
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no chunk or temp file left
+    assert _parquet_files(wh.data) == [str(path.relative_to(wh.data))]
+
+    # a chunk outside the contract, after good ones: refused naming it, nothing visible, nothing left
+    def bad() -> Iterator[list[dict]]:
+        yield [dict(r, build="b2") for r in rows[:3]]
+        yield [{"build": "b2", "n": 3, "text": "x", "extra": 1}]
+
+    with pytest.raises(WarehouseError, match=r"^probe: unknown columns \['extra'\]$"):
+        wh.write_partition_chunks("probe", {"build": "b2"}, bad(), "run-2")
+    assert _parquet_files(wh.data) == [str(path.relative_to(wh.data))]
+    left = wh.data / "probe" / "build=b2"
+    assert not left.exists() or list(left.iterdir()) == []

@@ -9,7 +9,7 @@ body, and the files it wrote.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,37 @@ def exclude_stopped_scenarios(
         [produced(r) for r in out],
     )
     return out
+
+
+CHUNK_ROWS = 2000
+"""About how many rows a producer hands the partition writer at a time (a scenario is never split)."""
+
+
+def scenario_chunks(
+    rows: Iterable[dict[str, Any]],
+    rule: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    keep: tuple[str, ...],
+    kept: list[dict[str, Any]],
+    size: int = CHUNK_ROWS,
+) -> Iterator[list[dict[str, Any]]]:
+    """Rows in (scenario id, repeat) order, in chunks of about `size` rows that never split a scenario,
+    each passed through `rule` (the stopped-scenario exclusion, which needs a scenario's rows together).
+
+    What the materialization's summary needs of each row (the `keep` columns) is appended to `kept`,
+    so the full rows are held one chunk at a time.
+    """
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        if len(chunk) >= size and row["scenario_id"] != chunk[-1]["scenario_id"]:
+            done = rule(chunk)
+            kept.extend({k: r[k] for k in keep} for r in done)
+            yield done
+            chunk = []
+        chunk.append(row)
+    if chunk or not kept:
+        done = rule(chunk)
+        kept.extend({k: r[k] for k in keep} for r in done)
+        yield done
 
 
 def cost_ledger_row(r: JournalRow) -> dict[str, Any]:

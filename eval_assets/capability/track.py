@@ -13,12 +13,19 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
+from eval_assets.capability._shards import ShardJob, ShardOutcome, run_shards, shard_of
 from eval_assets.capability.builds import Builds, judges_for
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
-from eval_assets.capability.rows import Summary, cost_ledger_row, exclude_stopped_scenarios
+from eval_assets.capability.rows import (
+    Summary,
+    cost_ledger_row,
+    exclude_stopped_scenarios,
+    scenario_chunks,
+)
 from eval_assets.config import BuildManifest, Judge, Project, Rubric, Scenario
-from eval_assets.engine import Engine, Progress, StoredAttempt
+from eval_assets.engine import Engine, JudgeResult, Progress, StoredAttempt, SubjectResult
 from eval_assets.home import EvalHome
 from eval_assets.providers.gateway import ModelGateway, UnpricedModel
 from eval_assets.spend import (
@@ -178,14 +185,79 @@ class Track:
                 f"bounds.max_attempts_per_run={cap} (evaltrack.yaml); nothing was paid"
             )
 
-    def _check_deadline(self, engine: Engine, build_id: str, what: str, done: int, planned: int) -> None:
-        if engine.deadline_passed:
+    def _check_deadline(self, passed: bool, build_id: str, what: str, done: int, planned: int) -> None:
+        if passed:
             raise RunBoundExceeded(
                 f"{what} of build {build_id} failed: bounds.run_deadline_s="
                 f"{self.project.settings.bounds.run_deadline_s:g} passed with {done} of {planned} attempts "
                 "finished; their settled tries stay in the journal and the next run reuses them (never "
                 "paid twice); no partition was written"
             )
+
+    # --- the engine calls (the same in the calling process and in a worker process) -----------
+
+    async def _subjects(
+        self,
+        engine: Engine,
+        build: BuildManifest,
+        scenarios: list[Scenario],
+        generation: int,
+        ahead: list[tuple[Judge, Rubric]],
+    ) -> list[SubjectResult]:
+        return await engine.run_subjects(build, scenarios, generation, judge_ahead=ahead)
+
+    async def _verdicts(
+        self,
+        engine: Engine,
+        build: BuildManifest,
+        judge: Judge,
+        rubric: Rubric,
+        scenarios: dict[str, Scenario],
+        attempts: list[StoredAttempt],
+        generation: int,
+    ) -> list[JudgeResult]:
+        return await engine.judge_attempts(build, judge, rubric, scenarios, attempts, generation)
+
+    def _run_shards(
+        self,
+        engine: Engine,
+        run_id: str,
+        build_id: str,
+        judge_version: str | None,
+        generation: int,
+        shards: int,
+        log: Log | None,
+        attempts: list[StoredAttempt] | None = None,
+        judge_ahead: tuple[str, ...] = (),
+    ) -> list[ShardOutcome]:
+        """The run's attempts on `shards` worker processes (eval_assets.capability._shards)."""
+        deadline_at = time.monotonic() + engine.seconds_left()
+        jobs = []
+        for shard in range(shards):
+            mine: tuple[StoredAttempt, ...] = ()
+            if attempts is not None:
+                judge = self.judge(str(judge_version))
+                ids = {s.id for s in shard_of(self.project.scenarios_for(judge), shard, shards)}
+                mine = tuple(a for a in attempts if a.scenario_id in ids)
+            jobs.append(
+                ShardJob(
+                    project=self.project,
+                    home=self.home.root,
+                    journal_url=self.journal_url,
+                    run_id=run_id,
+                    build_id=build_id,
+                    judge_version=judge_version,
+                    generation=generation,
+                    shard=shard,
+                    shards=shards,
+                    deadline_at=deadline_at,
+                    attempts=mine,
+                    judge_ahead=judge_ahead,
+                )
+            )
+        if log is not None:
+            log(f"{shards} worker processes, sharded by scenario")
+        return run_shards(run_shard, jobs, log)
 
     # --- materializations ----------------------------------------------------------------------
 
@@ -203,16 +275,45 @@ class Track:
         self._check_plan(build.id, "scenario_runs", sum(s.repeats for s in scenarios))
         engine = self.engine(run_id, log)
         engine.spend.preflight([build.subject.model])
+        shards = self.project.settings.engine.worker_count(sum(s.repeats for s in scenarios))
         with ExitStack() as stack:
             held = stack.enter_context(self.lease(build.id, "scenario_runs", build.id, run_id))
             ahead = self._judges_ahead(build, engine, stack, run_id, log)
             engine.start_clock()
-            results = asyncio.run(engine.run_subjects(build, scenarios, generation, judge_ahead=ahead))
+            if shards == 1:
+                results = asyncio.run(self._subjects(engine, build, scenarios, generation, ahead))
+                reused, passed = engine.progress.reused, engine.deadline_passed
+                judged_ahead = engine.ahead_progress.done
+            else:
+                outcomes = self._run_shards(
+                    engine,
+                    run_id,
+                    build.id,
+                    None,
+                    generation,
+                    shards,
+                    log,
+                    judge_ahead=tuple(j.version_id for j, _ in ahead),
+                )
+                results = _merged(outcomes, lambda r: (r.scenario.id, r.repeat))
+                reused = sum(o.reused for o in outcomes)
+                passed = any(o.deadline_passed for o in outcomes)
+                judged_ahead = sum(o.judged_ahead for o in outcomes)
             finished = sum(r.call.error_kind != "run_deadline" for r in results)
-            self._check_deadline(engine, build.id, "scenario_runs", finished, len(results))
-            rows = exclude_stopped_scenarios([r.row(build) for r in results])
+            self._check_deadline(passed, build.id, "scenario_runs", finished, len(results))
             held.check()
-            path = self.warehouse.write_partition("scenario_runs", {"build": build.id}, rows, run_id)
+            rows: list[dict[str, Any]] = []  # what the summary needs of each row written
+            path = self.warehouse.write_partition_chunks(
+                "scenario_runs",
+                {"build": build.id},
+                scenario_chunks(
+                    (r.row(build) for r in results),
+                    exclude_stopped_scenarios,
+                    ("scenario_id", "status", "policy_failures", "replay_misses", "cost_usd"),
+                    rows,
+                ),
+                run_id,
+            )
         statuses = [r["status"] for r in rows]
         excluded_scenarios = sorted({r["scenario_id"] for r in rows if r["status"] == "excluded"})
         return Summary(
@@ -228,11 +329,12 @@ class Track:
                 "policy_failures": int(sum(r["policy_failures"] for r in rows)),
                 # replay loop: tool calls the recordings did not hold, over every attempt
                 "replay_misses": int(sum(r["replay_misses"] for r in rows)),
-                "reused_from_journal": engine.progress.reused,
+                "reused_from_journal": reused,
+                "workers": shards,
                 "spend_usd": round(sum(r["cost_usd"] for r in rows), 6),
                 # judge calls made ahead (engine.judge_ahead): their spend is the judge versions', not here
                 "judged_ahead": [j.version_id for j, _ in ahead],
-                "judge_calls_ahead": engine.ahead_progress.done,
+                "judge_calls_ahead": judged_ahead,
                 "partition_file": str(path),
             }
         )
@@ -281,7 +383,11 @@ class Track:
 
     @traced(
         "eval.run",
-        lambda a: {"eval.asset": "judge_verdicts", "eval.build": a["build_id"], "eval.judge": a["judge_version"]},
+        lambda a: {
+            "eval.asset": "judge_verdicts",
+            "eval.build": a["build_id"],
+            "eval.judge": a["judge_version"],
+        },
     )
     def run_judge_verdicts(
         self, build_id: str, judge_version: str, run_id: str, log: Log | None = None, generation: int = 0
@@ -302,24 +408,42 @@ class Track:
         engine = self.engine(run_id, log)
         engine.spend.preflight([judge.model])
         partition = f"{build.id}|{judge.version_id}"
+        shards = self.project.settings.engine.worker_count(sum(a.scenario_id in scenarios for a in attempts))
         with self.lease(build.id, "judge_verdicts", partition, run_id) as held:
             engine.start_clock()
-            results = asyncio.run(
-                engine.judge_attempts(build, judge, rubric, scenarios, attempts, generation)
-            )
+            if shards == 1:
+                results = asyncio.run(
+                    self._verdicts(engine, build, judge, rubric, scenarios, attempts, generation)
+                )
+                reused, passed = engine.progress.reused, engine.deadline_passed
+            else:
+                outcomes = self._run_shards(
+                    engine, run_id, build.id, judge.version_id, generation, shards, log, attempts
+                )
+                results = _merged(outcomes, lambda r: (r.scenario_id, r.repeat))
+                reused = sum(o.reused for o in outcomes)
+                passed = any(o.deadline_passed for o in outcomes)
             finished = sum("run_deadline" not in str(r.failure_reason) for r in results)
             self._check_deadline(
-                engine, build.id, f"judge_verdicts [{judge.version_id}]", finished, len(results)
+                passed, build.id, f"judge_verdicts [{judge.version_id}]", finished, len(results)
             )
             produced = {(a.scenario_id, a.repeat): a.output is not None for a in attempts}
-            rows = exclude_stopped_scenarios(
-                [r.row(build.id, judge, rubric) for r in results],
-                reason_key="failure_reason",
-                has_output=lambda row: produced.get((row["scenario_id"], row["repeat"]), False),
-            )
             held.check()
-            path = self.warehouse.write_partition(
-                "judge_verdicts", {"build": build.id, "judge_version": judge.version_id}, rows, run_id
+            rows: list[dict[str, Any]] = []  # what the summary needs of each row written
+            path = self.warehouse.write_partition_chunks(
+                "judge_verdicts",
+                {"build": build.id, "judge_version": judge.version_id},
+                scenario_chunks(
+                    (r.row(build.id, judge, rubric) for r in results),
+                    lambda chunk: exclude_stopped_scenarios(
+                        chunk,
+                        reason_key="failure_reason",
+                        has_output=lambda row: produced.get((row["scenario_id"], row["repeat"]), False),
+                    ),
+                    ("status", "failure_reason", "score", "cost_usd"),
+                    rows,
+                ),
+                run_id,
             )
         statuses = [r["status"] for r in rows]
         judged = len(rows) - statuses.count("excluded")
@@ -340,7 +464,8 @@ class Track:
                 "generation": generation,
                 "failure_reasons": reasons,
                 "mean_score": round(sum(scores) / len(scores), 4) if scores else None,
-                "reused_from_journal": engine.progress.reused,
+                "reused_from_journal": reused,
+                "workers": shards,
                 "spend_usd": round(sum(r["cost_usd"] for r in rows), 6),
                 "partition_file": str(path),
             }
@@ -371,3 +496,40 @@ class Track:
                 "partition_file": str(path),
             }
         )
+
+
+def _merged(outcomes: list[ShardOutcome], key: Callable[[Any], tuple[str, int]]) -> list[Any]:
+    """The shards' results in one (scenario id, repeat) order: the order a single process returns."""
+    return sorted((r for o in outcomes for r in o.results), key=key)
+
+
+def run_shard(job: ShardJob) -> ShardOutcome:
+    """One worker process's shard (eval_assets.capability._shards): rebuild the track from the job and
+    make the same engine call as the calling process, on the shard's scenarios only."""
+    track = Track(job.project, EvalHome(job.home), job.journal_url)
+    build = track.build(job.build_id)
+    engine = track.engine(job.run_id)
+    engine.start_clock(job.deadline_at - time.monotonic())
+    results: list[Any]
+    if job.judge_version is None:
+        scenarios = shard_of(track.scenarios_for(build), job.shard, job.shards)
+        # the judge versions the caller judges ahead with (it holds their judge_verdicts leases)
+        ahead = [(track.judge(v), track.project.rubric_for(track.judge(v))) for v in job.judge_ahead]
+        results = asyncio.run(track._subjects(engine, build, scenarios, job.generation, ahead))
+    else:
+        judge = track.judge(job.judge_version)
+        mine = {s.id: s for s in shard_of(track.project.scenarios_for(judge), job.shard, job.shards)}
+        results = asyncio.run(
+            track._verdicts(
+                engine,
+                build,
+                judge,
+                track.project.rubric_for(judge),
+                mine,
+                list(job.attempts),
+                job.generation,
+            )
+        )
+    return ShardOutcome(
+        job.shard, results, engine.progress.reused, engine.deadline_passed, engine.ahead_progress.done
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated
 
@@ -28,6 +29,21 @@ class EngineSettings(Strict):
         description="while scenario_runs runs, judge each finished attempt at once with the build's judge "
         "versions; judge_verdicts then reuses those settled calls from the journal",
     )
+    workers: Annotated[int, Field(ge=1, le=256)] | None = Field(
+        default=None,
+        description="worker processes a build's attempts are sharded over (by scenario); default: the "
+        "number of cores; 1 runs in the calling process",
+    )
+    min_attempts_per_worker: Annotated[int, Field(ge=1, le=10_000_000)] = Field(
+        default=200,
+        description="a worker process is started only for this many planned attempts (a smaller build "
+        "runs on fewer workers, down to one in the calling process): a worker costs a process start",
+    )
+
+    def worker_count(self, attempts: int) -> int:
+        """How many worker processes `attempts` planned attempts run on (1: the calling process)."""
+        wanted = self.workers if self.workers is not None else (os.cpu_count() or 1)
+        return max(1, min(wanted, attempts // self.min_attempts_per_worker))
 
 
 class Spend(Strict):

@@ -42,9 +42,16 @@ class Engine:
     _deadline: float | None = None
     deadline_passed: bool = False  # a try was not started because bounds.run_deadline_s had passed
 
-    def start_clock(self) -> None:
-        """Start the run's wall-clock deadline (bounds.run_deadline_s) now; the Track calls it."""
-        self._deadline = self.clock() + self.bounds.run_deadline_s
+    def start_clock(self, seconds: float | None = None) -> None:
+        """Start the run's wall-clock deadline now: bounds.run_deadline_s, or the `seconds` left of a
+        deadline started elsewhere (a worker process of the run); the Track calls it."""
+        self._deadline = self.clock() + (self.bounds.run_deadline_s if seconds is None else seconds)
+
+    def seconds_left(self) -> float:
+        """Seconds until the run's deadline (the full bound if the clock was not started)."""
+        if self._deadline is None:
+            return self.bounds.run_deadline_s
+        return self._deadline - self.clock()
 
     def _past_deadline(self, ahead: bool = False) -> bool:
         """Whether the run's deadline passed; a judge-ahead try (`ahead`) is only told so: the run's

@@ -26,7 +26,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,15 +152,27 @@ class Warehouse:
         Every row must carry the partition's key values. The file is recorded in the manifest (size,
         hash) before it is renamed into place. Returns the path written.
         """
+        return self.write_partition_chunks(dataset, partition, [rows], run_id)
+
+    def write_partition_chunks(
+        self,
+        dataset: str,
+        partition: Mapping[str, str],
+        chunks: Iterable[Sequence[Mapping[str, Any]] | pd.DataFrame],
+        run_id: str,
+    ) -> Path:
+        """`write_partition` for rows that come in bounded chunks (an iterator of row batches): each
+        chunk is checked against the table's schema and written out before the next is asked for, so
+        memory stays bounded by a chunk; the partition still appears whole or not at all."""
         if run_id.startswith(TOMBSTONE_PREFIX):
             raise WarehouseError(f"{dataset}: run ids starting {TOMBSTONE_PREFIX!r} are reserved")
-        return self._write_partition(dataset, partition, rows, run_id)
+        return self._write_partition(dataset, partition, chunks, run_id)
 
     def _write_partition(
         self,
         dataset: str,
         partition: Mapping[str, str],
-        rows: Sequence[Mapping[str, Any]] | pd.DataFrame,
+        chunks: Iterable[Sequence[Mapping[str, Any]] | pd.DataFrame],
         run_id: str,
         written_at: int | None = None,
     ) -> Path:
@@ -168,32 +180,37 @@ class Warehouse:
         if set(partition) != set(ds.partition_by):
             raise WarehouseError(f"{dataset}: partition must be {ds.partition_by}, got {tuple(partition)}")
         tombstone = written_at is not None
-        if tombstone:  # a tombstone carries only its partition's key values (module docstring)
-            frame = pd.DataFrame(list(rows)).reindex(columns=[c for c, _ in ds.columns])
-            frame = frame.assign(**{k: v for k, v in partition.items()})
-        else:
-            frame = check_rows(ds, partition, rows)
-        written_at = written_at if written_at is not None else time.time_ns()
-        frame["run_id"] = run_id
-        frame["written_at"] = pd.Timestamp(written_at, unit="ns")
+        stamp = written_at if written_at is not None else time.time_ns()
+
+        def frames() -> Iterator[pd.DataFrame]:
+            for rows in chunks:
+                if tombstone:  # a tombstone carries only its partition's key values (module docstring)
+                    frame = pd.DataFrame(list(rows)).reindex(columns=[c for c, _ in ds.columns])
+                    frame = frame.assign(**{k: v for k, v in partition.items()})
+                else:
+                    frame = check_rows(ds, partition, rows)
+                frame["run_id"] = run_id
+                frame["written_at"] = pd.Timestamp(stamp, unit="ns")
+                yield frame
+
         directory = self.data / dataset
         for key in ds.partition_by:
             directory = directory / f"{key}={partition[key]}"
-        name = f"{written_at}-quarantined-{time.time_ns()}" if tombstone else f"{written_at}-{run_id}"
+        name = f"{stamp}-quarantined-{time.time_ns()}" if tombstone else f"{stamp}-{run_id}"
         target = directory / f"{name}.parquet"
-        self._write_file(ds, frame, target, dict(partition), run_id, written_at)
+        self._write_file(ds, frames(), target, dict(partition), run_id, stamp)
         return target
 
     def _write_file(
         self,
         ds: Dataset,
-        frame: pd.DataFrame,
+        frames: pd.DataFrame | Iterable[pd.DataFrame],
         target: Path,
         partition: dict[str, str] | None = None,
         run_id: str = "",
         written_at: int = 0,
     ) -> None:
-        write_file(self.data, self.manifest_path, ds, frame, target, partition or {}, run_id, written_at)
+        write_file(self.data, self.manifest_path, ds, frames, target, partition or {}, run_id, written_at)
 
     # --- reading (an in-memory connection over the same views; never the catalog file) ---------
 
@@ -350,7 +367,11 @@ class Warehouse:
             self._ensure_schema_file(ds)
         elif ds is not None and set(entry.partition) == set(ds.partition_by):
             self._write_partition(
-                ds.name, entry.partition, [dict(entry.partition)], TOMBSTONE_PREFIX + rel, entry.written_at_ns
+                ds.name,
+                entry.partition,
+                [[dict(entry.partition)]],
+                TOMBSTONE_PREFIX + rel,
+                entry.written_at_ns,
             )
         return [Damage(rel, entry.dataset, entry.build, entry.partition, reason, moved, noticed)]
 

@@ -1,6 +1,9 @@
 """The one partition writer's file write: a Parquet file made visible atomically, recorded first.
 
-The rows are copied by DuckDB to a temp file next to the target, fsynced, recorded in the manifest
+The rows come as one frame or as a stream of bounded chunks (each already checked against the
+table's schema): each chunk is copied by DuckDB to a numbered temp part next to the target as it
+arrives, so no more than one chunk is held in memory; the parts are then streamed, in order, into
+one temp file (a single chunk is written there directly). That file is fsynced, recorded in the manifest
 `partitions.sqlite` (path, dataset, partition, build, size, SHA-256) in state `writing`, renamed into
 place, the directory fsynced, and the record marked `written` with the file's mtime. A reader sees
 the old file or the new one, never a half-written one, and every visible file has a manifest row.
@@ -10,9 +13,11 @@ No other module writes Parquet (the gate `arch.one-partition-writer`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,26 +31,46 @@ def write_file(
     data: Path,
     manifest_path: Path,
     ds: Dataset,
-    frame: pd.DataFrame,
+    frames: pd.DataFrame | Iterable[pd.DataFrame],
     target: Path,
     partition: dict[str, str],
     run_id: str,
     written_at: int,
 ) -> None:
-    """Write `frame` (already in the table's columns) to `target` under `data`, atomically."""
+    """Write `frames` (one frame, or chunks, already in the table's columns) to `target` under `data`,
+    atomically: readers see the old file or the whole new one."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.{os.getpid()}.part"
+    chunks = iter([frames] if isinstance(frames, pd.DataFrame) else frames)
     cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in ds.all_columns)
+    parts: list[Path] = []
     con = duckdb.connect()
     try:
-        con.register("frame", frame)
-        quoted = str(tmp).replace("'", "''")
-        con.execute(f"COPY (SELECT {cols} FROM frame) TO '{quoted}' (FORMAT parquet)")
+        first = next(chunks, None)
+        if first is None:  # no chunk at all: an empty partition, still a file with the schema
+            first = pd.DataFrame(columns=[c for c, _ in ds.all_columns])
+        following = next(chunks, None)
+        if following is None:  # one chunk: straight to the temp file
+            _copy(con, first, cols, tmp)
+        else:
+            for n, frame in enumerate(itertools.chain([first, following], chunks)):
+                part = target.parent / f".{target.name}.{os.getpid()}.{n:06d}.chunk"
+                parts.append(part)
+                _copy(con, frame, cols, part)
+                del frame
+            listed = ", ".join(_quoted(p) for p in parts)
+            con.execute("SET preserve_insertion_order = true")  # the chunks' rows, in their order
+            con.execute(f"COPY (SELECT * FROM read_parquet([{listed}])) TO {_quoted(tmp)} (FORMAT parquet)")
     except duckdb.Error as exc:
         tmp.unlink(missing_ok=True)
         raise WarehouseError(f"{ds.name}: could not write {target.name}: {exc}") from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     finally:
         con.close()
+        for part in parts:
+            part.unlink(missing_ok=True)
     fsync(tmp)
     rel = target.relative_to(data).as_posix()
     size, digest = tmp.stat().st_size, sha256(tmp)
@@ -71,6 +96,19 @@ def write_file(
             "UPDATE partition_files SET state = 'written', mtime_ns = ? WHERE path = ? AND state = 'writing'",
             [target.stat().st_mtime_ns, rel],
         )
+
+
+def _quoted(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _copy(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, cols: str, to: Path) -> None:
+    """One frame to one Parquet file, every column cast to the table's type."""
+    con.register("frame", frame)
+    try:
+        con.execute(f"COPY (SELECT {cols} FROM frame) TO {_quoted(to)} (FORMAT parquet)")
+    finally:
+        con.unregister("frame")
 
 
 MANIFEST_SCHEMA = """

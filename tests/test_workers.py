@@ -1,0 +1,98 @@
+"""Every core: the worker count shards a build's attempts over processes and changes no row.
+
+The shipped project and example baseline (22 scenarios x 5, one scenario with a ceiling low enough
+to stop it, a 2% retryable error rate) run once in the calling process and once on two spawned
+worker processes, each against its own fresh home and journal.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from eval_assets.capability.track import Track
+from eval_assets.config import EngineSettings, Project
+from eval_assets.home import EvalHome
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = "agent-2026-11-28-base"
+VOLATILE = ("run_id", "written_at", "latency_s")  # differ between any two runs, whatever the workers
+
+
+def _with_workers(project: Project, workers: int) -> Project:
+    engine = project.settings.engine.model_copy(update={"workers": workers, "min_attempts_per_worker": 1})
+    return replace(project, settings=project.settings.model_copy(update={"engine": engine}))
+
+
+def _rows(path: str) -> list[dict[str, Any]]:
+    """A partition file's rows in file order, without the columns that differ between runs."""
+    quoted = path.replace("'", "''")
+    frame = duckdb.sql(f"SELECT * FROM read_parquet('{quoted}')").df()
+    frame = frame.drop(columns=[c for c in VOLATILE if c in frame.columns]).astype(object)
+    return frame.where(frame.notna(), None).to_dict("records")  # NaN != NaN: missing is None
+
+
+def _materialize(project: Project, home: Path, workers: int) -> dict[str, Any]:
+    track = Track(_with_workers(project, workers), EvalHome(home))
+    track.register_build(ROOT / "examples/builds/baseline.yaml")
+    subjects = track.run_scenario_runs(BUILD, f"run-w{workers}")
+    out: dict[str, Any] = {"summary": subjects, "scenario_runs": _rows(subjects["partition_file"])}
+    for judge in track.judges_for(track.build(BUILD))[:1]:  # one judge version keeps the test short
+        verdicts = track.run_judge_verdicts(BUILD, judge.version_id, f"run-w{workers}-{judge.version_id}")
+        assert verdicts["workers"] == workers
+        out[judge.version_id] = _rows(verdicts["partition_file"])
+    out["journal"] = [
+        (r.attempt_key, r.status, r.cost_usd, r.prompt_tokens, r.completion_tokens)
+        for r in track.journal.rows(build=BUILD)
+    ]
+    out["track"] = track
+    return out
+
+
+def test_worker_count_changes_no_row_and_pays_no_key_twice(project: Project, tmp_path: Path) -> None:
+    one = _materialize(project, tmp_path / "one", 1)
+    two = _materialize(project, tmp_path / "two", 2)
+    assert one["summary"]["workers"] == 1 and two["summary"]["workers"] == 2
+    # the shipped suite stops one scenario at its own ceiling: exclusion still covers it whole
+    assert one["summary"]["excluded_scenarios"] == two["summary"]["excluded_scenarios"] != []
+    assert one["scenario_runs"] == two["scenario_runs"]
+    judges = [k for k in one if k.endswith(tuple(f"-v{i}" for i in range(1, 10)))]
+    assert judges
+    for judge in judges:
+        assert one[judge] == two[judge], judge
+    # the journal: the same tries, each key once, the same cost and usage
+    keys = [row[0] for row in two["journal"]]
+    assert [k for k, n in Counter(keys).items() if n > 1] == []
+    assert sorted(one["journal"]) == sorted(two["journal"])
+
+    # a second run on two workers reuses every settled try: nothing is paid again (a scenario its
+    # ceiling stopped may reserve a refused try again: settled costs below their worst case free room)
+    track: Track = two["track"]
+    stopped = set(two["summary"]["excluded_scenarios"])
+
+    def paid() -> dict[str, float]:
+        rows = track.journal.rows(build=BUILD)
+        return {r.attempt_key: r.cost_usd or 0.0 for r in rows if r.scenario_id not in stopped}
+
+    before = paid()
+    again = track.run_scenario_runs(BUILD, "run-w2-again")
+    assert again["workers"] == 2
+    assert again["reused_from_journal"] >= again["attempts"] - len(stopped) * 5
+    assert paid() == before
+    assert [r for r in _rows(again["partition_file"]) if r["scenario_id"] not in stopped] == [
+        r for r in two["scenario_runs"] if r["scenario_id"] not in stopped
+    ]
+
+
+def test_worker_count_setting() -> None:
+    assert EngineSettings(workers=4, min_attempts_per_worker=100).worker_count(1000) == 4
+    assert EngineSettings(workers=4, min_attempts_per_worker=100).worker_count(250) == 2
+    assert EngineSettings(workers=4, min_attempts_per_worker=100).worker_count(99) == 1
+    assert EngineSettings(workers=1).worker_count(10**6) == 1
+    with pytest.raises(ValueError):
+        EngineSettings(workers=0)
