@@ -17,7 +17,7 @@ from pathlib import Path
 from eval_assets.capability.builds import Builds
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
 from eval_assets.capability.rows import Summary, cost_ledger_row, exclude_stopped_scenarios
-from eval_assets.config import BuildManifest, Judge, Project, Scenario
+from eval_assets.config import BuildManifest, Judge, Project, Scenario, ScriptBook
 from eval_assets.engine import Engine, Progress, StoredAttempt
 from eval_assets.home import EvalHome
 from eval_assets.providers.gateway import ModelGateway
@@ -56,7 +56,7 @@ class Track:
         self.warehouse.initialise()
         self.journal_url = journal_url or project.settings.spend.journal_url or home.journal_url
         self._journal: SpendJournal | None = None
-        self.gateway = ModelGateway(project.settings.price_table())
+        self.gateway = ModelGateway(project.settings.price_table(), scripts=ScriptBook(project.root))
         self.clock: Callable[[], float] = time.monotonic  # the run deadline's clock (tests inject one)
 
     @property

@@ -8,7 +8,7 @@ and `record_suite` writes `gate_results` and `test_quarantine` through the one p
 
 from eval_assets.config import ASSERTION_KINDS
 
-from ._cases import CaseError, CaseFile, LoadedCase, load_case
+from ._cases import CaseError, CaseFile, CaseRun, LoadedCase, case_outcome, execute_case, load_case
 from ._docs import check_docs, validate_gates
 from ._outcome import Clock, GateContext, GateFailed, Outcome, Skip, utc_now
 from ._quarantine import (
@@ -52,6 +52,7 @@ __all__ = [
     "CaseError",
     "CaseFile",
     "CaseGate",
+    "CaseRun",
     "Clock",
     "CorpusGate",
     "DeclaredIn",
@@ -74,7 +75,9 @@ __all__ = [
     "SuiteTest",
     "TestRecord",
     "WarehouseQuarantineStore",
+    "case_outcome",
     "check_docs",
+    "execute_case",
     "load_case",
     "load_registry",
     "materialize_suite",
