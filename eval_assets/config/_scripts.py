@@ -49,7 +49,7 @@ def script_problems(root: Path) -> list[Problem]:
         return []
     problems: list[Problem] = []
     for path in sorted(directory.iterdir()):
-        if not path.is_file():
+        if not path.is_file() or path.name.startswith("."):  # dotfiles: a recording being staged
             continue
         if path.suffix != ".yaml":
             problems.append(Problem(f"{SCRIPTS_DIR}/{path.name}", "<file>", "only .yaml files are read: rename it"))

@@ -21,6 +21,7 @@ from ._quarantine import (
     WarehouseQuarantineStore,
     quarantine_at,
 )
+from ._record import RECORD_BUILD, Recording, RecordRefused, find_case, record_script
 from ._records import materialize_suite, record_suite, stored_evidence
 from ._registry import (
     KINDS,
@@ -48,6 +49,9 @@ __all__ = [
     "FAILURE_WINDOW",
     "KINDS",
     "QUARANTINE_LENGTH",
+    "RECORD_BUILD",
+    "RecordRefused",
+    "Recording",
     "CallableImportError",
     "CaseError",
     "CaseFile",
@@ -78,6 +82,8 @@ __all__ = [
     "case_outcome",
     "check_docs",
     "execute_case",
+    "find_case",
+    "record_script",
     "load_case",
     "load_registry",
     "materialize_suite",
