@@ -12,11 +12,17 @@ A case is one of two kinds of YAML file:
   build: gates-canned                 # optional: the identity the sim sees (default: the suite's build)
   repeat: 1                           # optional, default 1
   output: "..."                       # optional: a canned subject output (no subject call)
+  model_fixture: NAME                 # optional: the subject is script/NAME (gates/fixtures/models/NAME.yaml)
+  judge_fixture: NAME                 # optional: the judge version with its model replaced by script/NAME
+  tries: 1                            # optional: tries per call (the engine's retry rule)
   assertions:                         # at least one
     - contains: "refund"
     - not_contains: "BEGIN PRIVATE KEY"
     - policy_failures: 0
     - replay_misses: 0                # scenarios with tools: calls the recording did not hold
+    - tries: 2                        # the subject's tries (all turns)
+    - paid_tries: 2                   # subject tries reserved (priced) and settled in the journal
+    - tool_call_ids: [call_a]         # the subject's tool-call ids, in order
     - verdict: scored
     - score_at_least: 0.7
     - score_at_most: 1.0
@@ -27,9 +33,11 @@ A case is one of two kinds of YAML file:
   blocking. Assertions are never generated; a person writes them.
 
 A scenario with tools runs the engine's replay loop (recorded tool results, never executed). A case
-runs on the sim provider only (`sim/...` subject, `simjudge/...` judge): the deterministic
-suite never needs a network or an API key. The subject is the case's own `subject:` or, failing
-that, the build's subject; a non-sim subject makes the case an error, never a silent skip.
+runs on local models only (`sim/...`, `simjudge/...`, `script/...`): the deterministic suite never
+needs a network or an API key. Its calls go through the engine and the one spend path on a
+throwaway journal (one try per call unless `tries:`). The subject is the case's `model_fixture`,
+its own `subject:` or, failing those, the build's subject; a non-local subject makes the case an
+error, never a silent skip.
 """
 
 from __future__ import annotations
