@@ -267,3 +267,48 @@ def test_scripted_cases_fail_when_the_script_changes(tmp_path: Path) -> None:
     assert not retry_out.passed and any("tries: 2 — found 1" in f for f in retry_out.findings)
     verdict_out = _outcome(root, "scripted-malformed-verdict")
     assert not verdict_out.passed and any("the verdict is scored" in f for f in verdict_out.findings)
+
+
+def test_a_streamed_failure_turn_delivers_the_bytes_before_its_break_then_raises() -> None:
+    import litellm
+    from litellm.exceptions import MidStreamFallbackError
+
+    script = _script([{"error": "APIConnectionError", "reply": "Refunds are accepted within 30 days.", "break_at": 19}])
+    _gateway({"s": script})  # registers the providers with litellm
+
+    async def stream() -> tuple[str, BaseException | None]:
+        got, error = "", None
+        try:
+            response = await litellm.acompletion(
+                model="script/s",
+                messages=[{"role": "user", "content": "q"}],
+                stream=True,
+                metadata={"script": script.model_dump(mode="json"), "try_no": 1},
+                num_retries=0,
+            )
+            async for chunk in response:
+                got += chunk.choices[0].delta.content or ""
+        except Exception as exc:
+            error = exc
+        return got, error
+
+    got, error = asyncio.run(stream())
+    assert got == "Refunds are accepted"[:19] and len(got.encode()) == 19
+    # litellm reports an error after content as a mid-stream failure carrying the provider's exception
+    assert isinstance(error, MidStreamFallbackError), error
+    assert isinstance(error.original_exception, litellm.APIConnectionError)
+    assert "broke off at byte 19 of 36" in str(error.original_exception)
+
+
+def test_a_build_may_name_a_priced_script_model_without_knobs(project: Project) -> None:
+    from eval_assets.config import BuildManifest, validate_build
+
+    def problems(model: str, params: dict[str, Any]) -> list[str]:
+        manifest = BuildManifest.model_validate(
+            {"id": "b-s", "milestone": 1, "subject": {"model": model, "family": "script", "params": params}}
+        )
+        return [str(p) for p in validate_build(manifest, project, "b.yaml", [])]
+
+    assert problems("script/refund-retry-then-answer", {}) == []
+    assert any("subject.params.skill: unknown script knob" in p for p in problems("script/refund-retry-then-answer", {"skill": 1}))
+    assert any("no price" in p or "price" in p for p in problems("script/not-priced-anywhere", {}))

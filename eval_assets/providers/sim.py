@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import litellm  # noqa: E402
@@ -334,25 +335,59 @@ def _script_error(turn: FailureTurn, model: str) -> Exception:
     return cls(message=message, model=model, llm_provider=SCRIPT_PROVIDER)  # type: ignore[no-any-return]
 
 
+def _script_turn(model: str, messages: list, who: dict[str, Any]) -> Any:
+    """The script's turn for this call (scriptmodel.select_turn); raises ScriptExhausted."""
+    if who["script"] is None:
+        raise ScriptExhausted(
+            message=f"script/{model}: no script was loaded for this model (the gateway passes it)",
+            model=model,
+            llm_provider=SCRIPT_PROVIDER,
+        )
+    script = ModelScript.model_validate(who["script"])
+    try:
+        return select_turn(script, model, messages, int(who["try_no"] or 1))
+    except ScriptExhaustedError as exc:
+        raise ScriptExhausted(message=str(exc), model=model, llm_provider=SCRIPT_PROVIDER) from None
+
+
 class ScriptModel(_SimProvider):
-    """Plays back an authored script (see the module doc); takes no knobs."""
+    """Plays back an authored script (see the module doc); takes no knobs.
+
+    Streamed (`stream=True`), a failure turn with a reply first yields the reply's bytes up to
+    `break_at` (whole characters), then raises: the partial reply a broken stream leaves behind.
+    """
 
     PROVIDER, KNOBS = SCRIPT_PROVIDER, frozenset()
+
+    async def astreaming(  # type: ignore[override]
+        self, model: str, messages: list, *args: Any, optional_params: dict, litellm_params: Any = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        knobs = {k: v for k, v in dict(optional_params).items() if k not in ("stream", "stream_options")}
+        _unknown(knobs, self.KNOBS, self.PROVIDER)
+        turn = _script_turn(model, messages, _identity(litellm_params))
+        if isinstance(turn, FailureTurn):
+            if turn.partial():
+                yield _chunk(turn.partial(), finished=False)
+            raise _script_error(turn, model)
+        if isinstance(turn, TextTurn):
+            yield _chunk(turn.text, finished=True, finish_reason="stop")
+            return
+        for index, call in enumerate(turn.tool_calls):
+            yield {
+                **_chunk(turn.text or "" if index == 0 else "", finished=False),
+                "tool_use": {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.function.name, "arguments": call.function.arguments},
+                    "index": index,
+                },
+            }
+        yield _chunk("", finished=True, finish_reason="tool_calls")
 
     async def answer(
         self, model: str, messages: list, model_response: Any, knobs: dict[str, Any], who: dict[str, Any]
     ) -> Any:
-        if who["script"] is None:
-            raise ScriptExhausted(
-                message=f"script/{model}: no script was loaded for this model (the gateway passes it)",
-                model=model,
-                llm_provider=SCRIPT_PROVIDER,
-            )
-        script = ModelScript.model_validate(who["script"])
-        try:
-            turn = select_turn(script, model, messages, int(who["try_no"] or 1))
-        except ScriptExhaustedError as exc:
-            raise ScriptExhausted(message=str(exc), model=model, llm_provider=SCRIPT_PROVIDER) from None
+        turn = _script_turn(model, messages, who)
         if isinstance(turn, FailureTurn):
             raise _script_error(turn, model)
         if isinstance(turn, TextTurn):
@@ -364,6 +399,11 @@ class ScriptModel(_SimProvider):
             [(c.id, c.function.name, c.function.arguments) for c in turn.tool_calls],
             _prompt_tokens(messages),
         )
+
+
+def _chunk(text: str, *, finished: bool, finish_reason: str = "") -> dict[str, Any]:
+    """One litellm GenericStreamingChunk."""
+    return {"text": text, "tool_use": None, "is_finished": finished, "finish_reason": finish_reason, "usage": None, "index": 0}
 
 
 def _respond_tool_calls(
