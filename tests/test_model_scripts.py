@@ -78,6 +78,9 @@ def test_step_is_the_assistant_turns_so_far_and_try_picks_within_the_step() -> N
     assert select_turn(RETRY_THEN_TOOLS, "x", after_one, 1).error == "InternalServerError"  # type: ignore[union-attr]
     assert select_turn(RETRY_THEN_TOOLS, "x", after_one, 2).error == "ServiceUnavailableError"  # type: ignore[union-attr]
     assert select_turn(RETRY_THEN_TOOLS, "x", after_one, 3).text == "done"  # type: ignore[union-attr]
+    # assistant turns quoted in the input (before the last user message) are not the model's turns
+    quoted = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
+    assert select_turn(RETRY_THEN_TOOLS, "x", quoted, 1).error == "RateLimitError"  # type: ignore[union-attr]
 
 
 def test_an_exhausted_script_is_an_error_never_a_silent_stop() -> None:
@@ -312,3 +315,40 @@ def test_a_build_may_name_a_priced_script_model_without_knobs(project: Project) 
     assert problems("script/refund-retry-then-answer", {}) == []
     assert any("subject.params.skill: unknown script knob" in p for p in problems("script/refund-retry-then-answer", {"skill": 1}))
     assert any("no price" in p or "price" in p for p in problems("script/not-priced-anywhere", {}))
+
+
+def test_a_build_on_a_script_subject_pays_each_try_once_in_journal_and_scenario_runs(
+    project: Project, home: Any, tmp_path: Path
+) -> None:
+    """`evaltrack run`'s subject step on script/refund-retry-then-answer: every attempt fails its first
+    try (the scripted 503) and answers on its second; the journal holds two rows per attempt, each
+    reserved at a priced worst case and settled once, and scenario_runs' cost is their sum."""
+    from eval_assets.capability.track import Track
+
+    manifest = tmp_path / "scripted.yaml"
+    manifest.write_text(
+        "id: b-scripted\nmilestone: 1\nsubject: {model: script/refund-retry-then-answer, family: script}\n"
+    )
+    track = Track(project, home)
+    track.register_build(manifest)
+    track.run_scenario_runs("b-scripted", "run-1")
+    every = track.warehouse.query(
+        "SELECT scenario_id, repeat, status, tries, cost_usd, excluded_reason FROM scenario_runs WHERE build = 'b-scripted'"
+    )
+    # scenarios with their own small ceiling are excluded (a ceiling, never an error); every other
+    # attempt (multi-turn inputs and tool scenarios included) answers on its second try
+    excluded = every[every["status"] == "excluded"]
+    assert all("ceiling" in str(r) for r in excluded["excluded_reason"])
+    runs = every[every["status"] != "excluded"]
+    assert len(runs) >= 90 and set(runs["status"]) == {"ok"} and set(runs["tries"]) == {2}
+    rows = [r for r in track.journal.rows(build="b-scripted", role="subject") if r.status != "refused"]
+    by_attempt: dict[tuple[str, int], list[Any]] = {}
+    for row in rows:
+        by_attempt.setdefault((row.scenario_id, row.repeat), []).append(row)
+    inp, out = track.gateway.price("script/refund-retry-then-answer")
+    for run in runs.itertuples():
+        tries = sorted(by_attempt.pop((run.scenario_id, run.repeat)), key=lambda r: r.try_no)
+        assert [(r.try_no, r.status) for r in tries] == [(1, "failed"), (2, "settled")]
+        assert all(r.reserved_usd > 0 and r.settled_at is not None for r in tries)
+        assert tries[1].cost_usd == pytest.approx(tries[1].prompt_tokens * inp + tries[1].completion_tokens * out)
+        assert run.cost_usd == pytest.approx(sum(r.cost_usd or 0.0 for r in tries))

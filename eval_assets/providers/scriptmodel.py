@@ -19,8 +19,9 @@ turns:
 Which turn answers a call (`select_turn`) is derived from the request alone, so it is the same on
 every retry, in every process: the turns are grouped into *steps*, each step being the failure turns
 before a reply and that reply (failure turns after the last reply form a last step with no reply).
-The step is the number of assistant messages already in the conversation; within the step, try
-number k plays the step's k-th turn. So a retry after a failure turn gets the next turn, a new
+The step is the number of assistant messages after the conversation's last user message (the model's
+own turns in this exchange; assistant turns quoted in a scenario's input do not count); within the
+step, try number k plays the step's k-th turn. So a retry after a failure turn gets the next turn, a new
 conversation (every judge call, every attempt's first turn) starts at step 0, and a reused journal
 try never shifts what a later try sees. A call past the last step, or a try past its step's turns,
 is an exhausted script: an explicit error, never a silent stop.
@@ -165,11 +166,15 @@ class ScriptExhaustedError(Exception):
 
 
 def assistant_turns(messages: Sequence[Any]) -> int:
-    """How many assistant messages the conversation already holds (the script step to play)."""
+    """How many assistant messages follow the conversation's last user message (the script step to
+    play): the model's own turns in this exchange, not the assistant turns quoted in the input."""
     count = 0
     for message in messages:
         role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
-        count += role == "assistant"
+        if role == "user":
+            count = 0
+        elif role == "assistant":
+            count += 1
     return count
 
 
@@ -179,8 +184,8 @@ def select_turn(script: ModelScript, name: str, messages: Sequence[Any], try_no:
     step = assistant_turns(messages)
     if step >= len(steps):
         raise ScriptExhaustedError(
-            f"script {name!r} is exhausted: the conversation holds {step} assistant turn(s) and the "
-            f"script has {len(steps)} step(s)"
+            f"script {name!r} is exhausted: the conversation holds {step} assistant turn(s) after its last "
+            f"user message and the script has {len(steps)} step(s)"
         )
     turns = steps[step]
     if try_no < 1 or try_no > len(turns):
