@@ -24,7 +24,7 @@ from eval_assets.capability.rows import (
     exclude_stopped_scenarios,
     scenario_chunks,
 )
-from eval_assets.config import BuildManifest, Judge, Project, Rubric, Scenario
+from eval_assets.config import BuildManifest, Judge, Project, Rubric, Scenario, ScriptBook
 from eval_assets.engine import Engine, JudgeResult, Progress, StoredAttempt, SubjectResult
 from eval_assets.home import EvalHome
 from eval_assets.providers.gateway import ModelGateway, UnpricedModel
@@ -64,7 +64,7 @@ class Track:
         self.warehouse.initialise()
         self.journal_url = journal_url or project.settings.spend.journal_url or home.journal_url
         self._journal: SpendJournal | None = None
-        self.gateway = ModelGateway(project.settings.price_table())
+        self.gateway = ModelGateway(project.settings.price_table(), scripts=ScriptBook(project.root))
         self.clock: Callable[[], float] = time.monotonic  # the run deadline's clock (tests inject one)
 
     @property

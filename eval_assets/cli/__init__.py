@@ -66,6 +66,12 @@ def _scores_import(args: argparse.Namespace) -> int:
     return cmd_scores_import(args)
 
 
+def _fixtures_record(args: argparse.Namespace) -> int:
+    from eval_assets.cli.fixture_commands import cmd_fixtures_record  # the engine, only when recording
+
+    return cmd_fixtures_record(args)
+
+
 def _gates_run(args: argparse.Namespace) -> int:
     from eval_assets.cli.gates_commands import cmd_gates_run  # the gate registry
 
@@ -157,6 +163,18 @@ def parser() -> argparse.ArgumentParser:
     imp = scores.add_parser("import", help="append human scores from a CSV or JSONL file (all rows or none)")
     imp.add_argument("file")
     imp.set_defaults(func=_scores_import)
+    fixtures = sub.add_parser("fixtures", help="model scripts (gates/fixtures/models/)").add_subparsers(
+        dest="fixtures_command", required=True
+    )
+    rec = fixtures.add_parser(
+        "record", help="run a case once live against a model and write its script for review (never automatic)"
+    )
+    rec.add_argument("--case", required=True, help="a case id (gates/cases/) or a converted scenario id")
+    rec.add_argument("--model", required=True, help="a priced litellm model, e.g. openai/gpt-4o-mini")
+    rec.add_argument("--name", help="script name (default: the case id) -> gates/fixtures/models/NAME.yaml")
+    rec.add_argument("--api-base", dest="api_base", help="the model's endpoint, if not its provider's default")
+    rec.add_argument("--force", action="store_true", help="overwrite an existing script")
+    rec.set_defaults(func=_fixtures_record)
     gates = sub.add_parser("gates", help="the deterministic suite (gates/)").add_subparsers(
         dest="gates_command", required=True
     )

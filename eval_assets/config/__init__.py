@@ -38,10 +38,16 @@ from ._registry import (
     read_registry,
     record_new_versions,
 )
+from ._scripts import SCRIPTS_DIR, ScriptBook, load_script, script_file, script_problems
 from ._settings import Bounds, EngineSettings, Price, Settings, Spend, cron_problem
 from ._yaml import MAX_YAML_BYTES, YamlRefused, parse_yaml, read_capped, read_yaml_file
 
 __all__ = [
+    "SCRIPTS_DIR",
+    "ScriptBook",
+    "load_script",
+    "script_file",
+    "script_problems",
     "RegistryEntry",
     "StatusChange",
     "identity",

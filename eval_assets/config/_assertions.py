@@ -14,6 +14,9 @@ ASSERTION_KINDS: dict[str, str] = {
     "not_contains": "the subject output does not contain this text",
     "policy_failures": "the scenario's policy checks find exactly this many failures",
     "replay_misses": "exactly this many tool calls were not in the scenario's recording",
+    "tries": "the subject's tries (over every turn) were exactly this many",
+    "paid_tries": "exactly this many subject tries were reserved at a priced worst case and settled once",
+    "tool_call_ids": "the subject's tool calls carried exactly these call ids, in order",
     "verdict": "the judge's verdict status (scored or failed)",
     "score_at_least": "the judge's aggregate score (0-1) is at least this",
     "score_at_most": "the judge's aggregate score (0-1) is at most this",
@@ -41,7 +44,10 @@ def parse_assertion(item: Any) -> Assertion:
     if kind in ("contains", "not_contains"):
         if not isinstance(value, str) or not value:
             raise ValueError(f"{kind}: expected a non-empty string")
-    elif kind in ("policy_failures", "replay_misses"):
+    elif kind == "tool_call_ids":
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ValueError(f"{kind}: expected a list of non-empty strings")
+    elif kind in ("policy_failures", "replay_misses", "tries", "paid_tries"):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{kind}: expected a whole number >= 0")
     elif kind == "verdict":

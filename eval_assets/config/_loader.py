@@ -46,13 +46,16 @@ def sim_params_problems(model: str, params: dict[str, Any], field: str) -> list[
     are refused here, with every other field, instead of failing (or defaulting) at call time.
     """
     provider = model.partition("/")[0]
-    allowed = {"sim": SUBJECT_KNOBS, "simjudge": JUDGE_KNOBS}.get(provider)
+    allowed = {"sim": SUBJECT_KNOBS, "simjudge": JUDGE_KNOBS, "script": frozenset()}.get(provider)
     if allowed is None:
         return []
     unknown = sorted(set(params) - allowed - DECODING_PARAMS, key=str)
     out = [
-        (f"{field}.{k}", f"unknown {provider} knob (known: {', '.join(sorted(allowed))})") for k in unknown
+        (f"{field}.{k}", f"unknown {provider} knob (known: {', '.join(sorted(allowed)) or 'none'})")
+        for k in unknown
     ]
+    if provider == "script":  # a script takes no knobs: its turns are authored
+        return out
     knobs = SimSubjectKnobs if provider == "sim" else SimJudgeKnobs
     _, found = validate_model(knobs, {k: v for k, v in params.items() if k not in unknown}, "")
     return out + [(f"{field}.{p.field}", p.message) for p in found]

@@ -8,7 +8,7 @@ and `record_suite` writes `gate_results` and `test_quarantine` through the one p
 
 from eval_assets.config import ASSERTION_KINDS
 
-from ._cases import CaseError, CaseFile, LoadedCase, load_case
+from ._cases import CaseError, CaseFile, CaseRun, LoadedCase, case_outcome, execute_case, load_case
 from ._docs import check_docs, validate_gates
 from ._outcome import Clock, GateContext, GateFailed, Outcome, Skip, utc_now
 from ._quarantine import (
@@ -21,6 +21,7 @@ from ._quarantine import (
     WarehouseQuarantineStore,
     quarantine_at,
 )
+from ._record import RECORD_BUILD, Recording, RecordRefused, find_case, record_script
 from ._records import materialize_suite, record_suite, stored_evidence
 from ._registry import (
     KINDS,
@@ -48,10 +49,14 @@ __all__ = [
     "FAILURE_WINDOW",
     "KINDS",
     "QUARANTINE_LENGTH",
+    "RECORD_BUILD",
+    "RecordRefused",
+    "Recording",
     "CallableImportError",
     "CaseError",
     "CaseFile",
     "CaseGate",
+    "CaseRun",
     "Clock",
     "CorpusGate",
     "DeclaredIn",
@@ -74,7 +79,11 @@ __all__ = [
     "SuiteTest",
     "TestRecord",
     "WarehouseQuarantineStore",
+    "case_outcome",
     "check_docs",
+    "execute_case",
+    "find_case",
+    "record_script",
     "load_case",
     "load_registry",
     "materialize_suite",

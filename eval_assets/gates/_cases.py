@@ -12,11 +12,17 @@ A case is one of two kinds of YAML file:
   build: gates-canned                 # optional: the identity the sim sees (default: the suite's build)
   repeat: 1                           # optional, default 1
   output: "..."                       # optional: a canned subject output (no subject call)
+  model_fixture: NAME                 # optional: the subject is script/NAME (gates/fixtures/models/NAME.yaml)
+  judge_fixture: NAME                 # optional: the judge version with its model replaced by script/NAME
+  tries: 1                            # optional: tries per call (the engine's retry rule)
   assertions:                         # at least one
     - contains: "refund"
     - not_contains: "BEGIN PRIVATE KEY"
     - policy_failures: 0
     - replay_misses: 0                # scenarios with tools: calls the recording did not hold
+    - tries: 2                        # the subject's tries (all turns)
+    - paid_tries: 2                   # subject tries reserved (priced) and settled in the journal
+    - tool_call_ids: [call_a]         # the subject's tool-call ids, in order
     - verdict: scored
     - score_at_least: 0.7
     - score_at_most: 1.0
@@ -27,23 +33,27 @@ A case is one of two kinds of YAML file:
   blocking. Assertions are never generated; a person writes them.
 
 A scenario with tools runs the engine's replay loop (recorded tool results, never executed). A case
-runs on the sim provider only (`sim/...` subject, `simjudge/...` judge): the deterministic
-suite never needs a network or an API key. The subject is the case's own `subject:` or, failing
-that, the build's subject; a non-sim subject makes the case an error, never a silent skip.
+runs on local models only (`sim/...`, `simjudge/...`, `script/...`): the deterministic suite never
+needs a network or an API key. Its calls go through the engine and the one spend path on a
+throwaway journal (one try per call unless `tries:`). The subject is the case's `model_fixture`,
+its own `subject:` or, failing those, the build's subject; a non-local subject makes the case an
+error, never a silent skip.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from eval_assets.config import (
+    SCRIPTS_DIR,
     Assertion,
     ConfigError,
     Id,
@@ -54,16 +64,19 @@ from eval_assets.config import (
     Subject,
     parse_assertions,
     read_yaml,
+    script_file,
     validate_model,
 )
 from eval_assets.fence import fence_nonce
 from eval_assets.judging import parse_verdict, policy_failures
-from eval_assets.providers import LOCAL_PROVIDERS
+from eval_assets.providers import LOCAL_PROVIDERS, SCRIPT_PROVIDER
 
 from ._outcome import GateContext, Outcome
 
 if TYPE_CHECKING:
+    from eval_assets.engine import Engine
     from eval_assets.providers.gateway import CallSpec, ModelGateway
+    from eval_assets.spend import AttemptRef, SpendJournal
 
 _JUDGED = frozenset({"verdict", "score_at_least", "score_at_most"})
 CASE_FENCE_SECRET = hashlib.sha256(b"evaltrack gate cases: fence secret").digest()
@@ -88,6 +101,9 @@ class CaseFile(BaseModel):
     build: Id | None = None
     repeat: Annotated[int, Field(ge=0)] = 1
     output: str | None = None
+    model_fixture: Id | None = None
+    judge_fixture: Id | None = None
+    tries: Annotated[int, Field(ge=1, le=10)] = 1
     assertions: Annotated[list[Any], Field(min_length=1)]
 
     @field_validator("assertions")
@@ -95,6 +111,17 @@ class CaseFile(BaseModel):
     def _valid_assertions(cls, items: list[Any]) -> list[Any]:
         parse_assertions(items)
         return items
+
+    @model_validator(mode="after")
+    def _one_subject(self) -> CaseFile:
+        given = [f for f in ("subject", "output", "model_fixture") if getattr(self, f) is not None]
+        if len(given) > 1:
+            raise ValueError(f"{' and '.join(given)}: a case names at most one source of the subject output")
+        return self
+
+    def fixtures(self) -> list[tuple[str, str]]:
+        """(field, script name) for every model script the case names."""
+        return [(f, n) for f in ("model_fixture", "judge_fixture") if (n := getattr(self, f)) is not None]
 
 
 @dataclass(frozen=True)
@@ -153,8 +180,18 @@ def case_file_problems(root: Path, relative: str) -> list[str]:
     path = root / relative
     if not path.is_file():
         return [f"case file {relative!r} does not exist"]
-    _, problems = load_case(path, relative)
-    return [f"case file {relative!r}: {p}" for p in problems]
+    case, problems = load_case(path, relative)
+    out = [f"case file {relative!r}: {p}" for p in problems]
+    if case is not None and case.case is not None:
+        for fld, name in case.case.fixtures():  # the scripts' contents: read_registry (script_problems)
+            try:
+                missing = not script_file(root, name).is_file()
+            except ValueError as exc:
+                out.append(f"case file {relative!r}: {fld}: {exc}")
+                continue
+            if missing:
+                out.append(f"case file {relative!r}: {fld}: no script {SCRIPTS_DIR}/{name}.yaml")
+    return out
 
 
 def converted_cases(root: Path, pattern: str) -> list[Path]:
@@ -179,6 +216,9 @@ class CaseRun:
     output: str
     policy_failures: int
     replay_misses: int = 0
+    tries: int = 0
+    paid_tries: int = 0
+    tool_call_ids: tuple[str, ...] = ()
     verdict_status: str | None = None
     score: float | None = None
     failure_reason: str | None = None
@@ -230,46 +270,64 @@ def _rubric_for(project: Project, judge: Judge) -> Rubric:
         ) from None
 
 
-async def _subject_answer(
-    gateway: ModelGateway, scenario: Scenario, spec: CallSpec
-) -> tuple[str | None, int, str]:
-    """(the subject's answer or None, replay misses, why there is no answer). A scenario with tools
-    runs the engine's replay loop (tools answered from its recording, never executed); one without
-    is a single call. One try per call: a case never retries its way to an answer."""
-    from eval_assets.engine import CallResult, replay_loop
+@dataclass(frozen=True)
+class _Answer:
+    text: str | None
+    misses: int
+    tries: int
+    call_ids: tuple[str, ...]
+    error: str
 
-    async def one_call(turn: int, turn_spec: CallSpec) -> CallResult:
-        o = await gateway.call(turn_spec)
-        status: Literal["ok", "error"] = "ok" if o.ok else "error"
-        return CallResult(
-            status,
-            o.text,
-            1,
-            o.cost_usd,
-            o.prompt_tokens,
-            o.completion_tokens,
-            o.latency_s,
-            error_kind=o.error_kind,
-            error=o.error,
-            tool_calls=o.tool_calls,
-        )
+
+async def _subject_answer(engine: Engine, ref: AttemptRef, scenario: Scenario, spec: CallSpec) -> _Answer:
+    """The subject's answer through the engine (its retry rule, the one spend path). A scenario with
+    tools runs the engine's replay loop (tools answered from its recording, never executed); one
+    without is a single call."""
+    from eval_assets.engine import replay_loop
 
     if scenario.tools:
-        run = await replay_loop(scenario, spec, one_call)
+        run = await replay_loop(scenario, spec, lambda turn, s: engine.call(replace(ref, turn=turn), s))
         result, misses = run.call, run.replay_misses
+        call_ids = tuple(
+            str(c["id"]) for m in run.messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []
+        )
     else:
-        result, misses = await one_call(1, spec), 0
+        result, misses, call_ids = await engine.call(ref, spec), 0, ()
     if result.status != "ok" or result.text is None:
-        return None, misses, f"{result.error_kind}: {result.error}"
-    return result.text, misses, ""
+        why = f"{result.error_kind}: {result.error}" if result.status == "error" else str(result.excluded_reason)
+        return _Answer(None, misses, result.tries, call_ids, why)
+    return _Answer(result.text, misses, result.tries, call_ids, "")
+
+
+def _paid_tries(journal: SpendJournal, build: str) -> int:
+    """Journal rows of the case's subject calls that were reserved at a priced worst case and settled."""
+    return sum(
+        1
+        for row in journal.rows(build=build, role="subject")
+        if row.status in ("settled", "failed") and row.reserved_usd > 0 and row.settled_at is not None
+    )
+
+
+def _subject_of(case: LoadedCase, ctx: GateContext) -> Subject | None:
+    spec_case = case.case
+    if spec_case is not None and spec_case.model_fixture is not None:
+        return Subject(model=f"{SCRIPT_PROVIDER}/{spec_case.model_fixture}", family=SCRIPT_PROVIDER)
+    return (spec_case.subject if spec_case else None) or ctx.subject
 
 
 def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
-    """Run `case` once, deterministically, on the sim provider. Raises CaseError when it cannot run."""
+    """Run `case` once, deterministically, on local models. Raises CaseError when it cannot run.
+
+    Calls go through the engine and the one spend path, journaled in a throwaway SQLite journal: a
+    case's tries are the engine's tries (one, unless the case sets `tries:`), each reserved and
+    settled once.
+    """
     # Imported when a case runs: the engine and the gateway import litellm, which reading, listing
     # and validating cases (`evaltrack validate`) never needs.
-    from eval_assets.engine import judge_spec, subject_spec
+    from eval_assets.config import EngineSettings, ScriptBook
+    from eval_assets.engine import Engine
     from eval_assets.providers.gateway import ModelGateway
+    from eval_assets.spend import AttemptRef, SpendPath, open_journal
 
     project = _project(ctx)
     spec_case = case.case
@@ -281,41 +339,84 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     build = (spec_case.build if spec_case else None) or ctx.build or "gates"
     repeat = spec_case.repeat if spec_case else 1
     settings = project.settings
-    gateway = ModelGateway(settings.price_table())
+    gateway = ModelGateway(settings.price_table(), scripts=ScriptBook(project.root))
     timeout = settings.engine.timeout_s
-    one_try = {"try_no": 1}  # a case never retries
+    tries = spec_case.tries if spec_case else 1
+    # Retries of a case do not wait: retry timing is bounded, never pinned, and a case pins outcomes.
+    engine_settings = EngineSettings(
+        concurrency_per_model=1, timeout_s=timeout, max_tries=tries, backoff_base_s=0.0, backoff_max_s=0.0
+    )
+    with tempfile.TemporaryDirectory(prefix="evaltrack-case-") as scratch:
+        journal = open_journal(f"sqlite:///{Path(scratch) / 'journal.sqlite'}")
+        try:
+            engine = Engine(SpendPath(journal, gateway, run_id=f"case-{case.id}"), engine_settings)
+            return _execute(case, ctx, project, scenario, build, repeat, gateway, engine, journal, AttemptRef)
+        finally:
+            journal.close()
 
-    misses = 0
+
+def _execute(
+    case: LoadedCase,
+    ctx: GateContext,
+    project: Project,
+    scenario: Scenario,
+    build: str,
+    repeat: int,
+    gateway: ModelGateway,
+    engine: Engine,
+    journal: SpendJournal,
+    attempt_ref: type[AttemptRef],
+) -> CaseRun:
+    from eval_assets.engine import judge_spec, subject_spec
+
+    spec_case = case.case
+    timeout = engine.settings.timeout_s
+    misses, tries, paid = 0, 0, 0
+    call_ids: tuple[str, ...] = ()
     if spec_case is not None and spec_case.output is not None:
         output = spec_case.output
     else:
-        subject: Subject | None = (spec_case.subject if spec_case else None) or ctx.subject
+        subject = _subject_of(case, ctx)
         if subject is None:
             raise CaseError(
                 f"case {case.id}: no subject (the case names none and no build subject was given)"
             )
         _require_local(subject.model, "subject")
-        spec = subject_spec(
-            subject, scenario, build=build, repeat=repeat, timeout_s=timeout, extra=one_try
-        )
-        text, misses, error = asyncio.run(_subject_answer(gateway, scenario, spec))
-        if text is None:
-            raise CaseError(f"case {case.id}: subject call failed: {error}")
-        output = text
-    run = CaseRun(output=output, policy_failures=policy_failures(output, scenario), replay_misses=misses)
+        gateway.price(subject.model)  # an unpriced model is refused before its first call
+        spec = subject_spec(subject, scenario, build=build, repeat=repeat, timeout_s=timeout)
+        ref = attempt_ref(build, scenario.id, repeat, "subject")
+        answer = asyncio.run(_subject_answer(engine, ref, scenario, spec))
+        tries, paid, call_ids = answer.tries, _paid_tries(journal, build), answer.call_ids
+        if answer.text is None:
+            raise CaseError(f"case {case.id}: subject call failed after {answer.tries} try(s): {answer.error}")
+        output, misses = answer.text, answer.misses
+    run = CaseRun(
+        output=output,
+        policy_failures=policy_failures(output, scenario),
+        replay_misses=misses,
+        tries=tries,
+        paid_tries=paid,
+        tool_call_ids=tuple(call_ids),
+    )
     assertions = case.assertions or ()
-    judged = any(a.kind in _JUDGED for a in assertions) or (spec_case is not None and spec_case.judge)
+    judged = any(a.kind in _JUDGED for a in assertions) or (
+        spec_case is not None and (spec_case.judge or spec_case.judge_fixture)
+    )
     if not judged:
         return run
     judge = _judge_for(case, scenario, project)
+    if spec_case is not None and spec_case.judge_fixture is not None:
+        # the judge version's prompt, rubric and parser; its model replaced by the script
+        judge = judge.model_copy(
+            update={"model": f"{SCRIPT_PROVIDER}/{spec_case.judge_fixture}", "params": {}, "api_base": None}
+        )
     _require_local(judge.model, "judge")
+    gateway.price(judge.model)
     rubric = _rubric_for(project, judge)
     nonce = fence_nonce(CASE_FENCE_SECRET, case.id)
-    spec = judge_spec(
-        judge, rubric, scenario, output, nonce=nonce, build=build, repeat=repeat, timeout_s=timeout, extra=one_try
-    )
-    reply = asyncio.run(gateway.call(spec))
-    if not reply.ok:
+    spec = judge_spec(judge, rubric, scenario, output, nonce=nonce, build=build, repeat=repeat, timeout_s=timeout)
+    reply = asyncio.run(engine.call(attempt_ref(build, scenario.id, repeat, "judge", judge.version_id), spec))
+    if reply.status != "ok":
         raise CaseError(f"case {case.id}: judge call failed: {reply.error_kind}: {reply.error}")
     verdict = parse_verdict(reply.text, rubric)
     return replace(
@@ -335,6 +436,10 @@ def failed_assertions(assertions: Sequence[Assertion], run: CaseRun) -> list[str
             out.append(f"{a.text()} — found {run.policy_failures}")
         elif a.kind == "replay_misses" and run.replay_misses != a.value:
             out.append(f"{a.text()} — found {run.replay_misses}")
+        elif a.kind in ("tries", "paid_tries") and getattr(run, a.kind) != a.value:
+            out.append(f"{a.text()} — found {getattr(run, a.kind)}")
+        elif a.kind == "tool_call_ids" and list(run.tool_call_ids) != list(a.value):
+            out.append(f"{a.text()} — the subject made {list(run.tool_call_ids)}")
         elif a.kind == "verdict" and run.verdict_status != a.value:
             why = f" ({run.failure_reason})" if run.failure_reason else ""
             out.append(f"{a.text()} — the verdict is {run.verdict_status}{why}")

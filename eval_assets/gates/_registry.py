@@ -35,7 +35,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from eval_assets.config import ConfigError, Id, Problem, read_yaml, validate_model
+from eval_assets.config import ConfigError, Id, Problem, read_yaml, script_problems, validate_model
 
 GATES_DIR = "gates"
 KINDS: tuple[str, ...] = ("case", "corpus", "property", "structural")
@@ -285,7 +285,8 @@ def read_registry(root: Path, *, check_imports: bool = True) -> Registry:
 
     Problems (each `path: field: message`, path relative to `root`): malformed YAML, missing fields,
     unknown fields, an unknown kind, a duplicate id (across files, gates and tests together), a case
-    file that is missing or invalid, and — with `check_imports` — a check, generator, predicate or
+    file that is missing or invalid (a model script it names included), an invalid model script under
+    `gates/fixtures/models/`, and — with `check_imports` — a check, generator, predicate or
     procedure that does not import (named, with the import error). An entry that fails validation
     is listed in `invalid`; a valid entry whose callable does not import stays in `gates`/`tests`
     (the runner reports it as `error`).
@@ -358,6 +359,7 @@ def read_registry(root: Path, *, check_imports: bool = True) -> Registry:
                             resolve_callable(target)
                         except CallableImportError as exc:
                             problems.append(Problem(shown, f"{loc}.{name}", str(exc)))
+    problems += script_problems(root)  # every model script, named by a case or not
     return Registry(root, tuple(gates), tuple(tests), tuple(invalid), tuple(problems), sources)
 
 

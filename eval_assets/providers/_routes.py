@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 
 # Providers served in-process (custom litellm providers); everything else must be a litellm provider.
-LOCAL_PROVIDERS = frozenset({"sim", "simjudge"})
+LOCAL_PROVIDERS = frozenset({"sim", "simjudge", "script"})
 
 
 @functools.cache

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import litellm  # noqa: E402
 
 import eval_assets.providers  # noqa: F401  (sets litellm's offline environment first)
+from eval_assets.providers.scriptmodel import SCRIPT_PROVIDER, ModelScript
 from eval_assets.redact import redact, redact_logs
 
 litellm.suppress_debug_info = True
@@ -97,14 +98,23 @@ def _redact_arguments(arguments: str | None) -> str | None:
     return None if arguments is None else redact(arguments)
 
 
+ScriptSource = Callable[[str], ModelScript]
+"""Loads the script `script/NAME` plays (by NAME); raises when it cannot (the message says why)."""
+
+
 class ModelGateway:
     """Routes calls through litellm and prices them; knows litellm's map plus registered prices."""
 
-    def __init__(self, prices: Mapping[str, tuple[float, float]] | None = None):
-        """`prices`: model -> (USD per input token, USD per output token) for models litellm lacks."""
+    def __init__(
+        self, prices: Mapping[str, tuple[float, float]] | None = None, scripts: ScriptSource | None = None
+    ):
+        """`prices`: model -> (USD per input token, USD per output token) for models litellm lacks.
+        `scripts`: where `script/NAME` models find their script (the project's loader); without it a
+        script model's call fails (never a silent answer)."""
         from eval_assets.providers.sim import register_sim_providers
 
         register_sim_providers()
+        self._scripts = scripts
         self._prices: dict[str, tuple[float, float]] = dict(prices or {})
         # litellm prices every response itself (in its logging path); teach it the registered prices so
         # that path finds them directly instead of searching its map for a near match.
@@ -145,9 +155,22 @@ class ModelGateway:
             chars += len(str(spec.tools))
         return self.cost(spec.model, chars // 3 + 16, spec.max_tokens)
 
+    def _script_metadata(self, model: str) -> dict[str, Any]:
+        """`{"script": ...}` for a `script/NAME` model (its script as plain data), else {}."""
+        provider, _, name = model.partition("/")
+        if provider != SCRIPT_PROVIDER:
+            return {}
+        if self._scripts is None:
+            raise LookupError(f"no script source: the gateway was built without one, so {model!r} has no script")
+        return {"script": self._scripts(name).model_dump(mode="json")}
+
     async def call(self, spec: CallSpec) -> CallOutcome:
         """One try. Never raises for provider failures; the hard timeout is enforced here too."""
         started = time.perf_counter()
+        try:
+            script = self._script_metadata(spec.model)
+        except Exception as exc:  # a script that does not load is this call's failure, never an answer
+            return self._failure(started, "ScriptUnavailable", _safe_message(exc), False, exc)
         kwargs: dict[str, Any] = dict(spec.params)
         if spec.api_base:
             kwargs["api_base"] = spec.api_base
@@ -162,7 +185,7 @@ class ModelGateway:
                     timeout=spec.timeout_s,
                     num_retries=0,
                     max_retries=0,
-                    metadata=dict(spec.metadata),
+                    metadata={**spec.metadata, **script},
                     **kwargs,
                 ),
                 timeout=spec.timeout_s + 1.0,

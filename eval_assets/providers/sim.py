@@ -14,6 +14,12 @@ call has not been made, it emits one tool call per turn: the recorded call with 
 else the same tool with wrong arguments (a replay miss). Once every recorded call was made, or with
 `tool_choice="none"`, it answers in text; wrong and missing calls lower that answer's quality.
 Deterministic per (seed, build, scenario, repeat, turn).
+
+The third provider, `script` (`script/NAME`), plays back an authored model script
+(`scriptmodel.ModelScript`) instead of simulating: the gateway puts the script, as plain data, in
+litellm `metadata["script"]`; which turn answers is `scriptmodel.select_turn` of the messages and the
+try number. Failure turns raise the named litellm exception, an exhausted script raises
+`ScriptExhausted` (a non-retryable bad request), and tool-call turns keep their authored call ids.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import litellm  # noqa: E402
@@ -30,6 +37,14 @@ import eval_assets.providers  # noqa: F401
 from eval_assets.canonical import canonical_arguments
 from eval_assets.fence import fenced_content
 
+from .scriptmodel import (
+    SCRIPT_PROVIDER,
+    FailureTurn,
+    ModelScript,
+    ScriptExhaustedError,
+    TextTurn,
+    select_turn,
+)
 from .simmodel import (  # noqa: E402
     DECODING_PARAMS,
     JUDGE_KNOBS,
@@ -59,7 +74,7 @@ def _prompt_tokens(messages: list[dict[str, Any]]) -> int:
 
 def _identity(litellm_params: dict[str, Any] | None) -> dict[str, Any]:
     meta = (litellm_params or {}).get("metadata") or {}
-    keys = ("build", "scenario_id", "repeat", "try_no", "judge_version", "turn", "replay_calls")
+    keys = ("build", "scenario_id", "repeat", "try_no", "judge_version", "turn", "replay_calls", "script")
     return {k: meta.get(k) for k in keys}
 
 
@@ -307,18 +322,125 @@ def _malformed(spec: list[dict[str, Any]], rng: Any) -> str:
     return forms[rng.randrange(len(forms))]
 
 
+class ScriptExhausted(litellm.BadRequestError):  # type: ignore[misc]
+    """A call a model script has no turn for: never retried, never a silent stop."""
+
+
+def _script_error(turn: FailureTurn, model: str) -> Exception:
+    cls = getattr(litellm, turn.error)
+    message = f"script: {turn.message}"
+    if turn.reply is not None:
+        size = len(turn.reply.encode("utf-8"))
+        message += f" (the reply broke off at byte {turn.break_at} of {size})"
+    return cls(message=message, model=model, llm_provider=SCRIPT_PROVIDER)  # type: ignore[no-any-return]
+
+
+def _script_turn(model: str, messages: list, who: dict[str, Any]) -> Any:
+    """The script's turn for this call (scriptmodel.select_turn); raises ScriptExhausted."""
+    if who["script"] is None:
+        raise ScriptExhausted(
+            message=f"script/{model}: no script was loaded for this model (the gateway passes it)",
+            model=model,
+            llm_provider=SCRIPT_PROVIDER,
+        )
+    script = ModelScript.model_validate(who["script"])
+    try:
+        return select_turn(script, model, messages, int(who["try_no"] or 1))
+    except ScriptExhaustedError as exc:
+        raise ScriptExhausted(message=str(exc), model=model, llm_provider=SCRIPT_PROVIDER) from None
+
+
+class ScriptModel(_SimProvider):
+    """Plays back an authored script (see the module doc); takes no knobs.
+
+    Streamed (`stream=True`), a failure turn with a reply first yields the reply's bytes up to
+    `break_at` (whole characters), then raises: the partial reply a broken stream leaves behind.
+    """
+
+    PROVIDER, KNOBS = SCRIPT_PROVIDER, frozenset()
+
+    async def astreaming(  # type: ignore[override]
+        self, model: str, messages: list, *args: Any, optional_params: dict, litellm_params: Any = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        knobs = {k: v for k, v in dict(optional_params).items() if k not in ("stream", "stream_options")}
+        _unknown(knobs, self.KNOBS, self.PROVIDER)
+        turn = _script_turn(model, messages, _identity(litellm_params))
+        if isinstance(turn, FailureTurn):
+            if turn.partial():
+                yield _chunk(turn.partial(), finished=False)
+            raise _script_error(turn, model)
+        if isinstance(turn, TextTurn):
+            yield _chunk(turn.text, finished=True, finish_reason="stop")
+            return
+        for index, call in enumerate(turn.tool_calls):
+            yield {
+                **_chunk(turn.text or "" if index == 0 else "", finished=False),
+                "tool_use": {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.function.name, "arguments": call.function.arguments},
+                    "index": index,
+                },
+            }
+        yield _chunk("", finished=True, finish_reason="tool_calls")
+
+    async def answer(
+        self, model: str, messages: list, model_response: Any, knobs: dict[str, Any], who: dict[str, Any]
+    ) -> Any:
+        turn = _script_turn(model, messages, who)
+        if isinstance(turn, FailureTurn):
+            raise _script_error(turn, model)
+        if isinstance(turn, TextTurn):
+            return _respond(model_response, model, turn.text, _prompt_tokens(messages))
+        return _respond_tool_calls(
+            model_response,
+            model,
+            turn.text,
+            [(c.id, c.function.name, c.function.arguments) for c in turn.tool_calls],
+            _prompt_tokens(messages),
+        )
+
+
+def _chunk(text: str, *, finished: bool, finish_reason: str = "") -> dict[str, Any]:
+    """One litellm GenericStreamingChunk."""
+    return {"text": text, "tool_use": None, "is_finished": finished, "finish_reason": finish_reason, "usage": None, "index": 0}
+
+
+def _respond_tool_calls(
+    model_response: Any, model: str, text: str | None, calls: list[tuple[str, str, str]], prompt_tokens: int
+) -> Any:
+    """A tool-call turn with the given (id, name, arguments) calls, ids as authored."""
+    from litellm.types.utils import ChatCompletionMessageToolCall, Function
+
+    message = model_response.choices[0].message
+    message.content = text
+    message.tool_calls = [
+        ChatCompletionMessageToolCall(id=cid, type="function", function=Function(name=name, arguments=arguments))
+        for cid, name, arguments in calls
+    ]
+    model_response.choices[0].finish_reason = "tool_calls"
+    model_response.model = model
+    completion = _tokens((text or "") + "".join(name + arguments for _, name, arguments in calls))
+    model_response.usage = litellm.Usage(
+        prompt_tokens=prompt_tokens, completion_tokens=completion, total_tokens=prompt_tokens + completion
+    )
+    return model_response
+
+
 _registered = False
 
 
 def register_sim_providers() -> None:
-    """Register `sim` and `simjudge` with litellm (idempotent)."""
+    """Register `sim`, `simjudge` and `script` with litellm (idempotent)."""
     global _registered
     if _registered:
         return
-    existing = [p for p in litellm.custom_provider_map if p.get("provider") not in ("sim", "simjudge")]
+    ours = ("sim", "simjudge", SCRIPT_PROVIDER)
+    existing = [p for p in litellm.custom_provider_map if p.get("provider") not in ours]
     litellm.custom_provider_map = existing + [
         {"provider": "sim", "custom_handler": SimSubject()},
         {"provider": "simjudge", "custom_handler": SimJudge()},
+        {"provider": SCRIPT_PROVIDER, "custom_handler": ScriptModel()},
     ]
     from litellm.utils import custom_llm_setup
 
