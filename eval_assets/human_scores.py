@@ -291,6 +291,39 @@ def score_id(record: dict[str, Any]) -> str:
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
+def human_score_row(
+    build: str | None,
+    scenario_id: str | None,
+    repeat: int | None,
+    judge: Judge | None,
+    rubric: Rubric | None,
+    criteria: dict[str, Any] | None,
+    score: float | None,
+    author: str | None,
+    retracts: str | None,
+    imported_from: str,
+    line: int,
+) -> dict[str, Any]:
+    """The one `human_scores` row of an imported line (`criteria` None: a pure retraction); its
+    `score_id` is the content hash of the score (`score_id`)."""
+    record: dict[str, Any] = {
+        "build": build,
+        "scenario_id": scenario_id,
+        "repeat": repeat,
+        "attempt_id": f"{build}/{scenario_id}/{repeat}",
+        "judge_version": None if judge is None else judge.version_id,
+        "rubric": None if rubric is None else rubric.key,
+        "source": SOURCE,
+        "criteria": None if criteria is None else json.dumps(criteria, sort_keys=True),
+        "score": score,
+        "author": author,
+        "retracts": retracts,
+        "imported_from": imported_from,
+        "line": line,
+    }
+    return {"score_id": score_id({**record, "criteria": criteria}), **record}
+
+
 def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str, Any]], list[str]]:
     records: list[dict[str, Any]] = []
     in_file: dict[str, dict[str, Any]] = {}  # score_id -> attempt/pure, for rows earlier in this file
@@ -326,23 +359,10 @@ def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str
                     row.problems += [("criteria", p) for p in found or [str(verdict.failure_reason)]]
                 else:
                     values, score = verdict.criteria, verdict.score
-        record = {
-            "build": build,
-            "scenario_id": scenario_id,
-            "repeat": repeat,
-            "attempt_id": f"{build}/{scenario_id}/{repeat}",
-            "judge_version": None if judge is None else judge.version_id,
-            "rubric": None if rubric is None else rubric.key,
-            "source": SOURCE,
-            "criteria": None if values is None else json.dumps(values, sort_keys=True),
-            "score": score,
-            "author": author,
-            "retracts": retracts,
-            "imported_from": name,
-            "line": row.line,
-        }
-        sid = score_id({**record, "criteria": values})
-        record["score_id"] = sid
+        record = human_score_row(
+            build, scenario_id, repeat, judge, rubric, values, score, author, retracts, name, row.line
+        )
+        sid = record["score_id"]
         if retracts is not None:
             target = ctx.stored.get(retracts) or in_file.get(retracts)
             by = ctx.retracted.get(retracts) or retracted_here.get(retracts)

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from eval_assets.capability.builds import Builds
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
-from eval_assets.capability.rows import Summary, cost_ledger_row, exclude_stopped_scenarios
+from eval_assets.capability.rows import (
+    Summary,
+    cost_ledger_rows,
+    exclude_stopped_scenarios,
+    judge_verdict_rows,
+    scenario_run_rows,
+)
 from eval_assets.config import BuildManifest, Judge, Project, Scenario
 from eval_assets.engine import Engine, Progress, StoredAttempt
 from eval_assets.home import EvalHome
@@ -208,7 +214,7 @@ class Track:
             results = asyncio.run(engine.run_subjects(build, scenarios, generation))
             finished = sum(r.call.error_kind != "run_deadline" for r in results)
             self._check_deadline(engine, build.id, "scenario_runs", finished, len(results))
-            rows = exclude_stopped_scenarios([r.row(build) for r in results])
+            rows = scenario_run_rows(build, results)
             held.check()
             path = self.warehouse.write_partition("scenario_runs", {"build": build.id}, rows, run_id)
         statuses = [r["status"] for r in rows]
@@ -280,11 +286,7 @@ class Track:
                 engine, build.id, f"judge_verdicts [{judge.version_id}]", finished, len(results)
             )
             produced = {(a.scenario_id, a.repeat): a.output is not None for a in attempts}
-            rows = exclude_stopped_scenarios(
-                [r.row(build.id, judge, rubric) for r in results],
-                reason_key="failure_reason",
-                has_output=lambda row: produced.get((row["scenario_id"], row["repeat"]), False),
-            )
+            rows = judge_verdict_rows(build.id, judge, rubric, results, produced)
             held.check()
             path = self.warehouse.write_partition(
                 "judge_verdicts", {"build": build.id, "judge_version": judge.version_id}, rows, run_id
@@ -323,7 +325,7 @@ class Track:
             for r in self.journal.rows(build=build_id)
             if r.judge_version is None or r.judge_version == judge_version
         ]
-        out = [cost_ledger_row(r) for r in sorted(rows, key=lambda r: r.attempt_key)]
+        out = cost_ledger_rows(rows)
         path = self.warehouse.write_partition(
             "cost_ledger", {"build": build_id, "published_for": judge_version}, out, run_id
         )

@@ -21,7 +21,7 @@ from ._quarantine import (
     WarehouseQuarantineStore,
     quarantine_at,
 )
-from ._records import materialize_suite, record_suite, stored_evidence
+from ._records import gate_result_rows, materialize_suite, quarantine_rows, record_suite, stored_evidence
 from ._registry import (
     KINDS,
     CallableImportError,
@@ -75,10 +75,12 @@ __all__ = [
     "TestRecord",
     "WarehouseQuarantineStore",
     "check_docs",
+    "gate_result_rows",
     "load_case",
     "load_registry",
     "materialize_suite",
     "quarantine_at",
+    "quarantine_rows",
     "read_registry",
     "record_suite",
     "resolve_callable",
