@@ -55,6 +55,7 @@ from eval_assets.config import (  # noqa: E402
     Subject,
 )
 from eval_assets.engine import Engine, StoredAttempt  # noqa: E402
+from eval_assets.gates.dogfood.security import LOGGERS  # noqa: E402  (the loggers the canary gate watches)
 from eval_assets.providers import simmodel  # noqa: E402
 from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway, UnpricedModel  # noqa: E402
 from eval_assets.providers.sim import SimSubject  # noqa: E402
@@ -79,16 +80,6 @@ METADATA = {"build": BUILD, "scenario_id": SCENARIO, "repeat": REPEAT, "role": "
 MESSAGES = [{"role": "user", "content": "Summarise the release notes in one sentence."}]
 SETTINGS = EngineSettings(backoff_base_s=0.01, backoff_max_s=0.05, timeout_s=2, max_tries=3)
 HANG_TIMEOUT_S = 1.0
-LOGGERS = (
-    "LiteLLM",
-    "LiteLLM Router",
-    "LiteLLM Proxy",
-    "litellm",
-    "eval_assets",
-    "openai",
-    "httpx",
-    "httpcore",
-)
 
 
 def run(coro: Any) -> Any:

@@ -236,6 +236,7 @@ async def _subject_answer(
     """(the subject's answer or None, replay misses, why there is no answer). A scenario with tools
     runs the engine's replay loop (tools answered from its recording, never executed); one without
     is a single call. One try per call: a case never retries its way to an answer."""
+    # litellm: ~10 s CPU; validate imports gates
     from eval_assets.engine import CallResult, replay_loop
 
     async def one_call(turn: int, turn_spec: CallSpec) -> CallResult:
@@ -266,8 +267,8 @@ async def _subject_answer(
 
 def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     """Run `case` once, deterministically, on the sim provider. Raises CaseError when it cannot run."""
-    # Imported when a case runs: the engine and the gateway import litellm, which reading, listing
-    # and validating cases (`evaltrack validate`) never needs.
+    # Imported when a case runs: the engine and the gateway import litellm (~10 s CPU), which
+    # reading, listing and validating cases (`evaltrack validate`) never needs.
     from eval_assets.engine import judge_spec, subject_spec
     from eval_assets.providers.gateway import ModelGateway
 

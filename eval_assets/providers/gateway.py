@@ -20,6 +20,7 @@ from typing import Any
 import litellm  # noqa: E402
 
 import eval_assets.providers  # noqa: F401  (sets litellm's offline environment first)
+from eval_assets.providers.sim import register_sim_providers
 from eval_assets.redact import redact, redact_logs
 
 litellm.suppress_debug_info = True
@@ -102,8 +103,6 @@ class ModelGateway:
 
     def __init__(self, prices: Mapping[str, tuple[float, float]] | None = None):
         """`prices`: model -> (USD per input token, USD per output token) for models litellm lacks."""
-        from eval_assets.providers.sim import register_sim_providers
-
         register_sim_providers()
         self._prices: dict[str, tuple[float, float]] = dict(prices or {})
         # litellm prices every response itself (in its logging path); teach it the registered prices so
