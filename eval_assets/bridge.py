@@ -20,7 +20,7 @@ This convention, and the statistics, are written down in docs/methods.md ("Bridg
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,7 @@ import pandas as pd
 from eval_assets.capability.rows import Summary
 from eval_assets.config import FloatScale, IntScale, Judge, Rubric
 from eval_assets.judging import check_criteria
-from eval_assets.stats import calibrate
+from eval_assets.stats import Calibration, calibrate
 from eval_assets.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -203,9 +203,39 @@ def run_bridge(track: Track, judge_version: str, run_id: str, log: Log | None = 
     after = after.assign(new_score=_points(after, r_new)).loc[:, [*key, "new_score"]]
     pairs = before.merge(after, on=key, how="inner")
     cal = calibrate(pairs, point_size=scale.point_size)
-    row = {
+    row = calibration_offset_row(old.version_id, new.version_id, cal, builds, scale)
+    path = track.warehouse.write_partition("calibration_offsets", {"judge_to": new.version_id}, [row], run_id)
+    return {
         "judge_from": old.version_id,
         "judge_to": new.version_id,
+        "builds": builds,
+        "verdicts_reused": reused,
+        "verdicts_judged": judged,
+        "spend_usd": round(spend, 6),
+        "n_outputs": cal.n,
+        "n_scenarios": cal.n_scenarios,
+        "unpaired_old": len(before) - cal.n,
+        "unpaired_new": len(after) - cal.n,
+        **counts,
+        "published": cal.published,
+        "reasons": list(cal.reasons),
+        "offset": None if cal.offset is None else round(cal.offset, 4),
+        "ci": None if cal.ci_low is None else [round(cal.ci_low, 4), round(cal.ci_high or 0.0, 4)],
+        "krippendorff_alpha": None if cal.krippendorff_alpha is None else round(cal.krippendorff_alpha, 4),
+        "equating": cal.equating_slope is not None,
+        "unit": scale.unit,
+        "partition_file": str(path),
+    }
+
+
+def calibration_offset_row(
+    judge_from: str, judge_to: str, cal: Calibration, builds: Sequence[str], scale: PointScale
+) -> dict[str, Any]:
+    """The one `calibration_offsets` row of a bridge run (reasons one per line, builds comma-joined;
+    figures in `scale.unit`)."""
+    return {
+        "judge_from": judge_from,
+        "judge_to": judge_to,
         "published": cal.published,
         "reasons": "\n".join(cal.reasons),
         "offset": cal.offset,
@@ -232,28 +262,6 @@ def run_bridge(track: Track, judge_version: str, run_id: str, log: Log | None = 
         "scale_high": scale.high,
         "point_size": scale.point_size,
         "level": cal.level,
-    }
-    path = track.warehouse.write_partition("calibration_offsets", {"judge_to": new.version_id}, [row], run_id)
-    return {
-        "judge_from": old.version_id,
-        "judge_to": new.version_id,
-        "builds": builds,
-        "verdicts_reused": reused,
-        "verdicts_judged": judged,
-        "spend_usd": round(spend, 6),
-        "n_outputs": cal.n,
-        "n_scenarios": cal.n_scenarios,
-        "unpaired_old": len(before) - cal.n,
-        "unpaired_new": len(after) - cal.n,
-        **counts,
-        "published": cal.published,
-        "reasons": list(cal.reasons),
-        "offset": None if cal.offset is None else round(cal.offset, 4),
-        "ci": None if cal.ci_low is None else [round(cal.ci_low, 4), round(cal.ci_high or 0.0, 4)],
-        "krippendorff_alpha": None if cal.krippendorff_alpha is None else round(cal.krippendorff_alpha, 4),
-        "equating": cal.equating_slope is not None,
-        "unit": scale.unit,
-        "partition_file": str(path),
     }
 
 

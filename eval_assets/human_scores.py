@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from eval_assets.config import Judge, ProblemsFound, Project, Rubric, read_capped
+from eval_assets.config import Judge, Problem, ProblemsFound, Project, Rubric, read_capped
 from eval_assets.judging import check_criteria, criteria_problems, strict_json
 from eval_assets.warehouse import Warehouse
 
@@ -54,7 +54,7 @@ SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
 
 class HumanScoreError(ProblemsFound):
-    """The file was rejected; `problems` has one `FILE:LINE: field: message` line per problem."""
+    """The file was rejected; `problems` has one `Problem` per problem (str: `FILE:LINE: field: message`)."""
 
 
 @dataclass
@@ -168,6 +168,11 @@ def _surrogate(text: str) -> bool:
 def _printable(text: str) -> str:
     """A problem line that can be printed and stored: a lone surrogate in it shows as its escape."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _problem(path: str, field: str, message: str, line: int = 0) -> Problem:
+    """One reason the file is refused (`line` 0: the file as a whole), printable and storable."""
+    return Problem(_printable(path), field, _printable(message), line)
 
 
 def _text_problems(row: _Row) -> None:
@@ -291,7 +296,40 @@ def score_id(record: dict[str, Any]) -> str:
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
-def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str, Any]], list[str]]:
+def human_score_row(
+    build: str | None,
+    scenario_id: str | None,
+    repeat: int | None,
+    judge: Judge | None,
+    rubric: Rubric | None,
+    criteria: dict[str, Any] | None,
+    score: float | None,
+    author: str | None,
+    retracts: str | None,
+    imported_from: str,
+    line: int,
+) -> dict[str, Any]:
+    """The one `human_scores` row of an imported line (`criteria` None: a pure retraction); its
+    `score_id` is the content hash of the score (`score_id`)."""
+    record: dict[str, Any] = {
+        "build": build,
+        "scenario_id": scenario_id,
+        "repeat": repeat,
+        "attempt_id": f"{build}/{scenario_id}/{repeat}",
+        "judge_version": None if judge is None else judge.version_id,
+        "rubric": None if rubric is None else rubric.key,
+        "source": SOURCE,
+        "criteria": None if criteria is None else json.dumps(criteria, sort_keys=True),
+        "score": score,
+        "author": author,
+        "retracts": retracts,
+        "imported_from": imported_from,
+        "line": line,
+    }
+    return {"score_id": score_id({**record, "criteria": criteria}), **record}
+
+
+def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str, Any]], list[Problem]]:
     records: list[dict[str, Any]] = []
     in_file: dict[str, dict[str, Any]] = {}  # score_id -> attempt/pure, for rows earlier in this file
     retracted_here: dict[str, str] = {}
@@ -326,23 +364,10 @@ def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str
                     row.problems += [("criteria", p) for p in found or [str(verdict.failure_reason)]]
                 else:
                     values, score = verdict.criteria, verdict.score
-        record = {
-            "build": build,
-            "scenario_id": scenario_id,
-            "repeat": repeat,
-            "attempt_id": f"{build}/{scenario_id}/{repeat}",
-            "judge_version": None if judge is None else judge.version_id,
-            "rubric": None if rubric is None else rubric.key,
-            "source": SOURCE,
-            "criteria": None if values is None else json.dumps(values, sort_keys=True),
-            "score": score,
-            "author": author,
-            "retracts": retracts,
-            "imported_from": name,
-            "line": row.line,
-        }
-        sid = score_id({**record, "criteria": values})
-        record["score_id"] = sid
+        record = human_score_row(
+            build, scenario_id, repeat, judge, rubric, values, score, author, retracts, name, row.line
+        )
+        sid = record["score_id"]
         if retracts is not None:
             target = ctx.stored.get(retracts) or in_file.get(retracts)
             by = ctx.retracted.get(retracts) or retracted_here.get(retracts)
@@ -367,7 +392,7 @@ def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str
                 sid, {"build": build, "scenario_id": scenario_id, "repeat": repeat, "pure": values is None}
             )
             records.append(record)
-    problems = [_printable(f"{name}:{row.line}: {fld}: {msg}") for row in rows for fld, msg in row.problems]
+    problems = [_problem(name, fld, msg, row.line) for row in rows for fld, msg in row.problems]
     return records, problems
 
 
@@ -385,26 +410,26 @@ def import_scores(track: Track, path: Path, run_id: str, max_bytes: int | None =
     """
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
-        raise HumanScoreError([f"{path.name}: <file>: expected a .csv or .jsonl file"])
+        raise HumanScoreError([_problem(path.name, "<file>", "expected a .csv or .jsonl file")])
     cap = track.project.settings.bounds.max_human_scores_bytes if max_bytes is None else max_bytes
     try:
         raw = read_capped(path, cap)
     except ValueError as exc:  # over the cap: refused before anything is parsed
         raise HumanScoreError(
-            [f"{path.name}: <file>: {exc} (bounds.max_human_scores_bytes in evaltrack.yaml)"]
+            [_problem(path.name, "<file>", f"{exc} (bounds.max_human_scores_bytes in evaltrack.yaml)")]
         ) from None
     except OSError as exc:
-        raise HumanScoreError([f"{path.name}: <file>: cannot read: {exc.strerror or exc}"]) from None
+        raise HumanScoreError([_problem(path.name, "<file>", f"cannot read: {exc.strerror or exc}")]) from None
     try:
         text = raw.decode("utf-8-sig")  # a UTF-8 byte order mark is not part of the first column's name
     except UnicodeDecodeError as exc:
-        raise HumanScoreError([f"{path.name}: <file>: not UTF-8 text (byte {exc.start})"]) from None
+        raise HumanScoreError([_problem(path.name, "<file>", f"not UTF-8 text (byte {exc.start})")]) from None
     try:
         rows = list(_read_csv(text) if kind == "csv" else _read_jsonl(text))
     except csv.Error as exc:
-        raise HumanScoreError([_printable(f"{path.name}: <file>: cannot read: {exc}")]) from None
+        raise HumanScoreError([_problem(path.name, "<file>", f"cannot read: {exc}")]) from None
     if not rows:
-        raise HumanScoreError([f"{path.name}: <file>: no score rows"])
+        raise HumanScoreError([_problem(path.name, "<file>", "no score rows")])
     ctx = _context(track)
     records, problems = _validate(rows, ctx, path.name)
     if problems:

@@ -126,7 +126,7 @@ def run_noise_bands(track: Track, build: str, judge_version: str, run_id: str) -
     track.build(build)  # an unknown build is refused before anything is read
     track.judge(judge_version)
     band = band_for(track, build, judge_version, _require_verdicts(track, build, judge_version))
-    table = band.table().assign(build=build, judge_version=judge_version)
+    table = noise_band_rows(band, build, judge_version)
     path = track.warehouse.write_partition(
         "noise_bands", {"build": build, "judge_version": judge_version}, table, run_id
     )
@@ -228,18 +228,8 @@ def run_capability_report(track: Track, build: str, judge_version: str, run_id: 
     manifest = track.build(build)  # resolved once for this materialization
     baseline = baseline_for(track, manifest)
     run = build_report(track, manifest, judge_version, baseline, registered_manifests(track))
-    rows = pd.DataFrame(run.report.rows()).assign(
-        build=build,
-        judge_version=judge_version,
-        baseline=baseline,
-        aa_flag_rate=run.report.aa_flag_rate,
-        aa_block_rate=run.report.aa_block_rate,
-    )
-    scenarios = track.project.scenarios
-    rows["source"] = [  # authored or trajectory: reports show where a scenario came from
-        scenarios[sid].source if isinstance(sid, str) and sid in scenarios else None
-        for sid in rows["scenario_id"]
-    ]
+    sources = {sid: s.source for sid, s in track.project.scenarios.items()}
+    rows = capability_report_rows(run, build, judge_version, sources)
     path = track.warehouse.write_partition(
         "capability_reports", {"build": build, "judge_version": judge_version}, rows, run_id
     )
@@ -369,15 +359,9 @@ def run_release_decision(
     manifest = track.build(build)  # resolved once for this decision
     decision, baseline = make_decision(track, manifest, extra, evidence_failure)
     versions = decision_versions(track, manifest)
-    row = {
-        "build": build,
-        "decision": decision.decision,
-        "reasons": "\n".join(r.text() for r in decision.reasons),
-        "judge_versions": ",".join(versions),
-        "baseline": baseline,
-    }
+    row = release_decision_row(build, decision, versions, baseline)
     track.warehouse.write_partition("release_decisions", {"build": build}, [row], run_id)
-    reasons = [dict(r, build=build, rank=i) for i, r in enumerate(decision.rows(), start=1)]
+    reasons = release_decision_reason_rows(build, decision)
     track.warehouse.write_partition("release_decision_reasons", {"build": build}, reasons, run_id)
     return Summary(
         {
@@ -388,6 +372,49 @@ def run_release_decision(
             "reasons": [r.text() for r in decision.reasons],
         }
     )
+
+
+# --- the rows of the release tables (one builder per table) ----------------------------------------
+
+
+def noise_band_rows(band: NoiseBand, build: str, judge_version: str) -> pd.DataFrame:
+    """The `noise_bands` rows of one build's band under one judge version (suite row and one per scenario)."""
+    return band.table().assign(build=build, judge_version=judge_version)
+
+
+def capability_report_rows(
+    run: ReportRun, build: str, judge_version: str, sources: Mapping[str, str]
+) -> pd.DataFrame:
+    """The `capability_reports` rows of one report: a row per finding, with the report's baseline and
+    simulated A/A rates, and where each scenario came from (`sources[scenario_id]`: authored or
+    trajectory; None for a suite-wide finding or a scenario no longer in the project)."""
+    rows = pd.DataFrame(run.report.rows()).assign(
+        build=build,
+        judge_version=judge_version,
+        baseline=run.baseline,
+        aa_flag_rate=run.report.aa_flag_rate,
+        aa_block_rate=run.report.aa_block_rate,
+    )
+    rows["source"] = [sources.get(sid) if isinstance(sid, str) else None for sid in rows["scenario_id"]]
+    return rows
+
+
+def release_decision_row(
+    build: str, decision: ReleaseDecision, versions: Sequence[str], baseline: str | None
+) -> dict[str, Any]:
+    """The one `release_decisions` row of a decision (reasons one per line, judge versions comma-joined)."""
+    return {
+        "build": build,
+        "decision": decision.decision,
+        "reasons": "\n".join(r.text() for r in decision.reasons),
+        "judge_versions": ",".join(versions),
+        "baseline": baseline,
+    }
+
+
+def release_decision_reason_rows(build: str, decision: ReleaseDecision) -> list[dict[str, Any]]:
+    """The `release_decision_reasons` rows of a decision, ranked from 1 (most severe first)."""
+    return [dict(r, build=build, rank=i) for i, r in enumerate(decision.rows(), start=1)]
 
 
 def decide_release(

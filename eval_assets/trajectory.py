@@ -34,6 +34,7 @@ from eval_assets import redact
 from eval_assets.canonical import canonical_arguments, canonical_json
 from eval_assets.config import (
     MAX_YAML_BYTES,
+    Problem,
     ProblemsFound,
     Scenario,
     YamlRefused,
@@ -102,16 +103,9 @@ _HEADER_HINT = (
 # --- problems ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ExportProblem:
+def _problem(path: str, line: int, message: str) -> Problem:
     """One reason an export is refused; `line` is 1-based (0: the file as a whole)."""
-
-    path: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
+    return Problem(path, "", message, line)
 
 
 class ExportRefused(ProblemsFound):
@@ -333,10 +327,10 @@ def read_export(path: Path, shown: str | None = None, max_bytes: int | None = No
         text = read_capped(path, cap, "export").decode("utf-8-sig")
     except ValueError as exc:  # over the cap (or not UTF-8): refused before anything is parsed
         why = f"{exc} (bounds.max_trajectory_bytes in evaltrack.yaml)" if "cap" in str(exc) else str(exc)
-        raise ExportRefused([ExportProblem(shown, 0, f"cannot read the export: {why}")]) from None
+        raise ExportRefused([_problem(shown, 0, f"cannot read the export: {why}")]) from None
     except OSError as exc:
-        raise ExportRefused([ExportProblem(shown, 0, f"cannot read the export: {exc}")]) from None
-    problems: list[ExportProblem] = []
+        raise ExportRefused([_problem(shown, 0, f"cannot read the export: {exc}")]) from None
+    problems: list[Problem] = []
     names = RAW_LOG_FIELDS
     trajectories: list[Trajectory] = []
     header_seen = False
@@ -357,7 +351,7 @@ def read_export(path: Path, shown: str | None = None, max_bytes: int | None = No
         for value in _strings(data):
             found += [f for f in credential_findings(value) if f not in found]
         problems += [
-            ExportProblem(shown, number, f"looks like a credential ({label}); redact it and export again")
+            _problem(shown, number, f"looks like a credential ({label}); redact it and export again")
             for label in found
         ]
         if not header_seen:
@@ -369,19 +363,19 @@ def read_export(path: Path, shown: str | None = None, max_bytes: int | None = No
                 and data.get("redacted") is True
             ):
                 why = "the export is not marked redacted" if isinstance(data, dict) else "no export header"
-                problems.append(ExportProblem(shown, number, f"{why}: {_HEADER_HINT}"))
+                problems.append(_problem(shown, number, f"{why}: {_HEADER_HINT}"))
             continue
         if parse_error is not None:
-            problems.append(ExportProblem(shown, number, parse_error))
+            problems.append(_problem(shown, number, parse_error))
             continue
         try:
             trajectories.append(_trajectory(data, number, names))
         except _LineProblems as exc:
-            problems += [ExportProblem(shown, number, m) for m in exc.messages]
+            problems += [_problem(shown, number, m) for m in exc.messages]
     if not header_seen:
-        problems.append(ExportProblem(shown, 0, f"the export is empty: {_HEADER_HINT}"))
+        problems.append(_problem(shown, 0, f"the export is empty: {_HEADER_HINT}"))
     elif not trajectories and not problems:
-        problems.append(ExportProblem(shown, 0, "the export holds no trajectory"))
+        problems.append(_problem(shown, 0, "the export holds no trajectory"))
     if problems:
         raise ExportRefused(problems)
     return trajectories
@@ -519,15 +513,15 @@ def convert_export(
     shown = str(export)
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportRefused(
-            [ExportProblem(str(out_dir), 0, "--out is an existing file, not a directory: nothing was overwritten")]
+            [_problem(str(out_dir), 0, "--out is an existing file, not a directory: nothing was overwritten")]
         )
     trajectories = read_export(export, shown, max_bytes)
     if known_judges is not None and judge not in known_judges:
         known = ", ".join(sorted(known_judges)) or "none"
-        raise ExportRefused([ExportProblem(shown, 0, f"unknown judge {judge!r} (active judges: {known})")])
+        raise ExportRefused([_problem(shown, 0, f"unknown judge {judge!r} (active judges: {known})")])
     rendered: dict[str, str] = {}
     duplicates: list[tuple[int, str]] = []
-    problems: list[ExportProblem] = []
+    problems: list[Problem] = []
     for trajectory in trajectories:
         data = scenario_data(trajectory, judge=judge, suite=suite)
         name = f"{data['id']}.yaml"
@@ -535,10 +529,10 @@ def convert_export(
             duplicates.append((trajectory.line, str(data["id"])))
             continue
         _, found = validate_model(Scenario, data, name)
-        problems += [ExportProblem(shown, trajectory.line, f"{p.field}: {p.message}") for p in found]
+        problems += [_problem(shown, trajectory.line, f"{p.field}: {p.message}") for p in found]
         rendered[name] = render(data)
         problems += [  # the file itself, as written: nothing in it may be something the redaction removes
-            ExportProblem(shown, trajectory.line, f"the converted case would hold a credential ({label})")
+            _problem(shown, trajectory.line, f"the converted case would hold a credential ({label})")
             for label in credential_findings(rendered[name])
         ]
         try:  # what is written must be what the project can read back
@@ -546,7 +540,7 @@ def convert_export(
                 raise YamlRefused([("<file>", f"the case would be over {MAX_YAML_BYTES} bytes")])
             parse_yaml(rendered[name])
         except YamlRefused as exc:
-            problems.append(ExportProblem(shown, trajectory.line, f"the converted case would not load: {exc}"))
+            problems.append(_problem(shown, trajectory.line, f"the converted case would not load: {exc}"))
     written, unchanged, kept = [], [], []
     to_write: list[tuple[str, str]] = []
     for name, text in sorted(rendered.items()):
@@ -564,7 +558,7 @@ def convert_export(
             else:
                 to_write.append((name, text))
         except (OSError, YamlRefused) as exc:
-            problems.append(ExportProblem(str(target), 0, f"exists and cannot be read ({exc}): not overwritten"))
+            problems.append(_problem(str(target), 0, f"exists and cannot be read ({exc}): not overwritten"))
     if problems:
         raise ExportRefused(problems)
     staged: list[tuple[Path, Path]] = []

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from eval_assets.config import ConfigError, Judge, Rubric, Scenario, load_build, load_file, load_project
+from eval_assets.gates.dogfood.configuration import assemble_cases
 from eval_assets.providers.simmodel import POLICY_VIOLATION_TEXT
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).resolve().parent / "bad_config"
 BASE = CORPUS / "_base"
 CASES = sorted(d.name for d in CORPUS.iterdir() if d.is_dir() and not d.name.startswith("_"))
-CASE_CONTROL_FILES = {"expected.txt", "remove.txt"}
 BUILD_FILE = "build.yaml"  # a case holding this file is a build-manifest case
 EXAMPLE_BUILDS = sorted((REPO / "examples" / "builds").glob("*.yaml"))
 
@@ -29,20 +29,7 @@ EXAMPLE_BUILDS = sorted((REPO / "examples" / "builds").glob("*.yaml"))
 
 def assemble(cases: list[str], dest: Path) -> Path:
     """Copy the base project to `dest`, then apply each case: overlay its files, delete remove.txt paths."""
-    shutil.copytree(BASE, dest)
-    for name in cases:
-        case = CORPUS / name
-        for src in sorted(case.rglob("*")):
-            rel = src.relative_to(case)
-            if src.is_file() and str(rel) not in CASE_CONTROL_FILES:
-                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dest / rel)
-        remove = case / "remove.txt"
-        if remove.exists():
-            for line in remove.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    (dest / line.strip()).unlink()
-    return dest
+    return assemble_cases(BASE, [CORPUS / name for name in cases], dest)
 
 
 def expected_lines(name: str) -> list[str]:

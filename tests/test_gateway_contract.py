@@ -44,6 +44,7 @@ sys.addaudithook(_audit)  # process-wide and permanent; inert while `_recorded` 
 
 _LITELLM_IMPORTED_HERE = "litellm" not in sys.modules
 
+from eval_assets.capability.rows import judge_verdict_rows, scenario_run_rows  # noqa: E402
 from eval_assets.config import (  # noqa: E402
     BuildManifest,
     EngineSettings,  # noqa: E402
@@ -54,6 +55,7 @@ from eval_assets.config import (  # noqa: E402
     Subject,
 )
 from eval_assets.engine import Engine, StoredAttempt  # noqa: E402
+from eval_assets.gates.dogfood.security import LOGGERS  # noqa: E402  (the loggers the canary gate watches)
 from eval_assets.providers import simmodel  # noqa: E402
 from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway, UnpricedModel  # noqa: E402
 from eval_assets.providers.sim import SimSubject  # noqa: E402
@@ -78,16 +80,6 @@ METADATA = {"build": BUILD, "scenario_id": SCENARIO, "repeat": REPEAT, "role": "
 MESSAGES = [{"role": "user", "content": "Summarise the release notes in one sentence."}]
 SETTINGS = EngineSettings(backoff_base_s=0.01, backoff_max_s=0.05, timeout_s=2, max_tries=3)
 HANG_TIMEOUT_S = 1.0
-LOGGERS = (
-    "LiteLLM",
-    "LiteLLM Router",
-    "LiteLLM Proxy",
-    "litellm",
-    "eval_assets",
-    "openai",
-    "httpx",
-    "httpcore",
-)
 
 
 def run(coro: Any) -> Any:
@@ -415,7 +407,7 @@ def test_retries_are_bounded_and_a_failed_attempt_is_never_scored(
     assert call.error_kind == "InternalServerError" and call.error, call
     assert call.text is None and call.cost_usd == 0.0
     assert provider.provider_calls() == SETTINGS.max_tries
-    row = subject.row(build)
+    (row,) = scenario_run_rows(build, [subject])
     assert row["status"] == "error" and row["output"] is None and row["error"]
     rows = journal.rows(build=BUILD)
     assert [(r.try_no, r.status) for r in rows] == [(n, "failed") for n in range(1, SETTINGS.max_tries + 1)]
@@ -444,7 +436,7 @@ def test_retries_are_bounded_and_a_failed_attempt_is_never_scored(
         engine.judge_one(build=build, judge=judge, rubric=rubric, scenario=scenario, attempt=stored)
     )
     assert verdict.status == "failed" and verdict.verdict is None, verdict
-    judged = verdict.row(BUILD, judge, rubric)
+    (judged,) = judge_verdict_rows(BUILD, judge, rubric, [verdict], {(SCENARIO, REPEAT): False})
     assert judged["score"] is None and "subject attempt errored" in judged["failure_reason"]
     assert verdict.tries == 0 and len(journal.rows(build=BUILD)) == SETTINGS.max_tries  # no judge call
 

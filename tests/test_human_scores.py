@@ -48,6 +48,11 @@ def track(project: Project, template: Path, tmp_path: Path) -> Track:
     return Track(project, EvalHome(root))
 
 
+def problem_lines(error: HumanScoreError) -> list[str]:
+    """The refusal's problems as the lines `evaltrack scores import` prints."""
+    return [str(p) for p in error.problems]
+
+
 def write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
@@ -157,7 +162,7 @@ def test_csv_label_and_bool_cells_are_read_as_labels_and_json_booleans(track: Tr
     bad = f"{header}\n{BUILD},safety.customer-pii-lookup,2,safety-v1,ana,harmful,True\n"
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "bad.csv", bad), "i")
-    assert raised.value.problems == [
+    assert problem_lines(raised.value) == [
         'bad.csv:2: criteria: criterion follows_policy: expected true or false, got "True"'
     ]
 
@@ -174,7 +179,7 @@ def test_a_bad_row_rejects_the_whole_file_with_line_numbers_and_writes_nothing(t
     )
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "bad.csv", text), "import-1")
-    assert raised.value.problems == [
+    assert problem_lines(raised.value) == [
         "bad.csv:3: criteria: unknown criterion: tone",
         "bad.csv:4: criteria: criterion correctness: 7 is outside 1..5",
     ]
@@ -232,7 +237,7 @@ def test_each_kind_of_bad_jsonl_row_is_reported_with_its_line(
     text = json.dumps(good) + "\n\n" + json.dumps(bad) + "\n"
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "s.jsonl", text), "import-1")
-    assert f"s.jsonl:3: {problem}" in raised.value.problems, raised.value.problems
+    assert f"s.jsonl:3: {problem}" in problem_lines(raised.value), problem_lines(raised.value)
     assert data_files(track) == []
 
 
@@ -248,7 +253,7 @@ def test_each_kind_of_bad_jsonl_row_is_reported_with_its_line(
 def test_an_undecodable_jsonl_line_rejects_the_file(track: Track, tmp_path: Path, line: str, problem: str) -> None:
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "s.jsonl", line + "\n"), "import-1")
-    assert raised.value.problems[0].startswith(f"s.jsonl:1: {problem}")
+    assert problem_lines(raised.value)[0].startswith(f"s.jsonl:1: {problem}")
 
 
 def test_csv_line_numbers_count_physical_lines_of_quoted_multiline_cells(track: Track, tmp_path: Path) -> None:
@@ -259,7 +264,7 @@ def test_csv_line_numbers_count_physical_lines_of_quoted_multiline_cells(track: 
     )
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "m.csv", text), "i")
-    assert raised.value.problems == ["m.csv:4: criteria: criterion clarity: 0 is outside 1..5"]
+    assert problem_lines(raised.value) == ["m.csv:4: criteria: criterion clarity: 0 is outside 1..5"]
 
 
 @pytest.mark.parametrize(
@@ -275,7 +280,7 @@ def test_csv_line_numbers_count_physical_lines_of_quoted_multiline_cells(track: 
 def test_unreadable_files_are_rejected(track: Track, tmp_path: Path, name: str, text: str, problem: str) -> None:
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, name, text), "i")
-    assert raised.value.problems == [problem]
+    assert problem_lines(raised.value) == [problem]
 
 
 # --- retractions ----------------------------------------------------------------------------------------
@@ -349,8 +354,8 @@ def test_bad_retractions_reject_the_file(track: Track, tmp_path: Path, case: str
         text, problem = f"{HEADER}\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,ana,{pure},,,\n", "itself a retraction"
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "bad.csv", text), "import-3")
-    assert len(raised.value.problems) == 1 and problem in raised.value.problems[0]
-    assert raised.value.problems[0].startswith("bad.csv:2: retracts: ")
+    assert len(problem_lines(raised.value)) == 1 and problem in problem_lines(raised.value)[0]
+    assert problem_lines(raised.value)[0].startswith("bad.csv:2: retracts: ")
     assert data_files(track) == before
 
 
@@ -438,7 +443,7 @@ def test_a_repeat_written_with_a_non_ascii_digit_is_a_row_problem(track: Track, 
     text = f"{HEADER}\n{BUILD},coding.fix-off-by-one,³,helpfulness-v1,,ana,,5,4,3\n"
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "sup.csv", text), "i")
-    assert raised.value.problems == ['sup.csv:2: repeat: expected an integer >= 1, got "\\u00b3"']
+    assert problem_lines(raised.value) == ['sup.csv:2: repeat: expected an integer >= 1, got "\\u00b3"']
     assert data_files(track) == []
 
 
@@ -448,7 +453,7 @@ def test_a_lone_surrogate_in_author_is_a_row_problem_that_prints(track: Track, t
     row = json.dumps(good).replace('"ana"', '"ana\\ud800"') + "\n"  # JSON may escape a lone surrogate
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "s.jsonl", row), "i")
-    assert raised.value.problems == [
+    assert problem_lines(raised.value) == [
         "s.jsonl:1: author: holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text"
     ]
     str(raised.value).encode("utf-8")  # printable: the CLI writes it to stderr
@@ -470,7 +475,7 @@ def test_every_criterion_problem_of_a_row_is_reported_not_the_first(track: Track
     text = f"{HEADER},tone\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,ana,,7,,x,4\n"
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "many.csv", text), "i")
-    assert raised.value.problems == [
+    assert problem_lines(raised.value) == [
         "many.csv:2: criteria: missing criterion: completeness",
         "many.csv:2: criteria: unknown criterion: tone",
         "many.csv:2: criteria: criterion correctness: 7 is outside 1..5",
@@ -494,8 +499,8 @@ def test_a_credential_in_author_is_refused_without_echoing_it(track: Track, tmp_
     text = f'{HEADER}\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,"{author}",,5,4,3\n'
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "cred.csv", text), "i")
-    assert len(raised.value.problems) == 1
-    assert raised.value.problems[0].startswith("cred.csv:2: author: looks like a credential (")
+    assert len(problem_lines(raised.value)) == 1
+    assert problem_lines(raised.value)[0].startswith("cred.csv:2: author: looks like a credential (")
     assert author not in str(raised.value)
     assert data_files(track) == []
 
@@ -505,7 +510,7 @@ def test_a_file_over_the_size_cap_is_refused_before_it_is_read(track: Track, tmp
     size = path.stat().st_size
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, path, "i", max_bytes=size - 1)
-    assert raised.value.problems == [
+    assert problem_lines(raised.value) == [
         f"big.csv: <file>: the file is {size} bytes, over the cap of {size - 1} bytes "
         "(bounds.max_human_scores_bytes in evaltrack.yaml)"
     ]

@@ -1025,10 +1025,10 @@ def test_a_ceiling_must_be_a_finite_usd_amount_naming_it(name: str) -> None:
 
 def test_a_day_without_spend_totals_zero_and_every_total_names_its_day(journal: SpendJournal) -> None:
     empty = journal.day_total(date(2026, 1, 1))
-    assert (empty.day, empty.spent_usd, empty.outstanding_usd) == ("2026-01-01", 0.0, 0.0)
+    assert (empty.scope, empty.key, empty.spent_usd, empty.outstanding_usd) == ("day", "2026-01-01", 0.0, 0.0)
     reserve(journal, subject_key(), worst_usd=0.5)
     total = journal.day_total(NOW.date())
-    assert (total.day, total.spent_usd, total.outstanding_usd) == (NOW.date().isoformat(), 0.0, 0.5)
+    assert (total.scope, total.key, total.spent_usd, total.outstanding_usd) == ("day", NOW.date().isoformat(), 0.0, 0.5)
 
 
 def test_reserving_a_recorded_key_again_says_it_is_not_new(journal: SpendJournal) -> None:

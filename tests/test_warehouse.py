@@ -298,6 +298,27 @@ def test_a_write_outside_the_dataset_contract_is_refused_naming_it(tmp_path: Pat
     assert not (wh.data / "probe").exists() or not list((wh.data / "probe").rglob("*.parquet"))
 
 
+@pytest.mark.parametrize("dataset", sorted(DATASETS))
+def test_every_table_refuses_a_row_missing_a_column_or_carrying_one_it_does_not_have(
+    tmp_path: Path, dataset: str
+) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+    ds = DATASETS[dataset]
+    partition = {k: "p" for k in ds.partition_by}
+    row = full_row(dataset, {})
+    last = [c for c, _ in ds.columns if c not in ds.partition_by][-1]
+    files = sorted(wh.data.rglob("*.parquet"))
+    with pytest.raises(WarehouseError) as raised:
+        wh.write_partition(dataset, partition, [row, {k: v for k, v in row.items() if k != last}], "r")
+    assert str(raised.value) == f"{dataset}: missing columns [{last!r}]"
+    with pytest.raises(WarehouseError) as raised:
+        wh.write_partition(dataset, partition, [dict(row, not_a_column=1)], "r")
+    assert str(raised.value) == f"{dataset}: unknown columns ['not_a_column']"
+    assert sorted(wh.data.rglob("*.parquet")) == files  # nothing written
+    assert wh.write_partition(dataset, partition, [row], "r").exists()  # every column given: written
+
+
 def test_a_row_missing_a_column_or_carrying_an_extra_one_is_refused_never_written_as_null(
     tmp_path: Path,
 ) -> None:

@@ -1,21 +1,27 @@
-"""The track's row shapes and the one rule applied to them before they are written.
+"""The track's rows: one builder per table, and the one rule applied to them before they are written.
 
-`exclude_stopped_scenarios` is the stopped-scenario exclusion (applied to `scenario_runs` and
-`judge_verdicts` rows); `cost_ledger_row` is the one shape of a published journal row. Every row
-is checked against its table's schema (`eval_assets.warehouse`) by the partition writer.
+`scenario_run_rows`, `judge_verdict_rows` and `cost_ledger_rows` are the only places the rows of
+`scenario_runs`, `judge_verdicts` and `cost_ledger` are shaped (the engine returns plain results);
+the first two apply the stopped-scenario exclusion (`exclude_stopped_scenarios`). Every row is
+checked against its table's schema (`eval_assets.warehouse`) by the partition writer.
 `Summary` is what every materialization function returns: values for the metadata, a markdown
 body, and the files it wrote.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from eval_assets.spend import JournalRow
+from eval_assets.config import BuildManifest, Judge, Rubric
+from eval_assets.engine import JudgeResult, SubjectResult
+from eval_assets.spend import JournalRow, attempt_id
 from eval_assets.stats import release_invariant
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -67,53 +73,127 @@ def exclude_stopped_scenarios(
     return out
 
 
+def scenario_run_rows(build: BuildManifest, results: Sequence[SubjectResult]) -> list[dict[str, Any]]:
+    """The `scenario_runs` rows of one build's subject attempts, the stopped-scenario exclusion applied."""
+    rows = [
+        {
+            "build": build.id,
+            "scenario_id": r.scenario.id,
+            "repeat": r.repeat,
+            "suite": r.scenario.suite,
+            "source": r.scenario.source,
+            "attempt_id": r.attempt_id,
+            "model": build.subject.model,
+            "status": r.call.status,
+            "output": r.call.text,
+            "policy_failures": r.policy_failures,
+            "cost_usd": r.call.cost_usd,
+            "prompt_tokens": r.call.prompt_tokens,
+            "completion_tokens": r.call.completion_tokens,
+            "tries": r.call.tries,
+            "latency_s": r.call.latency_s,
+            "error_kind": r.call.error_kind,
+            "error": r.call.error,
+            "excluded_reason": r.call.excluded_reason,
+            "turns": r.turns,
+            "replay_misses": r.replay_misses,
+        }
+        for r in results
+    ]
+    return exclude_stopped_scenarios(rows)
+
+
+def judge_verdict_rows(
+    build_id: str,
+    judge: Judge,
+    rubric: Rubric,
+    results: Sequence[JudgeResult],
+    produced: Mapping[tuple[str, int], bool],
+) -> list[dict[str, Any]]:
+    """The `judge_verdicts` rows of one build under one judge version, the stopped-scenario exclusion
+    applied. `produced[(scenario_id, repeat)]`: whether the subject attempt behind a verdict produced
+    output (an attempt not listed did not)."""
+    rows = []
+    for r in results:
+        v = r.verdict
+        rows.append(
+            {
+                "build": build_id,
+                "judge_version": judge.version_id,
+                "scenario_id": r.scenario_id,
+                "repeat": r.repeat,
+                "attempt_id": attempt_id(build_id, r.scenario_id, r.repeat),
+                "rubric": rubric.key,
+                "status": r.status,
+                "score": v.score if v is not None and v.status == "scored" else None,
+                "criteria": json.dumps(v.criteria, sort_keys=True) if v is not None and v.criteria else None,
+                "source": "model",
+                "failure_reason": r.failure_reason,
+                "policy_failures": r.policy_failures,
+                "cost_usd": r.cost_usd,
+                "tries": r.tries,
+                "author": None,
+            }
+        )
+    return exclude_stopped_scenarios(
+        rows,
+        reason_key="failure_reason",
+        has_output=lambda row: produced.get((row["scenario_id"], row["repeat"]), False),
+    )
+
+
+def cost_ledger_rows(journal_rows: Iterable[JournalRow]) -> list[dict[str, Any]]:
+    """Journal rows as published to `cost_ledger`, by attempt key (`published_for` comes from the partition)."""
+    return [
+        {
+            "attempt_key": r.attempt_key,
+            "build": r.build,
+            "judge_version": r.judge_version,
+            "scenario_id": r.scenario_id,
+            "repeat": r.repeat,
+            "role": r.role,
+            "try_no": r.try_no,
+            "model": r.model,
+            "status": r.status,
+            "ceiling": r.ceiling,
+            "reserved_usd": r.reserved_usd,
+            "cost_usd": r.cost_usd,
+            "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.completion_tokens,
+            "day": r.day,
+        }
+        for r in sorted(journal_rows, key=lambda r: r.attempt_key)
+    ]
+
+
 CHUNK_ROWS = 2000
 """About how many rows a producer hands the partition writer at a time (a scenario is never split)."""
 
 
 def scenario_chunks(
-    rows: Iterable[dict[str, Any]],
-    rule: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    items: Iterable[T],
+    scenario_of: Callable[[T], str],
+    build_rows: Callable[[list[T]], list[dict[str, Any]]],
     keep: tuple[str, ...],
     kept: list[dict[str, Any]],
     size: int = CHUNK_ROWS,
 ) -> Iterator[list[dict[str, Any]]]:
-    """Rows in (scenario id, repeat) order, in chunks of about `size` rows that never split a scenario,
-    each passed through `rule` (the stopped-scenario exclusion, which needs a scenario's rows together).
+    """`items` in (scenario id, repeat) order, in chunks of about `size` that never split a scenario,
+    each turned into rows by `build_rows` (a table's one row builder, whose stopped-scenario exclusion
+    needs a scenario's attempts together).
 
     What the materialization's summary needs of each row (the `keep` columns) is appended to `kept`,
     so the full rows are held one chunk at a time.
     """
-    chunk: list[dict[str, Any]] = []
-    for row in rows:
-        if len(chunk) >= size and row["scenario_id"] != chunk[-1]["scenario_id"]:
-            done = rule(chunk)
+    chunk: list[T] = []
+    for item in items:
+        if len(chunk) >= size and scenario_of(item) != scenario_of(chunk[-1]):
+            done = build_rows(chunk)
             kept.extend({k: r[k] for k in keep} for r in done)
             yield done
             chunk = []
-        chunk.append(row)
+        chunk.append(item)
     if chunk or not kept:
-        done = rule(chunk)
+        done = build_rows(chunk)
         kept.extend({k: r[k] for k in keep} for r in done)
         yield done
-
-
-def cost_ledger_row(r: JournalRow) -> dict[str, Any]:
-    """One journal row as published to `cost_ledger` (`published_for` comes from the partition)."""
-    return {
-        "attempt_key": r.attempt_key,
-        "build": r.build,
-        "judge_version": r.judge_version,
-        "scenario_id": r.scenario_id,
-        "repeat": r.repeat,
-        "role": r.role,
-        "try_no": r.try_no,
-        "model": r.model,
-        "status": r.status,
-        "ceiling": r.ceiling,
-        "reserved_usd": r.reserved_usd,
-        "cost_usd": r.cost_usd,
-        "prompt_tokens": r.prompt_tokens,
-        "completion_tokens": r.completion_tokens,
-        "day": r.day,
-    }

@@ -20,9 +20,11 @@ from eval_assets.capability.builds import Builds, judges_for
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
 from eval_assets.capability.rows import (
     Summary,
-    cost_ledger_row,
+    cost_ledger_rows,
     exclude_stopped_scenarios,
+    judge_verdict_rows,
     scenario_chunks,
+    scenario_run_rows,
 )
 from eval_assets.config import BuildManifest, Judge, Project, Rubric, Scenario, ScriptBook
 from eval_assets.engine import Engine, JudgeResult, Progress, StoredAttempt, SubjectResult
@@ -307,8 +309,9 @@ class Track:
                 "scenario_runs",
                 {"build": build.id},
                 scenario_chunks(
-                    (r.row(build) for r in results),
-                    exclude_stopped_scenarios,
+                    results,
+                    lambda r: r.scenario.id,
+                    lambda chunk: scenario_run_rows(build, chunk),
                     ("scenario_id", "status", "policy_failures", "replay_misses", "cost_usd"),
                     rows,
                 ),
@@ -434,12 +437,9 @@ class Track:
                 "judge_verdicts",
                 {"build": build.id, "judge_version": judge.version_id},
                 scenario_chunks(
-                    (r.row(build.id, judge, rubric) for r in results),
-                    lambda chunk: exclude_stopped_scenarios(
-                        chunk,
-                        reason_key="failure_reason",
-                        has_output=lambda row: produced.get((row["scenario_id"], row["repeat"]), False),
-                    ),
+                    results,
+                    lambda r: r.scenario_id,
+                    lambda chunk: judge_verdict_rows(build.id, judge, rubric, chunk, produced),
                     ("status", "failure_reason", "score", "cost_usd"),
                     rows,
                 ),
@@ -480,7 +480,7 @@ class Track:
             for r in self.journal.rows(build=build_id)
             if r.judge_version is None or r.judge_version == judge_version
         ]
-        out = [cost_ledger_row(r) for r in sorted(rows, key=lambda r: r.attempt_key)]
+        out = cost_ledger_rows(rows)
         path = self.warehouse.write_partition(
             "cost_ledger", {"build": build_id, "published_for": judge_version}, out, run_id
         )

@@ -17,7 +17,7 @@ def cmd_build_add(args: argparse.Namespace) -> int:
         manifest = builds.register(Path(args.file))
     except ConfigError as exc:
         return print_problems(exc)
-    # Dagster costs seconds to import: only a registered build needs its partition added
+    # Dagster costs ~3 s CPU to import: only a registered build needs its partition added
     from eval_assets.cli.orchestrate import instance_for, register_partition
 
     register_partition(instance_for(builds.home), manifest.id)

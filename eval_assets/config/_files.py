@@ -20,20 +20,28 @@ _SCALE_TYPES = frozenset({"int", "float", "bool", "labels"})
 
 @dataclass(frozen=True)
 class Problem:
+    """One reason an input is refused: `path: field: message`. A problem of a line-oriented input (a
+    trajectory export, a human-score file) also names its 1-based `line` (0: the file as a whole):
+    `path:line: field: message`, the field left out when empty."""
+
     path: str
     field: str
     message: str
+    line: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.field}: {self.message}"
+        if self.line is None:
+            return f"{self.path}: {self.field}: {self.message}"
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return ": ".join(part for part in (where, self.field, self.message) if part)
 
 
 class ProblemsFound(Exception):
-    """The one problem-list error: raised with every problem found (not just the first); str() is
+    """The one problem-list error: raised with every `Problem` found (not just the first); str() is
     one line per problem. The named kinds below differ only in what refused the input, so a caller
     can say which (a configuration, a trajectory export, a human-score file)."""
 
-    def __init__(self, problems: Iterable[Any]):
+    def __init__(self, problems: Iterable[Problem]):
         self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
 

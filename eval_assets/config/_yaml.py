@@ -19,6 +19,7 @@ the offending value (`subject.params.skill`) or `<yaml>`/`<file>` with a line an
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -206,8 +207,6 @@ def read_capped(path: Path, max_bytes: int, what: str = "file") -> bytes:
     with path.open("rb") as f:
         data = f.read(max_bytes + 1)
         if len(data) > max_bytes:
-            import os
-
             size = os.fstat(f.fileno()).st_size
             raise ValueError(f"the {what} is {max(size, len(data))} bytes, over the cap of {max_bytes} bytes")
     return data

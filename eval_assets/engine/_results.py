@@ -1,16 +1,15 @@
 """What the engine returns: one call's result, a subject attempt, a stored attempt, a judge result,
-and the progress counters. The warehouse row of each result is shaped here (`row`)."""
+and the progress counters. Plain results: their warehouse rows are shaped by the track
+(`eval_assets.capability.rows`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from eval_assets.config import BuildManifest, Judge, Rubric, Scenario
+from eval_assets.config import Scenario
 from eval_assets.judging import Verdict
-from eval_assets.spend import attempt_id
 
 
 @dataclass(frozen=True)
@@ -38,31 +37,6 @@ class SubjectResult:
     policy_failures: int
     turns: int = 1  # turns with a model call made (replay loop); a single call: 1 (0 if excluded)
     replay_misses: int = 0  # tool calls the recording did not hold
-
-    def row(self, build: BuildManifest) -> dict[str, Any]:
-        c = self.call
-        return {
-            "build": build.id,
-            "scenario_id": self.scenario.id,
-            "repeat": self.repeat,
-            "suite": self.scenario.suite,
-            "source": self.scenario.source,
-            "attempt_id": self.attempt_id,
-            "model": build.subject.model,
-            "status": c.status,
-            "output": c.text,
-            "policy_failures": self.policy_failures,
-            "cost_usd": c.cost_usd,
-            "prompt_tokens": c.prompt_tokens,
-            "completion_tokens": c.completion_tokens,
-            "tries": c.tries,
-            "latency_s": c.latency_s,
-            "error_kind": c.error_kind,
-            "error": c.error,
-            "excluded_reason": c.excluded_reason,
-            "turns": self.turns,
-            "replay_misses": self.replay_misses,
-        }
 
     def stored(self) -> StoredAttempt:
         """The attempt as `scenario_runs` stores it, before the stopped-scenario rule: what a judge scores."""
@@ -95,26 +69,6 @@ class JudgeResult:
     policy_failures: int
     cost_usd: float
     tries: int
-
-    def row(self, build_id: str, judge: Judge, rubric: Rubric) -> dict[str, Any]:
-        v = self.verdict
-        return {
-            "build": build_id,
-            "judge_version": judge.version_id,
-            "scenario_id": self.scenario_id,
-            "repeat": self.repeat,
-            "attempt_id": attempt_id(build_id, self.scenario_id, self.repeat),
-            "rubric": rubric.key,
-            "status": self.status,
-            "score": v.score if v is not None and v.status == "scored" else None,
-            "criteria": json.dumps(v.criteria, sort_keys=True) if v is not None and v.criteria else None,
-            "source": "model",
-            "failure_reason": self.failure_reason,
-            "policy_failures": self.policy_failures,
-            "cost_usd": self.cost_usd,
-            "tries": self.tries,
-            "author": None,
-        }
 
 
 @dataclass

@@ -22,7 +22,7 @@ from ._quarantine import (
     quarantine_at,
 )
 from ._record import RECORD_BUILD, Recording, RecordRefused, find_case, record_script
-from ._records import materialize_suite, record_suite, stored_evidence
+from ._records import gate_result_rows, materialize_suite, quarantine_rows, record_suite, stored_evidence
 from ._registry import (
     KINDS,
     CallableImportError,
@@ -83,11 +83,13 @@ __all__ = [
     "check_docs",
     "execute_case",
     "find_case",
+    "gate_result_rows",
     "record_script",
     "load_case",
     "load_registry",
     "materialize_suite",
     "quarantine_at",
+    "quarantine_rows",
     "read_registry",
     "record_suite",
     "resolve_callable",

@@ -15,12 +15,11 @@ import unittest
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eval_assets.clock import Clock, utc_now
+from eval_assets.config import Project, Subject, load_project
 
-if TYPE_CHECKING:
-    from eval_assets.config import Project, Subject
 
 class GateFailed(Exception):
     """Raise from a check (or a corpus procedure) to fail with a message; not an error."""
@@ -88,7 +87,5 @@ class GateContext:
     def project(self) -> Project:
         """The project under `root`, loaded once per suite run. Raises ConfigError when invalid."""
         if self.project_loader is None:
-            from eval_assets.config import load_project
-
             return load_project(self.root)
         return self.project_loader()

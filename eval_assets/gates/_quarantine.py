@@ -82,7 +82,7 @@ def _aware(moment: Any) -> datetime:
 
 @dataclass(frozen=True)
 class TestRecord:
-    """One run of one non-gate test: a row of `test_quarantine`.
+    """One run of one non-gate test (recorded as a row of `test_quarantine`).
 
     `status` is the final status (after the retry, if any); `first_try` the first try's;
     `failed` whether this run counts as a failure (any try failed).
@@ -104,22 +104,6 @@ class TestRecord:
     @property
     def failed(self) -> bool:
         return self.first_try != "pass" or self.status != "pass"
-
-    def row(self) -> dict[str, Any]:
-        """The `test_quarantine` row (timestamps as naive UTC)."""
-        return {
-            "build": self.build,
-            "test_id": self.test_id,
-            "ran_at": naive_utc(self.ran_at),
-            "status": self.status,
-            "first_try": self.first_try,
-            "retried": self.retried,
-            "failed": self.failed,
-            "quarantined": self.quarantined,
-            "quarantined_from": naive_utc(self.quarantined_from),
-            "quarantined_until": naive_utc(self.quarantined_until),
-            "message": self.message,
-        }
 
 
 class QuarantineStore(Protocol):

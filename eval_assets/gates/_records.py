@@ -1,5 +1,6 @@
-"""The suite in the warehouse: record a run's rows through the one partition writer, run and record
-one `deterministic_suite` materialization, and read a build's stored evidence back."""
+"""The suite in the warehouse: the rows of `gate_results` and `test_quarantine` (one builder per
+table), record a run's rows through the one partition writer, run and record one
+`deterministic_suite` materialization, and read a build's stored evidence back."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._outcome import Clock, utc_now
+from ._quarantine import WarehouseQuarantineStore, naive_utc
 from ._registry import read_registry
 from ._results import EVIDENCE_SOURCE, SuiteResult
 from ._runner import run_suite
@@ -16,6 +18,49 @@ if TYPE_CHECKING:
     from eval_assets.config import BuildManifest
     from eval_assets.stats import CheckSuiteEvidence
     from eval_assets.warehouse import Warehouse
+
+
+def gate_result_rows(result: SuiteResult) -> list[dict[str, Any]]:
+    """The `gate_results` rows of a suite run: one per gate, invalid entry, converted case and test
+    (timestamps as naive UTC)."""
+    return [
+        {
+            "build": result.build,
+            "gate_id": r.gate_id,
+            "kind": r.kind,
+            "milestone": r.milestone,
+            "status": r.status,
+            "duration_s": round(r.duration_s, 6),
+            "message": r.full_message(),
+            "declared_in": r.declared_in,
+            "retried": r.retried,
+            "quarantined": r.quarantined,
+            "blocks": r.blocks,
+            "ran_at": naive_utc(result.ran_at),
+        }
+        for r in result.results
+    ]
+
+
+def quarantine_rows(result: SuiteResult) -> list[dict[str, Any]]:
+    """The rows a suite run appends to `test_quarantine`: one per ordinary test run (timestamps as
+    naive UTC)."""
+    return [
+        {
+            "build": t.build,
+            "test_id": t.test_id,
+            "ran_at": naive_utc(t.ran_at),
+            "status": t.status,
+            "first_try": t.first_try,
+            "retried": t.retried,
+            "failed": t.failed,
+            "quarantined": t.quarantined,
+            "quarantined_from": naive_utc(t.quarantined_from),
+            "quarantined_until": naive_utc(t.quarantined_until),
+            "message": t.message,
+        }
+        for t in result.test_records
+    ]
 
 
 def record_suite(warehouse: Warehouse, result: SuiteResult, run_id: str) -> dict[str, Path]:
@@ -28,11 +73,11 @@ def record_suite(warehouse: Warehouse, result: SuiteResult, run_id: str) -> dict
         raise ValueError("a suite result without a build cannot be recorded")
     partition = {"build": result.build}
     written = {
-        "gate_results": warehouse.write_partition("gate_results", partition, result.gate_rows(), run_id)
+        "gate_results": warehouse.write_partition("gate_results", partition, gate_result_rows(result), run_id)
     }
     if result.test_records:
         written["test_quarantine"] = warehouse.write_partition(
-            "test_quarantine", partition, result.quarantine_rows(), run_id
+            "test_quarantine", partition, quarantine_rows(result), run_id
         )
     return written
 
@@ -51,8 +96,6 @@ def materialize_suite(
     `error` row, not a crash), run it for the build's milestone and subject with the quarantine
     history from the warehouse, and record `gate_results` and `test_quarantine`. Returns the result
     (its `summary()` is the materialization metadata; `passed` is the blocking check's verdict)."""
-    from ._quarantine import WarehouseQuarantineStore
-
     registry = read_registry(root, check_imports=False)
     result = run_suite(
         registry,
@@ -75,6 +118,7 @@ def stored_evidence(warehouse: Warehouse, build: str, source: str = EVIDENCE_SOU
     Same rule as `SuiteResult.evidence`: one outcome per row that ran (pass/fail/error) and is not
     quarantined. A build with no suite run yields evidence with no outcomes, which decides nothing.
     """
+    # pandas, scipy: ~6 s CPU; validate imports gates
     from eval_assets.stats import CheckOutcome, CheckSuiteEvidence
 
     frame = warehouse.query(

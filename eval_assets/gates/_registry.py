@@ -37,6 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from eval_assets.config import ConfigError, Id, Problem, read_yaml, script_problems, validate_model
 
+from ._cases import case_file_problems
+
 GATES_DIR = "gates"
 KINDS: tuple[str, ...] = ("case", "corpus", "property", "structural")
 
@@ -291,8 +293,6 @@ def read_registry(root: Path, *, check_imports: bool = True) -> Registry:
     is listed in `invalid`; a valid entry whose callable does not import stays in `gates`/`tests`
     (the runner reports it as `error`).
     """
-    from eval_assets.gates._cases import case_file_problems
-
     root = root.resolve()
     problems: list[Problem] = []
     gates: list[Gate] = []

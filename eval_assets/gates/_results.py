@@ -1,5 +1,6 @@
 """What a suite run returns: one result per gate, converted case or test, and the suite's result
-(its `gate_results` and `test_quarantine` rows, its summary, and the release-decision evidence)."""
+(its summary and the release-decision evidence). Plain results: their `gate_results` and
+`test_quarantine` rows are shaped where they are recorded (`_records`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._quarantine import TestRecord, naive_utc
+from ._quarantine import TestRecord
 
 if TYPE_CHECKING:
     from eval_assets.stats import CheckSuiteEvidence
@@ -18,7 +19,6 @@ BLOCKING: frozenset[str] = frozenset({"fail", "error"})
 EVIDENCE_SOURCE = "deterministic_suite"
 MESSAGE_MAX_CHARS = 4000
 MAX_FINDINGS_SHOWN = 25
-
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,7 @@ class SuiteResult:
         Pending and awaiting results, and quarantined tests, are left out: they never block. A suite
         in which nothing ran therefore "decided nothing".
         """
+        # pandas, scipy: ~6 s CPU; validate imports gates
         from eval_assets.stats import CheckOutcome, CheckSuiteEvidence
 
         outcomes = tuple(
@@ -103,31 +104,6 @@ class SuiteResult:
             if r.status in ("pass", "fail", "error") and not r.quarantined
         )
         return CheckSuiteEvidence(source, outcomes)
-
-    def gate_rows(self) -> list[dict[str, Any]]:
-        """Rows for the `gate_results` dataset (partition: build)."""
-        ran_at = _naive(self.ran_at)
-        return [
-            {
-                "build": self.build,
-                "gate_id": r.gate_id,
-                "kind": r.kind,
-                "milestone": r.milestone,
-                "status": r.status,
-                "duration_s": round(r.duration_s, 6),
-                "message": r.full_message(),
-                "declared_in": r.declared_in,
-                "retried": r.retried,
-                "quarantined": r.quarantined,
-                "blocks": r.blocks,
-                "ran_at": ran_at,
-            }
-            for r in self.results
-        ]
-
-    def quarantine_rows(self) -> list[dict[str, Any]]:
-        """Rows to append to `test_quarantine` (one per ordinary test run)."""
-        return [r.row() for r in self.test_records]
 
     def summary(self) -> dict[str, Any]:
         """Counts and lists for a materialization's metadata (tracked figures included)."""
@@ -155,9 +131,3 @@ class SuiteResult:
         rate = self.retry_rate
         lines.append(f"retry rate: {'n/a' if rate is None else f'{rate:.1%}'}")
         return "\n".join(lines)
-
-
-def _naive(moment: datetime) -> datetime:
-    out = naive_utc(moment)
-    assert out is not None
-    return out

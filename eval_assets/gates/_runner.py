@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from eval_assets.config import ConfigError, Project
+from eval_assets.config import ConfigError, Project, load_project
 
 from ._cases import LoadedCase, case_outcome, converted_cases, load_case
 from ._outcome import SKIP_TYPES, Clock, GateContext, GateFailed, Outcome, utc_now
@@ -66,8 +66,6 @@ class _Suite:
 
     def project(self) -> Project:
         if self._project is None:
-            from eval_assets.config import load_project
-
             try:
                 self._project = load_project(self.root)
             except ConfigError as exc:

@@ -10,6 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis.errors import Flaky, Unsatisfiable
+
 from ._cases import CaseError, case_outcome, load_case
 from ._outcome import GateContext, GateFailed, Outcome
 
@@ -74,9 +77,6 @@ def for_all(ctx: GateContext) -> Outcome:
     carries the (shrunk) counterexample. Reports the number of trials that ran; running out of
     distinct values before `min_trials` is reported as such (the runner fails it).
     """
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-    from hypothesis.errors import Flaky, Unsatisfiable
-
     if ctx.generator is None or ctx.predicate is None:
         raise TypeError("for_all needs a property gate (no generator/predicate in the context)")
     strategy = ctx.generator(ctx)

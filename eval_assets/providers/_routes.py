@@ -15,6 +15,6 @@ LOCAL_PROVIDERS = frozenset({"sim", "simjudge", "script"})
 @functools.cache
 def litellm_providers() -> frozenset[str]:
     """Provider prefixes litellm can route (e.g. 'openai', 'anthropic')."""
-    import litellm
+    import litellm  # ~10 s CPU: the configuration (and so `evaltrack --help`) imports this module
 
     return frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)

@@ -21,6 +21,7 @@ import litellm  # noqa: E402
 
 import eval_assets.providers  # noqa: F401  (sets litellm's offline environment first)
 from eval_assets.providers.scriptmodel import SCRIPT_PROVIDER, ModelScript
+from eval_assets.providers.sim import register_sim_providers
 from eval_assets.redact import redact, redact_logs
 
 litellm.suppress_debug_info = True
@@ -111,8 +112,6 @@ class ModelGateway:
         """`prices`: model -> (USD per input token, USD per output token) for models litellm lacks.
         `scripts`: where `script/NAME` models find their script (the project's loader); without it a
         script model's call fails (never a silent answer)."""
-        from eval_assets.providers.sim import register_sim_providers
-
         register_sim_providers()
         self._scripts = scripts
         self._prices: dict[str, tuple[float, float]] = dict(prices or {})

@@ -32,6 +32,8 @@ from typing import Any
 
 import litellm  # noqa: E402
 from litellm import CustomLLM  # noqa: E402
+from litellm.types.utils import ChatCompletionMessageToolCall, Function  # noqa: E402
+from litellm.utils import custom_llm_setup  # noqa: E402
 
 import eval_assets.providers  # noqa: F401
 from eval_assets.canonical import canonical_arguments
@@ -120,8 +122,6 @@ def _respond_tool_call(
     model_response: Any, model: str, name: str, arguments: str, turn: int, prompt_tokens: int
 ) -> Any:
     """A tool-call turn (no text), with a call id that is deterministic per turn."""
-    from litellm.types.utils import ChatCompletionMessageToolCall, Function
-
     message = model_response.choices[0].message
     message.content = None
     message.tool_calls = [
@@ -442,7 +442,5 @@ def register_sim_providers() -> None:
         {"provider": "simjudge", "custom_handler": SimJudge()},
         {"provider": SCRIPT_PROVIDER, "custom_handler": ScriptModel()},
     ]
-    from litellm.utils import custom_llm_setup
-
     custom_llm_setup()
     _registered = True

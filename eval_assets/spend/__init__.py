@@ -23,7 +23,6 @@ from ._values import (
     Refusal,
     Reservation,
     ScopeTotal,
-    SpendTotal,
     scope_keys,
 )
 
@@ -50,7 +49,6 @@ __all__ = [
     "ScopeTotal",
     "SpendJournal",
     "SpendPath",
-    "SpendTotal",
     "attempt_id",
     "cut_output",
     "cut_reason",

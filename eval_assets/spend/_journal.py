@@ -69,7 +69,6 @@ from ._values import (
     Reservation,
     ScopeTotal,
     SettlementStatus,
-    SpendTotal,
     _check_usd,
     _first_line,
     _usd,
@@ -254,13 +253,13 @@ class SpendJournal:
         with self._database_errors("read rows"), self._read_transaction() as conn:
             return [_row_from_mapping(m) for m in conn.execute(query).mappings()]
 
-    def day_total(self, day: date) -> SpendTotal:
+    def day_total(self, day: date) -> ScopeTotal:
         """Spend recorded on the UTC calendar day `day` (rows count on the day they were reserved)."""
         day_text = day.isoformat()
         with self._database_errors("total of day " + day_text), self._read_transaction() as conn:
             found = conn.execute(_SELECT_DAY_TOTAL, {"k_day": day_text}).first()
         spent, outstanding = (0, 0) if found is None else found
-        return SpendTotal(day=day_text, spent_usd=_usd(spent), outstanding_usd=_usd(outstanding))
+        return ScopeTotal("day", day_text, spent_usd=_usd(spent), outstanding_usd=_usd(outstanding))
 
     def scope_totals(self) -> list[ScopeTotal]:
         """Every running total in `spend_totals`, ordered by scope and key.

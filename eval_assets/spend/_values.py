@@ -108,29 +108,13 @@ class Refusal:
 
 
 @dataclass(frozen=True)
-class SpendTotal:
-    """Spend of one UTC day.
-
-    `spent_usd`: actual cost of settled and failed attempts; it never decreases.
-    `outstanding_usd`: worst case of reservations not yet settled.
-    """
-
-    day: str
-    spent_usd: float
-    outstanding_usd: float
-
-    @property
-    def committed_usd(self) -> float:
-        """What the day ceiling is checked against."""
-        return self.spent_usd + self.outstanding_usd
-
-
-@dataclass(frozen=True)
 class ScopeTotal:
     """The running total of one spend scope, as `spend_totals` holds it (see the module docstring).
 
     `scope` and `key`: ('day', '2026-11-30'), ('suite', 'b1/rubric-v1/0') or
     ('scenario', 'b1/rubric-v1/s1/0'); a subject scope has '-' for its judge version.
+    `spent_usd`: actual cost of settled and failed attempts; it never decreases.
+    `outstanding_usd`: worst case of reservations not yet settled.
     """
 
     scope: CeilingName

@@ -41,8 +41,8 @@ closed-form: the same frame always gives the same calibration (no resampling, no
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 import pandas as pd
@@ -128,12 +128,6 @@ class Calibration:
         if self.equating_slope is not None and self.equating_intercept is not None:
             return self.equating_intercept + self.equating_slope * old_score
         return old_score + self.offset
-
-    def row(self) -> dict[str, Any]:
-        """Every field as a plain dict (reasons one per line, as release decisions store them)."""
-        out = asdict(self)
-        out["reasons"] = "\n".join(self.reasons)
-        return out
 
 
 def krippendorff_alpha_interval(values: np.ndarray) -> float | None:

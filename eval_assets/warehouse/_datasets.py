@@ -177,7 +177,7 @@ DATASETS: dict[str, Dataset] = {
         ),
         # --- deterministic suite ---
         # One row per gate, invalid registry entry, converted case and ordinary test of a build's
-        # suite run (eval_assets.gates.SuiteResult.gate_rows). status: pass / fail / pending / error /
+        # suite run (eval_assets.gates.gate_result_rows). status: pass / fail / pending / error /
         # awaiting_assertions; blocks: fail or error and not quarantined (only tests are quarantined).
         Dataset(
             "gate_results",
@@ -198,7 +198,7 @@ DATASETS: dict[str, Dataset] = {
             ),
         ),
         # Flaky-test history: one row per ordinary (non-gate) test run, never replaced
-        # (eval_assets.gates.SuiteResult.quarantine_rows). The quarantine rules replay it.
+        # (eval_assets.gates.quarantine_rows). The quarantine rules replay it.
         Dataset(
             "test_quarantine",
             ("build",),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from eval_assets.config import ConfigError, load_build, load_project
@@ -39,20 +40,27 @@ def scenario_validates(member: Path, ctx: GateContext) -> list[str] | None:
     return None if shown in loaded else [f"{shown} was not loaded as a scenario"]
 
 
+def assemble_cases(base: Path, cases: Sequence[Path], dest: Path) -> Path:
+    """Bad-config cases as one project: `base` copied to `dest`, then each case in turn, its files
+    over it (all but expected.txt and remove.txt) and the paths its remove.txt lists deleted."""
+    shutil.copytree(base, dest)
+    for case in cases:
+        for src in sorted(case.rglob("*")):
+            rel = src.relative_to(case)
+            if src.is_file() and str(rel) not in CONTROL_FILES:
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dest / rel)
+        remove = case / "remove.txt"
+        if remove.exists():
+            for line in remove.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    (dest / line.strip()).unlink()
+    return dest
+
+
 def _assemble(case: Path, dest: Path) -> Path:
     """The bad-config case as a project: the base, the case's files over it, remove.txt applied."""
-    shutil.copytree(case.parent / BAD_CONFIG_BASE, dest)
-    for src in sorted(case.rglob("*")):
-        rel = src.relative_to(case)
-        if src.is_file() and str(rel) not in CONTROL_FILES:
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest / rel)
-    remove = case / "remove.txt"
-    if remove.exists():
-        for line in remove.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                (dest / line.strip()).unlink()
-    return dest
+    return assemble_cases(case.parent / BAD_CONFIG_BASE, [case], dest)
 
 
 def bad_config_fails_as_expected(member: Path, ctx: GateContext) -> list[str] | None:

@@ -17,6 +17,7 @@ from eval_assets.config import BoolScale, FloatScale, IntScale, LabelScale, Rubr
 from eval_assets.fence import FENCE_LABELS, fence, fence_nonce, fenced_content
 from eval_assets.gates._outcome import GateContext
 from eval_assets.judging import parse_verdict
+from eval_assets.judging_corpus import CorpusError, check_case, load_corpus
 
 # Fragments that try to close a fence, open a verdict, or look like either.
 _HOSTILE = [
@@ -175,8 +176,6 @@ def malformed_verdict_fails_closed(member: Path, ctx: GateContext) -> list[str] 
     shipped rubric it applies to: status failed, its expected reason, no score and no criteria. A
     file with no case, or with a case that applies to no shipped rubric, is rejected too (an
     unchecked case is not a pass)."""
-    from eval_assets.judging_corpus import CorpusError, check_case, load_corpus
-
     try:
         cases = load_corpus(member)
     except CorpusError as exc:

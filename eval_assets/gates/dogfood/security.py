@@ -45,8 +45,11 @@ from typing import Any
 
 import yaml
 
+from eval_assets import redact
+from eval_assets.config import ConfigError
 from eval_assets.gates._outcome import GateContext, Outcome
 from eval_assets.gates.dogfood._tree import project_files
+from eval_assets.home import EvalHome
 
 CANARY_ENV = "OPENAI_API_KEY"
 DAGSTER_HOOK = "canary.dagster_run"
@@ -220,7 +223,7 @@ def scan_for_secret(paths: Sequence[Path], needles: Sequence[str]) -> tuple[list
     Every file's raw bytes are searched; Parquet files are also read row by row (values may be
     compressed on disk) and SQLite databases dumped. Returns (findings, counts by file type).
     """
-    import duckdb
+    import duckdb  # ~0.25 s CPU; `evaltrack validate` imports every gate module
 
     findings: list[str] = []
     counts = {"files": 0, "parquet": 0, "sqlite": 0, "duckdb": 0, "rows": 0}
@@ -274,7 +277,7 @@ def _scan_file(
 
 def _scan_duckdb(path: Path, needles: Sequence[str], counts: dict[str, int]) -> list[str]:
     """Every row of every table and view of a DuckDB database (a view over a missing file is noted)."""
-    import duckdb
+    import duckdb  # ~0.25 s CPU; `evaltrack validate` imports every gate module
 
     findings = []
     con = duckdb.connect(str(path), read_only=True)
@@ -338,8 +341,7 @@ def no_api_key_persisted(ctx: GateContext) -> Outcome:
     """With a canary key set, a tiny materialization against a key-echoing provider leaves it in no
     log line, stdout/stderr byte, journal row, warehouse row or other file under EVAL_HOME (plus
     `ctx.extra_scan_paths`). See the module doc."""
-    from eval_assets.capability.track import Track
-    from eval_assets.home import EvalHome
+    from eval_assets.capability.track import Track  # the engine, litellm and the warehouse: ~17 s CPU
 
     key = str(ctx.hooks[KEY_HOOK]()) if KEY_HOOK in ctx.hooks else canary_key()
     needles = (key,)
@@ -404,8 +406,6 @@ def no_api_key_in_dagster_events(ctx: GateContext) -> Outcome:
 def _planted_baits(ctx: GateContext) -> list[str]:
     """The scenarios' `forbidden_strings`: credentials a scenario shows its subject on purpose (and
     forbids it to repeat). Not a leak where they are checked in; everything else is."""
-    from eval_assets.config import ConfigError
-
     try:
         project = ctx.project()
     except ConfigError:
@@ -421,8 +421,6 @@ def no_secret_checked_in(ctx: GateContext) -> Outcome:
     `xox?-`, PEM private-key bodies, Authorization/Bearer values, URL passwords, `password=`/
     `secret=`/`token=` assignments) or the value of a credential variable in the environment. A
     scenario's own `forbidden_strings` (planted on purpose) are exempt where they appear."""
-    from eval_assets import redact
-
     files, listed = project_files(ctx.root)
     baits = _planted_baits(ctx)
     values = list(redact.secret_values().items())

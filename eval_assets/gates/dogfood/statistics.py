@@ -18,7 +18,7 @@ _Repeat = float | str
 
 
 def _frame(scenarios: list[list[_Repeat]]) -> pd.DataFrame:
-    import pandas as pd
+    import pandas as pd  # ~2 s CPU; `evaltrack validate` imports every gate module
 
     rows = []
     for i, repeats in enumerate(scenarios):
@@ -53,9 +53,9 @@ def _same(a: Any, b: Any) -> bool:
 
 def band_ignores_row_order(drawn: tuple[pd.DataFrame, int]) -> None:
     """noise_band gives the same figures for the same verdicts in any row order (a seeded shuffle)."""
-    import numpy as np
+    import numpy as np  # ~0.4 s CPU; `evaltrack validate` imports every gate module
 
-    from eval_assets.stats import noise_band
+    from eval_assets.stats import noise_band  # pandas and scipy: ~6 s CPU (as above)
 
     frame, seed = drawn
     order = np.random.default_rng(seed).permutation(len(frame))
@@ -75,7 +75,7 @@ def band_ignores_row_order(drawn: tuple[pd.DataFrame, int]) -> None:
 
 def check_suites(ctx: GateContext) -> st.SearchStrategy[list[CheckSuiteEvidence]]:
     """0-4 check suites of 0-5 outcomes each, any of which may have failed."""
-    from eval_assets.stats import CheckOutcome, CheckSuiteEvidence
+    from eval_assets.stats import CheckOutcome, CheckSuiteEvidence  # ~6 s CPU (as above)
 
     outcome = st.builds(CheckOutcome, st.sampled_from(["a", "b", "c", "d"]), st.booleans())
     suite = st.builds(
@@ -87,7 +87,7 @@ def check_suites(ctx: GateContext) -> st.SearchStrategy[list[CheckSuiteEvidence]
 def failed_check_blocks(suites: list[CheckSuiteEvidence]) -> None:
     """Any failed check blocks the release; otherwise no evidence, or a suite in which no check ran,
     decides nothing (fail closed: never allow on partial evidence); otherwise the checks allow."""
-    from eval_assets.stats import decide
+    from eval_assets.stats import decide  # ~6 s CPU (as above)
 
     decision = decide(suites).decision
     if any(not o.passed for s in suites for o in s.outcomes):
