@@ -132,6 +132,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = False
     block_on_close = True
     allow_reuse_address = False
+    request_queue_size = 256  # one connection per request: a rate-limit test opens dozens at once
 
 
 class OpenAIStub:

@@ -38,10 +38,23 @@ from ._registry import (
     read_registry,
     record_new_versions,
 )
-from ._settings import Bounds, EngineSettings, Price, Settings, Spend, cron_problem
+from ._settings import (
+    Bounds,
+    EngineSettings,
+    InstanceSettings,
+    Pools,
+    Price,
+    Settings,
+    Spend,
+    cron_problem,
+    provider_pool,
+)
 from ._yaml import MAX_YAML_BYTES, YamlRefused, parse_yaml, read_capped, read_yaml_file
 
 __all__ = [
+    "InstanceSettings",
+    "Pools",
+    "provider_pool",
     "RegistryEntry",
     "StatusChange",
     "identity",
