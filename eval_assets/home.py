@@ -70,6 +70,11 @@ code_servers:
 """
 
 
+PG_SCHEMES = frozenset({"postgresql+psycopg2"})
+"""The instance's PostgreSQL URL scheme: dagster-postgres speaks psycopg2 (its `NOTIFY run_events, %s`
+fails under psycopg 3's server-side parameters, which SQLAlchemy 2.1 uses for a bare postgresql://)."""
+
+
 class InstanceStorageError(ValueError):
     """The instance cannot be configured as asked (names the setting or variable, never a URL)."""
 
@@ -96,7 +101,13 @@ def dagster_yaml(instance: InstanceSettings | None = None, environ: Mapping[str,
         if not env.get(url_env):
             raise InstanceStorageError(
                 f"the Dagster instance is set to PostgreSQL (instance.storage or {STORAGE_ENV}) but "
-                f"${url_env} is not set: export the URL (postgresql://user:password@host:port/db) there"
+                f"${url_env} is not set: export the URL (postgresql+psycopg2://user:password@host:port/db) there"
+            )
+        scheme = env[url_env].partition("://")[0]
+        if scheme not in PG_SCHEMES:
+            raise InstanceStorageError(
+                f"${url_env} must start with postgresql+psycopg2:// (it starts with {scheme[:40]!r}://): "
+                f"dagster-postgres needs psycopg2, and SQLAlchemy picks psycopg 3 for a bare postgresql://"
             )
         text += _STORAGE_POSTGRES.format(url_env=url_env)
     max_runs = instance.max_concurrent_runs if instance is not None else 4

@@ -99,8 +99,8 @@ def instance_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
             host="127.0.0.1", port=cluster.port, user="postgres", dbname="postgres", autocommit=True
         ) as c:
             c.execute('CREATE DATABASE "dagster_instance"')
-        # dagster-postgres connects with psycopg2: a plain postgresql:// URL
-        url = f"postgresql://postgres@127.0.0.1:{cluster.port}/dagster_instance"
+        # dagster-postgres needs psycopg2 (SQLAlchemy 2.1 would pick psycopg 3 for a bare postgresql://)
+        url = f"postgresql+psycopg2://postgres@127.0.0.1:{cluster.port}/dagster_instance"
         yield {STORAGE_ENV: "postgres", PG_URL_ENV: url, "_database_port": str(cluster.port)}
     finally:
         cluster.stop()

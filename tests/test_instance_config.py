@@ -14,7 +14,7 @@ from eval_assets.cli.orchestrate import instance_for, load_definitions
 from eval_assets.config import InstanceSettings, Pools, Project
 from eval_assets.home import DAGSTER_YAML, STORAGE_ENV, EvalHome, InstanceStorageError, dagster_yaml
 
-URL = "postgresql://evaltrack:s3cret-pw@db.internal:5432/dagster"
+URL = "postgresql+psycopg2://evaltrack:s3cret-pw@db.internal:5432/dagster"
 
 
 def _validated(tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch) -> dict:
@@ -48,6 +48,13 @@ def test_postgres_without_its_url_is_refused_naming_the_variable() -> None:
         dagster_yaml(settings, {})
     with pytest.raises(InstanceStorageError, match="EVAL_DAGSTER_PG_URL"):
         dagster_yaml(None, {STORAGE_ENV: "postgres"})  # the environment asks for it, no URL given
+
+
+def test_a_url_dagster_postgres_cannot_use_is_refused_without_showing_it() -> None:
+    bare = "postgresql://evaltrack:s3cret-pw@db.internal:5432/dagster"  # SQLAlchemy 2.1: psycopg 3
+    with pytest.raises(InstanceStorageError, match=r"postgresql\+psycopg2://") as refused:
+        dagster_yaml(InstanceSettings(storage="postgres"), {"EVAL_DAGSTER_PG_URL": bare})
+    assert "s3cret" not in str(refused.value)
 
 
 def test_the_environment_overrides_the_storage_and_a_bad_value_is_refused() -> None:
