@@ -27,7 +27,10 @@ is printed at the end with every figure measured in this run.
 Wall time includes waiting for a CPU: on a shared machine, read the CPU figures and the load average
 printed beside them.
 
-Run: .venv/bin/python benchmarks/throughput.py [--quick] [--only zero,latency,rss,dagster,ahead]
+Run: .venv/bin/python benchmarks/throughput.py [--quick] [--only zero,latency,rss,dagster,ahead,rate]
+
+- `rate`: adaptive concurrency against a local server limited to R requests/s (`--rate-limit R`,
+  default 10): sustained ok/s and the 429 share after the first 10 s; goal >= 0.9 R and < 5%.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ from eval_assets.config import (  # noqa: E402
     Spend,
     load_project,
 )
-from eval_assets.engine import Engine, SubjectResult, judge_spec, subject_spec  # noqa: E402
+from eval_assets.engine import Engine, Limiters, SubjectResult, judge_spec, subject_spec  # noqa: E402
 from eval_assets.fence import fence_nonce  # noqa: E402
 from eval_assets.home import EvalHome  # noqa: E402
 from eval_assets.providers.gateway import CallSpec, ModelGateway  # noqa: E402
@@ -344,6 +347,97 @@ def latency_case(n: int, runs: int, tmp: Path, latency: int, conc: int) -> tuple
     )
 
 
+def case_rate_limited(
+    rate: float,
+    seconds: float,
+    latency_s: float = 1.0,
+    conc: int = 64,
+    form: str = "seconds+ms",
+    warmup_s: float = 10.0,
+    decrease: float | None = None,
+) -> dict[str, float]:
+    """Adaptive concurrency against a server limited to `rate` requests/s (tests/openai_stub.py on
+    127.0.0.1: a token bucket of one second's worth, 429 + Retry-After beyond it, `latency_s` per
+    answer). 2 x `conc` workers keep calling through the engine (spend path, SQLite journal,
+    `openai/local-test` through litellm's OpenAI path) for `seconds`; the engine starts at `conc` in
+    flight. Measured from the server's answer log after the first `warmup_s`: answered 200s per
+    second (sustained throughput) and the share of answers that were 429. Goal: >= 0.9 R, < 5%.
+    """
+    import os
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from openai_stub import OpenAIStub
+
+    model = "openai/local-test"
+    os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark-not-a-key")
+    with tempfile.TemporaryDirectory() as d, OpenAIStub() as stub:
+        stub.latency_s = latency_s
+        stub.rate_limit(rate, retry_after=form)  # type: ignore[arg-type]
+        journal = open_journal(f"sqlite:///{Path(d) / 'journal.sqlite'}")
+        settings = EngineSettings(concurrency_per_model=conc, timeout_s=TIMEOUT_S, max_tries=10, backoff_max_s=2.0)
+        eng = Engine(
+            spend=SpendPath(journal, ModelGateway({model: (2e-6, 8e-6)}), run_id="bench-rate"),
+            settings=settings,
+            jitter=random.Random(0),
+            fence_secret=FENCE,
+            limiters=None if decrease is None else Limiters(conc, decrease=decrease),
+        )
+        spec = CallSpec(
+            model=model,
+            messages=[{"role": "user", "content": "hello"}],
+            max_tokens=16,
+            timeout_s=TIMEOUT_S,
+            api_base=stub.base_url,
+            metadata={"role": "subject"},
+        )
+        counter = iter(range(10**9))
+
+        async def worker(stop_at: float) -> None:
+            while time.monotonic() < stop_at:
+                await eng.call(AttemptRef("bench-rate", f"s{next(counter):07d}", 1, "subject"), spec)
+
+        started = time.monotonic()
+
+        async def drive() -> None:
+            await asyncio.gather(*(worker(started + seconds) for _ in range(2 * conc)))
+
+        wall, cpu = time.perf_counter(), time.process_time()
+        asyncio.run(drive())
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        journal.close()
+        assert eng.limiters is not None
+        limit = eng.limiters.for_call(model, stub.base_url).limit
+        window = [(t, code) for t, code in stub.answers if started + warmup_s <= t < started + seconds]
+        oks = sum(code == 200 for _, code in window)
+        limited = sum(code == 429 for _, code in window)
+        total_429 = stub.rate_limited_count
+    span = seconds - warmup_s
+    out = {
+        "rate": rate,
+        "ok_per_s": oks / span,
+        "share_429": limited / max(1, len(window)),
+        "all_429": float(total_429),
+        "lowest_limit": limit.lowest,
+        "final_limit": limit.limit,
+        "decreases": float(limit.decreases),
+        "wall_s": wall,
+        "cpu_s": cpu,
+    }
+    print(
+        f"R. adaptive concurrency vs a server limited to R={rate:g} requests/s ({latency_s * 1000:.0f} ms per "
+        f"answer, Retry-After as {form}; start {conc} in flight; decrease x{limit.decrease:g}; {seconds:g} s, "
+        f"measured after the first {warmup_s:g} s)"
+    )
+    print(
+        f"   sustained {out['ok_per_s']:.1f} ok/s = {out['ok_per_s'] / rate:.3f} R (goal >= 0.9: "
+        f"{'met' if out['ok_per_s'] >= 0.9 * rate else 'NOT met'}); 429 share {out['share_429'] * 100:.2f}% "
+        f"(goal < 5%: {'met' if out['share_429'] < 0.05 else 'NOT met'}); {total_429} 429s in all; "
+        f"limit: lowest {limit.lowest:.1f}, final {limit.limit:.1f}, {limit.decreases} decreases; "
+        f"CPU {cpu:.1f} s"
+    )
+    return out
+
+
 def judge_ahead_run(
     n: int, tmp: Path, ahead: bool, latency_ms: int = 200, concurrency: int = 64
 ) -> dict[str, float]:
@@ -549,12 +643,32 @@ def case_ahead(args: argparse.Namespace, goals: list[tuple[str, str, str, bool |
     )
 
 
+def case_rate(args: argparse.Namespace, goals: list[tuple[str, str, str, bool | None]]) -> None:
+    rate = args.rate_limit
+    out = case_rate_limited(
+        rate,
+        20.0 if args.quick else args.rate_seconds,
+        latency_s=args.rate_latency,
+        form=args.rate_retry_after,
+        decrease=args.rate_decrease,
+    )
+    goals.append(
+        (
+            f"adaptive concurrency vs a server limited to R={rate:g}/s",
+            ">= 0.9 R sustained, < 5% 429 after 10 s",
+            f"{out['ok_per_s'] / rate:.2f} R, {out['share_429'] * 100:.1f}% 429",
+            out["ok_per_s"] >= 0.9 * rate and out["share_429"] < 0.05,
+        )
+    )
+
+
 CASES = {
     "zero": case_zero,
     "latency": case_latency,
     "rss": case_rss,
     "dagster": case_dagster,
     "ahead": case_ahead,
+    "rate": case_rate,
 }
 
 
@@ -569,6 +683,11 @@ def main() -> None:
     ap.add_argument("--rss-child", type=int)
     ap.add_argument("--ahead-scenarios", type=int, default=40)
     ap.add_argument("--ahead-concurrency", type=int, default=64, help="case 4: calls in flight per model")
+    ap.add_argument("--rate-limit", type=float, default=10.0, help="case rate: the server's requests/s")
+    ap.add_argument("--rate-seconds", type=float, default=40.0)
+    ap.add_argument("--rate-retry-after", choices=["seconds+ms", "seconds", "date"], default="seconds+ms")
+    ap.add_argument("--rate-latency", type=float, default=1.0, help="seconds the server takes per answer")
+    ap.add_argument("--rate-decrease", type=float, help="the limiter's multiplicative decrease (default: its own)")
     args = ap.parse_args()
     if args.rss_child:
         rss_child(args.rss_child)

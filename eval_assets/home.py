@@ -6,19 +6,54 @@ import contextlib
 import os
 import secrets
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from eval_assets.config import InstanceSettings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 FENCE_SECRET_FILE = "fence.secret"
 FENCE_SECRET_BYTES = 32
 
-DAGSTER_YAML = """\
-# Written by eval-track. Local instance for `evaltrack demo`, `run` and `ui`.
+_WRITTEN_BY = "# Written by eval-track."
+_TEMPLATE = "# Written by eval-track. Instance template 2."
+STORAGE_ENV = "EVAL_DAGSTER_STORAGE"
+"""`sqlite` or `postgres`: overrides `instance.storage` of evaltrack.yaml for this environment."""
+
+_HEAD = """\
+{template} Local instance for `evaltrack demo`, `run` and `ui`.
 telemetry:
   enabled: false
 nux:
   enabled: false
+"""
+_STORAGE_POSTGRES = """\
+# Run, event log and schedule storage on PostgreSQL. The URL (credentials included) is read from the
+# environment when the instance loads; it is never written here.
+storage:
+  postgres:
+    postgres_url:
+      env: {url_env}
+"""
+_TAIL = """\
+# Runs the daemon launches (sensors, automation, schedules, the UI) wait in the queued run coordinator;
+# at most `max_concurrent_runs` run at once (evaltrack.yaml `instance:`).
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+# Concurrency pools, one per model provider (`llm/<provider>`): scenario_runs, judge_verdicts and
+# calibration_offsets each join their provider's pool, so the builds of parallel runs share a
+# provider's limit. A pool evaltrack.yaml names gets its own limit (set when an evaltrack command
+# opens the instance); any other pool has `default_limit`.
+concurrency:
+  runs:
+    max_concurrent_runs: {max_runs}
+  pools:
+    granularity: op
+    default_limit: {pool_limit}
 # Run monitoring (the daemon of `evaltrack ui` runs it): a run whose worker never starts, or that
 # outlives a `dagster/max_runtime` tag, is marked failed instead of staying STARTING/STARTED forever.
 # Runs of `evaltrack run`/`demo` execute in the CLI's process: one killed with kill -9 is marked
@@ -33,7 +68,55 @@ run_monitoring:
 code_servers:
   local_startup_timeout: 900
 """
-_WRITTEN_BY = "# Written by eval-track."
+
+
+PG_SCHEMES = frozenset({"postgresql+psycopg2"})
+"""The instance's PostgreSQL URL scheme: dagster-postgres speaks psycopg2 (its `NOTIFY run_events, %s`
+fails under psycopg 3's server-side parameters, which SQLAlchemy 2.1 uses for a bare postgresql://)."""
+
+
+class InstanceStorageError(ValueError):
+    """The instance cannot be configured as asked (names the setting or variable, never a URL)."""
+
+
+def instance_storage(instance: InstanceSettings | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """`sqlite` or `postgres`: $EVAL_DAGSTER_STORAGE when set, else evaltrack.yaml's `instance.storage`."""
+    env = os.environ if environ is None else environ
+    chosen = env.get(STORAGE_ENV) or (instance.storage if instance is not None else "sqlite")
+    if chosen not in ("sqlite", "postgres"):
+        raise InstanceStorageError(f"{STORAGE_ENV}={chosen!r}: expected sqlite or postgres")
+    return chosen
+
+
+def dagster_yaml(instance: InstanceSettings | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The instance's dagster.yaml for these settings (defaults: SQLite, 4 runs, pools of 2).
+
+    PostgreSQL needs its URL in the variable `instance.url_env` names; without it this refuses
+    (InstanceStorageError naming the variable) instead of falling back to SQLite.
+    """
+    env = os.environ if environ is None else environ
+    text = _HEAD.format(template=_TEMPLATE)
+    if instance_storage(instance, env) == "postgres":
+        url_env = instance.url_env if instance is not None else "EVAL_DAGSTER_PG_URL"
+        if not env.get(url_env):
+            raise InstanceStorageError(
+                f"the Dagster instance is set to PostgreSQL (instance.storage or {STORAGE_ENV}) but "
+                f"${url_env} is not set: export the URL (postgresql+psycopg2://user:password@host:port/db) there"
+            )
+        scheme = env[url_env].partition("://")[0]
+        if scheme not in PG_SCHEMES:
+            raise InstanceStorageError(
+                f"${url_env} must start with postgresql+psycopg2:// (it starts with {scheme[:40]!r}://): "
+                f"dagster-postgres needs psycopg2, and SQLAlchemy picks psycopg 3 for a bare postgresql://"
+            )
+        text += _STORAGE_POSTGRES.format(url_env=url_env)
+    max_runs = instance.max_concurrent_runs if instance is not None else 4
+    pool_limit = instance.pools.default_limit if instance is not None else 2
+    return text + _TAIL.format(max_runs=max_runs, pool_limit=pool_limit)
+
+
+DAGSTER_YAML = dagster_yaml(environ={})
+"""The default instance file (SQLite)."""
 
 
 def default_home() -> Path:
@@ -64,15 +147,29 @@ class EvalHome:
     def journal_url(self) -> str:
         return f"sqlite:///{self.root / 'journal.sqlite'}"
 
-    def ensure(self) -> EvalHome:
-        """Create the layout and `dagster/dagster.yaml` (telemetry off). Idempotent."""
+    def ensure(self, instance: InstanceSettings | None = None) -> EvalHome:
+        """Create the layout and `dagster/dagster.yaml` (telemetry off). Idempotent.
+
+        Without `instance` settings a missing file, or one of an older eval-track template, gets the
+        default (SQLite) file and a current one is left as it is; with them (what an `evaltrack`
+        command that opens the instance passes) eval-track's file is rewritten to match. A file
+        someone wrote themselves is theirs either way.
+        """
         for d in (self.dagster, self.warehouse, self.builds):
             d.mkdir(parents=True, exist_ok=True)
         cfg = self.dagster / "dagster.yaml"
-        # an older eval-track template is brought up to date; a file someone wrote themselves is theirs
-        if not cfg.exists() or (cfg.read_text().startswith(_WRITTEN_BY) and cfg.read_text() != DAGSTER_YAML):
+        current = cfg.read_text() if cfg.exists() else None
+        if current is not None and not current.startswith(_WRITTEN_BY):
+            return self
+        if instance is None:
+            if current is not None and current.startswith(_TEMPLATE):
+                return self
+            wanted = DAGSTER_YAML
+        else:
+            wanted = dagster_yaml(instance)
+        if current != wanted:
             tmp = cfg.with_name(f".dagster.yaml.{os.getpid()}.tmp")
-            tmp.write_text(DAGSTER_YAML)
+            tmp.write_text(wanted)
             os.replace(tmp, cfg)
         return self
 

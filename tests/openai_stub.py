@@ -10,6 +10,12 @@ Every request is recorded (path, headers, JSON body) so a test can check what th
         ... call the model at stub.base_url ...
         assert len(stub.requests) == 2
 
+`rate_limit(R)` makes it a rate-limited provider: a token bucket of R requests per second (burst R
+unless given) in front of the script; a request beyond it is answered 429 with `Retry-After` (whole
+seconds, or an HTTP date) and optionally OpenAI's `retry-after-ms`. `latency_s` delays every `ok`
+answer (a provider's think time). `answers` records (monotonic time, status) of every completion
+answer, for rates and 429 shares.
+
 `stop()` releases any request still hanging, shuts the server down, closes its socket and joins
 every thread it started: no thread or port outlives the test.
 """
@@ -17,10 +23,13 @@ every thread it started: no thread or port outlives the test.
 from __future__ import annotations
 
 import json
+import math
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
@@ -29,6 +38,7 @@ HANG_LIMIT_S = 30.0
 """A hanging request waits at most this long for `stop()` (a backstop; `stop()` releases it at once)."""
 
 Kind = Literal["ok", "status", "hang", "malformed"]
+RetryAfterForm = Literal["seconds", "date", "seconds+ms"]
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = False
     block_on_close = True
     allow_reuse_address = False
+    request_queue_size = 256  # one connection per request: a rate-limit test opens dozens at once
 
 
 class OpenAIStub:
@@ -140,6 +151,11 @@ class OpenAIStub:
         self._thread: threading.Thread | None = None
         self._completions = 0
         self._stopped_listener: Any = None
+        self.latency_s = 0.0
+        """Every `ok` answer waits this long first (the provider's think time)."""
+        self.answers: list[tuple[float, int]] = []
+        """(time.monotonic(), HTTP status) of every completion answer, in the order they were sent."""
+        self._bucket: _Bucket | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -215,6 +231,25 @@ class OpenAIStub:
         with self._lock:
             self._queue.extend(behaviours)
 
+    def rate_limit(
+        self, per_s: float | None, *, burst: float | None = None, retry_after: RetryAfterForm = "seconds"
+    ) -> None:
+        """Admit `per_s` completion requests per second (a token bucket holding up to `burst`, default
+        one second's worth); answer the rest 429 with the wait until the next token: `Retry-After` in
+        whole seconds (rounded up) or as an HTTP date, plus `retry-after-ms` with "seconds+ms".
+        None lifts the limit."""
+        with self._lock:
+            if per_s is None:
+                self._bucket = None
+                return
+            size = per_s if burst is None else burst
+            self._bucket = _Bucket(per_s, size, size, time.monotonic(), retry_after)
+
+    @property
+    def rate_limited_count(self) -> int:
+        with self._lock:
+            return sum(1 for _, status in self.answers if status == 429)
+
     @property
     def completion_requests(self) -> list[RecordedRequest]:
         with self._lock:
@@ -227,7 +262,13 @@ class OpenAIStub:
             if request.path not in COMPLETION_PATHS:
                 return None
             self._completions += 1
+            if self._bucket is not None and (limited := self._bucket.take(time.monotonic())) is not None:
+                return limited
             return self._queue.popleft() if self._queue else self.default
+
+    def _answered(self, status: int) -> None:
+        with self._lock:
+            self.answers.append((time.monotonic(), status))
 
     def _completion_id(self) -> str:
         with self._lock:
@@ -276,6 +317,8 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                     404, {"error": {"message": f"no route {request.path}", "type": "invalid_request_error"}}
                 )
             elif behaviour.kind == "ok":
+                if stub.latency_s > 0:
+                    stub._release.wait(stub.latency_s)  # think time (cut short only by stop())
                 model = (request.body or {}).get("model", "local-test")
                 if behaviour.echo_key:
                     auth = request.headers.get("authorization", "")
@@ -304,6 +347,8 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 raise AssertionError(behaviour.kind)
 
         def _json(self, code: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+            if self.path.split("?", 1)[0] in COMPLETION_PATHS:
+                stub._answered(code)
             self._send(code, json.dumps(payload).encode(), "application/json", headers)
 
         def _send(
@@ -320,6 +365,34 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
     return Handler
+
+
+@dataclass
+class _Bucket:
+    """A token bucket: `rate` tokens a second, holding at most `size`."""
+
+    rate: float
+    size: float
+    tokens: float
+    at: float
+    form: RetryAfterForm
+
+    def take(self, now: float) -> Behaviour | None:
+        """None when a token was taken; else the 429 answer carrying the wait until the next token."""
+        self.tokens = min(self.size, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return None
+        wait = (1.0 - self.tokens) / self.rate
+        whole = max(1, math.ceil(wait))
+        if self.form == "date":
+            headers = {"Retry-After": formatdate(time.time() + whole, usegmt=True)}
+        else:
+            headers = {"Retry-After": str(whole)}
+            if self.form == "seconds+ms":
+                headers["retry-after-ms"] = str(max(1, math.ceil(wait * 1000)))
+        return Behaviour.status(429, "Rate limit reached for requests", headers=headers)
 
 
 def _completion(completion_id: str, model: str, behaviour: Behaviour) -> dict[str, Any]:

@@ -13,6 +13,13 @@ closes, and no process it started survives; whatever happens, the test kills wha
 
 Runs are subprocesses that import the code location, so the project copy is small: one judge
 version, three scenarios, milestone 0.
+
+It runs twice: on the default instance (SQLite under EVAL_HOME/dagster), and with the instance's
+storage on a throwaway PostgreSQL cluster (tests/pg.py; EVAL_DAGSTER_STORAGE=postgres and the URL in
+EVAL_DAGSTER_PG_URL, as a deployment sets them). Both instances queue runs through the queued run
+coordinator and put the model-calling assets in their provider's concurrency pool; the PostgreSQL
+run also checks that the instance file names the URL's variable, never the URL. Without PostgreSQL
+binaries the second run fails with the install hint (EVAL_TRACK_SKIP_PG=1: a loud skip).
 """
 
 from __future__ import annotations
@@ -22,15 +29,23 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
+import pytest
 from e2e.graphql import IN_PROGRESS, DagsterGraphQL
 from e2e.processes import free_port, port_open, running_ui, wait_for
 from e2e.project import KEPT_JUDGES, inject_failing_gate, small_project, write_manifest
 from e2e.webhook import webhook
 
-from eval_assets.home import PROJECT_ROOT
+from eval_assets.home import PROJECT_ROOT, STORAGE_ENV
+
+try:  # tests/ imported as a package (tests/__init__.py present) or as a rootdir on sys.path
+    from tests.pg import PostgresCluster, PostgresUnavailable
+except ImportError:
+    from pg import PostgresCluster, PostgresUnavailable  # type: ignore[no-redef]
 
 BUILD = "e2e-build"
 NIGHTLY_CRON = "17 3 * * *"
@@ -63,9 +78,46 @@ class Timeline:
         return "\n".join(f"{at:7.1f}s  {what}" for what, at in self.seen.items())
 
 
-def test_a_registered_build_runs_through_the_daemon_to_a_block_notified_once(tmp_path: Path) -> None:
+PG_URL_ENV = "EVAL_DAGSTER_PG_URL"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def instance_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """The environment that picks the instance's storage: nothing (SQLite), or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    try:
+        cluster = PostgresCluster()
+        cluster.start()
+    except PostgresUnavailable as exc:
+        if os.environ.get("EVAL_TRACK_SKIP_PG") == "1":
+            pytest.skip(f"!!! PostgreSQL instance end to end NOT RUN (EVAL_TRACK_SKIP_PG=1): {exc}")
+        pytest.fail(f"PostgreSQL instance end to end cannot run: {exc}", pytrace=False)
+    try:
+        with psycopg.connect(
+            host="127.0.0.1", port=cluster.port, user="postgres", dbname="postgres", autocommit=True
+        ) as c:
+            c.execute('CREATE DATABASE "dagster_instance"')
+        # dagster-postgres needs psycopg2 (SQLAlchemy 2.1 would pick psycopg 3 for a bare postgresql://)
+        url = f"postgresql+psycopg2://postgres@127.0.0.1:{cluster.port}/dagster_instance"
+        yield {STORAGE_ENV: "postgres", PG_URL_ENV: url, "_database_port": str(cluster.port)}
+    finally:
+        cluster.stop()
+
+
+def _instance_tables(port: int) -> set[str]:
+    with psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="dagster_instance") as c:
+        rows = c.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()
+    return {r[0] for r in rows}
+
+
+def test_a_registered_build_runs_through_the_daemon_to_a_block_notified_once(
+    tmp_path: Path, instance_env: dict[str, str]
+) -> None:
     """SLOW (minutes): real daemon + webserver via `evaltrack ui`; see the module docstring."""
     timeline = Timeline()
+    pg_port = instance_env.pop("_database_port", None)
     project = small_project(tmp_path / "project", nightly_cron=NIGHTLY_CRON)
     gate_id = inject_failing_gate(project)
     manifest = write_manifest(tmp_path / "manifest.yaml", BUILD)
@@ -77,6 +129,7 @@ def test_a_registered_build_runs_through_the_daemon_to_a_block_notified_once(tmp
     env["PYTHONUNBUFFERED"] = "1"
     # the injected gate's check (tests/e2e/injected_gate.py) must import wherever the suite runs
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT / "tests"), env.get("PYTHONPATH")]))
+    env = {k: v for k, v in env.items() if k not in (STORAGE_ENV, PG_URL_ENV)} | instance_env
 
     with (
         webhook("/release-blocks") as (hook_url, posts),
@@ -162,6 +215,16 @@ def test_a_registered_build_runs_through_the_daemon_to_a_block_notified_once(tmp
         notice = json.loads(lines[0])
         assert (notice["build"], notice["decision"], notice["run_id"]) == (BUILD, "block", decided["runId"])
         assert [p["key"] for p in posts] == [notice["key"]]
+
+        # the instance this ran on: queued runs, provider pools, storage where it was asked to be
+        instance_yaml = (home / "dagster" / "dagster.yaml").read_text()
+        assert "class: QueuedRunCoordinator" in instance_yaml and "max_concurrent_runs:" in instance_yaml
+        if pg_port is not None:
+            assert f"env: {PG_URL_ENV}" in instance_yaml and instance_env[PG_URL_ENV] not in instance_yaml
+            assert {"runs", "event_logs", "concurrency_limits"} <= _instance_tables(int(pg_port))
+            assert not (home / "dagster" / "history" / "runs.db").exists()  # nothing went to SQLite
+        else:
+            assert (home / "dagster" / "history" / "runs.db").exists()
 
         tree = ui.tree()
         assert ui.terminate(STOP_BOUND_S) == 0, f"`evaltrack ui` did not exit on SIGTERM:\n{ui.log_tail()}"

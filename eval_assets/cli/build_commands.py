@@ -20,6 +20,6 @@ def cmd_build_add(args: argparse.Namespace) -> int:
     # Dagster costs ~3 s CPU to import: only a registered build needs its partition added
     from eval_assets.cli.orchestrate import instance_for, register_partition
 
-    register_partition(instance_for(builds.home), manifest.id)
+    register_partition(instance_for(builds.home, builds.project), manifest.id)
     print(f"registered build {manifest.id} -> {builds.path(manifest.id)}")
     return 0

@@ -15,8 +15,9 @@ from typing import Any
 
 import dagster as dg
 
+from eval_assets.config import Project, load_project
 from eval_assets.definitions import defs
-from eval_assets.home import EvalHome
+from eval_assets.home import EvalHome, project_root
 from eval_assets.spend import pid_alive
 
 
@@ -54,12 +55,28 @@ def plain_key(key: str) -> str:
 HOST_TAG, PID_TAG = "evaltrack/host", "evaltrack/pid"
 
 
-def instance_for(home: EvalHome) -> dg.DagsterInstance:
-    home.ensure()
+def instance_for(home: EvalHome, project: Project | None = None) -> dg.DagsterInstance:
+    """The instance in EVAL_HOME/dagster: its dagster.yaml written from evaltrack.yaml's `instance:`
+    (of `project`, else of the project at EVAL_PROJECT_ROOT), its provider pools' limits set."""
+    if project is None:
+        project = load_project(project_root())
+    settings = project.settings.instance
+    home.ensure(settings)
     os.environ["DAGSTER_HOME"] = str(home.dagster)
     instance = dg.DagsterInstance.from_config(str(home.dagster))
+    set_pool_limits(instance, settings.pool_limits(project.asset_pools().values()))
     fail_orphaned_runs(instance)
     return instance
+
+
+def set_pool_limits(instance: dg.DagsterInstance, limits: dict[str, int]) -> None:
+    """Set each named pool's limit (only a changed one is written); other pools keep the default."""
+    storage = instance.event_log_storage
+    if not limits or not storage.supports_global_concurrency_limits:
+        return
+    for pool, limit in sorted(limits.items()):
+        if storage.get_concurrency_info(pool).slot_count != limit:
+            storage.set_concurrency_slots(pool, limit)
 
 
 def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:

@@ -205,7 +205,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         project = project_of(args)
         home = home_of(args)
         track = Track(project, home)
-        instance = instance_for(home)
+        instance = instance_for(home, project)
         build_ids = []
         for name in EXAMPLE_BUILDS:
             manifest = track.register_build(project.root / "examples" / "builds" / name)

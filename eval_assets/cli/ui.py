@@ -22,8 +22,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     and is then killed, so `evaltrack ui` never leaves an orphan holding a run or the port.
     """
     home = home_of(args)
-    project_of(args)
-    instance_for(home)
+    instance_for(home, project_of(args))
     root = Path(os.environ["EVAL_PROJECT_ROOT"])
     dagster = Path(sys.executable).with_name("dagster")
     cmd = [str(dagster), "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(args.port)]

@@ -39,7 +39,17 @@ from ._registry import (
     record_new_versions,
 )
 from ._scripts import SCRIPTS_DIR, ScriptBook, load_script, script_file, script_problems
-from ._settings import Bounds, EngineSettings, Price, Settings, Spend, cron_problem
+from ._settings import (
+    Bounds,
+    EngineSettings,
+    InstanceSettings,
+    Pools,
+    Price,
+    Settings,
+    Spend,
+    cron_problem,
+    provider_pool,
+)
 from ._yaml import MAX_YAML_BYTES, YamlRefused, parse_yaml, read_capped, read_yaml_file
 
 __all__ = [
@@ -48,6 +58,9 @@ __all__ = [
     "load_script",
     "script_file",
     "script_problems",
+    "InstanceSettings",
+    "Pools",
+    "provider_pool",
     "RegistryEntry",
     "StatusChange",
     "identity",

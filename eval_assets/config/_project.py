@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._models import Judge, Rubric, Scenario
-from ._settings import Settings
+from ._settings import Settings, provider_pool
 
 
 @dataclass(frozen=True)
@@ -30,3 +30,18 @@ class Project:
     def scenarios_for(self, judge: Judge) -> list[Scenario]:
         """Scenarios scored by `judge`, in id order."""
         return [s for _, s in sorted(self.scenarios.items()) if s.judge == judge.name]
+
+    def asset_pools(self) -> dict[str, str]:
+        """The Dagster concurrency pool of each model-calling asset, one pool per provider.
+
+        A pool is fixed when the code location loads: judge assets join the pool of the provider of
+        the project's judges (several providers: one pool named for all of them); scenario_runs joins
+        `instance.pools.subject_provider`'s, since builds (and their subjects) are registered later.
+        """
+        judges = provider_pool(j.model.partition("/")[0] for j in self.judges.values()) if self.judges else None
+        subjects = provider_pool([self.settings.instance.pools.subject_provider])
+        return {
+            "scenario_runs": subjects,
+            "judge_verdicts": judges or subjects,
+            "calibration_offsets": judges or subjects,
+        }

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated
+from collections.abc import Iterable
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -92,6 +93,54 @@ class Bounds(Strict):
     )
 
 
+def provider_pool(providers: Iterable[str]) -> str:
+    """The concurrency pool named for `providers`: `llm/<provider>` (several: joined with `+`, sorted)."""
+    return "llm/" + "+".join(sorted(set(providers)))
+
+
+class Pools(Strict):
+    """Dagster concurrency pools, one per model provider: how many model-calling steps (subject runs,
+    one judge version's verdicts, a bridge) of all runs may call one provider at once."""
+
+    default_limit: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=2, description="limit of a provider's pool that `limits` does not name"
+    )
+    limits: dict[Annotated[str, Field(pattern=r"^[a-z0-9_.-]+$")], Annotated[int, Field(ge=1, le=1000)]] = Field(
+        default_factory=dict, description="provider -> limit (e.g. {openai: 1})"
+    )
+    subject_provider: Annotated[str, Field(pattern=r"^[a-z0-9_.-]+$")] = Field(
+        default="sim",
+        description="the provider whose pool scenario_runs joins (a pool is fixed when the code location "
+        "loads; builds are registered later)",
+    )
+
+
+class InstanceSettings(Strict):
+    """Dagster's instance under $EVAL_HOME/dagster: its storage, the run queue, the provider pools."""
+
+    storage: Literal["sqlite", "postgres"] = Field(
+        default="sqlite", description="sqlite under $EVAL_HOME/dagster, or postgres (URL from `url_env`)"
+    )
+    url_env: Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")] = Field(
+        default="EVAL_DAGSTER_PG_URL",
+        description="the environment variable holding the PostgreSQL URL (never written to a file)",
+    )
+    max_concurrent_runs: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=4, description="runs the queued run coordinator lets run at once; the rest wait queued"
+    )
+    pools: Pools = Pools()
+
+    def pool_limits(self, pools: Iterable[str]) -> dict[str, int]:
+        """Limits of the `pools` (`provider_pool` names) `pools.limits` names a provider of: a pool of
+        several providers takes the smallest. Pools not here keep dagster.yaml's default_limit."""
+        out = {}
+        for pool in set(pools):
+            named = [self.pools.limits[p] for p in pool.removeprefix("llm/").split("+") if p in self.pools.limits]
+            if named:
+                out[pool] = min(named)
+        return out
+
+
 # --- cron: checked here (the domain has no Dagster), at least as strictly as Dagster's schedule does ---
 _CRON_FIELDS = (  # name, low, high, names
     ("minute", 0, 59, ()),
@@ -138,6 +187,7 @@ class Settings(Strict):
     engine: EngineSettings = EngineSettings()
     spend: Spend = Spend()
     bounds: Bounds = Bounds()
+    instance: InstanceSettings = InstanceSettings()
     nightly_cron: str = Field(default="0 2 * * *", description="the nightly schedule, UTC cron")
     owners: list[Annotated[str, Field(pattern=r"^(team:[A-Za-z0-9_.-]+|[^@\s]+@[^@\s]+\.[^@\s]+)$")]] = Field(
         default_factory=lambda: ["team:eval-track"],

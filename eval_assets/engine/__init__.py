@@ -1,22 +1,28 @@
 """The run engine: plain asyncio, no Dagster.
 
-Runs every (scenario, repeat) attempt of a build with bounded concurrency per model, a per-call
+Runs every (scenario, repeat) attempt of a build with adaptive concurrency per provider, a per-call
 timeout, bounded retries with jittered backoff on retryable errors only, and deterministic attempt
 keys (`eval_assets.spend.AttemptRef`). Every try goes through the one spend path (reserve -> call ->
 settle). A provider error is an attempt with status `error` and a reason, never a score.
 
 `_calls`: the one subject/judge `CallSpec` builder; `_replay`: the replay loop for a scenario with
 tools, and `Replay`, which answers its tool calls from the recording; `_results`: what a run returns;
-`_engine`: the retry engine.
+`_limiter`: the adaptive in-flight limit per provider; `_engine`: the retry engine.
 """
 
 from ._calls import judge_spec, subject_spec
 from ._engine import Engine
+from ._limiter import MAX_PAUSE_S, AimdLimit, Limiters, ProviderLimiter, provider_key
 from ._replay import MISS_PREFIX, Replay, ReplayRun, ToolAnswer, TurnCall, replay_loop
 from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult
 
 __all__ = [
+    "MAX_PAUSE_S",
     "MISS_PREFIX",
+    "AimdLimit",
+    "Limiters",
+    "ProviderLimiter",
+    "provider_key",
     "CallResult",
     "Engine",
     "JudgeResult",

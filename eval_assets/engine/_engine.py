@@ -1,5 +1,5 @@
-"""The retry engine: runs attempts through the one spend path, with bounded concurrency per model, a
-per-call timeout, bounded retries with jittered backoff on retryable errors only, and a run deadline."""
+"""The retry engine: runs attempts through the one spend path, with adaptive concurrency per provider
+(`_limiter`: backs off on 429/overload, honours Retry-After, grows back), a per-call timeout, bounded retries with jittered backoff on retryable errors only, and a run deadline."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from eval_assets.spend import AttemptRef, Refused, Reused, SpendPath, attempt_id
 from eval_assets.tracing import traced
 
 from ._calls import judge_spec, subject_spec
+from ._limiter import Limiters, Signal
 from ._replay import replay_loop
 from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult
 from ._spans import attempt_ended, attempt_started, judge_ended, judge_started
@@ -37,7 +38,7 @@ class Engine:
     """Keys the judge prompts' fence nonces (fence.fence_nonce); the track passes its home's secret."""
     bounds: Bounds = field(default_factory=Bounds)
     clock: Callable[[], float] = time.monotonic  # the run deadline's clock (seconds)
-    _limits: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    limiters: Limiters | None = None  # per provider; None: one set starting at concurrency_per_model
     _stopped: dict[tuple[str, str | None], str] = field(default_factory=dict)  # (scenario, judge) -> reason
     _deadline: float | None = None
     deadline_passed: bool = False  # a try was not started because bounds.run_deadline_s had passed
@@ -63,10 +64,9 @@ class Engine:
             self.deadline_passed = True
         return self.deadline_passed
 
-    def _limit(self, model: str) -> asyncio.Semaphore:
-        if model not in self._limits:
-            self._limits[model] = asyncio.Semaphore(self.settings.concurrency_per_model)
-        return self._limits[model]
+    def __post_init__(self) -> None:
+        if self.limiters is None:
+            self.limiters = Limiters(self.settings.concurrency_per_model)
 
     async def call(self, ref: AttemptRef, spec: CallSpec, *, ahead: bool = False) -> CallResult:
         """Up to `max_tries` tries; retries only retryable errors; a refused reservation excludes.
@@ -79,7 +79,12 @@ class Engine:
             if stop_key in self._stopped:
                 return CallResult("excluded", None, try_no - 1, cost, excluded_reason=self._stopped[stop_key])
             tried = replace(spec, metadata={**spec.metadata, "try_no": try_no})
-            async with self._limit(spec.model):
+            assert self.limiters is not None
+            limiter = self.limiters.for_call(spec.model, spec.api_base)
+            epoch = await limiter.acquire()
+            signal: Signal = "neutral"
+            retry_after: float | None = None
+            try:
                 if self._past_deadline(ahead):  # no new try once the run's deadline passed; none is half made
                     return CallResult(
                         "error",
@@ -90,6 +95,11 @@ class Engine:
                         error=f"bounds.run_deadline_s={self.bounds.run_deadline_s:g} passed before try {try_no}",
                     )
                 outcome = await self.spend.call(ref, try_no, tried)
+                if isinstance(outcome, CallOutcome):  # a call made now (a reused or refused try is neutral)
+                    signal = "ok" if outcome.ok else "overload" if outcome.overloaded else "neutral"
+                    retry_after = outcome.retry_after_s
+            finally:
+                limiter.release(epoch, signal, retry_after)
             if (
                 not isinstance(outcome, Refused)
                 and outcome.ok

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import litellm  # noqa: E402
@@ -72,6 +75,8 @@ class CallOutcome:
     error: str | None = None
     retryable: bool = False
     tool_calls: list[dict[str, Any]] | None = None
+    overloaded: bool = False  # the provider said it is over its rate limit or overloaded (429, 503, 529)
+    retry_after_s: float | None = None  # the provider's Retry-After, seconds (only ever that header's value)
 
 
 # Transient by nature: the same request may succeed later.
@@ -82,6 +87,54 @@ RETRYABLE = (
     litellm.APIConnectionError,
     litellm.Timeout,
 )
+
+
+# Rate limited or overloaded: the engine's adaptive limiter backs off on these (engine/_limiter.py).
+OVERLOAD = (litellm.RateLimitError, litellm.ServiceUnavailableError)
+OVERLOAD_STATUS = frozenset({429, 503, 529})  # 529: "overloaded", which litellm maps to a plain APIError
+
+
+def is_overload(exc: BaseException) -> bool:
+    return isinstance(exc, OVERLOAD) or getattr(exc, "status_code", None) in OVERLOAD_STATUS
+
+
+def retry_after_s(exc: BaseException, now: datetime | None = None) -> float | None:
+    """The wait a provider asked for in its error response, in seconds, or None.
+
+    Reads only `retry-after-ms` (OpenAI's, milliseconds) and `Retry-After` (seconds, or an HTTP date)
+    from the response litellm attaches to the exception; no other header is looked at or kept (the
+    request's headers hold the key). A value that does not parse, or is negative, is no value.
+    """
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None or not hasattr(headers, "items"):
+        return None
+    wanted = {str(k).lower(): v for k, v in headers.items() if str(k).lower() in ("retry-after", "retry-after-ms")}
+    millis = _number(wanted.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000.0
+    raw = wanted.get("retry-after")
+    if raw is None:
+        return None
+    seconds = _number(raw)
+    if seconds is not None:
+        return seconds
+    try:
+        when = parsedate_to_datetime(str(raw))
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def _number(raw: object) -> float | None:
+    try:
+        value = float(str(raw).strip())
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value >= 0.0 else None
 
 
 def _safe_message(exc: BaseException) -> str:
@@ -217,6 +270,7 @@ class ModelGateway:
 
     @staticmethod
     def _failure(started: float, kind: str, message: str, retryable: bool, exc: BaseException) -> CallOutcome:
+        overloaded = is_overload(exc)
         return CallOutcome(
             ok=False,
             text=None,
@@ -227,4 +281,6 @@ class ModelGateway:
             error_kind=kind,
             error=message,
             retryable=retryable,
+            overloaded=overloaded,
+            retry_after_s=retry_after_s(exc) if overloaded else None,
         )

@@ -8,9 +8,11 @@ from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.conditions import judge_version_eager
 from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
+from eval_assets.defs.project import PROJECT
 from eval_assets.defs.resources import TrackResource
 
 GENERATION_TAG = "evaltrack/generation"
+POOLS = PROJECT.asset_pools()  # one Dagster concurrency pool per provider (evaltrack.yaml `instance.pools`)
 
 
 def generation(context: dg.AssetExecutionContext) -> int:
@@ -20,6 +22,7 @@ def generation(context: dg.AssetExecutionContext) -> int:
 
 @dg.asset(
     partitions_def=build_partitions,
+    pool=POOLS["scenario_runs"],
     group_name="capability",
     kinds={"python", "parquet"},
     owners=OWNERS,
@@ -41,6 +44,7 @@ def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg
 
 @dg.asset(
     partitions_def=build_by_judge,
+    pool=POOLS["judge_verdicts"],
     deps=[scenario_runs],
     group_name="capability",
     kinds={"python", "parquet"},

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from eval_assets.bridge import materialize_calibration
-from eval_assets.defs.capability.assets import judge_verdicts
+from eval_assets.defs.capability.assets import POOLS, judge_verdicts
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import judge_version_partitions
@@ -12,6 +12,7 @@ from eval_assets.defs.resources import TrackResource
 
 @dg.asset(
     partitions_def=judge_version_partitions,
+    pool=POOLS["calibration_offsets"],
     deps=[judge_verdicts],
     group_name="judges",
     kinds={"python", "parquet"},
