@@ -66,6 +66,12 @@ def _scores_import(args: argparse.Namespace) -> int:
     return cmd_scores_import(args)
 
 
+def _review(args: argparse.Namespace) -> int:
+    from eval_assets.cli import review_commands  # the track, warehouse and journal database
+
+    return int(getattr(review_commands, f"cmd_review_{args.review_command}")(args))
+
+
 def _ui(args: argparse.Namespace) -> int:
     from eval_assets.cli.ui import cmd_ui  # Dagster
 
@@ -145,6 +151,28 @@ def parser() -> argparse.ArgumentParser:
     imp = scores.add_parser("import", help="append human scores from a CSV or JSONL file (all rows or none)")
     imp.add_argument("file")
     imp.set_defaults(func=_scores_import)
+    review = sub.add_parser("review", help="the human review queue (docs/review.md)").add_subparsers(
+        dest="review_command", required=True
+    )
+    fill = review.add_parser("fill", help="queue failed verdicts, bridge disagreements and the seeded sample")
+    fill.add_argument("--build", help="one build (default: every registered build)")
+    nxt = review.add_parser("next", help="claim one item exclusively and show it (exit 1: nothing open / taken)")
+    nxt.add_argument("--reviewer", required=True)
+    nxt.add_argument("--item", help="claim this item instead of the next open one")
+    nxt.add_argument("--json", action="store_true", help="print the item as JSON")
+    submit = review.add_parser("submit", help="store your scores for a claimed item (validated; all or nothing)")
+    submit.add_argument("item")
+    submit.add_argument("--reviewer", required=True)
+    submit.add_argument(
+        "--scores", required=True, nargs="+", help='NAME=VALUE ... or one JSON object, e.g. \'{"accuracy": 4}\''
+    )
+    release = review.add_parser("release", help="return your claimed item to the pool")
+    release.add_argument("item")
+    release.add_argument("--reviewer", required=True)
+    listing = review.add_parser("list", help="the queue's items and their state")
+    listing.add_argument("--build")
+    for command in (fill, nxt, submit, release, listing):
+        command.set_defaults(func=_review)
     ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=_ui)

@@ -38,7 +38,7 @@ from ._registry import (
     read_registry,
     record_new_versions,
 )
-from ._settings import Bounds, EngineSettings, Price, Settings, Spend, cron_problem
+from ._settings import Bounds, EngineSettings, Price, Review, Settings, Spend, cron_problem
 from ._yaml import MAX_YAML_BYTES, YamlRefused, parse_yaml, read_capped, read_yaml_file
 
 __all__ = [
@@ -83,6 +83,7 @@ __all__ = [
     "Price",
     "Problem",
     "Project",
+    "Review",
     "Rubric",
     "Scenario",
     "Settings",
