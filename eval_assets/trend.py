@@ -140,7 +140,7 @@ def plot_trend(points: Sequence[Point], version: str, *, dpi: int = 110) -> byte
                          alpha=0.25, hatch="//" if p.status == "break" else None, zorder=0,
                          label=None if kind in labelled else kind)
             labelled.add(kind)
-            axes.text(p.position, low + 0.02 * (high - low), (p.reason or "")[:60], rotation=90, fontsize=6,
+            axes.text(p.position, low + 0.02 * (high - low), (p.reason or "").split(":")[0], rotation=90, fontsize=6,
                       ha="center", va="bottom", color="#922b21" if p.status == "break" else "0.3")
         axes.set_ylim(low, high)
         axes.set_xticks(x, [p.build for p in points], rotation=30, ha="right", fontsize=7)

@@ -358,3 +358,18 @@ def _value(scale: dict[str, Any]) -> str:
     if scale["type"] == "bool":
         return "false"
     return str(scale["labels"][0])
+
+
+@pytest.mark.parametrize(
+    "review, field",
+    [({"sample_rate": 1.5}, "sample_rate"), ({"sample_rate": True}, "sample_rate"), ({"claim_ttl_s": 0}, "claim_ttl_s"),
+     ({"sample_seed": -1}, "sample_seed"), ({"bridge_top": 3}, "bridge_top")],
+)
+def test_review_settings_are_validated_like_every_setting(review: dict[str, Any], field: str) -> None:
+    from pydantic import ValidationError
+
+    from eval_assets.config import Settings
+
+    with pytest.raises(ValidationError, match=field):
+        Settings.model_validate({"review": review})
+    assert Settings.model_validate({"review": {"sample_rate": 0.1}}).review.sample_rate == 0.1

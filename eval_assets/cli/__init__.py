@@ -67,9 +67,9 @@ def _scores_import(args: argparse.Namespace) -> int:
 
 
 def _review(args: argparse.Namespace) -> int:
-    from eval_assets.cli import review_commands  # the track, warehouse and journal database
+    from eval_assets.cli.review_commands import COMMANDS  # the track, warehouse and journal database
 
-    return int(getattr(review_commands, f"cmd_review_{args.review_command}")(args))
+    return COMMANDS[args.review_command](args)
 
 
 def _ui(args: argparse.Namespace) -> int:

@@ -148,3 +148,12 @@ def cmd_review_list(args: argparse.Namespace) -> int:
     print(", ".join(f"{n} {s}" for s, n in counts.items()))
     return 0
 
+
+
+COMMANDS = {
+    "fill": cmd_review_fill,
+    "next": cmd_review_next,
+    "submit": cmd_review_submit,
+    "release": cmd_review_release,
+    "list": cmd_review_list,
+}
