@@ -86,3 +86,22 @@ def test_materializing_writes_one_row_per_registered_build_in_registration_order
     assert math.isclose(rows["mean_score"].iloc[0], native)
     assert summary["native_points"] == 1 and summary["missing_points"] == 1
     assert Path(summary.files["plot_file"]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_asset_shows_the_plot_in_the_ui_metadata(project: Project, track: Track) -> None:
+    import dagster as dg
+
+    from eval_assets.cli.orchestrate import instance_for
+    from eval_assets.defs.judges.assets import score_trend
+    from eval_assets.defs.resources import TrackResource
+
+    resource = TrackResource(eval_home=str(track.home.root), project_root=str(project.root))
+    instance = instance_for(track.home)
+    result = dg.materialize([score_trend], instance=instance, partition_key="helpfulness-v1", resources={"track": resource})
+    assert result.success
+    event = instance.get_latest_materialization_event(dg.AssetKey("score_trend"))
+    assert event is not None and event.asset_materialization is not None
+    meta = event.asset_materialization.metadata
+    assert "![score trend](data:image/png;base64," in str(meta["trend"].value)
+    assert str(meta["plot_file"].value) == "reports/trend/helpfulness-v1.png"
+    assert meta["missing_points"].value == 2
