@@ -35,6 +35,7 @@ from eval_assets.stats import (
     summary_markdown,
 )
 from eval_assets.suite import suite_evidence
+from eval_assets.tracing import traced
 
 VERDICT_COLUMNS = "v.scenario_id, v.repeat, v.status, v.score, v.policy_failures"
 
@@ -343,6 +344,7 @@ def make_decision(
     return decision, baseline
 
 
+@traced("eval.decision", lambda a: {"eval.build": a["build"]}, lambda s: {"eval.decision": str(s["decision"])})
 def run_release_decision(track: Track, build: str, run_id: str, extra: Sequence[Evidence] = ()) -> Summary:
     """Decide and write `release_decisions` (one row) and `release_decision_reasons` (one per reason)."""
     manifest = track.build(build)  # resolved once for this decision

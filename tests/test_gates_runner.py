@@ -605,10 +605,15 @@ def test_the_canary_gate_finds_a_key_that_reached_a_warehouse_row() -> None:
     assert "OPENAI_API_KEY" not in os.environ or not os.environ["OPENAI_API_KEY"].startswith("sk-canary-")
 
 
-def test_the_dagster_canary_gate_fails_until_its_hook_is_wired() -> None:
+def test_the_dagster_canary_gate_without_its_hook_fails_when_no_network_run_was_recorded(tmp_path: Path) -> None:
+    missing = tmp_path / "ci" / "suite-no-network.json"
     result = run_suite(
-        read_registry(REPO), milestone=4, build="canary", only={"security.no-api-key-in-dagster-events"}
+        read_registry(REPO),
+        milestone=4,
+        build="canary",
+        only={"security.no-api-key-in-dagster-events"},
+        hooks={"no_network.record": lambda: missing},
     )
 
     row = only(result)
-    assert row.status == "fail" and "no 'canary.dagster_run' hook" in row.message
+    assert row.status == "fail" and row.message.startswith(f"no record at {missing}")

@@ -32,6 +32,7 @@ from eval_assets.spend import (
     hold_lease,
     open_journal,
 )
+from eval_assets.tracing import traced
 from eval_assets.warehouse import Warehouse
 
 __all__ = [
@@ -190,6 +191,7 @@ class Track:
 
     # --- materializations ----------------------------------------------------------------------
 
+    @traced("eval.run", lambda a: {"eval.asset": "scenario_runs", "eval.build": a["build_id"]})
     def run_scenario_runs(
         self, build_id: str, run_id: str, log: Log | None = None, generation: int = 0
     ) -> Summary:
@@ -251,6 +253,10 @@ class Track:
             for r in frame.itertuples()
         ]
 
+    @traced(
+        "eval.run",
+        lambda a: {"eval.asset": "judge_verdicts", "eval.build": a["build_id"], "eval.judge": a["judge_version"]},
+    )
     def run_judge_verdicts(
         self, build_id: str, judge_version: str, run_id: str, log: Log | None = None, generation: int = 0
     ) -> Summary:

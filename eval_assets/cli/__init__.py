@@ -72,6 +72,18 @@ def _review(args: argparse.Namespace) -> int:
     return COMMANDS[args.review_command](args)
 
 
+def _gates_run(args: argparse.Namespace) -> int:
+    from eval_assets.cli.gates_commands import cmd_gates_run  # the gate registry
+
+    return cmd_gates_run(args)
+
+
+def _gates_no_network(args: argparse.Namespace) -> int:
+    from eval_assets.cli.no_network import cmd_gates_no_network  # the gate registry and Dagster
+
+    return cmd_gates_no_network(args)
+
+
 def _ui(args: argparse.Namespace) -> int:
     from eval_assets.cli.ui import cmd_ui  # Dagster
 
@@ -173,6 +185,26 @@ def parser() -> argparse.ArgumentParser:
     listing.add_argument("--build")
     for command in (fill, nxt, submit, release, listing):
         command.set_defaults(func=_review)
+    gates = sub.add_parser("gates", help="the deterministic suite (gates/)").add_subparsers(
+        dest="gates_command", required=True
+    )
+    grun = gates.add_parser(
+        "run",
+        help="run the gate registry for a build manifest or a milestone; exit 0 none blocks, 1 some block",
+    )
+    grun.add_argument("--build", help="a build manifest (its milestone and subject)")
+    grun.add_argument("--milestone", type=int, help="a milestone (no build, no subject)")
+    grun.add_argument("--only", action="append", help="run only this id (repeatable)")
+    grun.add_argument("--exclude", action="append", help="leave this id out (repeatable)")
+    grun.add_argument(
+        "--kind", action="append", help="run only this kind: structural, property, corpus, case, test"
+    )
+    grun.add_argument("--json", action="store_true", help="print one JSON document")
+    grun.set_defaults(func=_gates_run)
+    gates.add_parser(
+        "no-network",
+        help="record the no-network proof (scripts/suite_no_network runs it inside a network namespace)",
+    ).set_defaults(func=_gates_no_network)
     ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=_ui)

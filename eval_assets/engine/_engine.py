@@ -16,10 +16,12 @@ from eval_assets.fence import fence_nonce
 from eval_assets.judging import parse_verdict, policy_failures
 from eval_assets.providers.gateway import CallOutcome, CallSpec
 from eval_assets.spend import AttemptRef, Refused, Reused, SpendPath, attempt_id, cut_reason
+from eval_assets.tracing import traced
 
 from ._calls import judge_spec, subject_spec
 from ._replay import replay_loop
 from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult
+from ._spans import attempt_ended, attempt_started, judge_ended, judge_started
 
 
 @dataclass
@@ -155,6 +157,7 @@ class Engine:
 
     # --- subject -------------------------------------------------------------------------------
 
+    @traced("eval.attempt", attempt_started, attempt_ended)
     async def run_subject(
         self, build: BuildManifest, scenario: Scenario, repeat: int, generation: int = 0
     ) -> SubjectResult:
@@ -191,6 +194,7 @@ class Engine:
 
     # --- judge ---------------------------------------------------------------------------------
 
+    @traced("eval.judge", judge_started, judge_ended)
     async def judge_one(
         self,
         *,

@@ -310,6 +310,8 @@ def run_suite(
     extra_scan_paths: Sequence[Path] = (),
     hooks: Mapping[str, Callable[..., Any]] | None = None,
     only: Collection[str] | None = None,
+    exclude: Collection[str] = (),
+    kinds: Collection[str] | None = None,
 ) -> SuiteResult:
     """Run the registry for a build at `milestone`; never raises for a failing or broken gate.
 
@@ -321,26 +323,38 @@ def run_suite(
       `quarantine_store` (default: empty) and `clock`.
 
     `subject` is the build's subject (cases that pin no subject run on it; it must be a sim model).
-    `only` restricts the run to these ids (gates and tests). `extra_scan_paths` and `hooks` are
+    `only` restricts the run to these ids (gates and tests), `exclude` leaves these ids out, `kinds`
+    keeps only these kinds (`case` includes converted cases, `test` the ordinary tests); rows left
+    out are not listed at all. `extra_scan_paths` and `hooks` are
     handed to every check through its context. Reads the quarantine store; writes nothing —
     persist with `record_suite`.
     """
     root = (root or registry.root).resolve()
     now = clock()
     suite = _Suite(root, build, milestone, subject, clock, tuple(extra_scan_paths), dict(hooks or {}))
-    wanted = (lambda i: True) if only is None else (lambda i: i in only)
+
+    def wanted(gate_id: str) -> bool:
+        return (only is None or gate_id in only) and gate_id not in exclude
+
+    def kind_wanted(kind: str | None) -> bool:
+        return kinds is None or kind in kinds
+
     results: list[GateResult] = []
     for gate in registry.gates:
-        if wanted(gate.id):
+        if wanted(gate.id) and kind_wanted(gate.kind):
             results.append(_run_gate(gate, suite))
-    results += [_invalid_result(e) for e in registry.invalid if wanted(e.id)]
-    if converted_glob is not None:
+    results += [
+        _invalid_result(e)
+        for e in registry.invalid
+        if wanted(e.id) and kind_wanted("test" if e.section == "tests" else e.kind)
+    ]
+    if converted_glob is not None and kind_wanted("case"):
         named = {(root / g.case).resolve() for g in registry.gates if isinstance(g, CaseGate)}
         for path in converted_cases(root, converted_glob):
             if path.resolve() not in named:
                 results += _run_converted(path, suite, wanted)
     store = MemoryQuarantineStore() if quarantine_store is None else quarantine_store
-    tests = [t for t in registry.tests if wanted(t.id)]
+    tests = [t for t in registry.tests if wanted(t.id) and kind_wanted("test")]
     history = store.failure_times([t.id for t in tests])
     records: list[TestRecord] = []
     for test in tests:

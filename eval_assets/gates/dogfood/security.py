@@ -14,13 +14,16 @@ under that home for the key.
 Hooks (`run_suite(hooks=...)`):
 
 - `canary.dagster_run(home: Path, build_ids: list[str]) -> Sequence[Path]`: called while the canary
-  key is set and output is captured, after the plain materialization; it should run the same builds
+  key is set and output is captured, after the plain materialization; it runs the same builds
   through Dagster with `home` as EVAL_HOME (so the event log and compute logs land under
-  `home/dagster`) and may return more paths to scan. `security.no-api-key-in-dagster-events`
-  (milestone 4) fails until it is wired.
+  `home/dagster`) and returns more paths to scan (the Dagster wiring's hook,
+  eval_assets/cli/no_network.py, returns a dump of every event and run record of the instance).
 - `canary.key() -> str`: the canary key to use instead of a random plain token.
 - `run_suite(extra_scan_paths=...)`: more files or directories scanned with the same canary
   (for example a Dagster instance directory outside the temporary home).
+
+`security.no-api-key-in-dagster-events` without the hook reads the record of the no-network run
+(eval_assets/gates/dogfood/network.py), which ran it with the hook.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ import logging
 import os
 import secrets
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,6 +46,7 @@ from typing import Any
 import yaml
 
 from eval_assets.gates._outcome import GateContext, Outcome
+from eval_assets.gates.dogfood._tree import project_files
 
 CANARY_ENV = "OPENAI_API_KEY"
 DAGSTER_HOOK = "canary.dagster_run"
@@ -387,40 +390,15 @@ def no_api_key_persisted(ctx: GateContext) -> Outcome:
 
 
 def no_api_key_in_dagster_events(ctx: GateContext) -> Outcome:
-    """The canary run also goes through Dagster (hook `canary.dagster_run`), and its event log holds
-    no key. Fails until the Dagster wiring provides the hook."""
+    """The canary run also goes through Dagster (hook `canary.dagster_run`, which the recording
+    no-network run provides: `evaltrack gates no-network`), and its event log holds no key. Without
+    the hook (the ordinary suite, a Dagster asset) the gate reads that run's record instead: it
+    passes only if the record is of this tree and its Dagster canary passed."""
     if DAGSTER_HOOK not in ctx.hooks:
-        return Outcome.failed(
-            f"no {DAGSTER_HOOK!r} hook: the Dagster part of the canary scan is not wired "
-            "(see eval_assets/gates/dogfood/security.py)"
-        )
+        from eval_assets.gates.dogfood.network import dagster_canary_recorded
+
+        return dagster_canary_recorded(ctx)
     return no_api_key_persisted(ctx)
-
-
-def tracked_files(root: Path) -> list[Path]:
-    """Every file git tracks under `root` (`git ls-files`). Raises RuntimeError when git cannot list them."""
-    try:
-        listed = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-z", "--cached"],
-            capture_output=True,
-            check=True,
-            timeout=60,
-        ).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise RuntimeError(f"git ls-files failed in {root}: {exc}") from exc
-    return [root / name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name]
-
-
-UNTRACKED_DIRS = frozenset({".git", ".venv", ".eval_home", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"})
-
-
-def _all_files(root: Path) -> list[Path]:
-    """Every file under `root` but virtual environments, EVAL_HOME and caches."""
-    return sorted(
-        p
-        for p in root.rglob("*")
-        if p.is_file() and not UNTRACKED_DIRS.intersection(p.relative_to(root).parts[:-1])
-    )
 
 
 def _planted_baits(ctx: GateContext) -> list[str]:
@@ -445,10 +423,7 @@ def no_secret_checked_in(ctx: GateContext) -> Outcome:
     scenario's own `forbidden_strings` (planted on purpose) are exempt where they appear."""
     from eval_assets import redact
 
-    try:
-        files, listed = tracked_files(ctx.root), "tracked"
-    except RuntimeError:  # not a git work tree (an unpacked release, a copy): every file under root
-        files, listed = _all_files(ctx.root), "(no git work tree: every file under the root)"
+    files, listed = project_files(ctx.root)
     baits = _planted_baits(ctx)
     values = list(redact.secret_values().items())
     findings, scanned = [], 0
