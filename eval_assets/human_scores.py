@@ -434,6 +434,41 @@ def import_scores(track: Track, path: Path, run_id: str, max_bytes: int | None =
     records, problems = _validate(rows, ctx, path.name)
     if problems:
         raise HumanScoreError(problems)
+    return _append(track, ctx, records, run_id)
+
+
+def record_score(
+    track: Track,
+    *,
+    build: str,
+    scenario_id: str,
+    repeat: int,
+    judge_version: str,
+    author: str,
+    criteria: dict[str, Any],
+    origin: str,
+    run_id: str,
+) -> dict[str, Any]:
+    """One human score given outside a file (the review queue), validated exactly as an imported row
+    (rubric values with the verdict parser's checks, the attempt, the author, no credential) and
+    appended to `human_scores` with `imported_from = origin`. Idempotent: the same values by the same
+    author for the same attempt are one score_id, stored once. Raises HumanScoreError (nothing written).
+    Returns the import's counts plus `score_id`."""
+    fields = {
+        "build": build,
+        "scenario_id": scenario_id,
+        "repeat": repeat,
+        "judge_version": judge_version,
+        "author": author,
+    }
+    ctx = _context(track)
+    records, problems = _validate([_Row(1, fields, dict(criteria))], ctx, origin)
+    if problems:
+        raise HumanScoreError(problems)
+    return {**_append(track, ctx, records, run_id), "score_id": records[0]["score_id"]}
+
+
+def _append(track: Track, ctx: _Context, records: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
     stored = set(ctx.stored)
     fresh: list[dict[str, Any]] = []
     seen: set[str] = set()

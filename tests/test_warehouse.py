@@ -201,6 +201,19 @@ def test_spliced_trend_applies_the_published_offset_and_marks_spliced_points(tmp
     assert rows[1][0] == "old-build" and rows[1][2] is True and rows[1][3] == "j-v1"
     assert abs(rows[1][1] - (0.5 + 0.3 / 4.0)) < 1e-12  # 0.3 rubric points on a 1..5 scale
 
+    # the bridge run again, not published: old-build is a break on j-v2's trend, with no value
+    unpublished = {**calibration, "published": False}
+    wh.write_partition(
+        "calibration_offsets", {"judge_to": "j-v2"}, [full_row("calibration_offsets", unpublished)], "bridge-2"
+    )
+    con = duckdb.connect(str(wh.catalog_path), read_only=True)
+    rows = con.execute(
+        "SELECT build, mean_score, spliced, is_break FROM score_trend_spliced WHERE trend_version = 'j-v2' "
+        "ORDER BY build"
+    ).fetchall()
+    con.close()
+    assert rows == [("new-build", 0.6, False, False), ("old-build", None, False, True)]
+
 
 # --- damage (issue 11): detected, named, moved aside, never deleted; the rest reads on -----------
 

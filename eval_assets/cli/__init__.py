@@ -69,6 +69,12 @@ def _fixtures_record(args: argparse.Namespace) -> int:
     return cmd_fixtures_record(args)
 
 
+def _review(args: argparse.Namespace) -> int:
+    from eval_assets.cli.review_commands import COMMANDS  # the track, warehouse and journal database
+
+    return COMMANDS[args.review_command](args)
+
+
 def _gates_run(args: argparse.Namespace) -> int:
     from eval_assets.cli.gates_commands import cmd_gates_run  # the gate registry
 
@@ -172,6 +178,28 @@ def parser() -> argparse.ArgumentParser:
     rec.add_argument("--api-base", dest="api_base", help="the model's endpoint, if not its provider's default")
     rec.add_argument("--force", action="store_true", help="overwrite an existing script")
     rec.set_defaults(func=_fixtures_record)
+    review = sub.add_parser("review", help="the human review queue (docs/review.md)").add_subparsers(
+        dest="review_command", required=True
+    )
+    fill = review.add_parser("fill", help="queue failed verdicts, bridge disagreements and the seeded sample")
+    fill.add_argument("--build", help="one build (default: every registered build)")
+    nxt = review.add_parser("next", help="claim one item exclusively and show it (exit 1: nothing open / taken)")
+    nxt.add_argument("--reviewer", required=True)
+    nxt.add_argument("--item", help="claim this item instead of the next open one")
+    nxt.add_argument("--json", action="store_true", help="print the item as JSON")
+    submit = review.add_parser("submit", help="store your scores for a claimed item (validated; all or nothing)")
+    submit.add_argument("item")
+    submit.add_argument("--reviewer", required=True)
+    submit.add_argument(
+        "--scores", required=True, nargs="+", help='NAME=VALUE ... or one JSON object, e.g. \'{"accuracy": 4}\''
+    )
+    release = review.add_parser("release", help="return your claimed item to the pool")
+    release.add_argument("item")
+    release.add_argument("--reviewer", required=True)
+    listing = review.add_parser("list", help="the queue's items and their state")
+    listing.add_argument("--build")
+    for command in (fill, nxt, submit, release, listing):
+        command.set_defaults(func=_review)
     gates = sub.add_parser("gates", help="the deterministic suite (gates/)").add_subparsers(
         dest="gates_command", required=True
     )

@@ -141,6 +141,25 @@ class InstanceSettings(Strict):
         return out
 
 
+class Review(Strict):
+    """The human review queue (docs/review.md): what is routed to people, and how long a claim lasts."""
+
+    sample_rate: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        default=0.05,
+        description="share of scored model verdicts per build x judge version sampled for people "
+        "(ceil(rate x n) of them, chosen by a seeded hash; 0: no sample)",
+    )
+    sample_seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = Field(
+        default=129, description="the named seed of the sample: same seed and verdicts, same sample"
+    )
+    bridge_top_n: Annotated[int, Field(ge=0, le=10_000)] = Field(
+        default=10, description="largest old/new disagreements of a bridge run routed to people"
+    )
+    claim_ttl_s: Annotated[float, Field(ge=1.0, le=7 * 24 * 3600.0)] = Field(
+        default=3600.0, description="a claim lapses this long after it was taken; the item is open again"
+    )
+
+
 # --- cron: checked here (the domain has no Dagster), at least as strictly as Dagster's schedule does ---
 _CRON_FIELDS = (  # name, low, high, names
     ("minute", 0, 59, ()),
@@ -188,6 +207,7 @@ class Settings(Strict):
     spend: Spend = Spend()
     bounds: Bounds = Bounds()
     instance: InstanceSettings = InstanceSettings()
+    review: Review = Review()
     nightly_cron: str = Field(default="0 2 * * *", description="the nightly schedule, UTC cron")
     owners: list[Annotated[str, Field(pattern=r"^(team:[A-Za-z0-9_.-]+|[^@\s]+@[^@\s]+\.[^@\s]+)$")]] = Field(
         default_factory=lambda: ["team:eval-track"],

@@ -6,7 +6,7 @@ statements; `_batch`: group commit; `_backends`: SQLite and PostgreSQL; `_leases
 `_journal`: the journal; `_path`: reserve -> call -> settle. Why the journal is correct: docs/journal.md.
 """
 
-from ._backends import DEFAULT_LOCK_WAIT_S
+from ._backends import DEFAULT_LOCK_WAIT_S, journal_engine, journal_write
 from ._journal import HeldLease, SpendJournal, hold_lease, open_journal
 from ._keys import TURN_STRIDE, AttemptKey, AttemptRef, Role, attempt_id
 from ._leases import pid_alive, process_holder
@@ -53,7 +53,9 @@ __all__ = [
     "cut_output",
     "cut_reason",
     "hold_lease",
+    "journal_engine",
     "journal_payload",
+    "journal_write",
     "open_journal",
     "pid_alive",
     "process_holder",

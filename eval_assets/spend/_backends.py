@@ -4,8 +4,10 @@ timeout."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -132,3 +134,26 @@ def _postgres_engine(parsed: sa.URL) -> Engine:
         max_overflow=20,
         pool_pre_ping=True,
     )
+
+
+def journal_engine(url: str, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> tuple[Engine, Literal["sqlite", "postgresql"]]:
+    """An engine on the journal database at `url` for a table that lives next to the spend journal
+    (the review queue), opened and checked as the journal opens it (SQLite: WAL, writable, intact).
+    Raises JournalError."""
+    parsed = _parse_url(url)
+    dialect = cast(Literal["sqlite", "postgresql"], parsed.get_backend_name())
+    if dialect == "sqlite":
+        path = _sqlite_path(parsed)
+        _probe_sqlite(path, lock_wait_s)
+        return _sqlite_engine(parsed), dialect
+    return _postgres_engine(parsed), dialect
+
+
+@contextmanager
+def journal_write(engine: Engine) -> Iterator[Connection]:
+    """One write transaction on a `journal_engine` (SQLite: BEGIN IMMEDIATE, the database write lock
+    taken before the first read; PostgreSQL: READ COMMITTED, row locks taken by the statements)."""
+    with engine.connect() as conn:
+        conn.execution_options(**{_WRITE_OPTION: True})
+        with conn.begin():
+            yield conn

@@ -281,6 +281,50 @@ DATASETS: dict[str, Dataset] = {
             ),
             append_only=True,
         ),
+        # The review queue (eval_assets.review), exported from the journal database after every change
+        # of a build's items: the warehouse stays readable without the journal. Times are UTC epoch
+        # seconds; the `review_queue` view shows them as timestamps and a lapsed claim as open.
+        Dataset(
+            "review_items",
+            ("build",),
+            (
+                ("item_id", "VARCHAR"),
+                ("reason", "VARCHAR"),
+                ("build", "VARCHAR"),
+                ("judge_version", "VARCHAR"),
+                ("scenario_id", "VARCHAR"),
+                ("repeat", "INTEGER"),
+                ("priority", "INTEGER"),
+                ("detail", "VARCHAR"),
+                ("enqueued_at", "DOUBLE"),
+                ("state", "VARCHAR"),
+                ("claimed_by", "VARCHAR"),
+                ("claimed_at", "DOUBLE"),
+                ("expires_at", "DOUBLE"),
+                ("done_by", "VARCHAR"),
+                ("done_at", "DOUBLE"),
+                ("score_id", "VARCHAR"),
+            ),
+        ),
+        # The score trend of one judge version over the registered builds (eval_assets.trend): one row
+        # per build in registration order (`position`); status native / spliced (carried through a
+        # published bridge from `source_version`) / break (a bridge on the way is not published: no
+        # value) / missing (no verdicts). Written by the `score_trend` asset.
+        Dataset(
+            "score_trend_points",
+            ("trend_version",),
+            (
+                ("position", "INTEGER"),
+                ("build", "VARCHAR"),
+                ("trend_version", "VARCHAR"),
+                ("status", "VARCHAR"),
+                ("mean_score", "DOUBLE"),
+                ("scored", "INTEGER"),
+                ("source_version", "VARCHAR"),
+                ("spliced", "BOOLEAN"),
+                ("reason", "VARCHAR"),
+            ),
+        ),
     ]
 }
 

@@ -1,4 +1,5 @@
-"""Judge governance: bridge runs publish calibration offsets between judge versions."""
+"""Judge governance: bridge runs publish calibration offsets between judge versions; the score trend
+per judge version splices earlier versions in through them."""
 
 import dagster as dg
 
@@ -8,6 +9,7 @@ from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import judge_version_partitions
 from eval_assets.defs.resources import TrackResource
+from eval_assets.trend import materialize_score_trend
 
 
 @dg.asset(
@@ -26,3 +28,21 @@ def calibration_offsets(context: dg.AssetExecutionContext, track: TrackResource)
     for _level, line in summary.log:
         context.log.info(line)
     return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root))
+
+
+@dg.asset(
+    partitions_def=judge_version_partitions,
+    deps=[judge_verdicts, calibration_offsets],
+    group_name="judges",
+    kinds={"python", "parquet"},
+    owners=OWNERS,
+    description="The suite score over builds in registration order under one judge version: earlier "
+    "versions' points spliced in through published calibration offsets (marked), a break where a bridge "
+    "is not published. Never feeds a release decision.",
+)
+def score_trend(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
+    judge_version = context.partition_key
+    summary = materialize_score_trend(track.get(), judge_version, context.run_id)
+    metadata = as_metadata(summary.values, track.get().home.root)
+    metadata["trend"] = dg.MetadataValue.md(summary.markdown)
+    return dg.MaterializeResult(metadata=metadata)

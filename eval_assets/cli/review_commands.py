@@ -1,0 +1,159 @@
+"""`evaltrack review fill | next | submit | release | list`: the human review queue (docs/review.md).
+
+Exit codes: 0 done; 1 refused with the reason on stderr (nothing open, taken, not your claim, a
+score that does not validate: nothing stored); 4 internal error (as every command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from eval_assets.capability.track import Track
+from eval_assets.cli.common import home_of, print_problems, project_of
+from eval_assets.config import ConfigError
+from eval_assets.human_scores import HumanScoreError
+from eval_assets.review import ReviewError, export, fill, iso, open_store, parse_scores, present, submit
+from eval_assets.spend import JournalError
+
+
+def _track(args: argparse.Namespace) -> Track:
+    return Track(project_of(args), home_of(args))
+
+
+def _refused(message: str) -> int:
+    print(message, file=sys.stderr)
+    return 1
+
+
+def _show(shown: dict[str, Any]) -> str:
+    lines = [
+        f"item {shown['item_id']} ({shown['reason']}): {shown['build']} / {shown['scenario_id']} / "
+        f"repeat {shown['repeat']}, judge version {shown['judge_version']} (rubric {shown['rubric']})",
+        f"your claim lapses at {iso(shown['expires_at'])}",
+        "",
+        "== scenario input ==",
+        *(f"[{m['role']}] {m['content']}" for m in shown["input"]),
+        "",
+        "== subject output ==",
+        shown["output"] if shown["output"] is not None else "(no output stored)",
+        "",
+        "== criteria (score every one) ==",
+    ]
+    for c in shown["criteria"]:
+        scale = c["scale"]
+        if scale["type"] in ("int", "float"):
+            what = f"{'integer' if scale['type'] == 'int' else 'number'} {scale['min']}..{scale['max']}"
+        elif scale["type"] == "bool":
+            what = "true or false"
+        else:
+            what = "one of " + ", ".join(scale["labels"]) + " (worst to best)"
+        lines.append(f"- {c['name']} ({what}): {c['description']}")
+    names = " ".join(f"{c['name']}=..." for c in shown["criteria"])
+    lines += ["", f"submit: evaltrack review submit {shown['item_id']} --reviewer NAME --scores {names}"]
+    return "\n".join(lines)
+
+
+def cmd_review_fill(args: argparse.Namespace) -> int:
+    try:
+        track = _track(args)
+        builds = [args.build] if args.build else track.registered_builds()
+        if args.build and args.build not in track.registered_builds():
+            return _refused(f"unknown build {args.build!r}: register it with `evaltrack build add`")
+        with open_store(track) as store:
+            summary = fill(track, store, builds)
+    except ConfigError as exc:
+        return print_problems(exc)
+    except JournalError as exc:
+        return _refused(str(exc))
+    reasons = ", ".join(f"{n} {r}" for r, n in sorted(summary.by_reason.items())) or "nothing"
+    print(f"review fill over {len(summary.builds)} build(s): {summary.proposed} proposed ({reasons}); "
+          f"{summary.added} new item(s) queued")
+    return 0
+
+
+def cmd_review_next(args: argparse.Namespace) -> int:
+    try:
+        track = _track(args)
+        with open_store(track) as store:
+            outcome = store.claim(args.item, args.reviewer) if args.item else store.claim_next(args.reviewer)
+            if outcome.status in ("claimed", "held") and outcome.item is not None:
+                export(track, store, outcome.item.build)
+                shown = present(track, outcome.item)
+    except ConfigError as exc:
+        return print_problems(exc)
+    except (ReviewError, JournalError) as exc:
+        return _refused(str(exc))
+    if outcome.status not in ("claimed", "held"):
+        return _refused(outcome.message)
+    if args.json:
+        print(json.dumps({"status": outcome.status, **shown}, indent=2))
+    else:
+        print(outcome.message)
+        print(_show(shown))
+    return 0
+
+
+def cmd_review_submit(args: argparse.Namespace) -> int:
+    try:
+        track = _track(args)
+        scores = parse_scores(args.scores)
+        with open_store(track) as store:
+            result = submit(track, store, args.item, args.reviewer, scores)
+    except ConfigError as exc:
+        return print_problems(exc)
+    except HumanScoreError as exc:
+        print(exc, file=sys.stderr)
+        return _refused("refused: nothing stored; the item stays claimed by you")
+    except (ReviewError, JournalError) as exc:
+        return _refused(str(exc))
+    if result.already:
+        print(f"item {args.item}: already submitted as human score {result.score_id}; nothing changed")
+    else:
+        print(f"item {args.item} done: human score {result.score_id} stored in human_scores (source human)")
+    return 0
+
+
+def cmd_review_release(args: argparse.Namespace) -> int:
+    try:
+        track = _track(args)
+        with open_store(track) as store:
+            item = store.release(args.item, args.reviewer)
+            export(track, store, item.build)
+    except ConfigError as exc:
+        return print_problems(exc)
+    except (ReviewError, JournalError) as exc:
+        return _refused(str(exc))
+    print(f"item {args.item} released: open for any reviewer")
+    return 0
+
+
+def cmd_review_list(args: argparse.Namespace) -> int:
+    try:
+        track = _track(args)
+        with open_store(track) as store:
+            items = store.items(build=args.build)
+            now = store.now()
+    except ConfigError as exc:
+        return print_problems(exc)
+    except JournalError as exc:
+        return _refused(str(exc))
+    for i in items:
+        state = i.state_at(now)
+        who = i.claimed_by if state == "claimed" else i.done_by if state == "done" else ""
+        print(f"{i.item_id}  {state:<7} {i.reason:<19} {i.build} {i.judge_version} {i.scenario_id}/{i.repeat} {who or ''}")
+    counts = {s: sum(1 for i in items if i.state_at(now) == s) for s in ("open", "claimed", "done")}
+    print(", ".join(f"{n} {s}" for s, n in counts.items()))
+    return 0
+
+
+
+COMMANDS = {
+    "fill": cmd_review_fill,
+    "next": cmd_review_next,
+    "submit": cmd_review_submit,
+    "release": cmd_review_release,
+    "list": cmd_review_list,
+}

@@ -1,0 +1,280 @@
+"""What the review queue routes to people, what a reviewer sees, and what a submitted score becomes.
+
+`fill` enqueues, from the warehouse, for each build: the verdicts that failed (status `failed`, with
+an output to score), a seeded sample of the scored model verdicts per build x judge version
+(`review.sample_rate`, `review.sample_seed`), and the largest disagreements of each bridge run
+(`review.bridge_top_n`, over the run's builds). One item per attempt and judge version: the
+highest-priority reason wins and re-filling adds only what is new. `present` is what a reviewer is
+shown (scenario input, subject output, the rubric's criteria and scales, never its weights, never
+the judge's verdict). `submit` validates the scores with the same checks a model judge's verdict gets
+and stores them through `human_scores.record_score` (source human), then marks the item done.
+Every change is exported to the warehouse's `review_items` dataset (the `review_queue` view), so the
+warehouse stays readable without the journal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from eval_assets.bridge import calibration_row, rubric_points
+from eval_assets.human_scores import HumanScoreError, record_score, score_id
+from eval_assets.judging import check_criteria, criteria_problems, scale_spec, strict_json
+
+from ._store import NewItem, Reason, ReviewError, ReviewItem, ReviewStore, rows_of
+
+if TYPE_CHECKING:
+    from eval_assets.capability.track import Track
+
+DATASET = "review_items"
+SAMPLE_LABEL = "review-sample"
+
+
+def item_id(build: str, judge_version: str, scenario_id: str, repeat: int) -> str:
+    """One item per attempt and judge version (16 hex digits of sha256)."""
+    key = json.dumps([build, judge_version, scenario_id, repeat], separators=(",", ":"))
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _new(reason: Reason, build: str, jv: str, sid: str, repeat: int, detail: str | None) -> NewItem:
+    return NewItem(item_id(build, jv, sid, repeat), reason, build, jv, sid, repeat, detail)
+
+
+def sample_rank(seed: int, build: str, judge_version: str, scenario_id: str, repeat: int) -> int:
+    """The attempt's place in the seeded sample order: a hash of the seed and the attempt, so an
+    attempt's rank never depends on which other verdicts exist."""
+    key = json.dumps([SAMPLE_LABEL, seed, build, judge_version, scenario_id, repeat], separators=(",", ":"))
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+
+
+def sample(verdicts: pd.DataFrame, rate: float, seed: int) -> pd.DataFrame:
+    """Per (build, judge_version): the ceil(rate x n) scored verdicts of lowest `sample_rank`
+    (none when rate is 0). Same seed and verdicts, same sample, in any row order."""
+    if rate <= 0 or verdicts.empty:
+        return verdicts.iloc[0:0]
+    ranked = verdicts.assign(
+        _rank=[
+            sample_rank(seed, str(r.build), str(r.judge_version), str(r.scenario_id), int(r.repeat))
+            for r in verdicts.itertuples()
+        ]
+    ).sort_values(["build", "judge_version", "_rank"], kind="stable")
+    picked = [
+        group.head(math.ceil(rate * len(group))) for _, group in ranked.groupby(["build", "judge_version"], sort=True)
+    ]
+    return pd.concat(picked).drop(columns="_rank")
+
+
+def bridge_disagreements(track: Track, judge_to: str, top_n: int) -> list[NewItem]:
+    """The `top_n` outputs of the current bridge run into `judge_to` where the two versions disagree
+    most: |new points - (old points + offset)| (offset 0 while unpublished), largest first, ties by
+    attempt. Scored under `judge_to` (the version being adopted)."""
+    row = calibration_row(track.warehouse, judge_to)
+    if row is None or top_n <= 0:
+        return []
+    builds = [b for b in str(row["builds"] or "").split(",") if b]
+    if not builds:
+        return []
+    old, new = track.judge(str(row["judge_from"])), track.judge(judge_to)
+    r_old, r_new = track.project.rubric_for(old), track.project.rubric_for(new)
+    marks = ", ".join("?" for _ in builds)
+    frame = track.warehouse.query(
+        "SELECT o.build, o.scenario_id, o.repeat, o.criteria AS c_old, n.criteria AS c_new "
+        "FROM judge_verdicts o JOIN judge_verdicts n USING (build, scenario_id, repeat) "
+        f"WHERE o.judge_version = ? AND n.judge_version = ? AND o.build IN ({marks}) "
+        "AND o.status = 'scored' AND n.status = 'scored'",
+        [old.version_id, new.version_id, *builds],
+    )
+    offset = float(row["offset"]) if row.get("offset") is not None else 0.0
+    gaps = []
+    for r in frame.itertuples():
+        gap = rubric_points(json.loads(r.c_new), r_new) - rubric_points(json.loads(r.c_old), r_old) - offset
+        gaps.append((-abs(gap), str(r.build), str(r.scenario_id), int(r.repeat), gap))
+    gaps.sort()
+    return [
+        _new("bridge_disagreement", b, judge_to, s, rep, f"{old.version_id} -> {judge_to}: {gap:+.3f} points after offset")
+        for _, b, s, rep, gap in gaps[:top_n]
+    ]
+
+
+def candidates(track: Track, build: str) -> list[NewItem]:
+    """Everything `fill` would enqueue for `build`, highest priority first."""
+    settings = track.project.settings.review
+    verdicts = track.warehouse.query(
+        "SELECT v.build, v.judge_version, v.scenario_id, v.repeat, v.status, v.failure_reason "
+        "FROM judge_verdicts v JOIN scenario_runs r USING (build, scenario_id, repeat) "
+        "WHERE v.build = ? AND v.source = 'model' AND r.output IS NOT NULL "
+        "ORDER BY v.judge_version, v.scenario_id, v.repeat",
+        [build],
+    )
+    out = [
+        _new("parse_failed", build, str(r.judge_version), str(r.scenario_id), int(r.repeat), str(r.failure_reason))
+        for r in verdicts.itertuples()
+        if r.status == "failed"
+    ]
+    for jv in sorted(track.project.judges):
+        out += [i for i in bridge_disagreements(track, jv, settings.bridge_top_n) if i.build == build]
+    picked = sample(verdicts[verdicts["status"] == "scored"], settings.sample_rate, settings.sample_seed)
+    out += [
+        _new("sample", build, str(r.judge_version), str(r.scenario_id), int(r.repeat), f"seed {settings.sample_seed}")
+        for r in picked.itertuples()
+    ]
+    return out
+
+
+# --- the queue as a domain object --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FillSummary:
+    builds: list[str]
+    proposed: int
+    added: int
+    by_reason: dict[str, int]
+
+
+def open_store(track: Track, clock: Any = None) -> ReviewStore:
+    """The queue in the track's journal database, with the project's claim TTL."""
+    ttl = track.project.settings.review.claim_ttl_s
+    return ReviewStore(track.journal_url, claim_ttl_s=ttl) if clock is None else ReviewStore(
+        track.journal_url, claim_ttl_s=ttl, clock=clock
+    )
+
+
+def export(track: Track, store: ReviewStore, build: str) -> Path:
+    """Write the build's items, as the journal holds them now, to the `review_items` dataset."""
+    rows = rows_of(store.items(build=build))
+    return track.warehouse.write_partition(DATASET, {"build": build}, rows, f"review-{uuid.uuid4().hex[:12]}")
+
+
+def fill(track: Track, store: ReviewStore, builds: Sequence[str]) -> FillSummary:
+    proposed: list[NewItem] = []
+    for build in builds:
+        proposed += candidates(track, build)
+    added = store.enqueue(proposed)
+    for build in builds:
+        export(track, store, build)
+    by_reason: dict[str, int] = {}
+    for item in proposed:
+        by_reason[item.reason] = by_reason.get(item.reason, 0) + 1
+    return FillSummary(list(builds), len(proposed), added, by_reason)
+
+
+def present(track: Track, item: ReviewItem) -> dict[str, Any]:
+    """What the reviewer sees: the scenario input, the subject output and the rubric's criteria with
+    their scales (no weights, no judge verdict)."""
+    judge = track.judge(item.judge_version)
+    rubric = track.project.rubric_for(judge)
+    scenario = track.project.scenarios.get(item.scenario_id)
+    runs = track.warehouse.query(
+        "SELECT output FROM scenario_runs WHERE build = ? AND scenario_id = ? AND repeat = ?",
+        [item.build, item.scenario_id, item.repeat],
+    )
+    output = runs["output"].iloc[0] if len(runs) else None
+    return {
+        "item_id": item.item_id,
+        "reason": item.reason,
+        "build": item.build,
+        "judge_version": item.judge_version,
+        "rubric": rubric.key,
+        "scenario_id": item.scenario_id,
+        "repeat": item.repeat,
+        "input": [] if scenario is None else [{"role": m.role, "content": m.content} for m in scenario.input],
+        "output": output if isinstance(output, str) else None,
+        "criteria": scale_spec(rubric),
+        "expires_at": item.expires_at,
+    }
+
+
+def parse_scores(parts: Sequence[str]) -> dict[str, Any]:
+    """`--scores` as given: one JSON object, or NAME=VALUE pairs (VALUE read as JSON when it is a
+    number, true/false or null, else as text: `accuracy=4 tone=polite`). Raises ReviewError."""
+    text = " ".join(parts).strip()
+    if text.startswith("{"):
+        try:
+            data = strict_json(text)
+        except (ValueError, RecursionError) as exc:
+            raise ReviewError(f"--scores: not a valid JSON object: {exc}") from None
+        if not isinstance(data, dict):
+            raise ReviewError("--scores: expected a JSON object")
+        return data
+    out: dict[str, Any] = {}
+    for part in parts:
+        name, eq, raw = part.partition("=")
+        if not eq or not name.strip():
+            raise ReviewError(f"--scores: {part!r} is not NAME=VALUE")
+        if name.strip() in out:
+            raise ReviewError(f"--scores: {name.strip()} given twice")
+        try:
+            value = strict_json(raw)
+        except (ValueError, RecursionError):
+            value = raw
+        out[name.strip()] = value if value is None or isinstance(value, bool | int | float) else raw
+    if not out:
+        raise ReviewError("--scores: no criterion given")
+    return out
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    item: ReviewItem
+    score_id: str
+    appended: int
+    already: bool
+
+
+def submit(track: Track, store: ReviewStore, item_id: str, reviewer: str, scores: dict[str, Any]) -> SubmitResult:
+    """Validate `scores` against the item's rubric (the verdict parser's checks: every criterion, no
+    other, each in its scale) and store them as the reviewer's human score; then mark the item done.
+
+    Fails closed (ReviewError / HumanScoreError, nothing written) when the reviewer holds no live
+    claim, or any value is wrong. Submitting the same values again for a done item of the same
+    reviewer is a no-op that says so (idempotent); different values for a done item are refused.
+    """
+    item = store.get(item_id)
+    if item is None:
+        raise ReviewError(f"no review item {item_id!r}")
+    judge = track.judge(item.judge_version)
+    rubric = track.project.rubric_for(judge)
+    problems = criteria_problems(scores, rubric)
+    verdict = check_criteria(scores, rubric)
+    if problems or verdict.status != "scored":
+        raise HumanScoreError([f"review:{item_id}: criteria: {p}" for p in problems or [str(verdict.failure_reason)]])
+    if item.state == "done":
+        same = score_id(
+            {
+                "build": item.build,
+                "scenario_id": item.scenario_id,
+                "repeat": item.repeat,
+                "rubric": rubric.key,
+                "judge_version": judge.version_id,
+                "criteria": verdict.criteria,
+                "author": reviewer,
+                "retracts": None,
+            }
+        )
+        if item.done_by == reviewer and item.score_id == same:
+            return SubmitResult(item, same, 0, True)
+        raise ReviewError(f"item {item_id} is done (score {item.score_id} by {item.done_by}): nothing stored")
+    store.live_claim(item_id, reviewer)
+    stored = record_score(
+        track,
+        build=item.build,
+        scenario_id=item.scenario_id,
+        repeat=item.repeat,
+        judge_version=item.judge_version,
+        author=reviewer,
+        criteria=scores,
+        origin=f"review:{item_id}",
+        run_id=f"review-{uuid.uuid4().hex[:12]}",
+    )
+    done = store.complete(item_id, reviewer, stored["score_id"])
+    export(track, store, item.build)
+    return SubmitResult(done, stored["score_id"], int(stored["appended"]), False)

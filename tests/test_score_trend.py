@@ -1,0 +1,107 @@
+"""The score trend: splicing through published bridges, breaks at unpublished ones (on values), the
+plot, and the `score_trend_points` partition a materialization writes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from eval_assets.capability.track import Track
+from eval_assets.config import Project
+from eval_assets.home import EvalHome
+from eval_assets.trend import materialize_score_trend, plot_trend, splice
+
+PUBLISHED = {"published": True, "offset": 0.4, "scale_low": 1.0, "scale_high": 5.0,
+             "equating_slope": None, "equating_intercept": None, "judge_to": "j-v2"}
+BUILDS = ["b0", "b1", "b2", "b3", "b4"]
+
+
+def test_old_points_are_spliced_through_a_published_offset_and_marked() -> None:
+    means = {("b0", "j-v1"): (0.5, 10), ("b1", "j-v1"): (0.6, 10), ("b2", "j-v2"): (0.7, 10),
+             ("b2", "j-v1"): (0.1, 10)}
+    points = splice(BUILDS[:3], means, "j-v2", {"j-v2": ("j-v1", PUBLISHED)})
+    assert [p.status for p in points] == ["spliced", "spliced", "native"]
+    assert points[0].mean_score == pytest.approx(0.5 + 0.4 / 4)  # 0.4 points on a 1..5 scale
+    assert points[1].mean_score == pytest.approx(0.6 + 0.1)
+    assert points[2].mean_score == 0.7  # native wins: the old version's 0.1 for b2 is never used
+    assert [p.source_version for p in points] == ["j-v1", "j-v1", "j-v2"]
+
+
+def test_the_equating_function_is_used_when_published() -> None:
+    row = {**PUBLISHED, "equating_slope": 0.5, "equating_intercept": 2.0}
+    [point] = splice(["b0"], {("b0", "j-v1"): (0.5, 3)}, "j-v2", {"j-v2": ("j-v1", row)})
+    assert point.mean_score == pytest.approx(((2.0 + 0.5 * 3.0) - 1.0) / 4.0)
+
+
+@pytest.mark.parametrize("row", [None, {**PUBLISHED, "published": False}], ids=["never-run", "unpublished"])
+def test_an_unpublished_bridge_is_a_break_with_no_value(row: dict | None) -> None:
+    means = {("b0", "j-v1"): (0.5, 10), ("b1", "j-v2"): (0.7, 10), ("b3", "j-v2"): (0.8, 10)}
+    points = splice(BUILDS[:4], means, "j-v2", {"j-v2": ("j-v1", row)})
+    assert [p.status for p in points] == ["break", "native", "missing", "native"]
+    assert points[0].mean_score is None and points[0].source_version == "j-v1"
+    assert "j-v1 -> j-v2" in (points[0].reason or "")
+    assert points[2].mean_score is None
+
+
+def test_a_chain_splices_twice_and_breaks_where_any_link_is_unpublished() -> None:
+    v3 = {**PUBLISHED, "offset": 0.8, "judge_to": "j-v3"}
+    means = {("b0", "j-v1"): (0.5, 10), ("b1", "j-v2"): (0.5, 10), ("b2", "j-v3"): (0.9, 10)}
+    points = splice(BUILDS[:3], means, "j-v3", {"j-v3": ("j-v2", v3), "j-v2": ("j-v1", PUBLISHED)})
+    assert [p.status for p in points] == ["spliced", "spliced", "native"]
+    assert points[0].mean_score == pytest.approx(0.5 + 0.1 + 0.2)
+    assert points[0].source_version == "j-v1" and points[1].source_version == "j-v2"
+    broken = splice(BUILDS[:3], means, "j-v3", {"j-v3": ("j-v2", v3), "j-v2": ("j-v1", None)})
+    assert [p.status for p in broken] == ["break", "spliced", "native"]
+
+
+def test_the_plot_is_a_png_whose_line_never_joins_across_a_break() -> None:
+    means = {("b0", "j-v2"): (0.5, 10), ("b1", "j-v1"): (0.6, 10), ("b2", "j-v2"): (0.7, 10)}
+    points = splice(BUILDS[:3], means, "j-v2", {"j-v2": ("j-v1", None)})
+    png = plot_trend(points, "j-v2")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert points[1].status == "break" and points[1].mean_score is None  # a NaN: matplotlib cuts the line
+
+
+@pytest.fixture
+def track(project: Project, tmp_path: Path) -> Track:
+    track = Track(project, EvalHome(tmp_path / "eval_home"))
+    for name in ("baseline", "candidate"):
+        track.register_build(project.root / "examples" / "builds" / f"{name}.yaml")
+    return track
+
+
+def test_materializing_writes_one_row_per_registered_build_in_registration_order(track: Track) -> None:
+    first = track.builds_by_registration()[0]
+    track.run_scenario_runs(first, "runs")
+    track.run_judge_verdicts(first, "helpfulness-v1", "verdicts")
+    summary = materialize_score_trend(track, "helpfulness-v1", "trend-run")
+    rows = track.warehouse.query("SELECT * FROM score_trend_points ORDER BY position")
+    assert rows["build"].tolist() == track.builds_by_registration()
+    assert rows["status"].tolist() == ["native", "missing"]
+    native = track.warehouse.query(
+        "SELECT mean_score FROM score_trend WHERE build = ? AND judge_version = 'helpfulness-v1'", [first]
+    )["mean_score"].iloc[0]
+    assert math.isclose(rows["mean_score"].iloc[0], native)
+    assert summary["native_points"] == 1 and summary["missing_points"] == 1
+    assert Path(summary.files["plot_file"]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_asset_shows_the_plot_in_the_ui_metadata(project: Project, track: Track) -> None:
+    import dagster as dg
+
+    from eval_assets.cli.orchestrate import instance_for
+    from eval_assets.defs.judges.assets import score_trend
+    from eval_assets.defs.resources import TrackResource
+
+    resource = TrackResource(eval_home=str(track.home.root), project_root=str(project.root))
+    instance = instance_for(track.home)
+    result = dg.materialize([score_trend], instance=instance, partition_key="helpfulness-v1", resources={"track": resource})
+    assert result.success
+    event = instance.get_latest_materialization_event(dg.AssetKey("score_trend"))
+    assert event is not None and event.asset_materialization is not None
+    meta = event.asset_materialization.metadata
+    assert "![score trend](data:image/png;base64," in str(meta["trend"].value)
+    assert str(meta["plot_file"].value) == "reports/trend/helpfulness-v1.png"
+    assert meta["missing_points"].value == 2
