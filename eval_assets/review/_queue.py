@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from eval_assets.bridge import calibration_row, rubric_points
+from eval_assets.config import Problem
 from eval_assets.human_scores import HumanScoreError, record_score, score_id
 from eval_assets.judging import check_criteria, criteria_problems, scale_spec, strict_json
 
@@ -246,7 +247,9 @@ def submit(track: Track, store: ReviewStore, item_id: str, reviewer: str, scores
     problems = criteria_problems(scores, rubric)
     verdict = check_criteria(scores, rubric)
     if problems or verdict.status != "scored":
-        raise HumanScoreError([f"review:{item_id}: criteria: {p}" for p in problems or [str(verdict.failure_reason)]])
+        raise HumanScoreError(
+            Problem(f"review:{item_id}", "criteria", p) for p in problems or [str(verdict.failure_reason)]
+        )
     if item.state == "done":
         same = score_id(
             {
