@@ -4,6 +4,7 @@ model-calling assets join. The PostgreSQL instance end to end is tests/test_e2e_
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from pathlib import Path
 
 import dagster as dg
@@ -14,7 +15,7 @@ from eval_assets.cli.orchestrate import instance_for, load_definitions
 from eval_assets.config import InstanceSettings, Pools, Project
 from eval_assets.home import DAGSTER_YAML, STORAGE_ENV, EvalHome, InstanceStorageError, dagster_yaml
 
-PASSWORD = "s3cret-pw"  # test data, assembled so no tracked line holds a URL with a password
+PASSWORD = secrets.token_urlsafe(12)  # a fresh fake password: no tracked line holds a credential
 URL = f"postgresql+psycopg2://evaltrack:{PASSWORD}@db.internal:5432/dagster"
 
 
@@ -36,7 +37,7 @@ def test_the_default_instance_is_sqlite_with_queued_runs_and_pools(tmp_path: Pat
 def test_postgres_storage_names_the_variable_never_the_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = InstanceSettings(storage="postgres", max_concurrent_runs=7, pools=Pools(default_limit=3))
     text = dagster_yaml(settings, {"EVAL_DAGSTER_PG_URL": URL})
-    assert URL not in text and "s3cret" not in text
+    assert URL not in text and PASSWORD not in text
     config = _validated(tmp_path, text, monkeypatch)
     assert config["storage"] == {"postgres": {"postgres_url": {"env": "EVAL_DAGSTER_PG_URL"}}}
     assert config["concurrency"]["runs"] == {"max_concurrent_runs": 7}
@@ -55,7 +56,7 @@ def test_a_url_dagster_postgres_cannot_use_is_refused_without_showing_it() -> No
     bare = f"postgresql://evaltrack:{PASSWORD}@db.internal:5432/dagster"  # SQLAlchemy 2.1: psycopg 3
     with pytest.raises(InstanceStorageError, match=r"postgresql\+psycopg2://") as refused:
         dagster_yaml(InstanceSettings(storage="postgres"), {"EVAL_DAGSTER_PG_URL": bare})
-    assert "s3cret" not in str(refused.value)
+    assert PASSWORD not in str(refused.value)
 
 
 def test_the_environment_overrides_the_storage_and_a_bad_value_is_refused() -> None:
