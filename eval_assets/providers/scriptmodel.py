@@ -30,7 +30,7 @@ is an exhausted script: an explicit error, never a silent stop.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, model_validator
 
@@ -38,18 +38,6 @@ SCRIPT_PROVIDER = "script"
 
 # The litellm exception classes a failure turn may raise: the ones the gateway tells apart (retryable or
 # not). Names, so that a script file holds plain data; the provider maps them to litellm's classes.
-SCRIPT_ERRORS: tuple[str, ...] = (
-    "RateLimitError",
-    "InternalServerError",
-    "ServiceUnavailableError",
-    "APIConnectionError",
-    "Timeout",
-    "BadRequestError",
-    "AuthenticationError",
-    "NotFoundError",
-    "ContextWindowExceededError",
-    "ContentPolicyViolationError",
-)
 ScriptError = Literal[
     "RateLimitError",
     "InternalServerError",
@@ -62,6 +50,7 @@ ScriptError = Literal[
     "ContextWindowExceededError",
     "ContentPolicyViolationError",
 ]
+SCRIPT_ERRORS: tuple[str, ...] = get_args(ScriptError)
 CallId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
 
 
