@@ -44,6 +44,7 @@ JOB_OF = {
     "capability_report": "judge_and_report",
     "deterministic_suite": "deterministic_suite_job",
     "release_decision": "release_decision_job",
+    "score_trend": "score_trend_job",
 }
 
 
@@ -191,3 +192,10 @@ def materialize_build(
         if not step.success and not set(step.assets) <= set(step.metadata):
             break
     return results
+
+
+def materialize_trends(home: EvalHome, judge_versions: Sequence[str]) -> list[StepResult]:
+    """Draw the score trend of each judge version over every registered build (`score_trend`)."""
+    instance = instance_for(home)
+    defs = load_definitions()
+    return [_materialize(defs, instance, ["score_trend"], jv) for jv in judge_versions]

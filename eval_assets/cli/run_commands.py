@@ -12,7 +12,13 @@ from pathlib import Path
 
 from eval_assets.capability.track import Track, TrackError
 from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, print_problems, project_of
-from eval_assets.cli.orchestrate import StepResult, instance_for, materialize_build, register_partition
+from eval_assets.cli.orchestrate import (
+    StepResult,
+    instance_for,
+    materialize_build,
+    materialize_trends,
+    register_partition,
+)
 from eval_assets.config import ConfigError
 from eval_assets.present import reasons_markdown, reasons_text_rows, recorded_reasons, shorten, text_table
 from eval_assets.release import build_report, recorded_decision
@@ -215,11 +221,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return print_problems(exc)
     ok, steps = _run_builds(args, track, build_ids, None, quiet=args.json)
     records = [_decision_record(track, b) for b in build_ids]
+    # the score trend of each active judge version over the builds just run (a plot in the UI)
+    trends = materialize_trends(home, [j.version_id for j in project.active_judges])
+    ok = ok and all(t.success for t in trends)
+    trend_lines = [
+        f"score trend {t.partition}: "
+        + (f"{t.metadata['score_trend'].get('plot_file')}" if t.success else f"FAILED ({t.error})")
+        for t in trends
+    ]
     if args.json:
         builds = [{**s, **r} for s, r in zip(steps, records, strict=True)]
         print(
             json.dumps(
-                {"ok": ok, "builds": builds, "warehouse": str(track.warehouse.catalog_path)},
+                {
+                    "ok": ok,
+                    "builds": builds,
+                    "trends": trend_lines,
+                    "warehouse": str(track.warehouse.catalog_path),
+                },
                 default=str,
                 sort_keys=True,
             )
@@ -228,6 +247,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print()
     print(f"warehouse: {track.warehouse.catalog_path}  (open read-only; views in docs/warehouse.md)")
     print(f"UI: EVAL_HOME={home.root} evaltrack ui   (then http://127.0.0.1:3000)")
+    for line in trend_lines:
+        print(line)
     _print_decisions(records, home.root)
     return 0 if ok else 1
 

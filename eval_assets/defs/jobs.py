@@ -7,12 +7,13 @@ version; the release decision per build. `evaltrack run` / `demo` launch these s
 
 import dagster as dg
 
-from eval_assets.defs.partitions import build_by_judge, build_partitions
+from eval_assets.defs.partitions import build_by_judge, build_partitions, judge_version_partitions
 
 CAPABILITY_TRACK = "capability_track"
 JUDGING = "judge_and_report"
 DETERMINISTIC_SUITE = "deterministic_suite_job"
 RELEASE_DECISION = "release_decision_job"
+SCORE_TREND = "score_trend_job"
 
 capability_track = dg.define_asset_job(
     CAPABILITY_TRACK,
@@ -38,4 +39,10 @@ release_decision_job = dg.define_asset_job(
     selection=["release_decision"],
     partitions_def=build_partitions,
     description="allow / investigate / block for a build from every judge version's report and the suite.",
+)
+score_trend_job = dg.define_asset_job(
+    SCORE_TREND,
+    selection=["score_trend"],
+    partitions_def=judge_version_partitions,
+    description="The score trend of one judge version over every registered build (splices and breaks).",
 )
