@@ -218,6 +218,19 @@ def check_ui(base: str, tmp: Path) -> None:
                 "detail",
             ]
             _shot(page, tmp, "6-gate-table")
+            # 6. the score trend of a judge version over the three builds, with its plot
+            page.goto(f"{base}/assets/score_trend?view=events")
+            page.get_by_text("helpfulness-v1").first.click()
+            dialog = _show_markdown(page, "trend")
+            for build in (BASELINE, REBUILD, CANDIDATE):
+                dialog.get_by_text(build).first.wait_for()
+            image = dialog.locator("img[alt='score trend']").first
+            image.wait_for()
+            width = page.wait_for_function(
+                "(img) => img.complete && img.naturalWidth", arg=image.element_handle()
+            )
+            assert int(width.json_value()) > 0
+            _shot(page, tmp, "7-score-trend")
         finally:
             browser.close()
 
