@@ -29,7 +29,7 @@ import yaml
 from eval_assets.capability.track import Track
 from eval_assets.cli.common import home_of
 from eval_assets.cli.orchestrate import instance_for, materialize_build
-from eval_assets.config import load_project
+from eval_assets.config import load_project, read_yaml_file
 from eval_assets.gates.dogfood.network import record_no_network, record_problems
 from eval_assets.home import EvalHome, project_root
 
@@ -64,7 +64,7 @@ def small_project(source: Path, dest: Path) -> Path:
     for judge in project.active_judges:
         scenario = project.scenarios_for(judge)[0]
         [path] = [p for p in (source / "scenarios").rglob(f"{scenario.id}.yaml")]
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = read_yaml_file(path)
         data["repeats"] = 2
         out = dest / path.relative_to(source)
         out.parent.mkdir(parents=True, exist_ok=True)
