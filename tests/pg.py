@@ -15,6 +15,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -144,3 +146,22 @@ class PostgresCluster:
         if check and result.returncode != 0:
             raise PostgresUnavailable(f"{tool} failed ({result.returncode}): {result.stderr.strip()}")
         return result
+
+
+@contextmanager
+def running_cluster(what: str) -> Iterator[PostgresCluster]:
+    """A started throwaway cluster for the block, stopped after it. Without PostgreSQL binaries the
+    test fails naming `what`, or skips loudly when EVAL_TRACK_SKIP_PG=1."""
+    import pytest
+
+    try:
+        cluster = PostgresCluster()
+        cluster.start()
+    except PostgresUnavailable as exc:
+        if os.environ.get("EVAL_TRACK_SKIP_PG") == "1":
+            pytest.skip(f"!!! PostgreSQL {what} NOT RUN (EVAL_TRACK_SKIP_PG=1): {exc}")
+        pytest.fail(f"PostgreSQL {what} cannot run: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -43,9 +43,9 @@ from e2e.webhook import webhook
 from eval_assets.home import PROJECT_ROOT, STORAGE_ENV
 
 try:  # tests/ imported as a package (tests/__init__.py present) or as a rootdir on sys.path
-    from tests.pg import PostgresCluster, PostgresUnavailable
+    from tests.pg import running_cluster
 except ImportError:
-    from pg import PostgresCluster, PostgresUnavailable  # type: ignore[no-redef]
+    from pg import running_cluster  # type: ignore[no-redef]
 
 BUILD = "e2e-build"
 NIGHTLY_CRON = "17 3 * * *"
@@ -87,14 +87,7 @@ def instance_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     if request.param == "sqlite":
         yield {}
         return
-    try:
-        cluster = PostgresCluster()
-        cluster.start()
-    except PostgresUnavailable as exc:
-        if os.environ.get("EVAL_TRACK_SKIP_PG") == "1":
-            pytest.skip(f"!!! PostgreSQL instance end to end NOT RUN (EVAL_TRACK_SKIP_PG=1): {exc}")
-        pytest.fail(f"PostgreSQL instance end to end cannot run: {exc}", pytrace=False)
-    try:
+    with running_cluster("instance end to end") as cluster:
         with psycopg.connect(
             host="127.0.0.1", port=cluster.port, user="postgres", dbname="postgres", autocommit=True
         ) as c:
@@ -102,8 +95,6 @@ def instance_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
         # dagster-postgres needs psycopg2 (SQLAlchemy 2.1 would pick psycopg 3 for a bare postgresql://)
         url = f"postgresql+psycopg2://postgres@127.0.0.1:{cluster.port}/dagster_instance"
         yield {STORAGE_ENV: "postgres", PG_URL_ENV: url, "_database_port": str(cluster.port)}
-    finally:
-        cluster.stop()
 
 
 def _instance_tables(port: int) -> set[str]:

@@ -39,9 +39,9 @@ from eval_assets.spend import (
 )
 
 try:  # tests/ imported as a package (tests/__init__.py present) or as a rootdir on sys.path
-    from tests.pg import PostgresCluster, PostgresUnavailable, free_port
+    from tests.pg import PostgresCluster, free_port, running_cluster
 except ImportError:
-    from pg import PostgresCluster, PostgresUnavailable, free_port  # type: ignore[no-redef]
+    from pg import PostgresCluster, free_port, running_cluster  # type: ignore[no-redef]
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 MODEL = "sim/agent"
@@ -54,20 +54,8 @@ BACKENDS = ["sqlite", "postgres"]
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[PostgresCluster]:
     """One cluster for the session; fails (or skips loudly with EVAL_TRACK_SKIP_PG=1) without binaries."""
-    try:
-        cluster = PostgresCluster()
-        cluster.start()
-    except PostgresUnavailable as exc:
-        unavailable = str(exc)
-    else:
-        try:
-            yield cluster
-        finally:
-            cluster.stop()
-        return
-    if os.environ.get("EVAL_TRACK_SKIP_PG") == "1":
-        pytest.skip(f"!!! PostgreSQL journal contract NOT RUN (EVAL_TRACK_SKIP_PG=1): {unavailable}")
-    pytest.fail(f"PostgreSQL journal contract cannot run: {unavailable}", pytrace=False)
+    with running_cluster("journal contract") as cluster:
+        yield cluster
 
 
 # --- fixtures -----------------------------------------------------------------------------------

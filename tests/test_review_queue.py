@@ -38,9 +38,9 @@ from eval_assets.review import (
 )
 
 try:  # tests/ imported as a package or as a rootdir on sys.path
-    from tests.pg import PostgresCluster, PostgresUnavailable
+    from tests.pg import PostgresCluster, running_cluster
 except ImportError:  # pragma: no cover
-    from pg import PostgresCluster, PostgresUnavailable  # type: ignore[no-redef]
+    from pg import PostgresCluster, running_cluster  # type: ignore[no-redef]
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 BUILD = "agent-2026-11-28-base"
@@ -57,17 +57,8 @@ class Clock:
 
 @pytest.fixture(scope="module")
 def pg_cluster() -> Iterator[PostgresCluster]:
-    try:
-        cluster = PostgresCluster()
-        cluster.start()
-    except PostgresUnavailable as exc:
-        if os.environ.get("EVAL_TRACK_SKIP_PG") == "1":
-            pytest.skip(f"!!! PostgreSQL review queue NOT RUN (EVAL_TRACK_SKIP_PG=1): {exc}")
-        pytest.fail(f"PostgreSQL review queue tests cannot run: {exc}", pytrace=False)
-    try:
+    with running_cluster("review queue") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
