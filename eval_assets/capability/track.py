@@ -27,7 +27,7 @@ from eval_assets.capability.rows import (
     scenario_run_rows,
 )
 from eval_assets.config import BuildManifest, Judge, Project, Rubric, Scenario, ScriptBook
-from eval_assets.engine import Engine, JudgeResult, Progress, StoredAttempt, SubjectResult
+from eval_assets.engine import Engine, Progress, StoredAttempt
 from eval_assets.home import EvalHome
 from eval_assets.providers.gateway import ModelGateway, UnpricedModel
 from eval_assets.spend import (
@@ -198,28 +198,6 @@ class Track:
 
     # --- the engine calls (the same in the calling process and in a worker process) -----------
 
-    async def _subjects(
-        self,
-        engine: Engine,
-        build: BuildManifest,
-        scenarios: list[Scenario],
-        generation: int,
-        ahead: list[tuple[Judge, Rubric]],
-    ) -> list[SubjectResult]:
-        return await engine.run_subjects(build, scenarios, generation, judge_ahead=ahead)
-
-    async def _verdicts(
-        self,
-        engine: Engine,
-        build: BuildManifest,
-        judge: Judge,
-        rubric: Rubric,
-        scenarios: dict[str, Scenario],
-        attempts: list[StoredAttempt],
-        generation: int,
-    ) -> list[JudgeResult]:
-        return await engine.judge_attempts(build, judge, rubric, scenarios, attempts, generation)
-
     def _run_shards(
         self,
         engine: Engine,
@@ -283,7 +261,7 @@ class Track:
             ahead = self._judges_ahead(build, engine, stack, run_id, log)
             engine.start_clock()
             if shards == 1:
-                results = asyncio.run(self._subjects(engine, build, scenarios, generation, ahead))
+                results = asyncio.run(engine.run_subjects(build, scenarios, generation, judge_ahead=ahead))
                 reused, passed = engine.progress.reused, engine.deadline_passed
                 judged_ahead = engine.ahead_progress.done
             else:
@@ -416,7 +394,7 @@ class Track:
             engine.start_clock()
             if shards == 1:
                 results = asyncio.run(
-                    self._verdicts(engine, build, judge, rubric, scenarios, attempts, generation)
+                    engine.judge_attempts(build, judge, rubric, scenarios, attempts, generation)
                 )
                 reused, passed = engine.progress.reused, engine.deadline_passed
             else:
@@ -515,13 +493,12 @@ def run_shard(job: ShardJob) -> ShardOutcome:
         scenarios = shard_of(track.scenarios_for(build), job.shard, job.shards)
         # the judge versions the caller judges ahead with (it holds their judge_verdicts leases)
         ahead = [(track.judge(v), track.project.rubric_for(track.judge(v))) for v in job.judge_ahead]
-        results = asyncio.run(track._subjects(engine, build, scenarios, job.generation, ahead))
+        results = asyncio.run(engine.run_subjects(build, scenarios, job.generation, judge_ahead=ahead))
     else:
         judge = track.judge(job.judge_version)
         mine = {s.id: s for s in shard_of(track.project.scenarios_for(judge), job.shard, job.shards)}
         results = asyncio.run(
-            track._verdicts(
-                engine,
+            engine.judge_attempts(
                 build,
                 judge,
                 track.project.rubric_for(judge),
