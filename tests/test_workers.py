@@ -1,12 +1,15 @@
-"""Every core: the worker count shards a build's attempts over processes and changes no row.
+"""Every core: blocks of a build's attempts run in worker processes and change no row.
 
 The shipped project and example baseline (22 scenarios x 5, one scenario with a ceiling low enough
-to stop it, a 2% retryable error rate) run once in the calling process and once on two spawned
-worker processes, each against its own fresh home and journal.
+to stop it, a 2% retryable error rate) run once in the calling process and once in blocks of 3
+scenarios on two worker processes (the calling process running none, so the workers run them all,
+whichever is ready first), each against its own fresh home and journal.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +18,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from eval_assets.capability.track import Track
+from eval_assets.capability._shards import Block, BlockRun, Counters, Runner, WorkerSetup, drive
+from eval_assets.capability.track import Track, TrackError
 from eval_assets.config import EngineSettings, Project
 from eval_assets.home import EvalHome
 
@@ -39,12 +43,16 @@ def _rows(path: str) -> list[dict[str, Any]]:
 
 def _materialize(project: Project, home: Path, workers: int) -> dict[str, Any]:
     track = Track(_with_workers(project, workers), EvalHome(home))
+    if workers > 1:
+        track.lanes = 0  # every block in a worker process
+        track.block_attempts = 15
     track.register_build(ROOT / "examples/builds/baseline.yaml")
     subjects = track.run_scenario_runs(BUILD, f"run-w{workers}")
     out: dict[str, Any] = {"summary": subjects, "scenario_runs": _rows(subjects["partition_file"])}
     for judge in track.judges_for(track.build(BUILD))[:1]:  # one judge version keeps the test short
         verdicts = track.run_judge_verdicts(BUILD, judge.version_id, f"run-w{workers}-{judge.version_id}")
         assert verdicts["workers"] == workers
+        assert verdicts["blocks_by_process"][0] == (1 if workers == 1 else 0)
         out[judge.version_id] = _rows(verdicts["partition_file"])
     out["journal"] = [
         (r.attempt_key, r.status, r.cost_usd, r.prompt_tokens, r.completion_tokens)
@@ -56,8 +64,11 @@ def _materialize(project: Project, home: Path, workers: int) -> dict[str, Any]:
 
 def test_worker_count_changes_no_row_and_pays_no_key_twice(project: Project, tmp_path: Path) -> None:
     one = _materialize(project, tmp_path / "one", 1)
-    two = _materialize(project, tmp_path / "two", 2)
-    assert one["summary"]["workers"] == 1 and two["summary"]["workers"] == 2
+    two = _materialize(project, tmp_path / "two", 3)
+    assert one["summary"]["workers"] == 1 and two["summary"]["workers"] == 3
+    assert one["summary"]["blocks_by_process"] == [1]  # 110 attempts: one block, in the calling process
+    blocks = two["summary"]["blocks_by_process"]
+    assert blocks[0] == 0 and sum(blocks[1:]) == 8, blocks  # 22 scenarios in blocks of 3: all in workers
     # the shipped suite stops one scenario at its own ceiling: exclusion still covers it whole
     assert one["summary"]["excluded_scenarios"] == two["summary"]["excluded_scenarios"] != []
     assert one["scenario_runs"] == two["scenario_runs"]
@@ -81,7 +92,7 @@ def test_worker_count_changes_no_row_and_pays_no_key_twice(project: Project, tmp
 
     before = paid()
     again = track.run_scenario_runs(BUILD, "run-w2-again")
-    assert again["workers"] == 2
+    assert again["workers"] == 3 and again["blocks_by_process"][0] == 0
     assert again["reused_from_journal"] >= again["attempts"] - len(stopped) * 5
     assert paid() == before
     assert [r for r in _rows(again["partition_file"]) if r["scenario_id"] not in stopped] == [
@@ -96,3 +107,54 @@ def test_worker_count_setting() -> None:
     assert EngineSettings(workers=1).worker_count(10**6) == 1
     with pytest.raises(ValueError):
         EngineSettings(workers=0)
+
+
+# --- the block run itself (capability/_shards.py), with runners that need no track ----------------
+
+
+class _Echo(Runner[int]):
+    """Gives back its block's index as many times as the block has scenarios; fails as told."""
+
+    def __init__(self, setup: WorkerSetup):
+        self.failing = setup.run_id  # "raise:N" or "exit:N": what to do at block N
+
+    def run(self, block: Block) -> list[int]:
+        how, _, at = self.failing.partition(":")
+        if at and block.index == int(at):
+            if how == "raise":
+                raise ValueError(f"boom at block {block.index}")
+            os._exit(3)
+        return [block.index] * len(block.scenario_ids)
+
+    def counters(self) -> Counters:
+        return Counters()
+
+
+def _open_echo(setup: WorkerSetup) -> Runner[int]:
+    return _Echo(setup)
+
+
+def _block_run(project: Project, failing: str, lanes: int) -> list[list[int]]:
+    setup = WorkerSetup(project, ROOT, "sqlite://", failing, BUILD, None, 0, 2, time.monotonic() + 600)
+    blocks = [Block(i, tuple(f"s{i}-{j}" for j in range(1 + i % 3))) for i in range(12)]
+
+    async def local(block: Block) -> list[int]:
+        return [block.index] * len(block.scenario_ids)
+
+    run = BlockRun(blocks, local, Counters, workers=1, setup=setup, open_runner=_open_echo, lanes=lanes)
+    return list(drive(run.results()))
+
+
+def test_blocks_come_back_in_order_whoever_ran_them(project: Project) -> None:
+    for lanes in (0, 1):
+        assert _block_run(project, "", lanes) == [[i] * (1 + i % 3) for i in range(12)]
+
+
+def test_a_worker_error_fails_the_run_with_its_own_error(project: Project) -> None:
+    with pytest.raises(ValueError, match="boom at block 4"):
+        _block_run(project, "raise:4", 0)
+
+
+def test_a_worker_that_dies_fails_the_run_naming_it(project: Project) -> None:
+    with pytest.raises(TrackError, match=r"worker process 1 died \(exit code 3\)"):
+        _block_run(project, "exit:2", 0)

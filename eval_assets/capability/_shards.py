@@ -1,13 +1,18 @@
-"""Every core: a build's attempts sharded by scenario over worker processes.
+"""Every core: a run's attempts in blocks of whole scenarios, run by the calling process and by worker
+processes, handed out as each one asks for more, and given back in block order.
 
-A shard is every `shards`-th scenario of the build's scenarios in id order (round robin), so all the
-repeats of a scenario run in one process and the whole-scenario exclusion of a stopped scenario
-still sees them together. Each worker is forked from a fork server (a clean process that imported the
-track once; Dagster's threads and a running event loop do not survive a fork of the caller) that rebuilds the track from the `ShardJob` (the project as loaded, the home, the
-journal URL, the run id, the build, the judge version or None) and runs the SAME engine call the
-calling process makes when it runs alone, against the same spend journal (its reservations are
-atomic across processes, so the ceilings hold). It returns plain results; the caller merges them in
-(scenario id, repeat) order, so the rows are the same whatever the worker count.
+A block is consecutive scenarios in id order (about `BLOCK_ATTEMPTS` attempts; a scenario is never
+split, so the whole-scenario exclusion of a stopped scenario sees all its repeats together). The
+calling process runs blocks itself on `lanes` coroutines of its own engine (its event loop) from the
+first moment; each worker process is forked from a fork server (a clean process that imported the
+track once; Dagster's threads and a running event loop do not survive a fork of the caller), opens
+the same track (project, home, journal, run id) with `open_runner`, says it is ready, and is then
+handed one block at a time. A worker that is still starting when the blocks run out is stopped: a
+small run costs no process start, and a large one loses nothing while its workers start. Every
+process runs the SAME engine call on a block, against the same spend journal (its reservations are
+atomic across processes, so the ceilings hold). Blocks come back in block order, whoever ran them,
+so the rows are the same whatever the worker count; at most `ahead` blocks past the oldest
+unfinished one are started, so memory is bounded by blocks, not by the run.
 
 The run's deadline is handed over as an absolute point on the host's monotonic clock (shared by the
 processes of one host), so a worker that took a while to start does not get longer.
@@ -15,24 +20,33 @@ processes of one host), so a worker that took a while to start does not get long
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
-from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+import queue
+import threading
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from eval_assets.capability.errors import TrackError
 from eval_assets.config import Project, Scenario
 from eval_assets.engine import StoredAttempt
 
 T = TypeVar("T")
+P = TypeVar("P")
+R = TypeVar("R")
+
+BLOCK_ATTEMPTS = 200
+"""About how many attempts a block holds: enough that handing one to a worker costs little beside its
+calls (a few ms of pickling against about 1 s of calls), few enough that the work spreads evenly."""
 
 
 @dataclass(frozen=True)
-class ShardJob:
-    """What one worker process needs to run its shard; plain, picklable values only."""
+class WorkerSetup:
+    """What a worker process needs to open the run's track; plain, picklable values only."""
 
     project: Project
     home: Path
@@ -41,70 +55,352 @@ class ShardJob:
     build_id: str
     judge_version: str | None  # None: the subject attempts (scenario_runs)
     generation: int
-    shard: int
-    shards: int
+    processes: int  # the calling process and its workers: each takes this share of the per-model limits
     deadline_at: float  # the run's deadline on time.monotonic() (one clock per host)
-    attempts: tuple[StoredAttempt, ...] = ()  # judge shards: the stored attempts of the shard's scenarios
-    judge_ahead: tuple[str, ...] = ()  # subject shards: the judge versions that judge ahead (engine.judge_ahead)
+    judge_ahead: tuple[
+        str, ...
+    ] = ()  # subject runs: the judge versions that judge ahead (engine.judge_ahead)
 
 
 @dataclass(frozen=True)
-class ShardOutcome:
-    """A shard's results (already in (scenario id, repeat) order) and its engine's counters."""
+class Block:
+    """Consecutive scenarios (by id) and, for a judge run, the stored attempts of those scenarios."""
 
-    shard: int
-    results: list[Any]
-    reused: int
-    deadline_passed: bool
-    judged_ahead: int = 0  # judge calls made ahead in this shard
+    index: int
+    scenario_ids: tuple[str, ...]
+    attempts: tuple[StoredAttempt, ...] = ()
 
 
-def shard_of(scenarios: Sequence[Scenario], shard: int, shards: int) -> list[Scenario]:
-    """The scenarios of shard `shard` of `shards`: round robin over the scenarios in id order."""
-    ordered = sorted(scenarios, key=lambda s: s.id)
-    return [s for i, s in enumerate(ordered) if i % shards == shard]
+@dataclass
+class Counters:
+    """A process's engine counters: tries reused from the journal, whether the deadline passed, judge
+    calls made ahead, blocks run."""
+
+    reused: int = 0
+    deadline_passed: bool = False
+    judged_ahead: int = 0
+    blocks: int = 0
 
 
-def run_shards(
-    work: Callable[[ShardJob], ShardOutcome],
-    jobs: Sequence[ShardJob],
-    log: Callable[[str], None] | None = None,
-) -> list[ShardOutcome]:
-    """Run each job in its own spawned worker process; their outcomes in shard order.
+class Runner(Generic[R]):
+    """A worker process's open track and engine: runs one block at a time in its own event loop."""
 
-    `work` must be a module-level function (it is pickled by reference). A worker that raises fails
-    the whole run with its error (the others are cancelled or left to finish their current calls; what
-    they settled stays in the journal and the next run reuses it); a worker that dies is a TrackError.
+    def run(self, block: Block) -> list[R]:
+        raise NotImplementedError
+
+    def counters(self) -> Counters:
+        raise NotImplementedError
+
+
+def blocks_of(scenarios: Sequence[Scenario], size: int = BLOCK_ATTEMPTS) -> list[tuple[str, ...]]:
+    """Scenario ids in id order, cut into blocks of about `size` attempts (a scenario is never split)."""
+    out: list[tuple[str, ...]] = []
+    block: list[str] = []
+    attempts = 0
+    for scenario in sorted(scenarios, key=lambda s: s.id):
+        block.append(scenario.id)
+        attempts += scenario.repeats
+        if attempts >= size:
+            out.append(tuple(block))
+            block, attempts = [], 0
+    if block:
+        out.append(tuple(block))
+    return out
+
+
+def drive(stream: AsyncIterator[T]) -> Iterator[T]:
+    """Iterate an async iterator from synchronous code, on a private event loop that lives while the
+    iteration does (its tasks run whenever the next item is asked for); cleaned up like asyncio.run."""
+    loop = asyncio.new_event_loop()
+    try:
+        while True:
+            try:
+                item = loop.run_until_complete(stream.__anext__())
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        try:
+            closing = getattr(stream, "aclose", None)
+            if closing is not None:
+                loop.run_until_complete(closing())
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+
+@dataclass
+class _Worker:
+    process: Any  # multiprocessing's Process of the forkserver context
+    conn: Connection
+    number: int
+    ready: bool = False
+    blocks: int = 0  # blocks handed to it and not yet back
+    counters: Counters = field(default_factory=Counters)
+    outbox: queue.SimpleQueue[Block | None] = field(default_factory=queue.SimpleQueue)
+
+    def start_sending(self) -> None:
+        """Blocks go to the worker from a thread of their own: a send waits while the pipe is full
+        (a judge block carries its attempts' outputs), never the calling process's event loop."""
+        threading.Thread(
+            target=self._send_all, daemon=True, name=f"evaltrack-worker-{self.number}-send"
+        ).start()
+
+    def _send_all(self) -> None:
+        while True:
+            block = self.outbox.get()
+            try:
+                self.conn.send(block)
+            except OSError:  # the worker is gone: its reader reports it
+                return
+            if block is None:
+                return
+
+
+class BlockRun(Generic[R]):
+    """One run's blocks: `lanes` coroutines of the calling process run `local` on its own engine, and
+    `workers` worker processes (`open_runner(setup)` in each) run blocks as they ask for them.
+
+    `results()` gives each block's results in block order; once it is exhausted, `counters` holds the
+    calling process's counters (`local_counters()`) first, then each worker's.
     """
-    context = multiprocessing.get_context("forkserver")
-    # the fork server imports the track (litellm, the engine) once; each worker is forked from it, a
-    # clean single-threaded process, never from the caller (Dagster's threads, a running event loop)
-    context.set_forkserver_preload([work.__module__])
-    outcomes: dict[int, ShardOutcome] = {}
-    with ProcessPoolExecutor(max_workers=len(jobs), mp_context=context) as pool:
-        futures: dict[Future[ShardOutcome], ShardJob] = {pool.submit(work, job): job for job in jobs}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-            for future in done:
-                job = futures[future]
+
+    def __init__(
+        self,
+        blocks: Sequence[Block],
+        local: Callable[[Block], Awaitable[list[R]]],
+        local_counters: Callable[[], Counters],
+        *,
+        workers: int = 0,
+        setup: WorkerSetup | None = None,
+        open_runner: Callable[[WorkerSetup], Runner[R]] | None = None,
+        lanes: int = 2,
+        ahead: int = 8,
+        log: Callable[[str], None] | None = None,
+    ):
+        if lanes < 1 and workers < 1:
+            raise ValueError("a block run needs a lane or a worker process")
+        if workers > 0 and (setup is None or open_runner is None):
+            raise ValueError("worker processes need the run's setup and a runner to open")
+        self.blocks, self.local, self.local_counters = blocks, local, local_counters
+        self.workers, self.setup, self.open_runner = workers, setup, open_runner
+        self.lanes, self.ahead, self.log = lanes, ahead, log
+        self.counters: list[Counters] = []
+
+    async def _start_workers(self, pool: list[_Worker], on_message: Callable[[_Worker], None]) -> None:
+        """Start the worker processes, each in a thread (the first start waits for the fork server to
+        import the track, seconds the calling process spends running blocks), adding each to `pool`."""
+        setup, open_runner = self.setup, self.open_runner
+        assert setup is not None and open_runner is not None
+        loop = asyncio.get_running_loop()
+        context = multiprocessing.get_context("forkserver")
+        # the fork server imports the track (litellm, the engine) once; each worker is forked from it, a
+        # clean single-threaded process, never from the caller (its threads, its running event loop)
+        context.set_forkserver_preload([open_runner.__module__])
+        for number in range(1, self.workers + 1):
+            ours, theirs = context.Pipe()
+            process = context.Process(
+                target=worker_main,
+                args=(theirs, open_runner, setup),
+                daemon=True,
+                name=f"evaltrack-worker-{number}",
+            )
+
+            started: asyncio.Future[None] = loop.create_future()
+
+            def start(process: Any = process, theirs: Connection = theirs, started: Any = started) -> None:
+                failure: BaseException | None = None
                 try:
-                    outcome = future.result()
-                except BrokenProcessPool as exc:
-                    for other in pending:
-                        other.cancel()
+                    process.start()
+                    theirs.close()
+                except BaseException as exc:  # noqa: BLE001 (raised in the run, by the coordinator)
+                    failure = exc
+                try:
+                    loop.call_soon_threadsafe(_settle, started, failure)
+                except (
+                    RuntimeError
+                ):  # the run ended (its loop closed) first: the worker finds its pipe closed
+                    pass
+
+            # a thread of its own, not the loop's executor: a run that ends first does not wait for it
+            threading.Thread(target=start, daemon=True, name=f"evaltrack-worker-{number}-start").start()
+            try:
+                await started
+            except asyncio.CancelledError:
+                ours.close()  # the run is over: the worker, once started, reads the end of its pipe and exits
+                raise
+            worker = _Worker(process, ours, number)
+            worker.start_sending()
+            pool.append(worker)
+            loop.add_reader(ours.fileno(), on_message, worker)
+        if self.log is not None:
+            self.log(f"{self.workers} worker processes started; the calling process ran blocks meanwhile")
+
+    async def results(self) -> AsyncIterator[list[R]]:
+        """Raises the first error of any block (a worker's error as its own exception type when it
+        pickles, else as a TrackError naming the worker); a worker that dies is a TrackError. Workers
+        are stopped on the way out, whatever happened."""
+        blocks, lanes, ahead, log = self.blocks, self.lanes, self.ahead, self.log
+        local = self.local
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[tuple[str, Any, Any]] = asyncio.Queue()
+        done: dict[int, list[R]] = {}
+        next_block = 0  # the next block to hand out
+        next_out = 0  # the next block to give back
+        running_local = 0
+        pool: list[_Worker] = []
+        local_blocks = 0
+        starting: asyncio.Future[None] | None = None
+
+        def take() -> Block | None:
+            nonlocal next_block
+            if next_block >= len(blocks) or next_block - next_out >= ahead:
+                return None
+            next_block += 1
+            return blocks[next_block - 1]
+
+        async def lane(block: Block) -> None:
+            try:
+                events.put_nowait(("local", block.index, await local(block)))
+            except BaseException as exc:  # noqa: BLE001 (handed to the coordinator, which raises it)
+                events.put_nowait(("local-error", block.index, exc))
+
+        def on_message(worker: _Worker) -> None:
+            try:
+                message = worker.conn.recv()
+            except (EOFError, OSError):
+                loop.remove_reader(worker.conn.fileno())
+                events.put_nowait(("died", worker, None))
+                return
+            events.put_nowait((message[0], worker, message[1:]))
+
+        def assign() -> None:
+            nonlocal running_local, local_blocks
+            for worker in pool:
+                # two blocks each: the next one waits in its pipe while it runs the first, so it never
+                # waits for this loop (busy with its own blocks, or with the partition writer)
+                while worker.ready and worker.blocks < 2 and (block := take()) is not None:
+                    worker.blocks += 1
+                    worker.outbox.put(block)
+            while running_local < lanes and (block := take()) is not None:
+                running_local += 1
+                local_blocks += 1
+                asyncio.ensure_future(lane(block))
+
+        tasks_before = asyncio.all_tasks(loop)
+        try:
+            if self.workers > 0 and blocks:
+                starting = asyncio.ensure_future(self._start_workers(pool, on_message))
+            assign()
+            while next_out < len(blocks):
+                kind, who, payload = await events.get()
+                if kind == "local":
+                    running_local -= 1
+                    done[who] = payload
+                elif kind == "local-error":
+                    raise payload
+                elif kind == "ready":
+                    who.ready = True
+                    if log is not None:
+                        log(f"worker process {who.number} ready")
+                elif kind == "done":
+                    index, results, counters = payload
+                    done[index] = results
+                    who.blocks -= 1
+                    who.counters = counters
+                elif kind == "error":
+                    exc, text = payload
+                    if isinstance(exc, BaseException):
+                        raise exc
+                    raise TrackError(f"worker process {who.number} failed: {text}")
+                elif kind == "died":
+                    await asyncio.to_thread(who.process.join, 5)  # reaped, for its exit code
                     raise TrackError(
-                        f"worker process of shard {job.shard + 1}/{job.shards} died ({exc}); what it "
-                        "settled stays in the journal and the next run reuses it"
-                    ) from exc
-                except BaseException:
-                    for other in pending:
-                        other.cancel()
-                    raise
-                outcomes[job.shard] = outcome
-                if log is not None:
-                    log(
-                        f"shard {job.shard + 1}/{job.shards} done: {len(outcome.results)} results, "
-                        f"{outcome.reused} reused"
+                        f"worker process {who.number} died (exit code {who.process.exitcode}); what it settled "
+                        "stays in the journal and the next run reuses it"
                     )
-    return [outcomes[i] for i in sorted(outcomes)]
+                while next_out in done:
+                    results = done.pop(next_out)
+                    next_out += 1
+                    yield results
+                assign()
+        finally:
+            if starting is not None:
+                starting.cancel()  # a worker it is still starting finds its pipe closed, and exits
+            for worker in pool:
+                try:
+                    loop.remove_reader(worker.conn.fileno())
+                except (ValueError, OSError):
+                    pass
+                if worker.ready and worker.blocks == 0 and worker.process.is_alive():
+                    worker.outbox.put(None)  # done: it exits
+                else:  # still starting, or stopped mid-block by an error elsewhere
+                    worker.process.terminate()
+                    worker.outbox.put(None)  # its sender thread ends too
+            for worker in pool:
+                await asyncio.to_thread(worker.process.join, 30)
+                if worker.process.is_alive():
+                    worker.process.kill()
+                    await asyncio.to_thread(worker.process.join, 5)
+                worker.conn.close()
+            for task in asyncio.all_tasks(loop) - tasks_before - {asyncio.current_task()}:
+                task.cancel()
+            if log is not None and pool:
+                shares = ", ".join(f"worker {w.number}: {w.counters.blocks}" for w in pool)
+                log(f"blocks run: calling process {local_blocks}, {shares}")
+        totals = self.local_counters()
+        totals.blocks = local_blocks
+        self.counters = [totals, *(w.counters for w in pool)]
+
+
+def _settle(future: asyncio.Future[None], exc: BaseException | None) -> None:
+    if future.done():  # cancelled: the run ended first
+        return
+    if exc is None:
+        future.set_result(None)
+    else:
+        future.set_exception(exc)
+
+
+def worker_main(
+    conn: Connection, open_runner: Callable[[WorkerSetup], Runner[Any]], setup: WorkerSetup
+) -> None:
+    """A worker process: open the run's track, say ready, then run each block it is handed until told
+    to stop (None) or its caller goes away."""
+    try:
+        runner = open_runner(setup)
+    except BaseException as exc:  # noqa: BLE001 (reported to the caller, which fails the run)
+        _send_error(conn, exc)
+        return
+    try:
+        conn.send(("ready",))
+    except OSError:  # the run ended while this worker started
+        return
+    while True:
+        try:
+            block = conn.recv()
+        except (EOFError, OSError):
+            return
+        if block is None:
+            return
+        try:
+            results = runner.run(block)
+            counters = runner.counters()
+        except BaseException as exc:  # noqa: BLE001
+            _send_error(conn, exc)
+            return
+        conn.send(("done", block.index, results, counters))
+
+
+def _send_error(conn: Connection, exc: BaseException) -> None:
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    try:
+        conn.send(("error", exc, text))
+    except Exception:  # noqa: BLE001 (the exception does not pickle: its text still tells)
+        conn.send(("error", None, text))

@@ -10,12 +10,21 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from eval_assets.capability._shards import ShardJob, ShardOutcome, run_shards, shard_of
+from eval_assets.capability._shards import (
+    BLOCK_ATTEMPTS,
+    Block,
+    BlockRun,
+    Counters,
+    Runner,
+    WorkerSetup,
+    blocks_of,
+    drive,
+)
 from eval_assets.capability.builds import Builds, judges_for
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
 from eval_assets.capability.rows import (
@@ -68,6 +77,10 @@ class Track:
         self._journal: SpendJournal | None = None
         self.gateway = ModelGateway(project.settings.price_table(), scripts=ScriptBook(project.root))
         self.clock: Callable[[], float] = time.monotonic  # the run deadline's clock (tests inject one)
+        # blocks the calling process runs at a time beside its worker processes (capability/_shards.py);
+        # a test sets 0 to have every block run in a worker process
+        self.lanes = 2
+        self.block_attempts = BLOCK_ATTEMPTS  # about how many attempts a block holds
 
     @property
     def journal(self) -> SpendJournal:
@@ -126,8 +139,14 @@ class Track:
         """The generation an explicit fresh run uses: one past every generation the journal has seen."""
         return 1 + max((r.generation for r in self.journal.rows(build=build_id)), default=0)
 
-    def engine(self, run_id: str, log: Log | None = None) -> Engine:
+    def engine(self, run_id: str, log: Log | None = None, processes: int = 1) -> Engine:
+        """The run's engine in this process; with `processes` processes on the run, each takes that share
+        of the per-model limit (`engine.concurrency_per_model` is the run's, not each process's)."""
         bounds = self.project.settings.bounds
+        settings = self.project.settings.engine
+        if processes > 1:
+            share = max(1, settings.concurrency_per_model // processes)
+            settings = settings.model_copy(update={"concurrency_per_model": share})
         spend = SpendPath(
             self.journal,
             self.gateway,
@@ -137,7 +156,7 @@ class Track:
         )
         return Engine(
             spend=spend,
-            settings=self.project.settings.engine,
+            settings=settings,
             jitter=random.Random(),
             progress=Progress(log=log),
             fence_secret=self.home.fence_secret(),
@@ -196,48 +215,64 @@ class Track:
                 "paid twice); no partition was written"
             )
 
-    # --- the engine calls (the same in the calling process and in a worker process) -----------
+    # --- the engine calls, in blocks (the same in the calling process and in a worker process) --
 
-    def _run_shards(
+    def _block_run(
+        self,
+        engine: Engine,
+        blocks: list[Block],
+        local: Callable[[Block], Any],
+        setup: WorkerSetup | None,
+        log: Log | None,
+    ) -> BlockRun[Any]:
+        """The run's blocks on this process and `setup.processes - 1` worker processes (_shards.py)."""
+        return BlockRun(
+            blocks,
+            local,
+            lambda: _counters(engine, 0),
+            workers=0 if setup is None else setup.processes - 1,
+            setup=setup,
+            open_runner=open_runner,
+            lanes=self.lanes,
+            log=log,
+        )
+
+    def _setup(
         self,
         engine: Engine,
         run_id: str,
         build_id: str,
         judge_version: str | None,
         generation: int,
-        shards: int,
-        log: Log | None,
-        attempts: list[StoredAttempt] | None = None,
-        judge_ahead: tuple[str, ...] = (),
-    ) -> list[ShardOutcome]:
-        """The run's attempts on `shards` worker processes (eval_assets.capability._shards)."""
-        deadline_at = time.monotonic() + engine.seconds_left()
-        jobs = []
-        for shard in range(shards):
-            mine: tuple[StoredAttempt, ...] = ()
-            if attempts is not None:
-                judge = self.judge(str(judge_version))
-                ids = {s.id for s in shard_of(self.project.scenarios_for(judge), shard, shards)}
-                mine = tuple(a for a in attempts if a.scenario_id in ids)
-            jobs.append(
-                ShardJob(
-                    project=self.project,
-                    home=self.home.root,
-                    journal_url=self.journal_url,
-                    run_id=run_id,
-                    build_id=build_id,
-                    judge_version=judge_version,
-                    generation=generation,
-                    shard=shard,
-                    shards=shards,
-                    deadline_at=deadline_at,
-                    attempts=mine,
-                    judge_ahead=judge_ahead,
-                )
-            )
-        if log is not None:
-            log(f"{shards} worker processes, sharded by scenario")
-        return run_shards(run_shard, jobs, log)
+        processes: int,
+        ahead: Sequence[tuple[Judge, Rubric]] = (),
+    ) -> WorkerSetup | None:
+        """What the run's worker processes need (None when the run has none: `processes` is 1)."""
+        if processes == 1:
+            return None
+        return WorkerSetup(
+            project=self.project,
+            home=self.home.root,
+            journal_url=self.journal_url,
+            run_id=run_id,
+            build_id=build_id,
+            judge_version=judge_version,
+            generation=generation,
+            processes=processes,
+            deadline_at=time.monotonic() + engine.seconds_left(),
+            judge_ahead=tuple(j.version_id for j, _ in ahead),
+        )
+
+    def _checked(
+        self, items: Iterable[Any], finish: Callable[[int], None], unfinished: Callable[[Any], bool]
+    ) -> Iterator[Any]:
+        """`items` as they come, then `finish(number of finished items)`, which raises to leave the
+        partition unwritten (the writer drops what it wrote so far)."""
+        finished = 0
+        for item in items:
+            finished += not unfinished(item)
+            yield item
+        finish(finished)
 
     # --- materializations ----------------------------------------------------------------------
 
@@ -252,36 +287,38 @@ class Track:
         """
         build = self.build(build_id)
         scenarios = self.scenarios_for(build)
-        self._check_plan(build.id, "scenario_runs", sum(s.repeats for s in scenarios))
-        engine = self.engine(run_id, log)
+        planned = sum(s.repeats for s in scenarios)
+        self._check_plan(build.id, "scenario_runs", planned)
+        processes = self.project.settings.engine.worker_count(planned)
+        engine = self.engine(run_id, log, processes)
         engine.spend.preflight([build.subject.model])
-        shards = self.project.settings.engine.worker_count(sum(s.repeats for s in scenarios))
+        by_id = {s.id: s for s in scenarios}
+        blocks = [Block(i, ids) for i, ids in enumerate(blocks_of(scenarios, self.block_attempts))]
         with ExitStack() as stack:
             held = stack.enter_context(self.lease(build.id, "scenario_runs", build.id, run_id))
             ahead = self._judges_ahead(build, engine, stack, run_id, log)
             engine.start_clock()
-            if shards == 1:
-                results = asyncio.run(engine.run_subjects(build, scenarios, generation, judge_ahead=ahead))
-                reused, passed = engine.progress.reused, engine.deadline_passed
-                judged_ahead = engine.ahead_progress.done
-            else:
-                outcomes = self._run_shards(
-                    engine,
-                    run_id,
-                    build.id,
-                    None,
-                    generation,
-                    shards,
-                    log,
-                    judge_ahead=tuple(j.version_id for j, _ in ahead),
-                )
-                results = _merged(outcomes, lambda r: (r.scenario.id, r.repeat))
-                reused = sum(o.reused for o in outcomes)
-                passed = any(o.deadline_passed for o in outcomes)
-                judged_ahead = sum(o.judged_ahead for o in outcomes)
-            finished = sum(r.call.error_kind != "run_deadline" for r in results)
-            self._check_deadline(passed, build.id, "scenario_runs", finished, len(results))
-            held.check()
+            setup = self._setup(engine, run_id, build.id, None, generation, processes, ahead)
+            run = self._block_run(
+                engine,
+                blocks,
+                lambda b: engine.run_subjects(
+                    build, [by_id[i] for i in b.scenario_ids], generation, judge_ahead=ahead
+                ),
+                setup,
+                log,
+            )
+
+            def finish(finished: int) -> None:  # every block ran: written only within the deadline and lease
+                passed = any(c.deadline_passed for c in run.counters)
+                self._check_deadline(passed, build.id, "scenario_runs", finished, planned)
+                held.check()
+
+            results = self._checked(
+                (r for block in drive(run.results()) for r in block),
+                finish,
+                lambda r: r.call.error_kind == "run_deadline",
+            )
             rows: list[dict[str, Any]] = []  # what the summary needs of each row written
             path = self.warehouse.write_partition_chunks(
                 "scenario_runs",
@@ -295,6 +332,7 @@ class Track:
                 ),
                 run_id,
             )
+        counters = run.counters
         statuses = [r["status"] for r in rows]
         excluded_scenarios = sorted({r["scenario_id"] for r in rows if r["status"] == "excluded"})
         return Summary(
@@ -310,12 +348,13 @@ class Track:
                 "policy_failures": int(sum(r["policy_failures"] for r in rows)),
                 # replay loop: tool calls the recordings did not hold, over every attempt
                 "replay_misses": int(sum(r["replay_misses"] for r in rows)),
-                "reused_from_journal": reused,
-                "workers": shards,
+                "reused_from_journal": sum(c.reused for c in counters),
+                "workers": processes,
+                "blocks_by_process": [c.blocks for c in counters],
                 "spend_usd": round(sum(r["cost_usd"] for r in rows), 6),
                 # judge calls made ahead (engine.judge_ahead): their spend is the judge versions', not here
                 "judged_ahead": [j.version_id for j, _ in ahead],
-                "judge_calls_ahead": judged_ahead,
+                "judge_calls_ahead": sum(c.judged_ahead for c in counters),
                 "partition_file": str(path),
             }
         )
@@ -381,35 +420,48 @@ class Track:
         attempts = self.stored_attempts(build.id)
         if not attempts:
             raise TrackError(f"build {build.id!r} has no scenario_runs yet: materialize scenario_runs first")
-        self._check_plan(
-            build.id,
-            f"judge_verdicts [{judge.version_id}]",
-            sum(a.scenario_id in scenarios for a in attempts),
-        )
-        engine = self.engine(run_id, log)
+        planned = sum(a.scenario_id in scenarios for a in attempts)
+        self._check_plan(build.id, f"judge_verdicts [{judge.version_id}]", planned)
+        processes = self.project.settings.engine.worker_count(planned)
+        engine = self.engine(run_id, log, processes)
         engine.spend.preflight([judge.model])
         partition = f"{build.id}|{judge.version_id}"
-        shards = self.project.settings.engine.worker_count(sum(a.scenario_id in scenarios for a in attempts))
+        by_scenario: dict[str, list[StoredAttempt]] = {}
+        for a in attempts:
+            if a.scenario_id in scenarios:
+                by_scenario.setdefault(a.scenario_id, []).append(a)
+        judged_scenarios = [scenarios[i] for i in sorted(by_scenario)]
+        blocks = [
+            Block(i, ids, tuple(a for sid in ids for a in by_scenario[sid]))
+            for i, ids in enumerate(blocks_of(judged_scenarios, self.block_attempts))
+        ]
+        produced = {(a.scenario_id, a.repeat): a.output is not None for a in attempts}
+        del attempts  # the blocks hold the judged ones
         with self.lease(build.id, "judge_verdicts", partition, run_id) as held:
             engine.start_clock()
-            if shards == 1:
-                results = asyncio.run(
-                    engine.judge_attempts(build, judge, rubric, scenarios, attempts, generation)
-                )
-                reused, passed = engine.progress.reused, engine.deadline_passed
-            else:
-                outcomes = self._run_shards(
-                    engine, run_id, build.id, judge.version_id, generation, shards, log, attempts
-                )
-                results = _merged(outcomes, lambda r: (r.scenario_id, r.repeat))
-                reused = sum(o.reused for o in outcomes)
-                passed = any(o.deadline_passed for o in outcomes)
-            finished = sum("run_deadline" not in str(r.failure_reason) for r in results)
-            self._check_deadline(
-                passed, build.id, f"judge_verdicts [{judge.version_id}]", finished, len(results)
+            setup = self._setup(engine, run_id, build.id, judge.version_id, generation, processes)
+            run = self._block_run(
+                engine,
+                blocks,
+                lambda b: engine.judge_attempts(
+                    build, judge, rubric, {i: scenarios[i] for i in b.scenario_ids}, b.attempts, generation
+                ),
+                setup,
+                log,
             )
-            produced = {(a.scenario_id, a.repeat): a.output is not None for a in attempts}
-            held.check()
+            what = f"judge_verdicts [{judge.version_id}]"
+
+            def finish(finished: int) -> None:  # every block ran: written only within the deadline and lease
+                self._check_deadline(
+                    any(c.deadline_passed for c in run.counters), build.id, what, finished, planned
+                )
+                held.check()
+
+            results = self._checked(
+                (r for block in drive(run.results()) for r in block),
+                finish,
+                lambda r: "run_deadline" in str(r.failure_reason),
+            )
             rows: list[dict[str, Any]] = []  # what the summary needs of each row written
             path = self.warehouse.write_partition_chunks(
                 "judge_verdicts",
@@ -423,6 +475,7 @@ class Track:
                 ),
                 run_id,
             )
+        counters = run.counters
         statuses = [r["status"] for r in rows]
         judged = len(rows) - statuses.count("excluded")
         reasons: dict[str, int] = {}
@@ -442,8 +495,9 @@ class Track:
                 "generation": generation,
                 "failure_reasons": reasons,
                 "mean_score": round(sum(scores) / len(scores), 4) if scores else None,
-                "reused_from_journal": reused,
-                "workers": shards,
+                "reused_from_journal": sum(c.reused for c in counters),
+                "workers": processes,
+                "blocks_by_process": [c.blocks for c in counters],
                 "spend_usd": round(sum(r["cost_usd"] for r in rows), 6),
                 "partition_file": str(path),
             }
@@ -476,37 +530,52 @@ class Track:
         )
 
 
-def _merged(outcomes: list[ShardOutcome], key: Callable[[Any], tuple[str, int]]) -> list[Any]:
-    """The shards' results in one (scenario id, repeat) order: the order a single process returns."""
-    return sorted((r for o in outcomes for r in o.results), key=key)
+def _counters(engine: Engine, blocks: int) -> Counters:
+    return Counters(engine.progress.reused, engine.deadline_passed, engine.ahead_progress.done, blocks)
 
 
-def run_shard(job: ShardJob) -> ShardOutcome:
-    """One worker process's shard (eval_assets.capability._shards): rebuild the track from the job and
-    make the same engine call as the calling process, on the shard's scenarios only."""
-    track = Track(job.project, EvalHome(job.home), job.journal_url)
-    build = track.build(job.build_id)
-    engine = track.engine(job.run_id)
-    engine.start_clock(job.deadline_at - time.monotonic())
-    results: list[Any]
-    if job.judge_version is None:
-        scenarios = shard_of(track.scenarios_for(build), job.shard, job.shards)
-        # the judge versions the caller judges ahead with (it holds their judge_verdicts leases)
-        ahead = [(track.judge(v), track.project.rubric_for(track.judge(v))) for v in job.judge_ahead]
-        results = asyncio.run(engine.run_subjects(build, scenarios, job.generation, judge_ahead=ahead))
-    else:
-        judge = track.judge(job.judge_version)
-        mine = {s.id: s for s in shard_of(track.project.scenarios_for(judge), job.shard, job.shards)}
-        results = asyncio.run(
+class _TrackRunner(Runner[Any]):
+    """A worker process's side of a block run: the run's track and engine opened from the setup; each
+    block is the SAME engine call the calling process makes on its own blocks."""
+
+    def __init__(self, setup: WorkerSetup):
+        self.setup = setup
+        self.track = Track(setup.project, EvalHome(setup.home), setup.journal_url)
+        self.build_ = self.track.build(setup.build_id)
+        self.engine = self.track.engine(setup.run_id, processes=setup.processes)
+        self.engine.start_clock(setup.deadline_at - time.monotonic())
+        self.loop = asyncio.new_event_loop()  # one loop for the worker's life: limits and clients persist
+        self.blocks = 0
+        project = self.track.project
+        # subject runs: the judge versions the caller judges ahead with (it holds their leases)
+        self.ahead = [
+            (self.track.judge(v), project.rubric_for(self.track.judge(v))) for v in setup.judge_ahead
+        ]
+
+    def run(self, block: Block) -> list[Any]:
+        self.blocks += 1
+        setup, project, engine = self.setup, self.track.project, self.engine
+        if setup.judge_version is None:
+            scenarios = [project.scenarios[i] for i in block.scenario_ids]
+            return self.loop.run_until_complete(
+                engine.run_subjects(self.build_, scenarios, setup.generation, judge_ahead=self.ahead)
+            )
+        judge = self.track.judge(setup.judge_version)
+        return self.loop.run_until_complete(
             engine.judge_attempts(
-                build,
+                self.build_,
                 judge,
-                track.project.rubric_for(judge),
-                mine,
-                list(job.attempts),
-                job.generation,
+                project.rubric_for(judge),
+                {i: project.scenarios[i] for i in block.scenario_ids},
+                list(block.attempts),
+                setup.generation,
             )
         )
-    return ShardOutcome(
-        job.shard, results, engine.progress.reused, engine.deadline_passed, engine.ahead_progress.done
-    )
+
+    def counters(self) -> Counters:
+        return _counters(self.engine, self.blocks)
+
+
+def open_runner(setup: WorkerSetup) -> Runner[Any]:
+    """A worker process's runner (module level: pickled by reference into the worker)."""
+    return _TrackRunner(setup)

@@ -3,7 +3,10 @@ timeout."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -105,6 +108,46 @@ def _probe_sqlite(path: Path, lock_wait_s: float) -> None:
         con.close()
 
 
+class WriteTurn:
+    """The processes of one host take turns at a SQLite journal's write lock through an advisory lock
+    on a file beside it (`<journal>-writelock`), taken just before BEGIN IMMEDIATE.
+
+    SQLite's own busy handler sleeps between polls, 1, 2, 5, 10 ... 100 ms: two busy processes lose
+    most of their time asleep while the lock sits free (measured: BEGIN IMMEDIATE was half of the
+    journal's time with 2 worker processes). This lock is polled at most 1 ms apart. Past
+    `BUSY_TIMEOUT_S` the turn is taken without it and SQLite's own wait and error apply, so a process
+    stopped while holding it delays the others, never blocks them for good.
+    """
+
+    def __init__(self, journal_path: Path):
+        self._fd = os.open(f"{journal_path}-writelock", os.O_RDWR | os.O_CREAT, 0o644)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        locked = self._acquire()
+        try:
+            yield
+        finally:
+            if locked:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _acquire(self) -> bool:
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        pause = 50e-6
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(pause)
+                pause = min(1e-3, pause * 2)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
 def _sqlite_engine(parsed: sa.URL) -> Engine:
     engine = sa.create_engine(
         parsed, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}, pool_size=8
@@ -136,7 +179,9 @@ def _postgres_engine(parsed: sa.URL) -> Engine:
     )
 
 
-def journal_engine(url: str, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> tuple[Engine, Literal["sqlite", "postgresql"]]:
+def journal_engine(
+    url: str, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S
+) -> tuple[Engine, Literal["sqlite", "postgresql"]]:
     """An engine on the journal database at `url` for a table that lives next to the spend journal
     (the review queue), opened and checked as the journal opens it (SQLite: WAL, writable, intact).
     Raises JournalError."""

@@ -29,6 +29,7 @@ from eval_assets.redact import scrub_error_text
 from ._backends import (
     _WRITE_OPTION,
     DEFAULT_LOCK_WAIT_S,
+    WriteTurn,
     _is_lock_timeout,
     _parse_url,
     _postgres_engine,
@@ -80,8 +81,6 @@ from ._values import (
 _ADVISORY_LOCK_KEY = 0x65766A726E6C
 
 
-
-
 class SpendJournal:
     """The spend journal at `url`, opened, verified and with its schema in place.
 
@@ -106,10 +105,12 @@ class SpendJournal:
         self._queue_lock = threading.Lock()
         self._queue: list[_Op] = []
         self._writing = False
+        self._turn: WriteTurn | None = None
         if self._dialect == "sqlite":
             path = _sqlite_path(parsed)
             _probe_sqlite(path, lock_wait_s)
             self._engine = _sqlite_engine(parsed)
+            self._turn = WriteTurn(path)  # the host's processes take turns at the write lock
         else:
             self._engine = _postgres_engine(parsed)
         try:
@@ -130,6 +131,8 @@ class SpendJournal:
     def close(self) -> None:
         """Release every pooled connection. The journal must not be used afterwards."""
         self._engine.dispose()
+        if self._turn is not None:
+            self._turn.close()
 
     def __enter__(self) -> SpendJournal:
         return self
@@ -498,7 +501,8 @@ class SpendJournal:
     ) -> Iterator[Connection]:
         """A write transaction holding the write lock (SQLite always; PostgreSQL when `serialize`)."""
         local_lock = self._local_lock if self._dialect == "sqlite" or serialize else nullcontext()
-        with local_lock, self._engine.connect() as conn:
+        turn = self._turn.held() if self._turn is not None else nullcontext()
+        with local_lock, turn, self._engine.connect() as conn:
             conn.execution_options(**{_WRITE_OPTION: True})
             with conn.begin():
                 if self._dialect == "postgresql":
@@ -530,6 +534,7 @@ def open_journal(url: str, *, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> Spend
     The same as `SpendJournal(url, lock_wait_s=...)`; raises JournalError as described there.
     """
     return SpendJournal(url, lock_wait_s=lock_wait_s)
+
 
 class HeldLease:
     """A lease this process holds (`hold_lease`); shared by nested holders of the same partition."""
