@@ -222,57 +222,38 @@ class Track:
         engine: Engine,
         blocks: list[Block],
         local: Callable[[Block], Any],
-        setup: WorkerSetup | None,
+        run: tuple[str, str, str | None, int],
+        processes: int,
         log: Log | None,
+        ahead: Sequence[tuple[Judge, Rubric]] = (),
     ) -> BlockRun[Any]:
-        """The run's blocks on this process and `setup.processes - 1` worker processes (_shards.py)."""
+        """The run's blocks on this process (`local`) and `processes - 1` worker processes (_shards.py),
+        which open the same track for `run` = (run id, build id, judge version or None, generation)."""
+        run_id, build_id, judge_version, generation = run
+        setup = None
+        if processes > 1:
+            setup = WorkerSetup(
+                project=self.project,
+                home=self.home.root,
+                journal_url=self.journal_url,
+                run_id=run_id,
+                build_id=build_id,
+                judge_version=judge_version,
+                generation=generation,
+                processes=processes,
+                deadline_at=time.monotonic() + engine.seconds_left(),
+                judge_ahead=tuple(j.version_id for j, _ in ahead),
+            )
         return BlockRun(
             blocks,
             local,
             lambda: _counters(engine, 0),
-            workers=0 if setup is None else setup.processes - 1,
+            workers=processes - 1,
             setup=setup,
             open_runner=open_runner,
             lanes=self.lanes,
             log=log,
         )
-
-    def _setup(
-        self,
-        engine: Engine,
-        run_id: str,
-        build_id: str,
-        judge_version: str | None,
-        generation: int,
-        processes: int,
-        ahead: Sequence[tuple[Judge, Rubric]] = (),
-    ) -> WorkerSetup | None:
-        """What the run's worker processes need (None when the run has none: `processes` is 1)."""
-        if processes == 1:
-            return None
-        return WorkerSetup(
-            project=self.project,
-            home=self.home.root,
-            journal_url=self.journal_url,
-            run_id=run_id,
-            build_id=build_id,
-            judge_version=judge_version,
-            generation=generation,
-            processes=processes,
-            deadline_at=time.monotonic() + engine.seconds_left(),
-            judge_ahead=tuple(j.version_id for j, _ in ahead),
-        )
-
-    def _checked(
-        self, items: Iterable[Any], finish: Callable[[int], None], unfinished: Callable[[Any], bool]
-    ) -> Iterator[Any]:
-        """`items` as they come, then `finish(number of finished items)`, which raises to leave the
-        partition unwritten (the writer drops what it wrote so far)."""
-        finished = 0
-        for item in items:
-            finished += not unfinished(item)
-            yield item
-        finish(finished)
 
     # --- materializations ----------------------------------------------------------------------
 
@@ -298,15 +279,16 @@ class Track:
             held = stack.enter_context(self.lease(build.id, "scenario_runs", build.id, run_id))
             ahead = self._judges_ahead(build, engine, stack, run_id, log)
             engine.start_clock()
-            setup = self._setup(engine, run_id, build.id, None, generation, processes, ahead)
             run = self._block_run(
                 engine,
                 blocks,
                 lambda b: engine.run_subjects(
                     build, [by_id[i] for i in b.scenario_ids], generation, judge_ahead=ahead
                 ),
-                setup,
+                (run_id, build.id, None, generation),
+                processes,
                 log,
+                ahead,
             )
 
             def finish(finished: int) -> None:  # every block ran: written only within the deadline and lease
@@ -314,7 +296,7 @@ class Track:
                 self._check_deadline(passed, build.id, "scenario_runs", finished, planned)
                 held.check()
 
-            results = self._checked(
+            results = _checked(
                 (r for block in drive(run.results()) for r in block),
                 finish,
                 lambda r: r.call.error_kind == "run_deadline",
@@ -439,14 +421,14 @@ class Track:
         del attempts  # the blocks hold the judged ones
         with self.lease(build.id, "judge_verdicts", partition, run_id) as held:
             engine.start_clock()
-            setup = self._setup(engine, run_id, build.id, judge.version_id, generation, processes)
             run = self._block_run(
                 engine,
                 blocks,
                 lambda b: engine.judge_attempts(
                     build, judge, rubric, {i: scenarios[i] for i in b.scenario_ids}, b.attempts, generation
                 ),
-                setup,
+                (run_id, build.id, judge.version_id, generation),
+                processes,
                 log,
             )
             what = f"judge_verdicts [{judge.version_id}]"
@@ -457,7 +439,7 @@ class Track:
                 )
                 held.check()
 
-            results = self._checked(
+            results = _checked(
                 (r for block in drive(run.results()) for r in block),
                 finish,
                 lambda r: "run_deadline" in str(r.failure_reason),
@@ -528,6 +510,18 @@ class Track:
                 "partition_file": str(path),
             }
         )
+
+
+def _checked(
+    items: Iterable[Any], finish: Callable[[int], None], unfinished: Callable[[Any], bool]
+) -> Iterator[Any]:
+    """`items` as they come, then `finish(number of finished items)`, which raises to leave the
+    partition unwritten (the writer drops what it wrote so far)."""
+    finished = 0
+    for item in items:
+        finished += not unfinished(item)
+        yield item
+    finish(finished)
 
 
 def _counters(engine: Engine, blocks: int) -> Counters:

@@ -32,8 +32,8 @@ class EngineSettings(Strict):
     )
     workers: Annotated[int, Field(ge=1, le=256)] | None = Field(
         default=None,
-        description="worker processes a build's attempts are sharded over (by scenario); default: the "
-        "number of cores; 1 runs in the calling process",
+        description="processes a build's attempts run on, in blocks of whole scenarios: the calling one "
+        "and workers - 1 worker processes; default: the number of cores; 1 runs in the calling process alone",
     )
     min_attempts_per_worker: Annotated[int, Field(ge=1, le=10_000_000)] = Field(
         default=200,
@@ -42,7 +42,7 @@ class EngineSettings(Strict):
     )
 
     def worker_count(self, attempts: int) -> int:
-        """How many worker processes `attempts` planned attempts run on (1: the calling process)."""
+        """How many processes `attempts` planned attempts run on (1: the calling process alone)."""
         wanted = self.workers if self.workers is not None else (os.cpu_count() or 1)
         return max(1, min(wanted, attempts // self.min_attempts_per_worker))
 
