@@ -7,6 +7,7 @@ loud skip for machines that cannot install them.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import signal
@@ -292,6 +293,32 @@ def test_rows_filter_by_build_judge_version_and_role(journal: SpendJournal) -> N
     ]
     assert len(journal.rows(build="b1")) == 3
     assert [r.build for r in journal.rows(role="subject")] == ["b1", "b2"]
+
+
+def test_ledger_rows_are_a_builds_subject_and_one_versions_rows_in_key_order_in_parts(
+    journal: SpendJournal,
+) -> None:
+    for scenario in ("s3", "s1", "s2"):
+        reserve(journal, subject_key(scenario))
+        reserve(journal, judge_key(scenario, judge_version="rubric-v1"))
+        reserve(journal, judge_key(scenario, judge_version="rubric-v2"))
+    reserve(journal, subject_key("s1", build="b2"))
+    journal.settle(
+        subject_key("s1"),
+        status="settled",
+        cost_usd=0.01,
+        prompt_tokens=3,
+        completion_tokens=4,
+        payload='{"text": "an output"}',
+        error=None,
+        now=NOW,
+    )
+
+    parts = list(journal.ledger_rows("b1", "rubric-v1", size=2))
+    assert [len(p) for p in parts] == [2, 2, 2]
+    wanted = [r for r in journal.rows(build="b1") if r.judge_version in (None, "rubric-v1")]
+    assert [r for p in parts for r in p] == [dataclasses.replace(r, payload=None) for r in wanted]
+    assert any(r.payload for r in wanted)  # the journal keeps the output; the ledger's rows do not
 
 
 # --- ceilings -----------------------------------------------------------------------------------

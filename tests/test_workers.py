@@ -18,8 +18,16 @@ from typing import Any
 import duckdb
 import pytest
 
-from eval_assets.capability._shards import Block, BlockRun, Counters, Runner, WorkerSetup, drive
-from eval_assets.capability.track import Track, TrackError
+from eval_assets.capability.track import (
+    Block,
+    BlockRun,
+    Counters,
+    Runner,
+    Track,
+    TrackError,
+    WorkerSetup,
+    drive,
+)
 from eval_assets.config import EngineSettings, Project
 from eval_assets.home import EvalHome
 

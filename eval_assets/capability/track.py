@@ -54,7 +54,13 @@ from eval_assets.tracing import traced
 from eval_assets.warehouse import Warehouse
 
 __all__ = [
+    "Block",
+    "BlockRun",
+    "Counters",
     "Log",
+    "Runner",
+    "WorkerSetup",
+    "drive",
     "RunBoundExceeded",
     "RunRefused",
     "Summary",
@@ -489,24 +495,26 @@ class Track:
         """Publish the journal's rows for this build's subject calls and this judge version's calls."""
         self.build(build_id)
         self.judge(judge_version)
-        rows = [
-            r
-            for r in self.journal.rows(build=build_id)
-            if r.judge_version is None or r.judge_version == judge_version
-        ]
-        out = cost_ledger_rows(rows)
-        path = self.warehouse.write_partition(
-            "cost_ledger", {"build": build_id, "published_for": judge_version}, out, run_id
+        kept: list[tuple[str, float]] = []  # (status, cost) of each row written: what the summary needs
+
+        def chunks() -> Iterator[list[dict[str, Any]]]:
+            for part in self.journal.ledger_rows(build_id, judge_version):
+                rows = cost_ledger_rows(part)
+                kept.extend((r["status"], float(r["cost_usd"] or 0.0)) for r in rows)
+                yield rows
+
+        path = self.warehouse.write_partition_chunks(
+            "cost_ledger", {"build": build_id, "published_for": judge_version}, chunks(), run_id
         )
-        statuses = [r["status"] for r in out]
+        statuses = [status for status, _ in kept]
         return Summary(
             {
-                "rows": len(out),
+                "rows": len(kept),
                 "settled": statuses.count("settled"),
                 "failed": statuses.count("failed"),
                 "refused": statuses.count("refused"),
                 "reserved_unsettled": statuses.count("reserved"),
-                "spend_usd": round(sum(float(r["cost_usd"] or 0.0) for r in out), 6),
+                "spend_usd": round(sum(cost for _, cost in kept), 6),
                 "partition_file": str(path),
             }
         )

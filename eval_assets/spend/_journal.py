@@ -256,6 +256,24 @@ class SpendJournal:
         with self._database_errors("read rows"), self._read_transaction() as conn:
             return [_row_from_mapping(m) for m in conn.execute(query).mappings()]
 
+    def ledger_rows(self, build: str, judge_version: str, size: int = 5000) -> Iterator[list[JournalRow]]:
+        """The rows the cost ledger publishes for `judge_version` on `build` (its subject rows and that
+        version's judge rows), ordered by attempt key, `size` at a time and without their payloads (the
+        stored outputs, which the ledger does not publish): a large build's rows are never all held."""
+        columns = [c for c in _TABLE.c if c.name != "payload"]
+        query = (
+            sa.select(*columns)
+            .where(
+                _TABLE.c.build == build,
+                sa.or_(_TABLE.c.judge_version.is_(None), _TABLE.c.judge_version == judge_version),
+            )
+            .order_by(_TABLE.c.attempt_key)
+        )
+        with self._database_errors("read ledger rows"), self._read_transaction() as conn:
+            result = conn.execution_options(yield_per=size).execute(query).mappings()
+            for part in result.partitions(size):
+                yield [_row_from_mapping({**m, "payload": None}) for m in part]
+
     def day_total(self, day: date) -> ScopeTotal:
         """Spend recorded on the UTC calendar day `day` (rows count on the day they were reserved)."""
         day_text = day.isoformat()
