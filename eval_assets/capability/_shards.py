@@ -225,7 +225,7 @@ class BlockRun(Generic[R]):
                     loop.call_soon_threadsafe(_settle, started, failure)
                 except (
                     RuntimeError
-                ):  # the run ended (its loop closed) first: the worker finds its pipe closed
+                ):  # the run ended first (its loop closed); the worker finds its pipe closed
                     pass
 
             # a thread of its own, not the loop's executor: a run that ends first does not wait for it
@@ -297,13 +297,19 @@ class BlockRun(Generic[R]):
         try:
             if self.workers > 0 and blocks:
                 starting = asyncio.ensure_future(self._start_workers(pool, on_message))
+
+                def start_failed(future: asyncio.Future[None]) -> None:
+                    if not future.cancelled() and future.exception() is not None:
+                        events.put_nowait(("start-failed", None, future.exception()))
+
+                starting.add_done_callback(start_failed)
             assign()
             while next_out < len(blocks):
                 kind, who, payload = await events.get()
                 if kind == "local":
                     running_local -= 1
                     done[who] = payload
-                elif kind == "local-error":
+                elif kind in ("local-error", "start-failed"):
                     raise payload
                 elif kind == "ready":
                     who.ready = True
