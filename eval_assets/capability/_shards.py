@@ -4,9 +4,10 @@ processes, handed out as each one asks for more, and given back in block order.
 A block is consecutive scenarios in id order (about `BLOCK_ATTEMPTS` attempts; a scenario is never
 split, so the whole-scenario exclusion of a stopped scenario sees all its repeats together). The
 calling process runs blocks itself on `lanes` coroutines of its own engine (its event loop) from the
-first moment; each worker process is forked from a fork server (a clean process that imported the
-track once; Dagster's threads and a running event loop do not survive a fork of the caller), opens
-the same track (project, home, journal, run id) with `open_runner`, says it is ready, and is then
+first moment; each worker process is forked from a fork server (a clean process that imported
+`open_runner`'s module once; Dagster's threads and a running event loop do not survive a fork of the
+caller), opens the run's engine (project, home, journal, run id) with `open_runner`, says it is
+ready, and is then
 handed one block at a time. A worker that is still starting when the blocks run out is stopped: a
 small run costs no process start, and a large one loses nothing while its workers start. Every
 process runs the SAME engine call on a block, against the same spend journal (its reservations are
@@ -200,8 +201,8 @@ class BlockRun(Generic[R]):
         assert setup is not None and open_runner is not None
         loop = asyncio.get_running_loop()
         context = multiprocessing.get_context("forkserver")
-        # the fork server imports the track (litellm, the engine) once; each worker is forked from it, a
-        # clean single-threaded process, never from the caller (its threads, its running event loop)
+        # the fork server imports the runner's module (litellm, the engine) once; each worker is forked
+        # from it, a clean single-threaded process, never from the caller (its threads, its event loop)
         context.set_forkserver_preload([open_runner.__module__])
         for number in range(1, self.workers + 1):
             ours, theirs = context.Pipe()

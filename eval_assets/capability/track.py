@@ -7,8 +7,6 @@ counts for the materialization's metadata. No Dagster here.
 
 from __future__ import annotations
 
-import asyncio
-import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -25,6 +23,7 @@ from eval_assets.capability._shards import (
     blocks_of,
     drive,
 )
+from eval_assets.capability._worker import ceilings, counters, gateway_for, open_runner, run_engine
 from eval_assets.capability.builds import Builds, judges_for
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
 from eval_assets.capability.rows import (
@@ -35,10 +34,10 @@ from eval_assets.capability.rows import (
     scenario_chunks,
     scenario_run_rows,
 )
-from eval_assets.config import BuildManifest, Judge, Project, Rubric, Scenario, ScriptBook
-from eval_assets.engine import Engine, Progress, StoredAttempt
+from eval_assets.config import BuildManifest, Judge, Project, Rubric, Scenario
+from eval_assets.engine import Engine, StoredAttempt
 from eval_assets.home import EvalHome
-from eval_assets.providers.gateway import ModelGateway, UnpricedModel
+from eval_assets.providers.gateway import UnpricedModel
 from eval_assets.spend import (
     AttemptRef,
     Ceilings,
@@ -46,7 +45,6 @@ from eval_assets.spend import (
     LeaseHeld,
     LeaseRow,
     SpendJournal,
-    SpendPath,
     hold_lease,
     open_journal,
 )
@@ -81,7 +79,7 @@ class Track:
         self.warehouse.initialise()
         self.journal_url = journal_url or project.settings.spend.journal_url or home.journal_url
         self._journal: SpendJournal | None = None
-        self.gateway = ModelGateway(project.settings.price_table(), scripts=ScriptBook(project.root))
+        self.gateway = gateway_for(project)
         self.clock: Callable[[], float] = time.monotonic  # the run deadline's clock (tests inject one)
         # blocks the calling process runs at a time beside its worker processes (capability/_shards.py);
         # a test sets 0 to have every block run in a worker process
@@ -132,41 +130,22 @@ class Track:
 
     def ceilings_for(self, ref: AttemptRef) -> Ceilings:
         """The three ceilings that apply to one call (docs/methods.md: spend ceilings)."""
-        spend = self.project.settings.spend
-        scenario = self.project.scenarios.get(ref.scenario_id)
-        own = scenario.ceiling_usd if scenario is not None else None
-        return Ceilings(
-            scenario_usd=own if own is not None else spend.scenario_ceiling_usd,
-            suite_usd=spend.suite_ceiling_usd,
-            day_usd=spend.day_ceiling_usd,
-        )
+        return ceilings(self.project, ref)
 
     def next_generation(self, build_id: str) -> int:
         """The generation an explicit fresh run uses: one past every generation the journal has seen."""
         return 1 + max((r.generation for r in self.journal.rows(build=build_id)), default=0)
 
     def engine(self, run_id: str, log: Log | None = None, processes: int = 1) -> Engine:
-        """The run's engine in this process; with `processes` processes on the run, each takes that share
-        of the per-model limit (`engine.concurrency_per_model` is the run's, not each process's)."""
-        bounds = self.project.settings.bounds
-        settings = self.project.settings.engine
-        if processes > 1:
-            share = max(1, settings.concurrency_per_model // processes)
-            settings = settings.model_copy(update={"concurrency_per_model": share})
-        spend = SpendPath(
+        """The run's engine in this process (`processes`: how many share the run's per-model limits)."""
+        return run_engine(
+            self.project,
+            self.home,
             self.journal,
             self.gateway,
-            run_id=run_id,
-            ceilings_for=self.ceilings_for,
-            max_output_bytes=bounds.max_output_bytes,
-        )
-        return Engine(
-            spend=spend,
-            settings=settings,
-            jitter=random.Random(),
-            progress=Progress(log=log),
-            fence_secret=self.home.fence_secret(),
-            bounds=bounds,
+            run_id,
+            log=log,
+            processes=processes,
             clock=self.clock,
         )
 
@@ -253,7 +232,7 @@ class Track:
         return BlockRun(
             blocks,
             local,
-            lambda: _counters(engine, 0),
+            lambda: counters(engine, 0),
             workers=processes - 1,
             setup=setup,
             open_runner=open_runner,
@@ -530,54 +509,3 @@ def _checked(
         finished += not unfinished(item)
         yield item
     finish(finished)
-
-
-def _counters(engine: Engine, blocks: int) -> Counters:
-    return Counters(engine.progress.reused, engine.deadline_passed, engine.ahead_progress.done, blocks)
-
-
-class _TrackRunner(Runner[Any]):
-    """A worker process's side of a block run: the run's track and engine opened from the setup; each
-    block is the SAME engine call the calling process makes on its own blocks."""
-
-    def __init__(self, setup: WorkerSetup):
-        self.setup = setup
-        self.track = Track(setup.project, EvalHome(setup.home), setup.journal_url)
-        self.build_ = self.track.build(setup.build_id)
-        self.engine = self.track.engine(setup.run_id, processes=setup.processes)
-        self.engine.start_clock(setup.deadline_at - time.monotonic())
-        self.loop = asyncio.new_event_loop()  # one loop for the worker's life: limits and clients persist
-        self.blocks = 0
-        project = self.track.project
-        # subject runs: the judge versions the caller judges ahead with (it holds their leases)
-        self.ahead = [
-            (self.track.judge(v), project.rubric_for(self.track.judge(v))) for v in setup.judge_ahead
-        ]
-
-    def run(self, block: Block) -> list[Any]:
-        self.blocks += 1
-        setup, project, engine = self.setup, self.track.project, self.engine
-        if setup.judge_version is None:
-            scenarios = [project.scenarios[i] for i in block.scenario_ids]
-            return self.loop.run_until_complete(
-                engine.run_subjects(self.build_, scenarios, setup.generation, judge_ahead=self.ahead)
-            )
-        judge = self.track.judge(setup.judge_version)
-        return self.loop.run_until_complete(
-            engine.judge_attempts(
-                self.build_,
-                judge,
-                project.rubric_for(judge),
-                {i: project.scenarios[i] for i in block.scenario_ids},
-                list(block.attempts),
-                setup.generation,
-            )
-        )
-
-    def counters(self) -> Counters:
-        return _counters(self.engine, self.blocks)
-
-
-def open_runner(setup: WorkerSetup) -> Runner[Any]:
-    """A worker process's runner (module level: pickled by reference into the worker)."""
-    return _TrackRunner(setup)
