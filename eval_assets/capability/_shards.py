@@ -7,9 +7,9 @@ calling process runs blocks itself on `lanes` coroutines of its own engine (its 
 first moment; each worker process is forked from a fork server (a clean process that imported
 `open_runner`'s module once; Dagster's threads and a running event loop do not survive a fork of the
 caller), opens the run's engine (project, home, journal, run id) with `open_runner`, says it is
-ready, and is then
-handed one block at a time. A worker that is still starting when the blocks run out is stopped: a
-small run costs no process start, and a large one loses nothing while its workers start. Every
+ready, and is then handed two blocks at a time (the next waits in its pipe). A worker that is still
+starting when the blocks run out is stopped: a small run costs no process start, and a large one
+loses nothing while its workers start. Every
 process runs the SAME engine call on a block, against the same spend journal (its reservations are
 atomic across processes, so the ceilings hold). Blocks come back in block order, whoever ran them,
 so the rows are the same whatever the worker count; at most `ahead` blocks past the oldest
@@ -27,7 +27,7 @@ import queue
 import threading
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -75,7 +75,7 @@ class Block:
 @dataclass
 class Counters:
     """A process's engine counters: tries reused from the journal, whether the deadline passed, judge
-    calls made ahead, blocks run."""
+    calls made ahead; and the blocks it ran (counted by the block run, not the engine)."""
 
     reused: int = 0
     deadline_passed: bool = False
@@ -142,7 +142,8 @@ class _Worker:
     conn: Connection
     number: int
     ready: bool = False
-    blocks: int = 0  # blocks handed to it and not yet back
+    in_flight: int = 0  # blocks handed to it and not yet back
+    ran: int = 0  # blocks it gave back
     counters: Counters = field(default_factory=Counters)
     outbox: queue.SimpleQueue[Block | None] = field(default_factory=queue.SimpleQueue)
 
@@ -286,8 +287,8 @@ class BlockRun(Generic[R]):
             for worker in pool:
                 # two blocks each: the next one waits in its pipe while it runs the first, so it never
                 # waits for this loop (busy with its own blocks, or with the partition writer)
-                while worker.ready and worker.blocks < 2 and (block := take()) is not None:
-                    worker.blocks += 1
+                while worker.ready and worker.in_flight < 2 and (block := take()) is not None:
+                    worker.in_flight += 1
                     worker.outbox.put(block)
             while running_local < lanes and (block := take()) is not None:
                 running_local += 1
@@ -319,7 +320,8 @@ class BlockRun(Generic[R]):
                 elif kind == "done":
                     index, results, counters = payload
                     done[index] = results
-                    who.blocks -= 1
+                    who.in_flight -= 1
+                    who.ran += 1
                     who.counters = counters
                 elif kind == "error":
                     exc, text = payload
@@ -345,7 +347,7 @@ class BlockRun(Generic[R]):
                     loop.remove_reader(worker.conn.fileno())
                 except (ValueError, OSError):
                     pass
-                if worker.ready and worker.blocks == 0 and worker.process.is_alive():
+                if worker.ready and worker.in_flight == 0 and worker.process.is_alive():
                     worker.outbox.put(None)  # done: it exits
                 else:  # still starting, or stopped mid-block by an error elsewhere
                     worker.process.terminate()
@@ -359,11 +361,12 @@ class BlockRun(Generic[R]):
             for task in asyncio.all_tasks(loop) - tasks_before - {asyncio.current_task()}:
                 task.cancel()
             if log is not None and pool:
-                shares = ", ".join(f"worker {w.number}: {w.counters.blocks}" for w in pool)
+                shares = ", ".join(f"worker {w.number}: {w.ran}" for w in pool)
                 log(f"blocks run: calling process {local_blocks}, {shares}")
-        totals = self.local_counters()
-        totals.blocks = local_blocks
-        self.counters = [totals, *(w.counters for w in pool)]
+        self.counters = [
+            replace(self.local_counters(), blocks=local_blocks),
+            *(replace(w.counters, blocks=w.ran) for w in pool),
+        ]
 
 
 def _settle(future: asyncio.Future[None], exc: BaseException | None) -> None:

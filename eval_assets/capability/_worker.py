@@ -76,8 +76,9 @@ def run_engine(
     )
 
 
-def counters(engine: Engine, blocks: int) -> Counters:
-    return Counters(engine.progress.reused, engine.deadline_passed, engine.ahead_progress.done, blocks)
+def engine_counters(engine: Engine) -> Counters:
+    """An engine's counters for its block run (the block run counts the blocks itself)."""
+    return Counters(engine.progress.reused, engine.deadline_passed, engine.ahead_progress.done)
 
 
 class _BlockRunner(Runner[Any]):
@@ -95,13 +96,11 @@ class _BlockRunner(Runner[Any]):
         )
         self.engine.start_clock(setup.deadline_at - time.monotonic())
         self.loop = asyncio.new_event_loop()  # one loop for the worker's life: limits and clients persist
-        self.blocks = 0
         # subject runs: the judge versions the caller judges ahead with (it holds their leases)
         judges = [project.judges[v] for v in setup.judge_ahead]
         self.ahead = [(j, project.rubric_for(j)) for j in judges]
 
     def run(self, block: Block) -> list[Any]:
-        self.blocks += 1
         setup, project, engine = self.setup, self.setup.project, self.engine
         if setup.judge_version is None:
             scenarios = [project.scenarios[i] for i in block.scenario_ids]
@@ -121,7 +120,7 @@ class _BlockRunner(Runner[Any]):
         )
 
     def counters(self) -> Counters:
-        return counters(self.engine, self.blocks)
+        return engine_counters(self.engine)
 
 
 def open_runner(setup: WorkerSetup) -> Runner[Any]:

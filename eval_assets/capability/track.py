@@ -8,7 +8,7 @@ counts for the materialization's metadata. No Dagster here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from eval_assets.capability._shards import (
     blocks_of,
     drive,
 )
-from eval_assets.capability._worker import ceilings, counters, gateway_for, open_runner, run_engine
+from eval_assets.capability._worker import ceilings, engine_counters, gateway_for, open_runner, run_engine
 from eval_assets.capability.builds import Builds, judges_for
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
 from eval_assets.capability.rows import (
@@ -232,13 +232,33 @@ class Track:
         return BlockRun(
             blocks,
             local,
-            lambda: counters(engine, 0),
+            lambda: engine_counters(engine),
             workers=processes - 1,
             setup=setup,
             open_runner=open_runner,
             lanes=self.lanes,
             log=log,
         )
+
+    def _results(
+        self,
+        run: BlockRun[Any],
+        held: HeldLease,
+        build_id: str,
+        what: str,
+        planned: int,
+        unfinished: Callable[[Any], bool],
+    ) -> Iterator[Any]:
+        """The run's results as its blocks come back, in order. Once every block ran, the partition is
+        written only if the deadline had not passed and the lease is still held: raising here leaves it
+        unwritten (the writer drops what it wrote so far)."""
+        finished = 0
+        for block in drive(run.results()):
+            for result in block:
+                finished += not unfinished(result)
+                yield result
+        self._check_deadline(any(c.deadline_passed for c in run.counters), build_id, what, finished, planned)
+        held.check()
 
     # --- materializations ----------------------------------------------------------------------
 
@@ -276,15 +296,8 @@ class Track:
                 ahead,
             )
 
-            def finish(finished: int) -> None:  # every block ran: written only within the deadline and lease
-                passed = any(c.deadline_passed for c in run.counters)
-                self._check_deadline(passed, build.id, "scenario_runs", finished, planned)
-                held.check()
-
-            results = _checked(
-                (r for block in drive(run.results()) for r in block),
-                finish,
-                lambda r: r.call.error_kind == "run_deadline",
+            results = self._results(
+                run, held, build.id, "scenario_runs", planned, lambda r: r.call.error_kind == "run_deadline"
             )
             rows: list[dict[str, Any]] = []  # what the summary needs of each row written
             path = self.warehouse.write_partition_chunks(
@@ -299,7 +312,6 @@ class Track:
                 ),
                 run_id,
             )
-        counters = run.counters
         statuses = [r["status"] for r in rows]
         excluded_scenarios = sorted({r["scenario_id"] for r in rows if r["status"] == "excluded"})
         return Summary(
@@ -315,13 +327,11 @@ class Track:
                 "policy_failures": int(sum(r["policy_failures"] for r in rows)),
                 # replay loop: tool calls the recordings did not hold, over every attempt
                 "replay_misses": int(sum(r["replay_misses"] for r in rows)),
-                "reused_from_journal": sum(c.reused for c in counters),
-                "workers": processes,
-                "blocks_by_process": [c.blocks for c in counters],
+                **_process_values(run, processes),
                 "spend_usd": round(sum(r["cost_usd"] for r in rows), 6),
                 # judge calls made ahead (engine.judge_ahead): their spend is the judge versions', not here
                 "judged_ahead": [j.version_id for j, _ in ahead],
-                "judge_calls_ahead": sum(c.judged_ahead for c in counters),
+                "judge_calls_ahead": sum(c.judged_ahead for c in run.counters),
                 "partition_file": str(path),
             }
         )
@@ -416,17 +426,12 @@ class Track:
                 processes,
                 log,
             )
-            what = f"judge_verdicts [{judge.version_id}]"
-
-            def finish(finished: int) -> None:  # every block ran: written only within the deadline and lease
-                self._check_deadline(
-                    any(c.deadline_passed for c in run.counters), build.id, what, finished, planned
-                )
-                held.check()
-
-            results = _checked(
-                (r for block in drive(run.results()) for r in block),
-                finish,
+            results = self._results(
+                run,
+                held,
+                build.id,
+                f"judge_verdicts [{judge.version_id}]",
+                planned,
                 lambda r: "run_deadline" in str(r.failure_reason),
             )
             rows: list[dict[str, Any]] = []  # what the summary needs of each row written
@@ -442,7 +447,6 @@ class Track:
                 ),
                 run_id,
             )
-        counters = run.counters
         statuses = [r["status"] for r in rows]
         judged = len(rows) - statuses.count("excluded")
         reasons: dict[str, int] = {}
@@ -462,9 +466,7 @@ class Track:
                 "generation": generation,
                 "failure_reasons": reasons,
                 "mean_score": round(sum(scores) / len(scores), 4) if scores else None,
-                "reused_from_journal": sum(c.reused for c in counters),
-                "workers": processes,
-                "blocks_by_process": [c.blocks for c in counters],
+                **_process_values(run, processes),
                 "spend_usd": round(sum(r["cost_usd"] for r in rows), 6),
                 "partition_file": str(path),
             }
@@ -499,13 +501,10 @@ class Track:
         )
 
 
-def _checked(
-    items: Iterable[Any], finish: Callable[[int], None], unfinished: Callable[[Any], bool]
-) -> Iterator[Any]:
-    """`items` as they come, then `finish(number of finished items)`, which raises to leave the
-    partition unwritten (the writer drops what it wrote so far)."""
-    finished = 0
-    for item in items:
-        finished += not unfinished(item)
-        yield item
-    finish(finished)
+def _process_values(run: BlockRun[Any], processes: int) -> dict[str, Any]:
+    """A block run's figures for a materialization's summary, its processes' counters summed."""
+    return {
+        "reused_from_journal": sum(c.reused for c in run.counters),
+        "workers": processes,
+        "blocks_by_process": [c.blocks for c in run.counters],  # the calling process first
+    }
