@@ -18,6 +18,8 @@ import pandas as pd
 from eval_assets.bridge import bridge_refusal
 from eval_assets.capability.track import Summary, Track, TrackError
 from eval_assets.config import BuildManifest
+from eval_assets.evidence import CheckedDecision, capture, check_decision
+from eval_assets.evidence import decision_versions as versions_to_decide
 from eval_assets.present import png_data_uri, reasons_markdown, recorded_reasons
 from eval_assets.stats import (
     CapabilityReport,
@@ -298,7 +300,7 @@ def _policy_fallback(track: Track, build: str) -> list[Evidence]:
 
 def decision_versions(track: Track, manifest: BuildManifest) -> list[str]:
     """Judge versions whose reports a release decision combines: the build's active versions."""
-    return [j.version_id for j in track.judges_for(manifest) if j.status == "active"]
+    return versions_to_decide(track.project, manifest)
 
 
 EvidenceFailure = Callable[[str], str | None]
@@ -311,14 +313,16 @@ def make_decision(
     manifest: BuildManifest,
     extra: Sequence[Evidence] = (),
     evidence_failure: EvidenceFailure = lambda _jv: None,
+    baseline: str | None = None,
 ) -> tuple[ReleaseDecision, str | None]:
     """Combine every active judge version's report (and `extra` evidence, e.g. the deterministic suite).
 
     `manifest` is the build resolved once for this decision; the other registered builds (for the
     noise bands' rebuilds) are resolved once here too. A version `evidence_failure` names is evidence
-    missing: no decision rests on it, and the reason says why (never an older report of it)."""
+    missing: no decision rests on it, and the reason says why (never an older report of it).
+    `baseline`: the baseline already chosen for this decision (else chosen here)."""
     build = manifest.id
-    baseline = baseline_for(track, manifest)
+    baseline = baseline or baseline_for(track, manifest)
     versions = decision_versions(track, manifest)
     registered = registered_manifests(track)
     evidence: list[Evidence] = []
@@ -347,19 +351,32 @@ def make_decision(
     return decision, baseline
 
 
+def evidence_builds(track: Track, manifest: BuildManifest, baseline: str | None) -> list[str]:
+    """The builds whose partitions a decision of `manifest` may read: the build, its baseline, and
+    the registered unchanged rebuilds of either (their verdicts feed the noise bands)."""
+    builds = {manifest.id} | ({baseline} if baseline else set())
+    rebuilds = {b for b, m in registered_manifests(track).items() if m.rebuild_of in builds}
+    return sorted(builds | rebuilds)
+
+
 @traced("eval.decision", lambda a: {"eval.build": a["build"]}, lambda s: {"eval.decision": str(s["decision"])})
 def run_release_decision(
     track: Track,
     build: str,
     run_id: str,
-    extra: Sequence[Evidence] = (),
+    extra: Callable[[], Sequence[Evidence]] = lambda: (),
     evidence_failure: EvidenceFailure = lambda _jv: None,
 ) -> Summary:
-    """Decide and write `release_decisions` (one row) and `release_decision_reasons` (one per reason)."""
+    """Decide and write `release_decisions` (one row, with the evidence it read: `eval_assets.evidence`)
+    and `release_decision_reasons` (one per reason). The evidence is captured before anything is read,
+    so an input rewritten while deciding leaves the decision stale, never current; `extra` (e.g. the
+    deterministic suite's evidence) is read after the capture too."""
     manifest = track.build(build)  # resolved once for this decision
-    decision, baseline = make_decision(track, manifest, extra, evidence_failure)
+    baseline = baseline_for(track, manifest)
     versions = decision_versions(track, manifest)
-    row = release_decision_row(build, decision, versions, baseline)
+    inputs = capture(track.warehouse, track.home, evidence_builds(track, manifest, baseline), versions)
+    decision, baseline = make_decision(track, manifest, extra(), evidence_failure, baseline)
+    row = release_decision_row(build, decision, versions, baseline, inputs)
     track.warehouse.write_partition("release_decisions", {"build": build}, [row], run_id)
     reasons = release_decision_reason_rows(build, decision)
     track.warehouse.write_partition("release_decision_reasons", {"build": build}, reasons, run_id)
@@ -400,15 +417,17 @@ def capability_report_rows(
 
 
 def release_decision_row(
-    build: str, decision: ReleaseDecision, versions: Sequence[str], baseline: str | None
+    build: str, decision: ReleaseDecision, versions: Sequence[str], baseline: str | None, evidence: str
 ) -> dict[str, Any]:
-    """The one `release_decisions` row of a decision (reasons one per line, judge versions comma-joined)."""
+    """The one `release_decisions` row of a decision (reasons one per line, judge versions comma-joined,
+    the evidence record of `eval_assets.evidence.capture`)."""
     return {
         "build": build,
         "decision": decision.decision,
         "reasons": "\n".join(r.text() for r in decision.reasons),
         "judge_versions": ",".join(versions),
         "baseline": baseline,
+        "evidence": evidence,
     }
 
 
@@ -429,7 +448,7 @@ def decide_release(
     structured reasons this run wrote, most severe first); markdown: the reasons with links
     (`report_link(judge_version)`) and the plots of each judge version's report.
     `evidence_failure`: the judge versions whose evidence failed or is missing (`make_decision`)."""
-    summary = run_release_decision(track, build, run_id, [suite_evidence(track, build)], evidence_failure)
+    summary = run_release_decision(track, build, run_id, lambda: [suite_evidence(track, build)], evidence_failure)
     rows = recorded_reasons(track.warehouse, build, run_id)
     plots = track.home.root / "reports" / build
     markdown = reasons_markdown(
@@ -442,35 +461,11 @@ def decide_release(
     return Summary({**summary.values, "reason_rows": rows}, markdown)
 
 
-def recorded_decision(track: Track, build: str) -> dict[str, Any] | None:
-    """The build's recorded decision; `none` (stale) when its subject runs, or the verdicts of a judge
-    version it was decided on, were rewritten after it (e.g. a re-run whose later steps failed): a
-    decision never outlives the evidence it was made on."""
-    frame = track.warehouse.query(
-        "SELECT decision, reasons, baseline, judge_versions, written_at FROM release_decisions WHERE build = ?",
-        [build],
-    )
-    if frame.empty:
-        return None
-    row = {k: frame[k].iloc[0] for k in ("decision", "reasons", "baseline")}
-    listed = frame["judge_versions"].iloc[0]  # VARCHAR[] in the view (the Parquet file holds "a,b")
-    versions = [str(v) for v in (listed.split(",") if isinstance(listed, str) else list(listed)) if v]
-    newer = track.warehouse.query(
-        "SELECT 'scenario_runs' AS dataset, max(written_at) AS at FROM scenario_runs WHERE build = ? "
-        "UNION ALL SELECT 'judge_verdicts', max(written_at) FROM judge_verdicts "
-        "WHERE build = ? AND list_contains(?, judge_version)",
-        [build, build, versions],
-    )
-    decided_at = frame["written_at"].iloc[0]
-    stale = [str(r.dataset) for r in newer.itertuples() if pd.notna(r.at) and r.at > decided_at]
-    if stale:
-        row["decision"] = "none"
-        row["stale"] = True
-        row["reasons"] = (
-            f"[none] release: the recorded decision ({frame['decision'].iloc[0]}) is stale: "
-            f"{' and '.join(stale)} of {build} were written after it; materialize release_decision again"
-        )
-    return row
+def checked_decision(track: Track, build: str) -> CheckedDecision | None:
+    """The build's recorded decision, verified against its evidence (`eval_assets.evidence.check`):
+    None when none was recorded; stale (deciding nothing) when an input changed after it. Raises
+    DecisionDamaged when the decision or an input is damaged, or a manifest it rests on is gone."""
+    return check_decision(track.project, track.home, track.warehouse, build)
 
 
 def png_markdown(png: bytes) -> str:

@@ -80,7 +80,7 @@ def _blocked_build(home: EvalHome) -> str:
         declared_in="docs/specs/architecture.md#Hard gates",
     )
     record_suite(track.warehouse, SuiteResult(build, 2, datetime.now(UTC), (gate,)), "suite-run")
-    run_release_decision(track, build, "decision-run", [suite_evidence(track, build)])
+    run_release_decision(track, build, "decision-run", lambda: [suite_evidence(track, build)])
     return build
 
 

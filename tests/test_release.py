@@ -79,10 +79,11 @@ def test_a_policy_leak_in_a_ceiling_stopped_scenario_still_gets_a_blocking_decis
         track.run_judge_verdicts(build, "helpfulness-v1", "r1")
         release.run_noise_bands(track, build, "helpfulness-v1", "r1")
     release.run_release_decision(track, cand.id, "r1")
-    recorded = release.recorded_decision(track, cand.id)
-    assert recorded is not None and recorded["decision"] == "block"
-    assert any("policy failures in the candidate" in str(r["message"]) for r in recorded["reasons"])
+    recorded = release.checked_decision(track, cand.id)
+    assert recorded is not None and recorded.decision == "block"
+    assert any("policy failures in the candidate" in str(r["message"]) for r in recorded.reasons)
     # a decision never outlives its evidence: rewriting the runs makes it stale ("none", not allow)
     track.run_scenario_runs(cand.id, "r2")
-    stale = release.recorded_decision(track, cand.id)
-    assert stale is not None and stale["decision"] == "none" and "stale" in stale["reasons"]
+    stale = release.checked_decision(track, cand.id)
+    assert stale is not None and stale.decision == "none"
+    assert stale.stale == [f"scenario_runs[{cand.id}] was re-materialized after the decision"]

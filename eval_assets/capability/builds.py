@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from eval_assets.capability.errors import TrackError
-from eval_assets.config import BuildManifest, ConfigError, Judge, Problem, Project, load_build
+from eval_assets.config import BuildManifest, ConfigError, Judge, Problem, Project, id_problem, load_build
 from eval_assets.home import EvalHome
 
 
@@ -33,15 +33,22 @@ class Builds:
         self.home = home
 
     def path(self, build_id: str) -> Path:
+        """Where a build's manifest is registered; an id outside the id grammar is refused (TrackError)
+        before it can name a path."""
+        if (problem := id_problem(build_id)) is not None:
+            raise TrackError(f"build id: {problem}")
         return self.home.builds / f"{build_id}.yaml"
 
     def ids(self) -> list[str]:
         """Registered build ids, sorted."""
-        return sorted(p.stem for p in self.home.builds.glob("*.yaml"))
+        return sorted(p.stem for p in self.home.builds.glob("*.yaml") if id_problem(p.stem) is None)
 
     def by_registration(self) -> list[str]:
         """Registered builds, oldest registration first (by when the manifest was stored)."""
-        paths = sorted(self.home.builds.glob("*.yaml"), key=lambda p: (p.stat().st_mtime_ns, p.stem))
+        paths = sorted(
+            (p for p in self.home.builds.glob("*.yaml") if id_problem(p.stem) is None),
+            key=lambda p: (p.stat().st_mtime_ns, p.stem),
+        )
         return [p.stem for p in paths]
 
     def register(self, path: Path) -> BuildManifest:

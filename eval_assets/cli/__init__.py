@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
+from eval_assets import exit_codes
 from eval_assets.cli.build_commands import cmd_build_add
 from eval_assets.cli.common import EXIT_INTERNAL_ERROR
 
@@ -40,7 +42,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _release_status(args: argparse.Namespace) -> int:
-    from eval_assets.cli.run_commands import cmd_release_status
+    from eval_assets.cli.status_commands import cmd_release_status  # configuration and DuckDB only
 
     return cmd_release_status(args)
 
@@ -93,8 +95,22 @@ def _ui(args: argparse.Namespace) -> int:
     return cmd_ui(args)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit USAGE (64), never a decision's code; a parser with `help_exit_code` set
+    (release-status, which exits 0 only for allow) exits with that code after printing its help."""
+
+    help_exit_code = 0
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(exit_codes.USAGE, f"{self.prog}: error: {message}\n")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        super().exit(self.help_exit_code if status == 0 else status, message)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="evaltrack", description=__doc__)
+    p = _Parser(prog="evaltrack", description=__doc__)
     p.add_argument("--project", help="project root (default: this checkout)")
     p.add_argument("--home", help="EVAL_HOME (default: $EVAL_HOME or .eval_home/)")
     sub = p.add_subparsers(dest="command", required=True)
@@ -125,9 +141,11 @@ def parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
     status = sub.add_parser(
         "release-status",
-        help="print a build's decision; exit 0 allow, 1 block, 2 none, 3 investigate, 4 internal error",
+        help="print a build's decision; exit 0 allow, 1 block, 2 none, 3 investigate, 4 internal error, "
+        "64 usage (its --help too)",
     )
-    status.add_argument("build")
+    status.help_exit_code = exit_codes.USAGE  # it exits 0 only for allow, so not for its help either
+    status.add_argument("build", help="a build id (the id grammar: docs/specs/configuration.md)")
     status.add_argument(
         "--format",
         choices=("text", "markdown", "json"),

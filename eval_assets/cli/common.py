@@ -7,12 +7,11 @@ import os
 import sys
 from pathlib import Path
 
+from eval_assets import exit_codes
 from eval_assets.config import ConfigError, Project, load_project
 from eval_assets.home import EvalHome, default_home, project_root
 
-EXIT_INTERNAL_ERROR = 4
-"""An internal error (a damaged warehouse file, a bug): never read as allow (0), block (1), none (2)
-or investigate (3)."""
+EXIT_INTERNAL_ERROR = exit_codes.INTERNAL_ERROR
 
 
 def home_of(args: argparse.Namespace) -> EvalHome:

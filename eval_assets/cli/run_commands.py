@@ -19,11 +19,14 @@ from eval_assets.cli.orchestrate import (
     materialize_trends,
     register_partition,
 )
+from eval_assets.cli.status_commands import decision_record
 from eval_assets.config import ConfigError
-from eval_assets.present import reasons_markdown, reasons_text_rows, recorded_reasons, shorten, text_table
-from eval_assets.release import build_report, recorded_decision
+from eval_assets.evidence import DecisionDamaged
+from eval_assets.present import reasons_text_rows, shorten, text_table
+from eval_assets.release import build_report, checked_decision
 from eval_assets.spend import JournalError, LeaseRow
-from eval_assets.stats import CrossJudgeVersionError, exit_code, summary_markdown
+from eval_assets.stats import CrossJudgeVersionError, summary_markdown
+from eval_assets.warehouse import WarehouseError
 
 EXAMPLE_BUILDS = ("baseline.yaml", "rebuild.yaml", "candidate.yaml")
 
@@ -118,23 +121,20 @@ def _run_builds(
 
 
 def _decision_record(track: Track, build_id: str) -> dict[str, object]:
-    """A build's recorded decision, its reasons and where its plots are, as plain data."""
-    row = recorded_decision(track, build_id)
+    """A build's recorded decision (checked against its evidence), its reasons and where its plots
+    are, as plain data. A damaged decision or input reads as an internal error, never a decision."""
+    try:
+        record = decision_record(checked_decision(track, build_id), build_id)
+    except (DecisionDamaged, WarehouseError) as exc:
+        record = {
+            "build": build_id,
+            "decision": "error",
+            "recorded": True,
+            "baseline": None,
+            "reasons": [{"severity": "error", "source": "evidence", "message": str(exc)}],
+        }
     plots = sorted((track.home.root / "reports" / build_id).glob("*.png"))
-    return {
-        "build": build_id,
-        "decision": str(row["decision"]) if row else "none",
-        "recorded": row is not None,
-        "baseline": (row or {}).get("baseline") or None,
-        "reasons": (
-            [{"severity": "none", "source": "release", "message": str(row["reasons"])}]
-            if row and row.get("stale")
-            else recorded_reasons(track.warehouse, build_id)
-            if row
-            else []
-        ),
-        "plots": [str(p) for p in plots],
-    }
+    return {**record, "plots": [str(p) for p in plots]}
 
 
 def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
@@ -251,36 +251,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(line)
     _print_decisions(records, home.root)
     return 0 if ok else 1
-
-
-def cmd_release_status(args: argparse.Namespace) -> int:
-    try:
-        track = Track(project_of(args), home_of(args))
-        track.build(args.build)
-    except ConfigError as exc:
-        return print_problems(exc)
-    except TrackError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if _report_damage(track, [args.build]):
-        return EXIT_INTERNAL_ERROR
-    record = _decision_record(track, args.build)
-    if not record["recorded"]:
-        print(
-            f"build {args.build}: no decision yet (materialize release_decision, e.g. `evaltrack run --build {args.build}`)"
-        )
-        return 2
-    decision = str(record["decision"])
-    rows = record["reasons"]
-    assert isinstance(rows, list)
-    if args.format == "json":
-        print(json.dumps(record, default=str, sort_keys=True))
-    elif args.format == "markdown":
-        print(reasons_markdown(args.build, decision, rows), end="")
-    else:
-        print(f"build {args.build}: {decision} (baseline: {record['baseline'] or 'none'})")
-        print(text_table(("severity", "source", "reason"), reasons_text_rows(rows)))
-    return exit_code(decision)  # type: ignore[arg-type]
 
 
 def _report_damage(track: Track, builds: Sequence[str]) -> bool:

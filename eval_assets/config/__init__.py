@@ -2,6 +2,7 @@
 
 from ._assertions import ASSERTION_KINDS, Assertion, parse_assertion, parse_assertions
 from ._files import ConfigError, Problem, ProblemsFound, load_file, read_yaml, validate_model
+from ._ids import RESERVED_IDS, EntityId, id_problem
 from ._loader import (
     SETTINGS_FILE,
     load_build,
@@ -54,6 +55,9 @@ from ._settings import (
 from ._yaml import MAX_YAML_BYTES, YamlRefused, parse_yaml, read_capped, read_yaml_file
 
 __all__ = [
+    "RESERVED_IDS",
+    "EntityId",
+    "id_problem",
     "SCRIPTS_DIR",
     "ScriptBook",
     "load_script",

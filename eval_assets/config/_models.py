@@ -10,6 +10,7 @@ from eval_assets.canonical import canonical_arguments
 from eval_assets.redact import SECRET_ENV_NAME, findings
 
 from ._assertions import parse_assertions
+from ._ids import EntityId
 
 Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$", min_length=1, max_length=120)]
 """Identifiers double as Dagster partition keys, which break on `| , [ ]` and friends."""
@@ -121,7 +122,7 @@ class RubricRef(Strict):
 class Judge(Strict):
     """A judge version: model + prompt + rubric (+ decoding params and parser) as ONE unit."""
 
-    name: Id
+    name: EntityId
     version: Annotated[int, Field(ge=1)]
     status: Literal["active", "deprecated"]
     model: str = Field(
@@ -134,8 +135,8 @@ class Judge(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     parser_version: Annotated[int, Field(ge=1)] = 1
     max_output_tokens: Annotated[int, Field(ge=1, le=32_000)] = 512
-    bridges_from: Id | None = None
-    bridge_builds: list[Id] = Field(default_factory=list)
+    bridges_from: EntityId | None = None
+    bridge_builds: list[EntityId] = Field(default_factory=list)
 
     @property
     def version_id(self) -> str:
@@ -213,10 +214,10 @@ class ReplayEntry(Strict):
 
 
 class Scenario(Strict):
-    id: Id
+    id: EntityId
     suite: Id
     description: str = Field(min_length=1)
-    judge: Id = Field(description="judge name; every active version of it scores this scenario")
+    judge: EntityId = Field(description="judge name; every active version of it scores this scenario")
     repeats: Annotated[int, Field(ge=2, le=100)] = 5
     input: Annotated[list[Message], Field(min_length=1)]
     policy: Policy = Policy()
@@ -280,7 +281,7 @@ class SimSubjectKnobs(_DecodingParams):
 
     skill: Unit = 0.7
     noise: Unit = 0.1
-    scenario_skill: dict[Id, Unit] = Field(default_factory=dict)
+    scenario_skill: dict[EntityId, Unit] = Field(default_factory=dict)
     policy_violation_rate: Unit = 0.0
     error_rate: Unit = 0.0
     latency_ms: Annotated[float, Field(ge=0.0, le=600_000.0)] = 0.0
@@ -328,16 +329,16 @@ class Subject(Strict):
 
 
 class BuildManifest(Strict):
-    id: Id
+    id: EntityId
     milestone: Annotated[int, Field(ge=0, le=2**63 - 1)]
     subject: Subject
-    baseline: Id | None = None
-    rebuild_of: Id | None = Field(
+    baseline: EntityId | None = None
+    rebuild_of: EntityId | None = Field(
         default=None,
         description="this build is an unchanged rebuild of that build: its run-to-run variance widens "
         "that build's noise band when it is a baseline",
     )
-    judges: list[Id] | None = Field(
+    judges: list[EntityId] | None = Field(
         default=None, description="judge version ids to run (default: every active version)"
     )
     description: str = ""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import secrets
 import time
@@ -13,9 +14,9 @@ from typing import Literal
 
 from eval_assets.config import Bounds, BuildManifest, EngineSettings, Judge, Rubric, Scenario
 from eval_assets.fence import fence_nonce
-from eval_assets.judging import parse_verdict, policy_failures
+from eval_assets.judging import parse_verdict, policy_failures, policy_failures_stored
 from eval_assets.providers.gateway import CallOutcome, CallSpec
-from eval_assets.spend import AttemptRef, Refused, Reused, SpendPath, attempt_id, cut_reason
+from eval_assets.spend import AttemptRef, Policy, Refused, Reused, SpendPath, attempt_id, cut_reason
 from eval_assets.tracing import traced
 
 from ._calls import judge_spec, subject_spec
@@ -68,10 +69,13 @@ class Engine:
         if self.limiters is None:
             self.limiters = Limiters(self.settings.concurrency_per_model)
 
-    async def call(self, ref: AttemptRef, spec: CallSpec, *, ahead: bool = False) -> CallResult:
+    async def call(
+        self, ref: AttemptRef, spec: CallSpec, *, ahead: bool = False, policy: Policy | None = None
+    ) -> CallResult:
         """Up to `max_tries` tries; retries only retryable errors; a refused reservation excludes.
 
-        `ahead`: a judge call made ahead of its materialization (`run_subjects(judge_ahead=...)`)."""
+        `ahead`: a judge call made ahead of its materialization (`run_subjects(judge_ahead=...)`).
+        `policy`: the attempt's policy checks, run on each answer's raw text (`SpendPath.call`)."""
         stop_key = (ref.scenario_id, ref.judge_version)
         cost = 0.0
         last: CallOutcome | Reused | None = None
@@ -94,7 +98,7 @@ class Engine:
                         error_kind="run_deadline",
                         error=f"bounds.run_deadline_s={self.bounds.run_deadline_s:g} passed before try {try_no}",
                     )
-                outcome = await self.spend.call(ref, try_no, tried)
+                outcome = await self.spend.call(ref, try_no, tried, policy)
                 if isinstance(outcome, CallOutcome):  # a call made now (a reused or refused try is neutral)
                     signal = "ok" if outcome.ok else "overload" if outcome.overloaded else "neutral"
                     retry_after = outcome.retry_after_s
@@ -117,6 +121,7 @@ class Engine:
                     error_kind="output_cap",
                     error=cut,
                     reused=isinstance(outcome, Reused),
+                    policy_failures=outcome.policy_failures,
                 )
             if isinstance(outcome, Reused):
                 if outcome.ok:
@@ -131,6 +136,7 @@ class Engine:
                         # a reused tool-call turn needs its calls back to go on (the replay loop
                         # refuses a reused turn whose calls the journal did not keep)
                         tool_calls=outcome.tool_calls,
+                        policy_failures=outcome.policy_failures,
                     )
                 cost += outcome.cost_usd
                 last = outcome
@@ -160,6 +166,7 @@ class Engine:
                     outcome.completion_tokens,
                     outcome.latency_s,
                     tool_calls=outcome.tool_calls,
+                    policy_failures=outcome.policy_failures,
                 )
             last = outcome
             if not outcome.retryable or try_no == self.settings.max_tries:
@@ -191,21 +198,24 @@ class Engine:
         spec = subject_spec(
             build.subject, scenario, build=build.id, repeat=repeat, timeout_s=self.settings.timeout_s
         )
+        policy = functools.partial(policy_failures, scenario=scenario)  # on the raw text, before redaction
         if scenario.tools:
-            run = await replay_loop(scenario, spec, lambda turn, s: self.call(replace(ref, turn=turn), s))
+            run = await replay_loop(
+                scenario, spec, lambda turn, s: self.call(replace(ref, turn=turn), s, policy=policy)
+            )
             result, turns, misses = run.call, run.turns, run.replay_misses
         else:
-            result = await self.call(ref, spec)
+            result = await self.call(ref, spec, policy=policy)
             turns, misses = (1 if result.tries else 0), 0
         self.progress.tick(result)
+        if result.text is None:
+            failures = 0
+        elif result.policy_failures is not None:
+            failures = result.policy_failures
+        else:  # reused from a journal row that did not keep the count: the raw text is gone
+            failures = policy_failures_stored(result.text, scenario)
         return SubjectResult(
-            scenario,
-            repeat,
-            attempt_id(build.id, scenario.id, repeat),
-            result,
-            policy_failures(result.text, scenario),
-            turns,
-            misses,
+            scenario, repeat, attempt_id(build.id, scenario.id, repeat), result, failures, turns, misses
         )
 
     async def run_subjects(

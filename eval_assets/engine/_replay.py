@@ -133,6 +133,7 @@ async def replay_loop(scenario: Scenario, spec: CallSpec, call_turn: TurnCall) -
             error=why.get("error", last.error),
             excluded_reason=last.excluded_reason,
             reused=all(r.reused for r in spent),
+            policy_failures=last.policy_failures if text is not None else None,
         )
         return ReplayRun(call, sum(1 for r in spent if r.tries), replay.misses, tuple(messages))
 

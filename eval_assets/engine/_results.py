@@ -26,6 +26,7 @@ class CallResult:
     excluded_reason: str | None = None
     reused: bool = False
     tool_calls: list[dict[str, Any]] | None = None
+    policy_failures: int | None = None  # the policy checks on the raw text (None: no text, or not kept)
 
 
 @dataclass(frozen=True)

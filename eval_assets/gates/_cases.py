@@ -43,6 +43,7 @@ error, never a silent skip.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import tempfile
 from collections.abc import Sequence
@@ -68,7 +69,7 @@ from eval_assets.config import (
     validate_model,
 )
 from eval_assets.fence import fence_nonce
-from eval_assets.judging import parse_verdict, policy_failures
+from eval_assets.judging import parse_verdict, policy_failures, policy_failures_stored
 from eval_assets.providers import LOCAL_PROVIDERS, SCRIPT_PROVIDER
 
 from ._outcome import GateContext, Outcome
@@ -277,6 +278,7 @@ class _Answer:
     tries: int
     call_ids: tuple[str, ...]
     error: str
+    policy_failures: int = 0  # counted on the raw answer, before redaction
 
 
 async def _subject_answer(engine: Engine, ref: AttemptRef, scenario: Scenario, spec: CallSpec) -> _Answer:
@@ -285,18 +287,30 @@ async def _subject_answer(engine: Engine, ref: AttemptRef, scenario: Scenario, s
     without is a single call."""
     from eval_assets.engine import replay_loop
 
+    policy = functools.partial(policy_failures, scenario=scenario)
     if scenario.tools:
-        run = await replay_loop(scenario, spec, lambda turn, s: engine.call(replace(ref, turn=turn), s))
+        run = await replay_loop(
+            scenario, spec, lambda turn, s: engine.call(replace(ref, turn=turn), s, policy=policy)
+        )
         result, misses = run.call, run.replay_misses
         call_ids = tuple(
             str(c["id"]) for m in run.messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []
         )
     else:
-        result, misses, call_ids = await engine.call(ref, spec), 0, ()
+        result, misses, call_ids = await engine.call(ref, spec, policy=policy), 0, ()
     if result.status != "ok" or result.text is None:
-        why = f"{result.error_kind}: {result.error}" if result.status == "error" else str(result.excluded_reason)
+        why = (
+            f"{result.error_kind}: {result.error}"
+            if result.status == "error"
+            else str(result.excluded_reason)
+        )
         return _Answer(None, misses, result.tries, call_ids, why)
-    return _Answer(result.text, misses, result.tries, call_ids, "")
+    failures = (
+        result.policy_failures
+        if result.policy_failures is not None
+        else policy_failures_stored(result.text, scenario)
+    )
+    return _Answer(result.text, misses, result.tries, call_ids, "", failures)
 
 
 def _paid_tries(journal: SpendJournal, build: str) -> int:
@@ -375,6 +389,7 @@ def _execute(
     call_ids: tuple[str, ...] = ()
     if spec_case is not None and spec_case.output is not None:
         output = spec_case.output
+        failures = policy_failures(output, scenario)  # the case's own text is the raw output
     else:
         subject = _subject_of(case, ctx)
         if subject is None:
@@ -388,11 +403,13 @@ def _execute(
         answer = asyncio.run(_subject_answer(engine, ref, scenario, spec))
         tries, paid, call_ids = answer.tries, _paid_tries(journal, build), answer.call_ids
         if answer.text is None:
-            raise CaseError(f"case {case.id}: subject call failed after {answer.tries} try(s): {answer.error}")
-        output, misses = answer.text, answer.misses
+            raise CaseError(
+                f"case {case.id}: subject call failed after {answer.tries} try(s): {answer.error}"
+            )
+        output, misses, failures = answer.text, answer.misses, answer.policy_failures
     run = CaseRun(
         output=output,
-        policy_failures=policy_failures(output, scenario),
+        policy_failures=failures,
         replay_misses=misses,
         tries=tries,
         paid_tries=paid,

@@ -77,6 +77,10 @@ class CallOutcome:
     tool_calls: list[dict[str, Any]] | None = None
     overloaded: bool = False  # the provider said it is over its rate limit or overloaded (429, 503, 529)
     retry_after_s: float | None = None  # the provider's Retry-After, seconds (only ever that header's value)
+    raw_text: str | None = field(default=None, repr=False, compare=False)
+    """The answer as the model wrote it, before redaction: in memory only, for the policy checks (never
+    journaled, stored, logged or traced; `text` is what is kept)."""
+    policy_failures: int | None = None  # the policy checks' count on `raw_text` (set by the spend path)
 
 
 # Transient by nature: the same request may succeed later.
@@ -261,6 +265,7 @@ class ModelGateway:
         return CallOutcome(
             ok=True,
             text=redact(message.content) if message.content is not None else "",
+            raw_text=message.content if message.content is not None else "",
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             cost_usd=self.cost(spec.model, prompt_tokens, completion_tokens),

@@ -77,6 +77,11 @@ class Reused:
     error: str | None
     retryable: bool
     tool_calls: list[dict[str, Any]] | None = None  # a tool-call turn's calls (replay loop)
+    policy_failures: int | None = None  # counted on the raw text when it was paid; None: not kept (older row)
+
+
+Policy = Callable[[str], int]
+"""The policy checks of the attempt a call belongs to: raw answer text -> number of failures."""
 
 
 class SpendPath:
@@ -104,8 +109,14 @@ class SpendPath:
         for model in sorted(set(models)):
             self.gateway.price(model)  # raises UnpricedModel
 
-    async def call(self, ref: AttemptRef, try_no: int, spec: CallSpec) -> CallOutcome | Refused | Reused:
-        """One try: reuse it if the journal already settled it, else reserve, call, settle."""
+    async def call(
+        self, ref: AttemptRef, try_no: int, spec: CallSpec, policy: Policy | None = None
+    ) -> CallOutcome | Refused | Reused:
+        """One try: reuse it if the journal already settled it, else reserve, call, settle.
+
+        `policy`: run on the answer's raw text (before redaction, before any cut) when the call is
+        paid; its count is journaled with the redacted text, so a reuse returns the count of the raw
+        text too (the raw text itself is never kept)."""
         key = ref.attempt(try_no)
         worst = self.gateway.worst_case_cost(spec)  # raises UnpricedModel: never treated as free
         decision = await _in_journal_thread(
@@ -140,6 +151,9 @@ class SpendPath:
                 True,
             )
         outcome = await self.gateway.call(spec)
+        if outcome.ok and policy is not None:
+            raw = outcome.raw_text if outcome.raw_text is not None else outcome.text
+            outcome = dataclasses.replace(outcome, policy_failures=policy(raw or ""))
         if outcome.ok and outcome.text is not None and self.max_output_bytes is not None:
             # bounds.max_output_bytes: the journal (and everything after it) keeps a cut text with a marker
             outcome = dataclasses.replace(outcome, text=cut_output(outcome.text, self.max_output_bytes))
@@ -185,19 +199,22 @@ def cut_reason(text: str | None) -> str | None:
 
 
 RETRYABLE_TAG = "[retryable] "
-TOOL_CALLS_TAG = "[tool_calls] "
+TOOL_CALLS_TAG = "[tool_calls] "  # read only: payloads journaled before the envelope below
+ENVELOPE_TAG = "[evaltrack-call/2] "
 
 
 def journal_payload(outcome: CallOutcome) -> str | None:
-    """What the journal keeps of a settled call so a later run can reuse it: the text, and for a
-    tool-call turn the calls too (an envelope tagged so it cannot be mistaken for plain text)."""
+    """What the journal keeps of a settled call so a later run can reuse it: the (redacted) text, and
+    for a tool-call turn the calls too, and the policy checks' count on the raw text. Plain text when
+    there is nothing but text; else an envelope tagged so it cannot be mistaken for plain text."""
     if not outcome.ok:
         return None
-    if outcome.tool_calls:
-        return TOOL_CALLS_TAG + json.dumps(
-            {"text": outcome.text, "tool_calls": outcome.tool_calls}, sort_keys=True
-        )
-    return outcome.text
+    if not outcome.tool_calls and outcome.policy_failures is None:
+        return outcome.text
+    envelope: dict[str, Any] = {"text": outcome.text, "tool_calls": outcome.tool_calls or None}
+    if outcome.policy_failures is not None:
+        envelope["policy_failures"] = outcome.policy_failures
+    return ENVELOPE_TAG + json.dumps(envelope, sort_keys=True)
 
 
 def _reused(row: JournalRow) -> Reused:
@@ -205,10 +222,16 @@ def _reused(row: JournalRow) -> Reused:
     error = row.error or ""
     retryable = error.startswith(RETRYABLE_TAG)
     kind, _, message = error.removeprefix(RETRYABLE_TAG).partition(": ")
-    text, tool_calls = (row.payload if ok else None), None
-    if text is not None and text.startswith(TOOL_CALLS_TAG):
-        envelope = json.loads(text.removeprefix(TOOL_CALLS_TAG))
-        text, tool_calls = envelope["text"], envelope["tool_calls"]
+    text, tool_calls, policy = (row.payload if ok else None), None, None
+    for tag in (ENVELOPE_TAG, TOOL_CALLS_TAG):
+        if text is not None and text.startswith(tag):
+            envelope = json.loads(text.removeprefix(tag))
+            text, tool_calls, policy = (
+                envelope["text"],
+                envelope["tool_calls"],
+                envelope.get("policy_failures"),
+            )
+            break
     return Reused(
         ok=ok,
         text=text,
@@ -219,4 +242,5 @@ def _reused(row: JournalRow) -> Reused:
         error=None if ok else message,
         retryable=retryable,
         tool_calls=tool_calls,
+        policy_failures=policy,
     )

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Final, Literal
+
+from eval_assets import exit_codes
 
 from ._evidence import SEVERITY_ORDER, Evidence, Reason
 from ._findings import FINDING_ORDER
 
 Decision = Literal["allow", "block", "investigate", "none"]
-EXIT_CODES: Final = MappingProxyType({"allow": 0, "block": 1, "none": 2, "investigate": 3})
+EXIT_CODES: Final = exit_codes.DECISION
 
 
 def exit_code(decision: Decision) -> int:

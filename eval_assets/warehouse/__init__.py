@@ -9,16 +9,20 @@
 
 from eval_assets.warehouse._datasets import DATASETS, Dataset, WarehouseError, check_rows
 from eval_assets.warehouse._views import TOMBSTONE_PREFIX, derived_views, typed_columns
-from eval_assets.warehouse._warehouse import Damage, Warehouse
+from eval_assets.warehouse._warehouse import Damage, ManifestError, Warehouse
+from eval_assets.warehouse._writer import Entry, literal_path
 
 __all__ = [
     "DATASETS",
     "TOMBSTONE_PREFIX",
     "Damage",
     "Dataset",
+    "Entry",
+    "ManifestError",
     "Warehouse",
     "WarehouseError",
     "check_rows",
     "derived_views",
+    "literal_path",
     "typed_columns",
 ]

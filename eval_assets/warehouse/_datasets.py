@@ -173,6 +173,7 @@ DATASETS: dict[str, Dataset] = {
                 ("reasons", "VARCHAR"),
                 ("judge_versions", "VARCHAR"),
                 ("baseline", "VARCHAR"),
+                ("evidence", "VARCHAR"),  # JSON: the files and manifests it read (eval_assets.evidence)
             ),
         ),
         # --- deterministic suite ---

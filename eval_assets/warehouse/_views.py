@@ -17,6 +17,7 @@ from pathlib import Path
 from string import Template
 
 from eval_assets.warehouse._datasets import Dataset
+from eval_assets.warehouse._writer import literal_path
 
 VIEWS = Path(__file__).parent / "views"
 TOMBSTONE_PREFIX = "quarantined:"
@@ -45,10 +46,16 @@ def _q(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
+def _glob(directory: Path) -> str:
+    """Every Parquet file under `directory`, as a quoted-safe DuckDB glob: the directory's own glob
+    characters escaped (a home path is never a pattern), then `/**/*.parquet`."""
+    return _q(Path(literal_path(directory))) + "/**/*.parquet"
+
+
 def view_sql(data: Path, datasets: Mapping[str, Dataset]) -> list[str]:
     """CREATE VIEW statements for every dataset over the Parquet files under `data`, then the derived views."""
     live = f"coalesce(run_id, '') NOT LIKE '{TOMBSTONE_PREFIX}%'"
-    reasons_glob = _q(data / "release_decision_reasons" / "**" / "*.parquet")
+    reasons_glob = _glob(data / "release_decision_reasons")
     raw_t, history_t, current_t, dedupe_t = (_template(n) for n in ("raw", "history", "current", "dedupe"))
     out = []
     for ds in datasets.values():
@@ -60,7 +67,7 @@ def view_sql(data: Path, datasets: Mapping[str, Dataset]) -> list[str]:
                 for col, expr in typed.items()
             )
             select = f"* REPLACE ({exprs})"
-        raw = raw_t.substitute(select=select, glob=_q(data / ds.name / "**" / "*.parquet"))
+        raw = raw_t.substitute(select=select, glob=_glob(data / ds.name))
         out.append(f"CREATE OR REPLACE VIEW {ds.name}_history AS {history_t.substitute(raw=raw, live=live)}")
         if ds.append_only:
             out.append(f"CREATE OR REPLACE VIEW {ds.name} AS SELECT * FROM {ds.name}_history")

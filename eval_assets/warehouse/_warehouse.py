@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import re
+import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from eval_assets.warehouse._writer import (
     Manifest,
     first_line,
     fsync,
+    literal_path,
     sha256,
     write_file,
     written_at_of,
@@ -83,13 +85,11 @@ class Warehouse:
     # --- initialisation ------------------------------------------------------------------------
 
     def initialise(self) -> None:
-        """Create the dataset directories, a schema-only file per dataset, and the catalog if stale."""
-        adopt = not self.manifest_path.exists()
-        self.root.mkdir(parents=True, exist_ok=True)
-        with self._manifest() as con:
-            con.execute(MANIFEST_SCHEMA)
-        if adopt:  # a warehouse written before the manifest: its readable files are taken as they are
-            self._adopt_existing()
+        """Create the dataset directories, a schema-only file per dataset, and the catalog if stale.
+
+        Raises ManifestError when data files exist but the partition manifest is missing or damaged:
+        nothing is re-trusted silently (`rebuild_manifest` is the explicit way back)."""
+        self.require_manifest()
         for ds in self.datasets.values():
             self._ensure_schema_file(ds)
         if not self._catalog_current():
@@ -120,6 +120,18 @@ class Warehouse:
     def _build_catalog(self) -> None:
         """Build the catalog in a temp file and rename it over the old one (readers keep the old inode)."""
         self.root.mkdir(parents=True, exist_ok=True)
+        for _ in range(_MAX_QUARANTINES_PER_QUERY):
+            try:
+                return self._write_catalog()
+            except duckdb.Error as exc:  # a damaged file fails the views' binding: set it aside, go on
+                bad = self._files_named_in(str(exc))
+                if not bad:
+                    raise
+                for rel in bad:
+                    self._quarantine(rel, f"unreadable: {first_line(exc)}")
+        raise WarehouseError(f"more than {_MAX_QUARANTINES_PER_QUERY} damaged files met building the catalog")
+
+    def _write_catalog(self) -> None:
         tmp = self.root / f".warehouse.{os.getpid()}.{time.time_ns()}.duckdb.tmp"
         con = duckdb.connect(str(tmp))
         try:
@@ -130,7 +142,11 @@ class Warehouse:
                 [self._catalog_version(), str(self.data)],
             )
             con.execute("CHECKPOINT")
-        finally:
+        except BaseException:
+            con.close()
+            tmp.unlink(missing_ok=True)
+            raise
+        else:
             con.close()
         fsync(tmp)
         os.replace(tmp, self.catalog_path)
@@ -257,7 +273,7 @@ class Warehouse:
         then always seen); a row whose file was not listed is looked up again before it counts as missing.
         """
         if not self.manifest_path.exists():
-            self.initialise()
+            self.initialise()  # raises ManifestError unless the warehouse holds no data yet
         listed = {p.relative_to(self.data).as_posix() for p in self.data.rglob("*.parquet")}
         entries = {e.path: e for e in self._entries()}
         found = []
@@ -275,7 +291,7 @@ class Warehouse:
                 continue
             if stat.st_size != entry.size:
                 found += self._quarantine(rel, f"size is {stat.st_size} bytes, {entry.size} were written")
-            elif stat.st_mtime_ns != entry.mtime_ns and entry.state == "written":
+            elif stat.st_mtime_ns != entry.mtime_ns:  # `writing`: renamed into place, never marked written
                 if sha256(path) != entry.sha256:
                     found += self._quarantine(rel, "content changed since it was written (SHA-256 differs)")
                 else:
@@ -380,11 +396,42 @@ class Warehouse:
         if not schema_file.exists():
             self._write_file(ds, pd.DataFrame(columns=[c for c, _ in ds.all_columns]), schema_file)
 
-    def _adopt_existing(self) -> None:
-        """Record the files of a warehouse written before the manifest; one DuckDB cannot read is damaged."""
-        for path in sorted(self.data.rglob("*.parquet")):
+    def require_manifest(self) -> None:
+        """The partition manifest exists and reads, or the warehouse holds no data file yet (then an
+        empty manifest is made). Raises ManifestError naming it otherwise: every file's trust comes
+        from it, so without it nothing is read (`rebuild_manifest` re-trusts explicitly)."""
+        if not self.manifest_path.exists():
+            stray = next(iter(self.data.rglob("*.parquet")), None) if self.data.is_dir() else None
+            if stray is not None:
+                raise ManifestError(self.manifest_path, f"missing, while {stray.relative_to(self.data)} exists")
+        try:
+            with self._manifest() as con:
+                con.execute(MANIFEST_SCHEMA)
+                con.execute("SELECT count(*) FROM partition_files").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise ManifestError(self.manifest_path, f"damaged ({first_line(exc)})") from exc
+
+    def rebuild_manifest(self) -> list[str]:
+        """Re-trust every data file as it is now: a missing or damaged manifest is moved aside (never
+        deleted) and a new one records each file's size and SHA-256; a file DuckDB cannot read is
+        quarantined. Returns the files re-trusted. Only ever run on a person's explicit request."""
+        if self.manifest_path.exists():
+            try:
+                self.require_manifest()
+            except ManifestError:
+                aside = self.quarantine / f"{time.time_ns()}-partitions.sqlite"
+                aside.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(self.manifest_path, aside)
+                for suffix in ("-wal", "-shm"):
+                    Path(str(self.manifest_path) + suffix).unlink(missing_ok=True)
+        known = {e.path for e in self._entries()} if self.manifest_path.exists() else set()
+        trusted = []
+        for path in sorted(self.data.rglob("*.parquet")) if self.data.is_dir() else []:
             rel = path.relative_to(self.data).as_posix()
+            if rel in known:
+                continue
             parts = dict(p.split("=", 1) for p in rel.split("/")[1:-1] if "=" in p)
+            run_id = _run_id_of(rel)
             with self._manifest() as mf:
                 mf.execute(
                     "INSERT OR IGNORE INTO partition_files (path, dataset, partition_json, build, run_id, "
@@ -394,7 +441,7 @@ class Warehouse:
                         rel.split("/", 1)[0],
                         json.dumps(parts, sort_keys=True),
                         parts.get("build"),
-                        "adopted",
+                        run_id,
                         written_at_of(rel),
                         path.stat().st_size,
                         sha256(path),
@@ -403,11 +450,61 @@ class Warehouse:
                 )
             con = duckdb.connect()
             try:
-                con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchall()
+                con.execute("SELECT count(*) FROM read_parquet(?)", [literal_path(path)]).fetchall()
+                trusted.append(rel)
             except duckdb.Error as exc:
                 self._quarantine(rel, f"unreadable: {first_line(exc)}")
             finally:
                 con.close()
+        self.initialise()
+        return trusted
+
+    # --- evidence: the files a decision read, hashed in full (no size or mtime shortcut) ---------
+
+    def current_files(self, datasets: Iterable[str], builds: Iterable[str]) -> dict[tuple[str, str], Entry]:
+        """The current file of every partition of `datasets` whose build is in `builds`, keyed by
+        (dataset, partition JSON): what the `<dataset>` view reads (the newest file of the partition,
+        tombstones included: a tombstone as the current file is a damaged partition)."""
+        wanted, of = set(datasets), set(builds)
+        current: dict[tuple[str, str], Entry] = {}
+        for e in self._entries():
+            if e.dataset not in wanted or e.build not in of or e.state == "damaged":
+                continue
+            if e.state == "writing" and not (self.data / e.path).exists():
+                continue  # a write that never became visible
+            key = (e.dataset, json.dumps(e.partition, sort_keys=True))
+            held = current.get(key)
+            if held is None or (e.written_at_ns, e.run_id) > (held.written_at_ns, held.run_id):
+                current[key] = e
+        return current
+
+    def rehash(self, entries: Iterable[Entry]) -> list[Damage]:
+        """Hash each file in full now and compare with what the writer recorded; a file that differs,
+        is missing or is a tombstone is damage (quarantined, named). Returns the damage found."""
+        found: list[Damage] = []
+        for e in entries:
+            if e.run_id.startswith(TOMBSTONE_PREFIX):
+                found += self.damage(e.build)
+                continue
+            path = self.data / e.path
+            try:
+                digest = sha256(path)
+            except FileNotFoundError:
+                found += self._quarantine(e.path, "missing: the file was deleted")
+                continue
+            if digest != e.sha256:
+                found += self._quarantine(e.path, "content changed since it was written (SHA-256 differs)")
+        return found
+
+    def read_file(self, rel: str) -> list[dict[str, Any]]:
+        """The rows of one data file (relative to the data directory), read from that file only."""
+        con = duckdb.connect()
+        try:
+            cur = con.execute("SELECT * FROM read_parquet(?)", [literal_path(self.data / rel)])
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        finally:
+            con.close()
 
     def _files_named_in(self, message: str) -> list[str]:
         root = str(self.data) + os.sep
@@ -422,11 +519,14 @@ class Warehouse:
         return Manifest(self.manifest_path)
 
     def _entries(self) -> list[Entry]:
-        with self._manifest() as mf:
-            rows = mf.execute(
-                "SELECT path, dataset, partition_json, build, run_id, written_at_ns, size, sha256, mtime_ns, "
-                "state, reason, moved_to, noticed_at FROM partition_files"
-            ).fetchall()
+        try:
+            with self._manifest() as mf:
+                rows = mf.execute(
+                    "SELECT path, dataset, partition_json, build, run_id, written_at_ns, size, sha256, "
+                    "mtime_ns, state, reason, moved_to, noticed_at FROM partition_files"
+                ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise ManifestError(self.manifest_path, f"damaged ({first_line(exc)})") from exc
         return [
             Entry(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12])
             for r in rows
@@ -434,3 +534,19 @@ class Warehouse:
 
 
 _MAX_QUARANTINES_PER_QUERY = 20
+
+
+class ManifestError(WarehouseError):
+    """The partition manifest is missing or damaged: no file can be trusted until it is rebuilt."""
+
+    def __init__(self, path: Path, what: str):
+        self.path = path
+        super().__init__(
+            f"partition manifest {path} is {what}: no warehouse file is trusted without it; check the "
+            "files, then re-trust them with `evaltrack warehouse verify --rebuild`"
+        )
+
+
+def _run_id_of(rel: str) -> str:
+    stem = rel.rsplit("/", 1)[-1].removesuffix(".parquet")
+    return stem.split("-", 1)[1] if "-" in stem else "rebuilt"

@@ -16,6 +16,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ def write_file(
                 parts.append(part)
                 _copy(con, frame, cols, part)
                 del frame
-            listed = ", ".join(_quoted(p) for p in parts)
+            listed = ", ".join(_read_quoted(p) for p in parts)
             con.execute("SET preserve_insertion_order = true")  # the chunks' rows, in their order
             con.execute(f"COPY (SELECT * FROM read_parquet([{listed}])) TO {_quoted(tmp)} (FORMAT parquet)")
     except duckdb.Error as exc:
@@ -100,6 +101,20 @@ def write_file(
 
 def _quoted(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
+
+
+_GLOB_CHARS = re.compile(r"([\[\]*?{}])")
+
+
+def literal_path(path: Path | str) -> str:
+    """`path` as DuckDB's file readers take it literally: glob characters (`[ ] * ? { }`) each in
+    a bracket class of its own, so a home path like `/srv/eval[1]` never reads as a pattern."""
+    return _GLOB_CHARS.sub(r"[\1]", str(path))
+
+
+def _read_quoted(path: Path) -> str:
+    """`path` as a quoted literal for DuckDB's file readers (which glob): glob characters escaped."""
+    return "'" + literal_path(path).replace("'", "''") + "'"
 
 
 def _copy(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, cols: str, to: Path) -> None:

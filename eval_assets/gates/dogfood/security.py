@@ -248,13 +248,15 @@ def _scan_file(
 ) -> list[str]:
     """Findings for one file: raw bytes, then Parquet rows or SQLite rows."""
     findings = []
+    from eval_assets.warehouse import literal_path  # imported by the scan's caller already (the canary)
+
     counts["files"] += 1
     raw = path.read_bytes()
     if any(n in raw for n in encoded):
         findings.append(f"{path}: the key is in the file's bytes")
     if path.suffix == ".parquet":
         counts["parquet"] += 1
-        rows = con.execute("SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+        rows = con.execute("SELECT * FROM read_parquet(?)", [literal_path(path)]).fetchall()
         counts["rows"] += len(rows)
         findings += [
             f"{path}: row {i} holds the key" for i, row in enumerate(rows) if _leaks(repr(row), needles)
@@ -440,3 +442,4 @@ def no_secret_checked_in(ctx: GateContext) -> Outcome:
     if findings:
         return Outcome.failed(f"{len(findings)} credential(s) in {listed} files", findings)
     return Outcome.ok(f"{scanned} file(s) scanned {listed}, nothing the redaction would remove")
+

@@ -15,7 +15,11 @@ def warehouse_round_trip(ctx: GateContext) -> None:
     """A partition written by the one partition writer reads back unchanged from its file."""
     import duckdb  # ~0.25 s CPU; `evaltrack validate` imports every gate module
 
-    from eval_assets.warehouse import Dataset, Warehouse  # duckdb and pandas: ~2 s CPU (as above)
+    from eval_assets.warehouse import (  # duckdb and pandas: ~2 s CPU (as above)
+        Dataset,
+        Warehouse,
+        literal_path,
+    )
 
     probe = Dataset("probe", ("build",), (("build", "VARCHAR"), ("n", "INTEGER"), ("text", "VARCHAR")))
     rows = [{"build": "b1", "n": i, "text": f"row {i} ünïcode"} for i in range(5)]
@@ -24,7 +28,7 @@ def warehouse_round_trip(ctx: GateContext) -> None:
         con = duckdb.connect()
         try:
             back = con.execute(
-                "SELECT build, n, text FROM read_parquet(?) ORDER BY n", [str(path)]
+                "SELECT build, n, text FROM read_parquet(?) ORDER BY n", [literal_path(path)]
             ).fetchall()
         finally:
             con.close()

@@ -1,0 +1,103 @@
+"""`evaltrack release-status`: a build's recorded decision, believed only on verified, current evidence.
+
+This module is kept light (configuration, the warehouse's manifest and DuckDB, no pandas reads, no
+engine, no Dagster): CI asks it after every build. `eval_assets.evidence` does the checking; here the
+outcome becomes an exit code: 0 only for an allow whose every input is present, verified and current.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from eval_assets import exit_codes
+from eval_assets.capability.errors import TrackError
+from eval_assets.cli.common import home_of, project_of
+from eval_assets.config import ConfigError, id_problem
+from eval_assets.evidence import CheckedDecision, DecisionDamaged, check_decision
+from eval_assets.present import reasons_markdown, reasons_text_rows, text_table
+from eval_assets.warehouse import Warehouse, WarehouseError
+
+
+def internal_error(lines: list[str], advice: str) -> int:
+    """Print each line as an internal error, then the advice; the exit code is INTERNAL_ERROR (4)."""
+    for line in lines:
+        print(f"internal error: {line}", file=sys.stderr)
+    print(f"internal error: {advice}", file=sys.stderr)
+    return exit_codes.INTERNAL_ERROR
+
+
+REPAIR = (
+    "damaged files were moved aside (never deleted); re-materialize the partition(s) named above "
+    "(e.g. `evaltrack run --build BUILD`) to replace them, or restore the manifest named"
+)
+
+
+def cmd_release_status(args: argparse.Namespace) -> int:
+    build = args.build
+    if (problem := id_problem(build)) is not None:
+        print(f"release-status: BUILD: {problem}", file=sys.stderr)
+        return 1
+    try:
+        project, home = project_of(args), home_of(args)
+    except ConfigError as exc:  # the project itself does not load: no decision can be verified
+        return internal_error([str(p) for p in exc.problems], "fix the project configuration named above")
+    warehouse = Warehouse(home.warehouse)
+    try:
+        warehouse.verify()
+        damage = [d.text() for d in warehouse.damage(build)]
+        if damage:
+            return internal_error(damage, REPAIR)
+        checked = check_decision(project, home, warehouse, build)
+    except TrackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_codes.DECISION["none"]
+    except DecisionDamaged as exc:
+        return internal_error(list(exc.problems), REPAIR)
+    except WarehouseError as exc:  # the partition manifest is missing or damaged
+        return internal_error([str(exc)], "nothing was decided from unverified files")
+    if checked is None:
+        print(
+            f"build {build}: no decision yet (materialize release_decision, e.g. `evaltrack run --build {build}`)"
+        )
+        return exit_codes.DECISION["none"]
+    return _print(args, build, checked)
+
+
+def decision_record(checked: CheckedDecision | None, build: str) -> dict[str, object]:
+    """A build's checked decision as plain data (what `--format json` prints)."""
+    if checked is None:
+        return {"build": build, "decision": "none", "recorded": False, "baseline": None, "reasons": []}
+    reasons: list[dict[str, object]] = [
+        {
+            "severity": "none",
+            "source": "release",
+            "message": f"the recorded decision ({checked.row['decision']}) "
+            f"is stale: {why}; materialize release_decision again",
+        }
+        for why in checked.stale
+    ] or [dict(r) for r in checked.reasons]
+    return {
+        "build": build,
+        "decision": checked.decision,
+        "recorded": True,
+        "stale": bool(checked.stale),
+        "baseline": checked.row.get("baseline") or None,
+        "reasons": reasons,
+    }
+
+
+def _print(args: argparse.Namespace, build: str, checked: CheckedDecision) -> int:
+    record = decision_record(checked, build)
+    decision = str(record["decision"])
+    rows = record["reasons"]
+    assert isinstance(rows, list)
+    if args.format == "json":
+        print(json.dumps(record, default=str, sort_keys=True))
+    elif args.format == "markdown":
+        print(reasons_markdown(build, decision, rows), end="")
+    else:
+        print(f"build {build}: {decision} (baseline: {record['baseline'] or 'none'})")
+        print(text_table(("severity", "source", "reason"), reasons_text_rows(rows)))
+    return exit_codes.DECISION[decision]
