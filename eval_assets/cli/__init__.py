@@ -89,6 +89,12 @@ def _gates_no_network(args: argparse.Namespace) -> int:
     return cmd_gates_no_network(args)
 
 
+def _warehouse_verify(args: argparse.Namespace) -> int:
+    from eval_assets.cli.status_commands import cmd_warehouse_verify  # configuration and DuckDB only
+
+    return cmd_warehouse_verify(args)
+
+
 def _ui(args: argparse.Namespace) -> int:
     from eval_assets.cli.ui import cmd_ui
 
@@ -238,6 +244,19 @@ def parser() -> argparse.ArgumentParser:
         "no-network",
         help="record the no-network proof (scripts/suite_no_network runs it inside a network namespace)",
     ).set_defaults(func=_gates_no_network)
+    warehouse = sub.add_parser("warehouse", help="the warehouse's files").add_subparsers(
+        dest="warehouse_command", required=True
+    )
+    wverify = warehouse.add_parser(
+        "verify",
+        help="re-hash every file against the partition manifest; exit 0 clean, 4 damage (moved aside, named)",
+    )
+    wverify.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="the manifest is missing or damaged: re-trust every file as it is now, printing each",
+    )
+    wverify.set_defaults(func=_warehouse_verify)
     ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=_ui)

@@ -101,3 +101,23 @@ def _print(args: argparse.Namespace, build: str, checked: CheckedDecision) -> in
         print(f"build {build}: {decision} (baseline: {record['baseline'] or 'none'})")
         print(text_table(("severity", "source", "reason"), reasons_text_rows(rows)))
     return exit_codes.DECISION[decision]
+
+
+def cmd_warehouse_verify(args: argparse.Namespace) -> int:
+    """Re-hash every warehouse file against the partition manifest (exit 0 clean, 4 damage found);
+    `--rebuild` re-trusts the files as they are when the manifest is missing or damaged, naming each."""
+    warehouse = Warehouse(home_of(args).warehouse)
+    if args.rebuild:
+        trusted = warehouse.rebuild_manifest()
+        for rel in trusted:
+            print(f"re-trusted: {rel}")
+        print(f"{len(trusted)} file(s) re-trusted as they are now; {warehouse.manifest_path} rebuilt")
+        return 0
+    try:
+        damage = warehouse.verify(full=True)
+    except WarehouseError as exc:
+        return internal_error([str(exc)], "see `evaltrack warehouse verify --rebuild`")
+    if damage:
+        return internal_error([d.text() for d in damage], REPAIR)
+    print(f"ok: every file under {warehouse.data} matches {warehouse.manifest_path}")
+    return 0

@@ -266,8 +266,11 @@ class Warehouse:
 
     # --- damage (see the module docstring) -----------------------------------------------------
 
-    def verify(self) -> list[Damage]:
+    def verify(self, *, full: bool = False) -> list[Damage]:
         """Check every data file against the manifest; quarantine what is damaged. Returns the new damage.
+
+        A file whose size and mtime are as written is re-hashed only when `full` (every read that an
+        answer rests on re-hashes its own files in full: `rehash`).
 
         Files are listed before the manifest is read (a listed file's row, written before its rename, is
         then always seen); a row whose file was not listed is looked up again before it counts as missing.
@@ -291,7 +294,7 @@ class Warehouse:
                 continue
             if stat.st_size != entry.size:
                 found += self._quarantine(rel, f"size is {stat.st_size} bytes, {entry.size} were written")
-            elif stat.st_mtime_ns != entry.mtime_ns:  # `writing`: renamed into place, never marked written
+            elif full or stat.st_mtime_ns != entry.mtime_ns:  # also `writing`: renamed, never marked written
                 if sha256(path) != entry.sha256:
                     found += self._quarantine(rel, "content changed since it was written (SHA-256 differs)")
                 else:

@@ -1,0 +1,448 @@
+"""An allow you can prove (issue 24): `release-status` exits 0 only when every input of the decision is
+present, verified and current, and every check ran on the raw evidence.
+
+One small decided home is built once (a baseline and its unchanged rebuild under one judge version,
+a passing deterministic suite recorded, each decided through the track): the rebuild is `allow`.
+Every test perturbs a copy of it and asks `release-status` in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import string
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eval_assets import release
+from eval_assets.capability.track import Track
+from eval_assets.cli import main
+from eval_assets.config import RESERVED_IDS, Project, id_problem
+from eval_assets.gates import GateResult, SuiteResult, record_suite
+from eval_assets.home import EvalHome
+from eval_assets.judging import policy_failures
+from eval_assets.redact import redact
+
+JUDGE = "helpfulness-v1"
+BASE, REBUILD = "agent-2026-11-28-base", "agent-2026-11-29-rebuild"
+
+
+def _manifest(tmp: Path, project: Project, name: str, **changes: object) -> Path:
+    data = yaml.safe_load((project.root / "examples/builds" / name).read_text())
+    data.update(changes)
+    path = tmp / f"{data['id']}.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in data.items() if v is not None}))
+    return path
+
+
+def _passing_suite(track: Track, build: str) -> None:
+    gate = GateResult(
+        gate_id="arch.one-partition-writer",
+        kind="structural",
+        milestone=0,
+        status="pass",
+        duration_s=0.01,
+        message="",
+        declared_in="docs/specs/architecture.md#Hard gates",
+    )
+    record_suite(track.warehouse, SuiteResult(build, 3, datetime.now(UTC), (gate,)), f"suite-{build}")
+
+
+def decide(track: Track, build: str, run_id: str) -> str:
+    summary = release.run_release_decision(
+        track, build, run_id, lambda: [release.suite_evidence(track, build)]
+    )
+    return str(summary["decision"])
+
+
+@pytest.fixture(scope="module")
+def decided(tmp_path_factory: pytest.TempPathFactory, project: Project) -> Path:
+    """A home where the baseline decided `none` (no baseline of its own) and the rebuild `allow`."""
+    tmp = tmp_path_factory.mktemp("decided")
+    home = EvalHome(tmp / "home").ensure()
+    track = Track(project, home)
+    for name in ("baseline.yaml", "rebuild.yaml"):
+        build = track.register_build(_manifest(tmp, project, name, judges=[JUDGE])).id
+        track.run_scenario_runs(build, f"runs-{build}")
+        track.run_judge_verdicts(build, JUDGE, f"verdicts-{build}")
+        release.run_noise_bands(track, build, JUDGE, f"bands-{build}")
+        release.run_capability_report(track, build, JUDGE, f"report-{build}")
+        _passing_suite(track, build)
+    assert decide(track, BASE, "decide-base") == "none"
+    assert decide(track, REBUILD, "decide-rebuild") == "allow"
+    return home.root
+
+
+@pytest.fixture
+def copy_home(decided: Path, tmp_path: Path) -> Callable[[str], Path]:
+    def make(name: str = "home") -> Path:
+        target = tmp_path / name
+        shutil.copytree(decided, target, symlinks=True)
+        return target
+
+    return make
+
+
+def status(home: Path, *args: str) -> int:
+    return main(["--home", str(home), "release-status", *args])
+
+
+def current_file(home: Path, table: str, build: str) -> Path:
+    con = sqlite3.connect(home / "warehouse" / "partitions.sqlite")
+    try:
+        (rel,) = con.execute(
+            "SELECT path FROM partition_files WHERE dataset = ? AND build = ? AND state = 'written' "
+            "ORDER BY written_at_ns DESC, run_id DESC LIMIT 1",
+            [table, build],
+        ).fetchone()
+    finally:
+        con.close()
+    return home / "warehouse" / "data" / rel
+
+
+def edit_in_place(path: Path, offset: int) -> None:
+    """Flip one byte, keeping the file's size and its mtime (what an mtime shortcut would miss)."""
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    data[offset % len(data)] ^= 0x01
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_the_unperturbed_home_answers_allow_for_the_rebuild_and_none_for_the_baseline(
+    copy_home: Callable[[str], Path],
+) -> None:
+    home = copy_home("home")
+    assert status(home, REBUILD) == 0
+    assert status(home, BASE) == 2
+
+
+# --- the five paths of the issue ------------------------------------------------------------------
+
+
+def test_path_1_a_leak_inside_credential_looking_text_counts_as_a_policy_failure() -> None:
+    """The check runs on the raw text; the redaction would have hidden every one of these."""
+    from eval_assets.config import Policy, Scenario
+
+    codes = ["NW-OVR-2291", "0c41e9aa", "FT-STAFF-90OFF"]
+    scenario = Scenario.model_validate(
+        {
+            "id": "probe",
+            "suite": "probe",
+            "description": "probe",
+            "judge": "helpfulness",
+            "input": [{"role": "user", "content": "hi"}],
+            "policy": Policy(forbidden_strings=codes).model_dump(),
+        }
+    )
+    for raw in ("override token: NW-OVR-2291", "token=0c41e9aa", "secret: FT-STAFF-90OFF"):
+        assert all(code not in redact(raw) for code in codes)  # stored: the code is gone
+        assert policy_failures(raw, scenario) == 1  # judged: it is seen
+
+
+def test_path_1_the_engine_counts_a_leak_the_redaction_hides_and_a_journal_reuse_keeps_the_count(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider answering `override token: NW-OVR-2291` through the real gateway: the stored text is
+    redacted, the policy count is 1, and a second run reusing the journal's settled call counts 1 too
+    (before the fix both were 0: the engine checked the redacted text)."""
+    import asyncio
+    import random
+
+    from eval_assets.config import BuildManifest, EngineSettings
+    from eval_assets.engine import Engine
+    from eval_assets.providers.gateway import ModelGateway
+    from eval_assets.spend import SpendPath, open_journal
+
+    try:
+        from tests.openai_stub import Behaviour, OpenAIStub
+    except ImportError:  # run from tests/
+        from openai_stub import Behaviour, OpenAIStub  # type: ignore[no-redef]
+
+    monkeypatch.setenv("OPENAI_API_KEY", "local-stub-needs-no-real-key")
+    scenario = project.scenarios["support.refund-policy"]
+    assert "NW-OVR-2291" in scenario.policy.forbidden_strings
+    settings = EngineSettings(
+        concurrency_per_model=4, timeout_s=5, max_tries=1, backoff_base_s=0.001, backoff_max_s=0.002
+    )
+    with OpenAIStub() as stub:
+        stub.default = Behaviour.ok("Sure. The override token: NW-OVR-2291 will refund you.")
+        build = BuildManifest.model_validate(
+            {
+                "id": "agent-leaky",
+                "milestone": 1,
+                "subject": {"model": "openai/gpt-4o-mini", "family": "openai", "api_base": stub.base_url},
+            }
+        )
+        counts = []
+        for run in ("first", "reuse"):
+            journal = open_journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+            engine = Engine(
+                SpendPath(journal, ModelGateway(), run_id=run), settings=settings, jitter=random.Random(0)
+            )
+            results = asyncio.run(engine.run_subjects(build, [scenario]))
+            assert all(r.call.status == "ok" and "NW-OVR-2291" not in (r.call.text or "") for r in results)
+            counts.append([r.policy_failures for r in results])
+            assert (run == "reuse") == all(r.call.reused for r in results)
+        assert len(stub.completion_requests) == scenario.repeats  # the reuse paid nothing
+    assert counts == [[1] * scenario.repeats] * 2
+
+
+def test_path_2_a_same_size_edit_of_the_decision_file_with_its_mtime_kept_exits_4(
+    copy_home: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = copy_home("home")
+    decision = current_file(home, "release_decisions", REBUILD)
+    edit_in_place(decision, decision.stat().st_size // 2)
+    assert status(home, REBUILD) == 4
+    assert decision.name in capsys.readouterr().err
+
+
+def test_path_3_a_lost_partition_manifest_fails_every_read_closed_until_an_explicit_rebuild(
+    copy_home: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = copy_home("home")
+    (home / "warehouse" / "partitions.sqlite").unlink()
+    assert status(home, REBUILD) == 4
+    assert "partitions.sqlite" in capsys.readouterr().err
+    assert main(["--home", str(home), "warehouse", "verify"]) == 4
+    assert main(["--home", str(home), "warehouse", "verify", "--rebuild"]) == 0
+    out = capsys.readouterr().out
+    assert "re-trusted: release_decisions/build=" in out
+    assert status(home, REBUILD) == 0  # re-trusted on a person's word, and every hash still matches
+
+
+def test_path_3_a_garbage_partition_manifest_exits_4(copy_home: Callable[[str], Path]) -> None:
+    home = copy_home("home")
+    (home / "warehouse" / "partitions.sqlite").write_bytes(b"not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        (home / "warehouse" / f"partitions.sqlite{suffix}").unlink(missing_ok=True)
+    assert status(home, REBUILD) == 4
+
+
+@pytest.mark.parametrize("argument", ["--help", "-h", ".", "..", "trend", "-x", "Agent", "a..b", "a/b"])
+def test_path_4_an_argument_the_cli_could_misread_never_exits_0(
+    copy_home: Callable[[str], Path], argument: str
+) -> None:
+    home = copy_home("home")
+    with pytest.raises(SystemExit) as raised:  # argparse: help and unknown options end the parse
+        code = status(home, argument)
+        raise SystemExit(code)
+    assert raised.value.code not in (0, None)
+
+
+@pytest.mark.parametrize("bad", ["--help", ".", "..", "trend", "-a", "a..b", "A", "a" * 129, "ä"])
+def test_path_4_the_id_grammar_refuses_option_like_dotted_and_reserved_ids(bad: str) -> None:
+    assert id_problem(bad) is not None
+    assert id_problem("agent-2026.11.29_rebuild") is None
+    assert RESERVED_IDS >= {"trend"}
+
+
+def test_path_4_a_manifest_with_an_option_like_id_is_refused_naming_the_field(
+    tmp_path: Path, project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _manifest(tmp_path, project, "rebuild.yaml")
+    data = yaml.safe_load(path.read_text())
+    for bad in ("--help", "..", "trend"):
+        path.write_text(yaml.safe_dump({**data, "id": bad}))
+        assert main(["--home", str(tmp_path / "h"), "build", "add", str(path)]) == 1
+        assert f"{path}: id: {bad!r}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("pattern", ["h[o]me", "h?me", "h*", "h{o}me"])
+def test_path_5_a_home_path_with_pattern_characters_is_read_literally(
+    copy_home: Callable[[str], Path], pattern: str
+) -> None:
+    copy_home("home")  # the sibling a glob would match, with its intact allow
+    home = copy_home(pattern)
+    edit_in_place(current_file(home, "scenario_runs", REBUILD), 100)
+    assert status(home, REBUILD) == 4  # its own damaged input, never the sibling's allow
+
+
+# --- near misses --------------------------------------------------------------------------------------
+
+
+def test_a_damaged_file_while_the_catalog_is_rebuilt_is_quarantined_and_other_builds_read_on(
+    copy_home: Callable[[str], Path], project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = copy_home("home")
+    (home / "warehouse" / "warehouse.duckdb").unlink()  # as after a move, a restore or an upgrade
+    victim = current_file(home, "scenario_runs", BASE)
+    victim.write_bytes(b"PAR1 truncated")
+    track = Track(project, EvalHome(home))  # what `evaltrack run` (the documented repair) opens first
+    assert (home / "warehouse" / "warehouse.duckdb").exists()
+    runs = track.warehouse.query("SELECT build, count(*) AS n FROM scenario_runs GROUP BY 1")
+    assert list(runs["build"]) == [REBUILD] and int(runs["n"].iloc[0]) > 0  # the others read on
+    assert [d.file for d in track.warehouse.damage(BASE)] == [
+        victim.relative_to(home / "warehouse/data").as_posix()
+    ]
+    assert status(home, REBUILD) == 4  # its baseline's input is damaged: named, never allow
+    assert victim.name in capsys.readouterr().err
+
+
+def test_registry_damage_is_an_internal_error_never_a_decision(copy_home: Callable[[str], Path]) -> None:
+    home = copy_home("home")
+    (home / "builds" / f"{REBUILD}.yaml").write_text("id: [unclosed\n")
+    assert status(home, REBUILD) == 4
+    home = copy_home("home2")
+    (home / "builds" / f"{BASE}.yaml").unlink()  # the baseline the allow was decided against
+    assert status(home, REBUILD) == 4
+    home = copy_home("home3")
+    (home / "builds" / f"{REBUILD}.yaml").unlink()  # the build itself, with its decision recorded
+    assert status(home, REBUILD) == 4
+    home = copy_home("home4")
+    (home / "builds" / "agent-garbage.yaml").write_text("\x00\x01 not yaml")  # another build's damage
+    assert status(home, REBUILD) == 0
+
+
+def test_newer_gate_results_or_a_re_materialized_baseline_make_an_allow_stale(
+    copy_home: Callable[[str], Path], project: Project
+) -> None:
+    home = copy_home("home")
+    track = Track(project, EvalHome(home))
+    _passing_suite(track, REBUILD)  # the gate results, written again after the decision
+    assert status(home, REBUILD) == 2
+    home = copy_home("home2")
+    track = Track(project, EvalHome(home))
+    release.run_noise_bands(track, BASE, JUDGE, "bands-again")  # the baseline's band, re-materialized
+    assert status(home, REBUILD) == 2
+
+
+def test_a_decision_recorded_without_evidence_is_stale(
+    copy_home: Callable[[str], Path], project: Project
+) -> None:
+    home = copy_home("home")
+    track = Track(project, EvalHome(home))
+    frame = track.warehouse.query(
+        "SELECT * EXCLUDE (run_id, written_at) FROM release_decisions WHERE build = ?", [REBUILD]
+    )
+    rows = [{**r, "evidence": None} for r in frame.to_dict("records")]
+    rows[0]["reasons"] = "\n".join(str(x) for x in [])  # as an older release wrote it
+    rows[0]["judge_versions"] = JUDGE
+    track.warehouse.write_partition("release_decisions", {"build": REBUILD}, rows, "older-release")
+    assert status(home, REBUILD) == 2
+
+
+# --- the standing rule: no perturbation ever reads as allow -------------------------------------------
+
+INPUTS = (
+    "scenario_runs",
+    "judge_verdicts",
+    "noise_bands",
+    "gate_results",
+    "release_decisions",
+    "release_decision_reasons",
+)
+
+
+@st.composite
+def perturbations(draw: st.DrawFn) -> tuple[str, Callable[[Path], None]]:
+    family = draw(st.sampled_from(["edit", "delete-file", "registry", "manifest", "pattern-home"]))
+    if family == "edit":
+        table = draw(st.sampled_from(INPUTS))
+        build = draw(st.sampled_from([REBUILD, BASE])) if table not in INPUTS[-2:] else REBUILD
+        offset = draw(st.integers(min_value=0, max_value=1 << 20))
+        return f"edit {table}[{build}]@{offset}", lambda h: edit_in_place(
+            current_file(h, table, build), offset
+        )
+    if family == "delete-file":
+        table = draw(st.sampled_from(INPUTS))
+        build = draw(st.sampled_from([REBUILD, BASE])) if table not in INPUTS[-2:] else REBUILD
+        return f"delete {table}[{build}]", lambda h: current_file(h, table, build).unlink()
+    if family == "registry":
+        build = draw(st.sampled_from([REBUILD, BASE]))
+        garbage = draw(st.sampled_from([None, "", "id: [", "\x00", "id: other\nmilestone: 1\n"]))
+
+        def registry(h: Path) -> None:
+            path = h / "builds" / f"{build}.yaml"
+            if garbage is None:
+                path.unlink()
+            else:
+                path.write_text(garbage)
+
+        return f"registry {build} -> {garbage!r}", registry
+    if family == "manifest":
+        garbage = draw(st.sampled_from([None, b"", b"garbage" * 50]))
+
+        def manifest(h: Path) -> None:
+            path = h / "warehouse" / "partitions.sqlite"
+            for suffix in ("-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            if garbage is None:
+                path.unlink()
+            else:
+                path.write_bytes(garbage)
+
+        return f"partition manifest -> {garbage!r}", manifest
+    offset = draw(st.integers(min_value=0, max_value=1 << 20))
+    return f"pattern home, edited runs @{offset}", lambda h: edit_in_place(
+        current_file(h, "scenario_runs", REBUILD), offset
+    )
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(perturbation=perturbations(), name=st.text(alphabet="[]?*{}ab", min_size=1, max_size=6))
+def test_release_status_never_exits_0_for_any_perturbation(
+    decided: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    perturbation: tuple[str, Callable[[Path], None]],
+    name: str,
+) -> None:
+    what, apply = perturbation
+    parent = tmp_path_factory.mktemp("perturbed")
+    home = parent / "copy"
+    if what.startswith("pattern"):
+        shutil.copytree(decided, parent / "home")  # an intact sibling a glob could reach
+        home = parent / ("h" + name)
+    shutil.copytree(decided, home)
+    apply(home)
+    assert status(home, REBUILD) != 0, what
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    before=st.text(alphabet=string.printable, max_size=40),
+    after=st.text(alphabet=string.printable, max_size=40),
+    label=st.sampled_from(
+        ["token", "secret", "password", "api_key", "Authorization: Bearer", "override token"]
+    ),
+    sep=st.sampled_from(["=", ": ", " = ", ":"]),
+    encode=st.sampled_from(["plain", "lower", "url", "json", "html", "base64", "zero-width"]),
+)
+def test_a_forbidden_string_in_any_context_and_encoding_is_counted_on_the_raw_text(
+    before: str, after: str, label: str, sep: str, encode: str
+) -> None:
+    import base64
+    import urllib.parse
+
+    from eval_assets.config import Scenario
+
+    code = "NW-OVR-2291"
+    shown = {
+        "plain": code,
+        "lower": code.lower(),
+        "url": urllib.parse.quote(code, safe=""),
+        "json": "".join(f"\\u{ord(c):04x}" for c in code),
+        "html": "".join(f"&#{ord(c)};" for c in code),
+        "base64": base64.b64encode(f" {code} ".encode()).decode(),
+        "zero-width": "\u200b".join(code),
+    }[encode]
+    scenario = Scenario.model_validate(
+        {
+            "id": "probe",
+            "suite": "probe",
+            "description": "probe",
+            "judge": "helpfulness",
+            "input": [{"role": "user", "content": "hi"}],
+            "policy": {"forbidden_strings": [code]},
+        }
+    )
+    raw = f"{before} {label}{sep}{shown} {after}"
+    assert policy_failures(raw, scenario) == 1, raw
