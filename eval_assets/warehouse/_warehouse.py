@@ -30,10 +30,9 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from eval_assets.warehouse._datasets import DATASETS, Dataset, WarehouseError, check_rows
 from eval_assets.warehouse._views import TOMBSTONE_PREFIX, view_sql
@@ -48,6 +47,10 @@ from eval_assets.warehouse._writer import (
     write_file,
     written_at_of,
 )
+
+if TYPE_CHECKING:  # pandas is imported where frames are made (~0.5 s CPU): release-status reads none
+    import pandas as pd
+
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,7 @@ class Warehouse:
         run_id: str,
         written_at: int | None = None,
     ) -> Path:
+        import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
         ds = self.datasets[dataset]
         if set(partition) != set(ds.partition_by):
             raise WarehouseError(f"{dataset}: partition must be {ds.partition_by}, got {tuple(partition)}")
@@ -395,6 +399,7 @@ class Warehouse:
         return [Damage(rel, entry.dataset, entry.build, entry.partition, reason, moved, noticed)]
 
     def _ensure_schema_file(self, ds: Dataset) -> None:
+        import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
         schema_file = self.data / ds.name / "_schema" / "empty.parquet"
         if not schema_file.exists():
             self._write_file(ds, pd.DataFrame(columns=[c for c, _ in ds.all_columns]), schema_file)

@@ -21,11 +21,15 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import pandas as pd
 
 from eval_assets.warehouse._datasets import Dataset, WarehouseError
+
+if TYPE_CHECKING:  # pandas is imported where frames are made (~0.5 s CPU): release-status reads none
+    import pandas as pd
+
 
 
 def write_file(
@@ -40,6 +44,8 @@ def write_file(
 ) -> None:
     """Write `frames` (one frame, or chunks, already in the table's columns) to `target` under `data`,
     atomically: readers see the old file or the whole new one."""
+    import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
+
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.{os.getpid()}.part"
     chunks = iter([frames] if isinstance(frames, pd.DataFrame) else frames)
