@@ -11,6 +11,7 @@ from ._loader import (
     validate_build,
 )
 from ._models import (
+    Agent,
     BoolScale,
     BuildManifest,
     Criterion,
@@ -54,6 +55,7 @@ from ._settings import (
 from ._yaml import MAX_YAML_BYTES, YamlRefused, parse_yaml, read_capped, read_yaml_file
 
 __all__ = [
+    "Agent",
     "SCRIPTS_DIR",
     "ScriptBook",
     "load_script",

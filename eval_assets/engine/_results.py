@@ -37,6 +37,7 @@ class SubjectResult:
     policy_failures: int
     turns: int = 1  # turns with a model call made (replay loop); a single call: 1 (0 if excluded)
     replay_misses: int = 0  # tool calls the recording did not hold
+    trajectory: dict[str, Any] | None = None  # an agent subject's calls as the endpoint saw them (raw)
 
     def stored(self) -> StoredAttempt:
         """The attempt as `scenario_runs` stores it, before the stopped-scenario rule: what a judge scores."""

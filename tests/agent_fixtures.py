@@ -1,0 +1,54 @@
+"""Agents for tests/test_agents.py, named by what they do wrong (or right). Imported by entrypoint."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+from openai import AsyncOpenAI
+
+
+async def raises(task: Any) -> dict[str, Any]:
+    raise RuntimeError("tool registry is empty\nTraceback (most recent call last): secret details")
+
+
+async def hangs(task: Any) -> dict[str, Any]:
+    await asyncio.Event().wait()  # never set
+    raise AssertionError("unreachable")
+
+
+async def wrong_shape(task: Any) -> dict[str, Any]:
+    return {"answer": "the field is called output"}
+
+
+async def output_not_text(task: Any) -> dict[str, Any]:
+    return {"output": 42}
+
+
+def not_async(task: Any) -> dict[str, Any]:
+    return {"output": "sync"}
+
+
+async def streams(task: Any) -> dict[str, Any]:
+    """One streamed call without tools: the text arrives as chunks."""
+    async with AsyncOpenAI(
+        base_url=task.base_url, api_key=task.api_key, max_retries=0, http_client=httpx.AsyncClient(trust_env=False)
+    ) as client:
+        stream = await client.chat.completions.create(model=task.model, messages=task.messages, stream=True)
+        parts = [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
+    return {"output": "".join(parts)}
+
+
+async def keeps_calling(task: Any) -> dict[str, Any]:
+    """Calls until the endpoint refuses, then answers with the refusal's status."""
+    async with AsyncOpenAI(
+        base_url=task.base_url, api_key=task.api_key, max_retries=0, http_client=httpx.AsyncClient(trust_env=False)
+    ) as client:
+        for _ in range(50):
+            try:
+                await client.chat.completions.create(model=task.model, messages=task.messages)
+            except Exception as exc:  # the refusal the test looks for
+                why = f"stopped: {getattr(exc, 'status_code', type(exc).__name__)}"
+                return {"output": why, "notes": why}
+    return {"output": "never refused"}
