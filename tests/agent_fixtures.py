@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import httpx
-from openai import AsyncOpenAI
+from examples.agents.tool_agent import endpoint_client  # type: ignore[import-not-found]
 
 
 async def raises(task: Any) -> dict[str, Any]:
@@ -32,9 +31,7 @@ def not_async(task: Any) -> dict[str, Any]:
 
 async def streams(task: Any) -> dict[str, Any]:
     """One streamed call without tools: the text arrives as chunks."""
-    async with AsyncOpenAI(
-        base_url=task.base_url, api_key=task.api_key, max_retries=0, http_client=httpx.AsyncClient(trust_env=False)
-    ) as client:
+    async with endpoint_client(task) as client:
         stream = await client.chat.completions.create(model=task.model, messages=task.messages, stream=True)
         parts = [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
     return {"output": "".join(parts)}
@@ -42,9 +39,7 @@ async def streams(task: Any) -> dict[str, Any]:
 
 async def keeps_calling(task: Any) -> dict[str, Any]:
     """Calls until the endpoint refuses, then answers with the refusal's status."""
-    async with AsyncOpenAI(
-        base_url=task.base_url, api_key=task.api_key, max_retries=0, http_client=httpx.AsyncClient(trust_env=False)
-    ) as client:
+    async with endpoint_client(task) as client:
         for _ in range(50):
             try:
                 await client.chat.completions.create(model=task.model, messages=task.messages)

@@ -31,6 +31,7 @@ from typing import Any
 from eval_assets.canonical import canonical_json
 from eval_assets.config import Agent, Scenario
 from eval_assets.providers.gateway import CallSpec
+from eval_assets.redact import redact
 
 from ._results import CallResult
 
@@ -359,6 +360,7 @@ async def run_agent(
     """One attempt of an agent subject. Never raises for the agent's own failures (they are outcomes);
     raises `AgentUnreachable` when an HTTP agent cannot be connected to."""
     async with endpoint.session(scenario, spec, call) as session:
+        bearer = session.token  # the attempt's key to the endpoint, nothing else
         task = AgentTask(
             attempt_id=str(task_fields["attempt_id"]),
             build=str(task_fields["build"]),
@@ -367,7 +369,7 @@ async def run_agent(
             messages=list(spec.messages),
             tools=[t.model_dump(mode="json") for t in scenario.tools],
             base_url=endpoint.base_url,
-            api_key=session.token,
+            api_key=bearer,
             model=spec.model,
         )
         result: AgentResult | None = None
@@ -384,7 +386,7 @@ async def run_agent(
             failure = ("agent_http", str(exc))
         except Exception as exc:  # the agent's own failure: one line, no traceback
             first = (str(exc).strip().splitlines() or [""])[0][:300]
-            failure = ("agent_raised", f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+            failure = ("agent_raised", redact(f"{type(exc).__name__}: {first}" if first else type(exc).__name__))
         records = tuple(session.records)
         summed = CallResult(
             "ok",
@@ -401,8 +403,9 @@ async def run_agent(
             call_result = replace(summed, status="error", error_kind=failure[0], error=failure[1])
         else:
             assert result is not None
-            call_result = replace(summed, text=result.output)
-        return AgentRun(call_result, records, result.notes if result is not None else None)
+            call_result = replace(summed, text=redact(result.output))  # as the gateway's answers are
+        notes = redact(result.notes) if result is not None and result.notes is not None else None
+        return AgentRun(call_result, records, notes)
 
 
 class _HttpStatus(Exception):

@@ -46,14 +46,20 @@ def call_tool(name: str, arguments: str) -> str:
         return f"error: {name}: {exc}"
 
 
-async def run(task: Any) -> dict[str, Any]:
-    """One attempt: ask the model, run the tools it calls, until it answers (at most MAX_STEPS calls)."""
-    client = AsyncOpenAI(
+def endpoint_client(task: Any) -> AsyncOpenAI:
+    """An OpenAI client for the track's endpoint; the attempt's bearer token is its key."""
+    key = task.api_key
+    return AsyncOpenAI(
         base_url=task.base_url,
-        api_key=task.api_key,
+        api_key=key,
         max_retries=0,
         http_client=httpx.AsyncClient(trust_env=False),  # the endpoint is on 127.0.0.1: no proxy
     )
+
+
+async def run(task: Any) -> dict[str, Any]:
+    """One attempt: ask the model, run the tools it calls, until it answers (at most MAX_STEPS calls)."""
+    client = endpoint_client(task)
     offered = [t for t in task.tools if t["function"]["name"] in LOCAL_TOOLS]
     messages: list[dict[str, Any]] = list(task.messages)
     tool_calls = 0
