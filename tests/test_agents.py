@@ -269,3 +269,46 @@ def test_a_manifest_agent_must_name_exactly_one_way_to_reach_it(agent: dict[str,
     data["subject"]["agent"] = agent
     parsed, problems = validate_model(BuildManifest, data, "b.yaml")
     assert parsed is None and any(says in str(p) for p in problems), problems
+
+
+# --- the judge sees the trajectory when the rubric asks ---------------------------------------------
+
+
+def test_the_judge_sees_the_stored_trajectory_inside_the_fence_only_when_the_rubric_asks(
+    project: Project, tmp_path: Path
+) -> None:
+    from eval_assets.engine import judge_spec
+    from eval_assets.fence import fenced_content
+
+    result = attempt(engine(project, tmp_path / "j.sqlite"), manifest(EXAMPLE), REFUND, project)
+    stored = result.stored()
+    judge = project.judges["helpfulness-v1"]
+    rubric = project.rubric_for(judge)
+
+    def prompt(sees: bool) -> str:
+        spec = judge_spec(
+            judge,
+            rubric.model_copy(update={"judge_sees_trajectory": sees}),
+            project.scenarios[REFUND],
+            stored.output or "",
+            nonce="0" * 32,
+            build="b-agent",
+            repeat=1,
+            timeout_s=5,
+            trajectory=stored.trajectory,
+        )
+        return str(spec.messages[1]["content"])
+
+    shown = fenced_content(prompt(True), "AGENT TRAJECTORY")
+    assert shown is not None and json.loads(shown)["calls"][0]["index"] == 1
+    assert "lookup_order" in shown and fenced_content(prompt(True), "SUBJECT OUTPUT") == stored.output
+    assert fenced_content(prompt(False), "AGENT TRAJECTORY") is None
+
+
+def test_the_stored_trajectory_is_redacted(project: Project, tmp_path: Path) -> None:
+    from eval_assets.engine import stored_trajectory
+
+    secret = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+    text = stored_trajectory({"calls": [{"sent": [{"role": "tool", "content": f"key {secret}"}]}], "notes": secret})
+
+    assert text is not None and secret not in text and "[redacted]" in text

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from eval_assets.config import BuildManifest, Judge, Rubric
-from eval_assets.engine import JudgeResult, SubjectResult
-from eval_assets.redact import redact_any
+from eval_assets.engine import JudgeResult, SubjectResult, stored_trajectory
 from eval_assets.spend import JournalRow, attempt_id
 from eval_assets.stats import release_invariant
 
@@ -104,13 +103,6 @@ def scenario_run_rows(build: BuildManifest, results: Sequence[SubjectResult]) ->
     ]
     return exclude_stopped_scenarios(rows)
 
-
-def stored_trajectory(trajectory: Mapping[str, Any] | None) -> str | None:
-    """An agent attempt's trajectory as `scenario_runs.trajectory` stores it: canonical JSON text through
-    the one redaction (what the agent sent may hold anything); None for a model subject."""
-    if trajectory is None:
-        return None
-    return json.dumps(redact_any(dict(trajectory)), sort_keys=True, ensure_ascii=False)
 
 
 def judge_verdict_rows(

@@ -95,6 +95,11 @@ class Rubric(Strict):
         description="A repeat whose normalised score is below this has crossed the rubric floor."
     )
     criteria: Annotated[list[Criterion], Field(min_length=1)]
+    judge_sees_trajectory: bool = Field(
+        default=False,
+        description="an agent subject's trajectory (its calls, tool calls and results) is shown to the "
+        "judge inside the fence, after the output (docs/agents.md)",
+    )
 
     @field_validator("criteria")
     @classmethod

@@ -26,7 +26,7 @@ from ._calls import judge_spec, subject_spec
 from ._engine import Engine
 from ._limiter import MAX_PAUSE_S, AimdLimit, Limiters, ProviderLimiter, provider_key
 from ._replay import MISS_PREFIX, Replay, ReplayRun, ToolAnswer, TurnCall, replay_loop
-from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult
+from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult, stored_trajectory
 
 __all__ = [
     "AgentCallRecord",
@@ -56,5 +56,6 @@ __all__ = [
     "TurnCall",
     "judge_spec",
     "replay_loop",
+    "stored_trajectory",
     "subject_spec",
 ]

@@ -321,6 +321,7 @@ class Engine:
             build=build.id,
             repeat=attempt.repeat,
             timeout_s=self.settings.timeout_s,
+            trajectory=attempt.trajectory,
         )
         prompt_bytes = sum(
             len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in spec.messages
