@@ -312,3 +312,16 @@ def test_the_stored_trajectory_is_redacted(project: Project, tmp_path: Path) -> 
     text = stored_trajectory({"calls": [{"sent": [{"role": "tool", "content": f"key {secret}"}]}], "notes": secret})
 
     assert text is not None and secret not in text and "[redacted]" in text
+
+
+def test_the_shipped_hosted_judge_loads_with_the_project_rubric_and_has_a_price(project: Project) -> None:
+    from eval_assets.config import Judge, load_file
+
+    path = ROOT / "examples/judges/helpfulness-v2.yaml"
+    judge, problems = load_file(Judge, path, ROOT)
+
+    assert problems == [] and judge is not None
+    assert judge.model == "openai/gpt-4o-mini" and judge.family != "sim"
+    assert project.rubric_for(judge).key == "helpfulness-v1"
+    inp, out = ModelGateway({}).price(judge.model)  # litellm's own price map, offline
+    assert 0 < inp < out

@@ -63,7 +63,7 @@ def test_a_built_wheel_installs_inits_and_runs_a_project_offline(tmp_path: Path)
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
     evaltrack, project, home = venv / "bin" / "evaltrack", tmp_path / "proj", tmp_path / "home"
-    where = _run(venv / "bin" / "python", "-c", "import eval_assets; print(eval_assets.__file__)")
+    where = _run(venv / "bin" / "python", "-c", "import eval_assets; print(eval_assets.__file__)", cwd=tmp_path)
     assert str(venv) in where.stdout, where  # the wheel's copy, not this checkout's
 
     steps = [
