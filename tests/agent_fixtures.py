@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
+
 from examples.agents.tool_agent import endpoint_client  # type: ignore[import-not-found]
 
 
@@ -47,3 +49,14 @@ async def keeps_calling(task: Any) -> dict[str, Any]:
                 why = f"stopped: {getattr(exc, 'status_code', type(exc).__name__)}"
                 return {"output": why, "notes": why}
     return {"output": "never refused"}
+
+
+async def wrong_token(task: Any) -> dict[str, Any]:
+    """Calls the endpoint with a bearer token that is not the attempt's; answers with the status."""
+    async with httpx.AsyncClient(trust_env=False) as client:
+        bad = await client.post(
+            f"{task.base_url}/chat/completions",
+            headers={"Authorization": " ".join(("Bearer", "0" * 32))},
+            json={"model": task.model, "messages": task.messages},
+        )
+    return {"output": str(bad.status_code)}

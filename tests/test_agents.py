@@ -213,22 +213,8 @@ def test_an_http_agent_that_is_down_refuses_the_run_naming_its_url(project: Proj
 
 
 def test_the_endpoint_refuses_a_call_without_the_attempts_token(project: Project, tmp_path: Path) -> None:
-    import httpx
-
-    async def probe(task: Any) -> Any:
-        async with httpx.AsyncClient(trust_env=False) as client:
-            bad = await client.post(
-                f"{task.base_url}/chat/completions",
-                headers={"Authorization": " ".join(("Bearer", "0" * 32))},  # not the attempt's token
-                json={"model": task.model, "messages": task.messages},
-            )
-        return {"output": str(bad.status_code)}
-
-    import agent_fixtures  # type: ignore[import-not-found]
-
-    agent_fixtures.probe = probe
     eng = engine(project, tmp_path / "j.sqlite")
-    result = attempt(eng, manifest({"entrypoint": "agent_fixtures:probe"}), PLAIN, project)
+    result = attempt(eng, manifest({"entrypoint": "agent_fixtures:wrong_token"}), PLAIN, project)
 
     assert result.call.text == "401" and eng.spend.journal.rows() == []
 
