@@ -130,6 +130,7 @@ class AgentCallRecord:
     completion_tokens: int = 0
     reused: bool = False
     error: str | None = None
+    tries: int = 0  # the engine's tries of this call (retries of transient errors included)
 
 
 @dataclass
@@ -260,6 +261,7 @@ class AgentEndpoint:
             result.completion_tokens,
             result.reused,
             result.error or result.excluded_reason,
+            result.tries,
         )
         session.records.append(record)
         if result.status == "excluded":
@@ -332,7 +334,8 @@ async def _completion(request: Any, model: str, index: int, result: CallResult, 
 
 @dataclass(frozen=True)
 class AgentRun:
-    """One agent attempt: the attempt as one call (its calls summed) and its trajectory."""
+    """One agent attempt: the attempt as one call (tries, cost and tokens summed over its calls),
+    its calls, and its notes."""
 
     call: CallResult
     calls: tuple[AgentCallRecord, ...]
@@ -391,7 +394,7 @@ async def run_agent(
         summed = CallResult(
             "ok",
             None,
-            len(records),
+            sum(r.tries for r in records),
             sum(r.cost_usd for r in records),
             sum(r.prompt_tokens for r in records),
             sum(r.completion_tokens for r in records),

@@ -211,7 +211,7 @@ class Engine:
                 lambda index, s: self.call(replace(ref, turn=index), s),
                 search=self.agent_search,
             )
-            result, turns, misses = _bounded(agent_run.call, self.bounds), agent_run.call.tries, 0
+            result, turns, misses = _bounded(agent_run.call, self.bounds), len(agent_run.calls), 0
             trajectory = agent_run.trajectory()
         elif scenario.tools:
             run = await replay_loop(scenario, spec, lambda turn, s: self.call(replace(ref, turn=turn), s))
