@@ -44,12 +44,14 @@ def scale_spec(rubric: Rubric) -> list[dict[str, Any]]:
 
 
 def render_judge_prompt(
-    judge: Judge, rubric: Rubric, scenario: Scenario, output: str, *, nonce: str
+    judge: Judge, rubric: Rubric, scenario: Scenario, output: str, *, nonce: str, trajectory: str | None = None
 ) -> list[dict[str, str]]:
     """The judge's messages for one subject output. Deterministic for the same inputs.
 
     `nonce`: `fence_nonce(home secret, attempt)` for this judge attempt (see `fence`). The output is
-    redacted once more here (`eval_assets.redact`): a judge never sees a credential.
+    redacted once more here (`eval_assets.redact`): a judge never sees a credential. `trajectory`:
+    an agent attempt's stored trajectory (JSON text), fenced after the output when the rubric sets
+    `judge_sees_trajectory` (never otherwise).
     """
     spec = scale_spec(rubric)
     criteria_lines = "\n".join(
@@ -67,6 +69,8 @@ def render_judge_prompt(
     )
     transcript = "\n".join(f"[{m.role}] {m.content}" for m in scenario.input)
     user = f"{fence('SCENARIO INPUT', transcript, nonce)}\n\n{fence('SUBJECT OUTPUT', redact(output), nonce)}"
+    if rubric.judge_sees_trajectory and trajectory is not None:
+        user += f"\n\n{fence('AGENT TRAJECTORY', redact(trajectory), nonce)}"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

@@ -30,10 +30,13 @@ from eval_assets.stats import (
     NoiseBand,
     Reason,
     ReleaseDecision,
+    Reliability,
     compare,
     decide,
     noise_band,
     plot_report,
+    reliability,
+    reliability_markdown,
     summary_markdown,
 )
 from eval_assets.suite import suite_evidence
@@ -231,12 +234,20 @@ def run_capability_report(track: Track, build: str, judge_version: str, run_id: 
     baseline = baseline_for(track, manifest)
     run = build_report(track, manifest, judge_version, baseline, registered_manifests(track))
     sources = {sid: s.source for sid, s in track.project.scenarios.items()}
-    rows = capability_report_rows(run, build, judge_version, sources)
+    floor = track.project.rubric_for(track.judge(judge_version)).floor
+    figures = reliability(
+        verdict_frame(track, build, judge_version),
+        floor,
+        {sid: s.suite for sid, s in track.project.scenarios.items()},
+    )
+    rows = capability_report_rows(run, build, judge_version, sources, figures, floor)
     path = track.warehouse.write_partition(
         "capability_reports", {"build": build, "judge_version": judge_version}, rows, run_id
     )
     exemptions = exemptions_in_force(track, manifest, judge_version)
     markdown = summary_markdown(run.report)
+    if figures:
+        markdown += "\n" + reliability_markdown(figures)
     if exemptions:
         markdown += (
             "\n**Provider-family exemptions in force**\n\n" + "\n".join(f"- {e}" for e in exemptions) + "\n"
@@ -246,7 +257,8 @@ def run_capability_report(track: Track, build: str, judge_version: str, run_id: 
         "verdict": run.report.verdict,
         "baseline": baseline or "none",
         "decided_nothing": run.report.decided_nothing or "",
-        "findings": len(rows),
+        "findings": len(run.report.findings),
+        "pass_hat_k": {f.name: f.pass_hat_k for f in figures if f.scope == "suite"},
         "block_findings": verdicts.count("block"),
         "investigate_findings": verdicts.count("investigate"),
         "aa_block_rate": run.report.aa_block_rate,
@@ -400,11 +412,17 @@ def noise_band_rows(band: NoiseBand, build: str, judge_version: str) -> pd.DataF
 
 
 def capability_report_rows(
-    run: ReportRun, build: str, judge_version: str, sources: Mapping[str, str]
+    run: ReportRun,
+    build: str,
+    judge_version: str,
+    sources: Mapping[str, str],
+    figures: Sequence[Reliability] = (),
+    floor: float = 0.0,
 ) -> pd.DataFrame:
     """The `capability_reports` rows of one report: a row per finding, with the report's baseline and
     simulated A/A rates, and where each scenario came from (`sources[scenario_id]`: authored or
-    trajectory; None for a suite-wide finding or a scenario no longer in the project)."""
+    trajectory; None for a suite-wide finding or a scenario no longer in the project), then the
+    candidate's reliability `figures` (`reliability_rows`, passes judged against `floor`)."""
     rows = pd.DataFrame(run.report.rows()).assign(
         build=build,
         judge_version=judge_version,
@@ -413,7 +431,44 @@ def capability_report_rows(
         aa_block_rate=run.report.aa_block_rate,
     )
     rows["source"] = [sources.get(sid) if isinstance(sid, str) else None for sid in rows["scenario_id"]]
+    if figures:
+        extra = pd.DataFrame(reliability_rows(figures, floor)).assign(
+            build=build,
+            judge_version=judge_version,
+            baseline=run.baseline,
+            aa_flag_rate=run.report.aa_flag_rate,
+            aa_block_rate=run.report.aa_block_rate,
+        )
+        extra["source"] = [sources.get(sid) if isinstance(sid, str) else None for sid in extra["scenario_id"]]
+        rows = pd.concat([rows, extra[rows.columns]], ignore_index=True) if len(rows) else extra
     return rows
+
+
+def reliability_rows(figures: Sequence[Reliability], floor: float) -> list[dict[str, Any]]:
+    """Two `info` rows per scenario and per suite: `pass_at_k` and `pass_hat_k` (docs/methods.md,
+    "Reliability over repeats"); a suite's rows have no scenario_id and name the suite in `detail`."""
+    out = []
+    for f in figures:
+        where = f"scenario {f.name}" if f.scope == "scenario" else f"suite {f.name}"
+        counted = (
+            f"{f.passed} of {f.of} repeats at or above the floor {floor:g}"
+            if f.scope == "scenario"
+            else f"{f.of} scenarios, {f.passed} solved in all repeats"
+        )
+        for finding, value in (("pass_at_k", f.pass_at_k), ("pass_hat_k", f.pass_hat_k)):
+            out.append(
+                {
+                    "finding": finding,
+                    "scenario_id": f.name if f.scope == "scenario" else None,
+                    "statistic": value,
+                    "p_value": None,
+                    "q_value": None,
+                    "verdict": "info",
+                    "detail": f"{where}: k={f.k}, {counted}"
+                    + ("; unknown: a judge could not score a repeat" if value is None else ""),
+                }
+            )
+    return out
 
 
 def release_decision_row(

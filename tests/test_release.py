@@ -57,6 +57,42 @@ def test_report_rows_show_each_scenario_source(tmp_path: Path, project: Project,
     assert "trajectory" in set(frame["source"])
 
 
+def test_the_report_carries_pass_at_k_and_pass_hat_k_per_scenario_and_suite_and_decides_nothing_with_them(
+    tmp_path: Path, project: Project, home: EvalHome
+) -> None:
+    track = Track(project, home)
+    base = track.register_build(_manifest(tmp_path, project, "baseline.yaml", judges=["helpfulness-v1"]))
+    cand = track.register_build(_manifest(tmp_path, project, "rebuild.yaml", judges=["helpfulness-v1"]))
+    for build in (base.id, cand.id):
+        track.run_scenario_runs(build, "r1")
+        track.run_judge_verdicts(build, "helpfulness-v1", "r1")
+    summary = release.run_capability_report(track, cand.id, "helpfulness-v1", "r1")
+    rows = track.warehouse.query(
+        "SELECT finding, scenario_id, statistic, verdict, detail FROM capability_reports "
+        "WHERE finding IN ('pass_at_k', 'pass_hat_k') ORDER BY finding, scenario_id"
+    )
+    verdicts = track.warehouse.query(
+        "SELECT scenario_id, bool_and(status = 'scored' AND score >= ?) AS every, "
+        "bool_or(status = 'scored' AND score >= ?) AS any FROM judge_verdicts "
+        "WHERE build = ? AND judge_version = 'helpfulness-v1' GROUP BY 1 ORDER BY 1",
+        [project.rubrics["helpfulness-v1"].floor] * 2 + [cand.id],
+    )
+
+    assert set(rows["verdict"]) == {"info"}  # never a block or investigate finding
+    figure = {(r.finding, r.scenario_id): r.statistic for r in rows.itertuples() if isinstance(r.scenario_id, str)}
+    hat = {sid: v for (finding, sid), v in figure.items() if finding == "pass_hat_k"}
+    known = [r for r in verdicts.itertuples() if r.scenario_id in hat and hat[r.scenario_id] == hat[r.scenario_id]]
+    assert known  # NaN (unknown, a judge failure) is not equal to itself; an excluded scenario has no row
+    assert all(figure[("pass_hat_k", r.scenario_id)] == float(r.every) for r in known)
+    assert all(figure[("pass_at_k", r.scenario_id)] == float(r.any) for r in known)
+    suites = {s.suite for s in project.scenarios_for(project.judges["helpfulness-v1"])}
+    assert rows["scenario_id"].isna().sum() == 2 * len(suites)
+    findings = track.warehouse.query(
+        "SELECT count(*) AS n FROM capability_reports WHERE finding NOT IN ('pass_at_k', 'pass_hat_k')"
+    )
+    assert "pass^k" in summary.markdown and summary["findings"] == int(findings["n"][0])
+
+
 def test_a_policy_leak_in_a_ceiling_stopped_scenario_still_gets_a_blocking_decision(
     tmp_path: Path, project: Project, home: EvalHome
 ) -> None:

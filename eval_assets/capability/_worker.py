@@ -73,6 +73,7 @@ def run_engine(
         fence_secret=home.fence_secret(),
         bounds=bounds,
         clock=clock,
+        agent_search=(str(project.root),),  # an agent entrypoint's module may live in the project
     )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from eval_assets.config import BuildManifest, Judge, Rubric
-from eval_assets.engine import JudgeResult, SubjectResult
+from eval_assets.engine import JudgeResult, SubjectResult, stored_trajectory
 from eval_assets.spend import JournalRow, attempt_id
 from eval_assets.stats import release_invariant
 
@@ -97,10 +97,12 @@ def scenario_run_rows(build: BuildManifest, results: Sequence[SubjectResult]) ->
             "excluded_reason": r.call.excluded_reason,
             "turns": r.turns,
             "replay_misses": r.replay_misses,
+            "trajectory": stored_trajectory(r.trajectory),
         }
         for r in results
     ]
     return exclude_stopped_scenarios(rows)
+
 
 
 def judge_verdict_rows(

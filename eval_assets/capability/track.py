@@ -361,8 +361,8 @@ class Track:
 
     def stored_attempts(self, build_id: str) -> list[StoredAttempt]:
         frame = self.warehouse.query(
-            "SELECT scenario_id, repeat, status, output, policy_failures, excluded_reason, error "
-            "FROM scenario_runs WHERE build = ? ORDER BY scenario_id, repeat",
+            # every column: a partition written before `trajectory` existed has none (read as None)
+            "SELECT * FROM scenario_runs WHERE build = ? ORDER BY scenario_id, repeat",
             [build_id],
         )
         return [
@@ -374,6 +374,7 @@ class Track:
                 int(r.policy_failures),
                 r.excluded_reason if isinstance(r.excluded_reason, str) else None,
                 r.error if isinstance(r.error, str) else None,
+                trajectory if isinstance(trajectory := getattr(r, "trajectory", None), str) else None,
             )
             for r in frame.itertuples()
         ]

@@ -17,6 +17,12 @@ from eval_assets.cli.common import EXIT_INTERNAL_ERROR
 # engine, pandas, scipy, Dagster), ui ~3 s (Dagster).
 
 
+def _init(args: argparse.Namespace) -> int:
+    from eval_assets.cli.init_commands import cmd_init  # the configuration only
+
+    return cmd_init(args)
+
+
 def _validate(args: argparse.Namespace) -> int:
     from eval_assets.cli.project_commands import cmd_validate
 
@@ -120,6 +126,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--project", help="project root (default: this checkout)")
     p.add_argument("--home", help="EVAL_HOME (default: $EVAL_HOME or .eval_home/)")
     sub = p.add_subparsers(dest="command", required=True)
+    init = sub.add_parser("init", help="write a minimal evaluation project (an entry-point agent) into DIR")
+    init.add_argument("dir")
+    init.set_defaults(func=_init)
     sub.add_parser("validate", help="validate scenarios/, rubrics/, judges/ and example builds").set_defaults(
         func=_validate
     )

@@ -12,6 +12,7 @@ from ._loader import (
     validate_build,
 )
 from ._models import (
+    Agent,
     BoolScale,
     BuildManifest,
     Criterion,
@@ -56,6 +57,7 @@ from ._yaml import MAX_YAML_BYTES, YamlRefused, parse_yaml, read_capped, read_ya
 
 __all__ = [
     "RESERVED_IDS",
+    "Agent",
     "EntityId",
     "id_problem",
     "SCRIPTS_DIR",

@@ -96,6 +96,11 @@ class Rubric(Strict):
         description="A repeat whose normalised score is below this has crossed the rubric floor."
     )
     criteria: Annotated[list[Criterion], Field(min_length=1)]
+    judge_sees_trajectory: bool = Field(
+        default=False,
+        description="an agent subject's trajectory (its calls, tool calls and results) is shown to the "
+        "judge inside the fence, after the output (docs/agents.md)",
+    )
 
     @field_validator("criteria")
     @classmethod
@@ -307,12 +312,47 @@ _USE_THE_ENVIRONMENT = (
 )
 
 
+ENTRYPOINT = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+"""`package.module:function`, as the track imports it (docs/agents.md)."""
+
+
+class Agent(Strict):
+    """An agent subject: the build's own code, run once per attempt (docs/agents.md).
+
+    Exactly one of `entrypoint` (an async Python callable, `package.module:function`) and `http` (the
+    agent's own service, POSTed the task as JSON). Its model calls go through the track's endpoint,
+    which forwards them to the subject's `model`.
+    """
+
+    entrypoint: Annotated[str, StringConstraints(pattern=ENTRYPOINT, max_length=300)] | None = None
+    http: Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$", max_length=2000)] | None = None
+    timeout_s: Annotated[float, Field(gt=0.0, le=86_400.0)] = Field(
+        default=300.0, description="one attempt's wall-clock bound; an agent still running is timed out"
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Agent:
+        if (self.entrypoint is None) == (self.http is None):
+            raise ValueError("give exactly one of `entrypoint` (package.module:function) and `http` (a URL)")
+        if self.http is not None and findings(self.http):
+            raise ValueError(f"http: holds {findings(self.http)[0]}: {_USE_THE_ENVIRONMENT}")
+        return self
+
+    @property
+    def kind(self) -> Literal["entrypoint", "http"]:
+        return "entrypoint" if self.entrypoint is not None else "http"
+
+
 class Subject(Strict):
+    """`model` alone: the model is the subject. With `agent`: the agent is the subject, and `model` is
+    what the agent's calls through the track's endpoint are answered by (priced, ceiling-checked)."""
+
     model: str = Field(min_length=3)
     family: Id
     api_base: str | None = None
     system_prompt: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
+    agent: Agent | None = None
 
     @field_validator("api_base", "params")
     @classmethod

@@ -89,7 +89,11 @@ def identity(judge: Judge, rubric: Rubric) -> dict[str, str]:
         "prompt": _canonical(judge.prompt, sort_keys=True),
         "rubric": _canonical(judge.rubric.model_dump(mode="json"), sort_keys=True),
         # declared order kept: a label scale's order is part of what the judge is shown
-        "rubric_content": _canonical(rubric.model_dump(mode="json"), sort_keys=False),
+        # a flag at its default is left out: adding it did not change any recorded version's content
+        "rubric_content": _canonical(
+            rubric.model_dump(mode="json", exclude=None if rubric.judge_sees_trajectory else {"judge_sees_trajectory"}),
+            sort_keys=False,
+        ),
         "params": _canonical(judge.params, sort_keys=True),
         "parser_version": _canonical(judge.parser_version, sort_keys=True),
         "max_output_tokens": _canonical(judge.max_output_tokens, sort_keys=True),

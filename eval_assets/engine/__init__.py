@@ -7,16 +7,37 @@ settle). A provider error is an attempt with status `error` and a reason, never 
 
 `_calls`: the one subject/judge `CallSpec` builder; `_replay`: the replay loop for a scenario with
 tools, and `Replay`, which answers its tool calls from the recording; `_results`: what a run returns;
-`_limiter`: the adaptive in-flight limit per provider; `_engine`: the retry engine.
+`_agent`: agent subjects and the
+track's OpenAI-compatible endpoint their model calls go through; `_limiter`: the adaptive in-flight limit per provider; `_engine`: the retry engine.
 """
 
+from ._agent import (
+    AgentCallRecord,
+    AgentEndpoint,
+    AgentResult,
+    AgentRun,
+    AgentShapeError,
+    AgentTask,
+    AgentUnreachable,
+    parse_agent_result,
+    run_agent,
+)
 from ._calls import judge_spec, subject_spec
 from ._engine import Engine
 from ._limiter import MAX_PAUSE_S, AimdLimit, Limiters, ProviderLimiter, provider_key
 from ._replay import MISS_PREFIX, Replay, ReplayRun, ToolAnswer, TurnCall, replay_loop
-from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult
+from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult, stored_trajectory
 
 __all__ = [
+    "AgentCallRecord",
+    "AgentEndpoint",
+    "AgentResult",
+    "AgentRun",
+    "AgentShapeError",
+    "AgentTask",
+    "AgentUnreachable",
+    "parse_agent_result",
+    "run_agent",
     "MAX_PAUSE_S",
     "MISS_PREFIX",
     "AimdLimit",
@@ -35,5 +56,6 @@ __all__ = [
     "TurnCall",
     "judge_spec",
     "replay_loop",
+    "stored_trajectory",
     "subject_spec",
 ]

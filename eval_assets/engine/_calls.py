@@ -53,11 +53,13 @@ def judge_spec(
     repeat: int,
     timeout_s: float,
     extra: Mapping[str, Any] | None = None,
+    trajectory: str | None = None,
 ) -> CallSpec:
-    """The judge's call scoring `output`: the one judge prompt, fenced with `nonce`."""
+    """The judge's call scoring `output`: the one judge prompt, fenced with `nonce` (with the agent's
+    stored `trajectory` when the rubric asks for it)."""
     return CallSpec(
         model=judge.model,
-        messages=render_judge_prompt(judge, rubric, scenario, output, nonce=nonce),
+        messages=render_judge_prompt(judge, rubric, scenario, output, nonce=nonce, trajectory=trajectory),
         max_tokens=judge.max_output_tokens,
         timeout_s=timeout_s,
         params=judge.params,

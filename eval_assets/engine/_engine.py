@@ -16,12 +16,22 @@ from eval_assets.config import Bounds, BuildManifest, EngineSettings, Judge, Rub
 from eval_assets.fence import fence_nonce
 from eval_assets.judging import parse_verdict, policy_failures, policy_failures_stored
 from eval_assets.providers.gateway import CallOutcome, CallSpec
-from eval_assets.spend import AttemptRef, Policy, Refused, Reused, SpendPath, attempt_id, cut_reason
+from eval_assets.spend import (
+    AttemptRef,
+    Policy,
+    Refused,
+    Reused,
+    SpendPath,
+    attempt_id,
+    cut_output,
+    cut_reason,
+)
 from eval_assets.tracing import traced
 
+from ._agent import AgentEndpoint, run_agent
 from ._calls import judge_spec, subject_spec
 from ._limiter import Limiters, Signal
-from ._replay import replay_loop
+from ._replay import Replay, replay_loop
 from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult
 from ._spans import attempt_ended, attempt_started, judge_ended, judge_started
 
@@ -43,6 +53,8 @@ class Engine:
     _stopped: dict[tuple[str, str | None], str] = field(default_factory=dict)  # (scenario, judge) -> reason
     _deadline: float | None = None
     deadline_passed: bool = False  # a try was not started because bounds.run_deadline_s had passed
+    agent_search: tuple[str, ...] = ()  # where an agent entrypoint's module is looked for after sys.path
+    _agents: AgentEndpoint | None = None  # the agent endpoint of this engine's event loop (agent subjects)
 
     def start_clock(self, seconds: float | None = None) -> None:
         """Start the run's wall-clock deadline now: bounds.run_deadline_s, or the `seconds` left of a
@@ -199,7 +211,26 @@ class Engine:
             build.subject, scenario, build=build.id, repeat=repeat, timeout_s=self.settings.timeout_s
         )
         policy = functools.partial(policy_failures, scenario=scenario)  # on the raw text, before redaction
-        if scenario.tools:
+        trajectory = None
+        if build.subject.agent is not None:  # the agent's own code; its calls come back through self.call
+            if self._agents is None:
+                self._agents = AgentEndpoint()
+            agent_run = await run_agent(
+                build.subject.agent,
+                {
+                    "attempt_id": attempt_id(build.id, scenario.id, repeat),
+                    "build": build.id,
+                    "repeat": repeat,
+                },
+                scenario,
+                replace(spec, metadata={**spec.metadata, "replay_calls": _recorded_calls(scenario)}),
+                self._agents,
+                lambda index, s: self.call(replace(ref, turn=index), s),
+                search=self.agent_search,
+            )
+            result, turns, misses = _bounded(agent_run.call, self.bounds), len(agent_run.calls), 0
+            trajectory = agent_run.trajectory()
+        elif scenario.tools:
             run = await replay_loop(
                 scenario, spec, lambda turn, s: self.call(replace(ref, turn=turn), s, policy=policy)
             )
@@ -215,7 +246,14 @@ class Engine:
         else:  # reused from a journal row that did not keep the count: the raw text is gone
             failures = policy_failures_stored(result.text, scenario)
         return SubjectResult(
-            scenario, repeat, attempt_id(build.id, scenario.id, repeat), result, failures, turns, misses
+            scenario,
+            repeat,
+            attempt_id(build.id, scenario.id, repeat),
+            result,
+            failures,
+            turns,
+            misses,
+            trajectory,
         )
 
     async def run_subjects(
@@ -308,6 +346,7 @@ class Engine:
             build=build.id,
             repeat=attempt.repeat,
             timeout_s=self.settings.timeout_s,
+            trajectory=attempt.trajectory,
         )
         prompt_bytes = sum(
             len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in spec.messages
@@ -408,3 +447,18 @@ class Engine:
         for rows in verdicts.values():
             rows.sort(key=lambda x: (x.scenario_id, x.repeat))
         return sorted(subjects, key=lambda x: (x.scenario.id, x.repeat)), verdicts
+
+
+def _recorded_calls(scenario: Scenario) -> list[dict[str, str]]:
+    """The scenario's recorded tool calls (the sim subject makes them: providers/sim.py)."""
+    return Replay(scenario).recorded_calls()
+
+
+def _bounded(result: CallResult, bounds: Bounds) -> CallResult:
+    """An agent's output under bounds.max_output_bytes: cut, marked, an error never judged."""
+    if result.status != "ok" or result.text is None:
+        return result
+    text = cut_output(result.text, bounds.max_output_bytes)
+    if (cut := cut_reason(text)) is None:
+        return result
+    return replace(result, status="error", text=text, error_kind="output_cap", error=cut)

@@ -4,12 +4,14 @@ and the progress counters. Plain results: their warehouse rows are shaped by the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from eval_assets.config import Scenario
 from eval_assets.judging import Verdict
+from eval_assets.redact import redact_any
 
 
 @dataclass(frozen=True)
@@ -38,12 +40,20 @@ class SubjectResult:
     policy_failures: int
     turns: int = 1  # turns with a model call made (replay loop); a single call: 1 (0 if excluded)
     replay_misses: int = 0  # tool calls the recording did not hold
+    trajectory: dict[str, Any] | None = None  # an agent subject's calls as the endpoint saw them (raw)
 
     def stored(self) -> StoredAttempt:
         """The attempt as `scenario_runs` stores it, before the stopped-scenario rule: what a judge scores."""
         c = self.call
         return StoredAttempt(
-            self.scenario.id, self.repeat, c.status, c.text, self.policy_failures, c.excluded_reason, c.error
+            self.scenario.id,
+            self.repeat,
+            c.status,
+            c.text,
+            self.policy_failures,
+            c.excluded_reason,
+            c.error,
+            stored_trajectory(self.trajectory),
         )
 
 
@@ -58,6 +68,15 @@ class StoredAttempt:
     policy_failures: int
     excluded_reason: str | None = None
     error: str | None = None
+    trajectory: str | None = None  # an agent attempt's trajectory as stored (redacted JSON text)
+
+
+def stored_trajectory(trajectory: Mapping[str, Any] | None) -> str | None:
+    """An agent attempt's trajectory as `scenario_runs.trajectory` stores it (and a judge reads it):
+    JSON text with sorted keys, every string through the one redaction; None for a model subject."""
+    if trajectory is None:
+        return None
+    return json.dumps(redact_any(dict(trajectory)), sort_keys=True, ensure_ascii=False)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from ._noise import (
     noise_band,
 )
 from ._plot import plot_report
+from ._reliability import Reliability, reliability, reliability_markdown
 from ._rules import (
     Budget,
     Moments,
@@ -52,6 +53,9 @@ from ._rules import (
 from ._summary import summary_markdown
 
 __all__ = [
+    "Reliability",
+    "reliability",
+    "reliability_markdown",
     "AA_REPLICATIONS",
     "AA_SEED",
     "AARates",

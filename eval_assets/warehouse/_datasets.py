@@ -63,6 +63,8 @@ DATASETS: dict[str, Dataset] = {
                 # replay loop: model calls made, and tool calls the recording did not hold
                 ("turns", "INTEGER"),
                 ("replay_misses", "INTEGER"),
+                # agent subjects: the calls the track's endpoint saw, as redacted JSON (docs/agents.md)
+                ("trajectory", "VARCHAR"),
             ),
         ),
         Dataset(

@@ -1,0 +1,41 @@
+"""`evaltrack init DIR`: a minimal evaluation project of one's own (configuration only, no engine)."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from importlib.resources import as_file, files
+from pathlib import Path
+
+from eval_assets.cli.common import print_problems
+from eval_assets.config import ConfigError, load_project, record_new_versions
+
+TEMPLATE = "project_template"
+RENAMED = {"agent.py.tmpl": "agent.py"}  # kept as text in the package: not a module of eval_assets
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write evaltrack.yaml, one scenario, rubric, judge (recorded in judges/registry.yaml), gate and
+    spec, a starter entry-point agent and its build manifest into DIR. Refuses (exit 1, nothing
+    written) when DIR exists and is not empty."""
+    dest = Path(args.dir).resolve()
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        print(f"{args.dir}: exists and is not an empty directory; nothing written", file=sys.stderr)
+        return 1
+    with as_file(files("eval_assets.cli") / TEMPLATE) as template:
+        shutil.copytree(template, dest, dirs_exist_ok=True)
+    for old, new in RENAMED.items():
+        (dest / old).rename(dest / new)
+    try:
+        record_new_versions(load_project(dest, check_registry=False))
+        load_project(dest)
+    except ConfigError as exc:  # the shipped template must load; say so rather than leave half a project
+        return print_problems(exc)
+    print(
+        f"wrote an evaluation project to {dest}\n"
+        f"  evaltrack --project {args.dir} validate\n"
+        f"  evaltrack --project {args.dir} build add {args.dir}/examples/builds/my-agent.yaml\n"
+        f"  evaltrack --project {args.dir} run --build my-agent-1"
+    )
+    return 0

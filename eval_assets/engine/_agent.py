@@ -1,0 +1,439 @@
+"""Agent subjects (docs/agents.md): the build's own code runs once per attempt, and its model calls go
+through the track's OpenAI-compatible endpoint (`AgentEndpoint`) on 127.0.0.1.
+
+The endpoint answers `POST /v1/chat/completions` (tools and `stream` included) for a per-attempt bearer
+token. Each call is made by the caller's `TurnCall` under its call index (the engine's goes through the
+one spend path: keyed, reserved, priced, ceiling-checked, settled, reused after a crash); the endpoint
+only translates between the OpenAI wire shape and `CallSpec`/`CallResult`. A call a ceiling refuses
+answers 429 and the attempt is excluded, whatever the agent returns afterwards.
+
+An agent's outcome is one of: its output (`ok`), `agent_raised` (one line naming the exception, no
+traceback), `agent_timeout`, `agent_shape` (naming the field), `agent_http` (a non-200 answer),
+excluded (a ceiling); none of them is a score. An HTTP agent that cannot be reached raises
+`AgentUnreachable` naming the URL: the run refuses rather than recording an error per attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import importlib
+import inspect
+import json
+import secrets
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from eval_assets.canonical import canonical_json
+from eval_assets.config import Agent, Scenario
+from eval_assets.judging import policy_failures
+from eval_assets.providers.gateway import CallSpec
+from eval_assets.redact import redact
+
+from ._results import CallResult
+
+AgentCall = Callable[[int, CallSpec], Awaitable[CallResult]]
+"""Makes the agent's call number `index` (1-based); the engine's goes through the spend path."""
+
+
+class AgentUnreachable(Exception):
+    """An HTTP agent did not accept a connection: the run refuses (no attempt of it can run)."""
+
+
+class AgentShapeError(ValueError):
+    """An agent's result is not the documented shape; the message names the field."""
+
+
+@dataclass(frozen=True)
+class AgentTask:
+    """What an agent gets once per attempt (the HTTP protocol POSTs `to_json()`)."""
+
+    attempt_id: str
+    build: str
+    scenario_id: str
+    repeat: int
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    base_url: str
+    api_key: str
+    model: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """What an agent returns: its final output and, optionally, notes of its own (stored redacted)."""
+
+    output: str
+    notes: str | None = None
+
+
+def parse_agent_result(value: object) -> AgentResult:
+    """An `AgentResult` as is, or a JSON object `{"output": str, "notes": str | null}`; anything else
+    raises `AgentShapeError` naming the field (unknown fields are refused too)."""
+    if isinstance(value, AgentResult):
+        value = {"output": value.output, "notes": value.notes}
+    if not isinstance(value, Mapping):
+        raise AgentShapeError(f"result: expected an object with `output`, got {type(value).__name__}")
+    unknown = sorted(str(k) for k in value if k not in ("output", "notes"))
+    if unknown:
+        raise AgentShapeError(f"result.{unknown[0]}: unknown field (allowed: output, notes)")
+    if "output" not in value:
+        raise AgentShapeError("result.output: missing")
+    output, notes = value["output"], value.get("notes")
+    if not isinstance(output, str):
+        raise AgentShapeError(f"result.output: expected a string, got {type(output).__name__}")
+    if notes is not None and not isinstance(notes, str):
+        raise AgentShapeError(f"result.notes: expected a string or null, got {type(notes).__name__}")
+    return AgentResult(output, notes)
+
+
+def load_entrypoint(entrypoint: str, search: tuple[str, ...] = ()) -> Callable[[AgentTask], Awaitable[Any]]:
+    """The async callable `package.module:function` names; `search`: directories tried after sys.path
+    (the project root). Raises ImportError/AttributeError/TypeError with a one-line message."""
+    module_name, _, attr = entrypoint.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        missing = [d for d in search if d not in sys.path]
+        sys.path.extend(missing)  # the project's own modules, as the documented search path
+        module = importlib.import_module(module_name)
+    fn = getattr(module, attr)
+    if not inspect.iscoroutinefunction(fn):
+        raise TypeError(f"{entrypoint} is not an async function (async def {attr}(task): ...)")
+    return fn  # type: ignore[no-any-return]
+
+
+def request_hash(body: Mapping[str, Any]) -> str:
+    """SHA-256 (hex, first 16) of a request's messages, tools and tool_choice in canonical JSON."""
+    wanted = {k: body.get(k) for k in ("messages", "tools", "tool_choice")}
+    return hashlib.sha256(canonical_json(wanted).encode()).hexdigest()[:16]
+
+
+@dataclass
+class AgentCallRecord:
+    """One call of the agent's trajectory, as the endpoint saw it."""
+
+    index: int
+    request_hash: str
+    sent: list[dict[str, Any]]  # messages new since the previous call (tool results, the next user turn)
+    status: str
+    text: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reused: bool = False
+    error: str | None = None
+    tries: int = 0  # the engine's tries of this call (retries of transient errors included)
+
+
+@dataclass
+class AgentSession:
+    """One attempt's use of the endpoint: its token, its calls, and whether a ceiling stopped it."""
+
+    token: str
+    scenario: Scenario
+    spec: CallSpec  # the attempt's base call (model, params, metadata, output bound)
+    call: AgentCall
+    records: list[AgentCallRecord] = field(default_factory=list)
+    excluded_reason: str | None = None
+    _seen: int = 0  # messages of the previous request (what `sent` is counted from)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class AgentEndpoint:
+    """The track's OpenAI-compatible endpoint on 127.0.0.1, shared by the attempts of one event loop.
+
+    Started when the first attempt enters `session()`, stopped when the last leaves."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, AgentSession] = {}
+        self._users = 0
+        self._lock = asyncio.Lock()
+        self._runner: Any = None
+        self.base_url = ""
+
+    @contextlib.asynccontextmanager
+    async def session(self, scenario: Scenario, spec: CallSpec, call: AgentCall) -> AsyncIterator[AgentSession]:
+        async with self._lock:
+            if self._users == 0:
+                await self._start()
+            self._users += 1
+        session = AgentSession(secrets.token_urlsafe(24), scenario, spec, call)
+        self._sessions[session.token] = session
+        try:
+            yield session
+        finally:
+            del self._sessions[session.token]
+            async with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    await self._stop()
+
+    async def _start(self) -> None:
+        from aiohttp import web  # litellm's own HTTP stack; only agent runs start a server
+
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def _authorized(self, request: Any) -> AgentSession | None:
+        header = str(request.headers.get("Authorization", ""))
+        return self._sessions.get(header.removeprefix("Bearer ").strip()) if header.startswith("Bearer ") else None
+
+    async def _models(self, request: Any) -> Any:
+        from aiohttp import web
+
+        session = self._authorized(request)
+        if session is None:
+            return _error(401, "invalid_api_key", "unknown or missing bearer token")
+        return web.json_response({"object": "list", "data": [{"id": session.spec.model, "object": "model"}]})
+
+    async def _chat(self, request: Any) -> Any:
+        session = self._authorized(request)
+        if session is None:
+            return _error(401, "invalid_api_key", "unknown or missing bearer token")
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "invalid_request_error", "body: not JSON")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+            return _error(400, "invalid_request_error", "messages: expected a non-empty list")
+        async with session._lock:  # one call at a time per attempt: call indexes follow the agent's order
+            return await self._answer(request, session, body)
+
+    async def _answer(self, request: Any, session: AgentSession, body: dict[str, Any]) -> Any:
+        if session.excluded_reason is not None:
+            return _error(429, "ceiling", f"scenario stopped: {session.excluded_reason}")
+        index = len(session.records) + 1
+        if index > session.scenario.max_turns:
+            return _error(
+                400,
+                "call_limit",
+                f"this attempt made {index - 1} model calls: scenario {session.scenario.id} allows "
+                f"max_turns={session.scenario.max_turns}",
+            )
+        messages = [dict(m) for m in body["messages"] if isinstance(m, dict)]
+        sent, session._seen = messages[session._seen :], len(messages)
+        tools = body.get("tools") or None
+        params = dict(session.spec.params)
+        if body.get("tool_choice") is not None:
+            params["tool_choice"] = body["tool_choice"]
+        asked = body.get("max_tokens") or body.get("max_completion_tokens")
+        max_tokens = session.spec.max_tokens
+        if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0:
+            max_tokens = min(asked, max_tokens)
+        spec = replace(
+            session.spec,
+            messages=messages,
+            tools=tools,
+            params=params,
+            max_tokens=max_tokens,
+            metadata={**session.spec.metadata, "turn": index, "request_hash": request_hash(body)},
+        )
+        result = await session.call(index, spec)
+        record = AgentCallRecord(
+            index,
+            request_hash(body),
+            sent,
+            result.status,
+            result.text,
+            result.tool_calls,
+            result.cost_usd,
+            result.prompt_tokens,
+            result.completion_tokens,
+            result.reused,
+            result.error or result.excluded_reason,
+            result.tries,
+        )
+        session.records.append(record)
+        if result.status == "excluded":
+            session.excluded_reason = result.excluded_reason or "a spend ceiling"
+            return _error(429, "ceiling", f"spend ceiling: {session.excluded_reason}")
+        if result.status != "ok":
+            return _error(502, result.error_kind or "upstream_error", f"{result.error_kind}: {result.error}")
+        return await _completion(request, session.spec.model, index, result, bool(body.get("stream")))
+
+
+def _error(status: int, kind: str, message: str) -> Any:
+    from aiohttp import web
+
+    return web.json_response({"error": {"type": kind, "code": kind, "message": message}}, status=status)
+
+
+def _wire_tool_calls(result: CallResult, index: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": c.get("id") or f"call_{index}_{i}",
+            "type": "function",
+            "function": {"name": str(c.get("name")), "arguments": c.get("arguments") or "{}"},
+        }
+        for i, c in enumerate(result.tool_calls or [])
+    ]
+
+
+async def _completion(request: Any, model: str, index: int, result: CallResult, stream: bool) -> Any:
+    """The OpenAI chat.completion (or its SSE stream: the whole answer in one delta) for one call."""
+    from aiohttp import web
+
+    calls = _wire_tool_calls(result, index)
+    finish = "tool_calls" if calls else "stop"
+    ident, created = f"chatcmpl-evaltrack-{index}", int(time.time())
+    usage = {
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "total_tokens": result.prompt_tokens + result.completion_tokens,
+    }
+    if not stream:
+        message: dict[str, Any] = {"role": "assistant", "content": result.text if not calls else (result.text or None)}
+        if calls:
+            message["tool_calls"] = calls
+        return web.json_response(
+            {
+                "id": ident,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": usage,
+            }
+        )
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    delta: dict[str, Any] = {"role": "assistant", "content": result.text or ""}
+    if calls:
+        delta["tool_calls"] = [dict(c, index=i) for i, c in enumerate(calls)]
+    chunks: list[dict[str, Any]] = [
+        {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage},
+    ]
+    for chunk in chunks:
+        frame = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model, **chunk}
+        await response.write(f"data: {json.dumps(frame)}\n\n".encode())
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """One agent attempt: the attempt as one call (tries, cost and tokens summed over its calls),
+    its calls, and its notes."""
+
+    call: CallResult
+    calls: tuple[AgentCallRecord, ...]
+    notes: str | None
+
+    def trajectory(self) -> dict[str, Any]:
+        """The trajectory as plain data (stored redacted by the row builder)."""
+        return {
+            "calls": [asdict(c) for c in self.calls],
+            "output": self.call.text,
+            "notes": self.notes,
+        }
+
+
+async def run_agent(
+    agent: Agent,
+    task_fields: Mapping[str, Any],
+    scenario: Scenario,
+    spec: CallSpec,
+    endpoint: AgentEndpoint,
+    call: AgentCall,
+    *,
+    search: tuple[str, ...] = (),
+) -> AgentRun:
+    """One attempt of an agent subject. Never raises for the agent's own failures (they are outcomes);
+    raises `AgentUnreachable` when an HTTP agent cannot be connected to."""
+    async with endpoint.session(scenario, spec, call) as session:
+        bearer = session.token  # the attempt's key to the endpoint, nothing else
+        task = AgentTask(
+            attempt_id=str(task_fields["attempt_id"]),
+            build=str(task_fields["build"]),
+            scenario_id=scenario.id,
+            repeat=int(task_fields["repeat"]),
+            messages=list(spec.messages),
+            tools=[t.model_dump(mode="json") for t in scenario.tools],
+            base_url=endpoint.base_url,
+            api_key=bearer,
+            model=spec.model,
+        )
+        result: AgentResult | None = None
+        failure: tuple[str, str] | None = None
+        try:
+            result = await asyncio.wait_for(_invoke(agent, task, search), timeout=agent.timeout_s)
+        except AgentUnreachable:
+            raise
+        except TimeoutError:
+            failure = ("agent_timeout", f"no result within subject.agent.timeout_s={agent.timeout_s:g}")
+        except AgentShapeError as exc:
+            failure = ("agent_shape", str(exc))
+        except _HttpStatus as exc:
+            failure = ("agent_http", str(exc))
+        except Exception as exc:  # the agent's own failure: one line, no traceback
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            failure = ("agent_raised", redact(f"{type(exc).__name__}: {first}" if first else type(exc).__name__))
+        records = tuple(session.records)
+        summed = CallResult(
+            "ok",
+            None,
+            sum(r.tries for r in records),
+            sum(r.cost_usd for r in records),
+            sum(r.prompt_tokens for r in records),
+            sum(r.completion_tokens for r in records),
+            reused=bool(records) and all(r.reused for r in records),
+        )
+        if session.excluded_reason is not None:
+            call_result = replace(summed, status="excluded", excluded_reason=session.excluded_reason)
+        elif failure is not None:
+            call_result = replace(summed, status="error", error_kind=failure[0], error=failure[1])
+        else:
+            assert result is not None
+            call_result = replace(  # stored redacted, as the gateway's answers are; policy on the raw output
+                summed, text=redact(result.output), policy_failures=policy_failures(result.output, scenario)
+            )
+        notes = redact(result.notes) if result is not None and result.notes is not None else None
+        return AgentRun(call_result, records, notes)
+
+
+class _HttpStatus(Exception):
+    """An HTTP agent answered with a status other than 200."""
+
+
+async def _invoke(agent: Agent, task: AgentTask, search: tuple[str, ...]) -> AgentResult:
+    if agent.entrypoint is not None:
+        fn = load_entrypoint(agent.entrypoint, search)
+        return parse_agent_result(await fn(task))
+    import httpx  # litellm's and the OpenAI SDK's HTTP client
+
+    assert agent.http is not None
+    try:
+        async with httpx.AsyncClient(timeout=agent.timeout_s, trust_env=False) as client:
+            response = await client.post(agent.http, json=task.to_json())
+    except httpx.ConnectError as exc:
+        raise AgentUnreachable(f"agent at {agent.http} refused the connection: {type(exc).__name__}") from None
+    if response.status_code != 200:
+        raise _HttpStatus(f"agent at {agent.http} answered HTTP {response.status_code}")
+    try:
+        body = response.json()
+    except ValueError:
+        raise AgentShapeError("result: the HTTP agent's body is not JSON") from None
+    return parse_agent_result(body)

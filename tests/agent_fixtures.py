@@ -1,0 +1,62 @@
+"""Agents for tests/test_agents.py, named by what they do wrong (or right). Imported by entrypoint."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from examples.agents.tool_agent import endpoint_client  # type: ignore[import-not-found]
+
+
+async def raises(task: Any) -> dict[str, Any]:
+    raise RuntimeError("tool registry is empty\nTraceback (most recent call last): secret details")
+
+
+async def hangs(task: Any) -> dict[str, Any]:
+    await asyncio.Event().wait()  # never set
+    raise AssertionError("unreachable")
+
+
+async def wrong_shape(task: Any) -> dict[str, Any]:
+    return {"answer": "the field is called output"}
+
+
+async def output_not_text(task: Any) -> dict[str, Any]:
+    return {"output": 42}
+
+
+def not_async(task: Any) -> dict[str, Any]:
+    return {"output": "sync"}
+
+
+async def streams(task: Any) -> dict[str, Any]:
+    """One streamed call without tools: the text arrives as chunks."""
+    async with endpoint_client(task) as client:
+        stream = await client.chat.completions.create(model=task.model, messages=task.messages, stream=True)
+        parts = [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
+    return {"output": "".join(parts)}
+
+
+async def keeps_calling(task: Any) -> dict[str, Any]:
+    """Calls until the endpoint refuses, then answers with the refusal's status."""
+    async with endpoint_client(task) as client:
+        for _ in range(50):
+            try:
+                await client.chat.completions.create(model=task.model, messages=task.messages)
+            except Exception as exc:  # the refusal the test looks for
+                why = f"stopped: {getattr(exc, 'status_code', type(exc).__name__)}"
+                return {"output": why, "notes": why}
+    return {"output": "never refused"}
+
+
+async def wrong_token(task: Any) -> dict[str, Any]:
+    """Calls the endpoint with a bearer token that is not the attempt's; answers with the status."""
+    async with httpx.AsyncClient(trust_env=False) as client:
+        bad = await client.post(
+            f"{task.base_url}/chat/completions",
+            headers={"Authorization": " ".join(("Bearer", "0" * 32))},
+            json={"model": task.model, "messages": task.messages},
+        )
+    return {"output": str(bad.status_code)}
