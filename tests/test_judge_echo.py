@@ -29,10 +29,12 @@ def test_a_judge_answering_with_its_own_system_message_fails_as_echo_and_scores_
     judge = project.judges[version]
     rubric = project.rubric_for(judge)
     system = render_judge_prompt(judge, rubric, project.scenarios_for(judge)[0], "garbage", nonce=NONCE)[0]
-    for instructions in (None, system["content"]):  # the engine's call and the gate cases' call
-        verdict = parse_verdict(system["content"], rubric, instructions=instructions)
-        assert verdict.status == "failed" and verdict.score is None and verdict.criteria is None
-        assert verdict.failure_reason is not None and verdict.failure_reason.startswith("echo: ")
+    verdict = parse_verdict(system["content"], rubric)  # the engine's call (main scored it 1.0 / 0.33)
+    assert verdict.status == "failed" and verdict.score is None and verdict.criteria is None
+    assert verdict.failure_reason is not None and verdict.failure_reason.startswith("echo: ")
+    # the gate cases' call, which passes the system message
+    verdict = parse_verdict(system["content"], rubric, instructions=system["content"])
+    assert verdict.status == "failed" and (verdict.failure_reason or "").startswith("echo: ")
 
 
 def _manifest(tmp_path: Path, project: Project, name: str) -> Path:
