@@ -9,6 +9,7 @@ with a reason and no value. The weighted aggregate is computed here, in code.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -121,9 +122,10 @@ def _squeezed(text: str) -> str:
     return "".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
-def _runs(text: str) -> set[tuple[str, ...]]:
+@functools.lru_cache(maxsize=64)  # the same instructions for every verdict of a judge version
+def _runs(text: str) -> frozenset[tuple[str, ...]]:
     words = _words(text)
-    return {tuple(words[i : i + ECHO_MIN_WORDS]) for i in range(len(words) - ECHO_MIN_WORDS + 1)}
+    return frozenset(tuple(words[i : i + ECHO_MIN_WORDS]) for i in range(len(words) - ECHO_MIN_WORDS + 1))
 
 
 def echo_reason(text: str, rubric: Rubric, instructions: str | None = None) -> str | None:
@@ -145,9 +147,9 @@ def echo_reason(text: str, rubric: Rubric, instructions: str | None = None) -> s
     words = _words(text)
     if len(words) < ECHO_MIN_WORDS:
         return None
-    runs = _runs(judge_instructions(rubric)) | (_runs(instructions) if instructions is not None else set())
+    sources = [_runs(judge_instructions(rubric))] + ([_runs(instructions)] if instructions is not None else [])
     for i in range(len(words) - ECHO_MIN_WORDS + 1):
-        if tuple(words[i : i + ECHO_MIN_WORDS]) in runs:
+        if any(tuple(words[i : i + ECHO_MIN_WORDS]) in runs for runs in sources):
             quoted = " ".join(words[i : i + 8])
             return f"echo: the reply repeats the judge's instructions ({ECHO_MIN_WORDS}+ words from {quoted!r}...)"
     return None
