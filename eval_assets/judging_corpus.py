@@ -10,7 +10,9 @@ A corpus is YAML: a file holding a list of cases, or a directory of such files. 
 
 In a reply, `${valid}` stands for a VALID verdict object for the rubric under test (every numeric
 criterion at its max, every bool true, every label scale's best label), so structural cases (two
-answers, text after the verdict, nesting) are written once for every rubric.
+answers, text after the verdict, nesting) are written once for every rubric. `${instructions}` and
+`${example}` stand for what the judge prompt shows for that rubric (`judging.judge_instructions`,
+`judging.example_verdict`), so echo cases follow the prompt as it is rendered today.
 
 `check_corpus` is what a gate calls: every case that applies to the rubric must come back `failed`,
 with its reason, no score and no criteria; a rubric no case applies to is itself a failure.
@@ -24,10 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from eval_assets.config import BoolScale, FloatScale, IntScale, Rubric, YamlRefused, read_yaml_file
-from eval_assets.judging import parse_verdict
+from eval_assets.judging import example_verdict, judge_instructions, parse_verdict
 
 ANY_RUBRIC = "*"
 VALID_PLACEHOLDER = "${valid}"
+INSTRUCTIONS_PLACEHOLDER = "${instructions}"
+EXAMPLE_PLACEHOLDER = "${example}"
 
 
 class CorpusError(ValueError):
@@ -47,10 +51,15 @@ class Case:
         return self.rubric in (ANY_RUBRIC, rubric.key)
 
     def reply_for(self, rubric: Rubric) -> str | None:
-        """The reply with `${valid}` replaced by a valid verdict object for `rubric`."""
+        """The reply with `${valid}` replaced by a valid verdict object for `rubric`, `${instructions}`
+        by the renderer's instructions for it and `${example}` by the prompt's example verdict."""
         if self.reply is None:
             return None
-        return self.reply.replace(VALID_PLACEHOLDER, json.dumps(valid_verdict(rubric)))
+        return (
+            self.reply.replace(VALID_PLACEHOLDER, json.dumps(valid_verdict(rubric)))
+            .replace(INSTRUCTIONS_PLACEHOLDER, judge_instructions(rubric))
+            .replace(EXAMPLE_PLACEHOLDER, example_verdict(rubric))
+        )
 
 
 def valid_verdict(rubric: Rubric) -> dict[str, Any]:

@@ -2,9 +2,10 @@
 read only from the judge's final structured answer. Property tests over every shipped judge and over
 generated rubrics, scenario inputs and subject outputs.
 
-Parser rule pinned here: a reply must hold exactly ONE `<verdict>` block, at its end. A reply that
-quotes a verdict (e.g. the format example) before giving its own is `failed` ("2 verdict blocks"): the
-parser never guesses which of several blocks is "the" answer.
+Parser rules pinned here: a reply must hold exactly ONE `<verdict>` block, at its end; a reply that
+quotes a verdict before giving its own is `failed` ("2 verdict blocks"): the parser never guesses
+which of several blocks is "the" answer. The prompt's example holds placeholders, never values, so it
+never parses; a reply that echoes the example or the instructions is `failed` ("echo: ...").
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from eval_assets.config import (
 )
 from eval_assets.fence import fence, fence_nonce, fenced_content
 from eval_assets.home import PROJECT_ROOT
-from eval_assets.judging import parse_verdict, render_judge_prompt
+from eval_assets.judging import ECHO_MIN_WORDS, parse_verdict, render_judge_prompt, strict_json
 from eval_assets.judging_corpus import valid_verdict
 from eval_assets.redact import redact
 
@@ -331,12 +332,105 @@ def test_parser_reads_only_the_final_verdict_block(rubric: Rubric, reasoning: st
 def test_quoted_verdict_before_the_final_one_fails_for_two_blocks(
     judge: Judge, rubric: Rubric, scenario: Scenario
 ) -> None:
-    example = render_judge_prompt(judge, rubric, scenario, "x", nonce=NONCE)[0]["content"].split("\n")[-1]
-    assert example.startswith("<verdict>")  # the format example the judge may echo
-    reply = f"You asked for {example}. My own assessment:\n<verdict>{json.dumps(valid_verdict(rubric))}</verdict>"
+    quoted = json.dumps(valid_verdict(rubric))
+    reply = f"An earlier draft said <verdict>{quoted}</verdict>. My own assessment:\n<verdict>{quoted}</verdict>"
     verdict = parse_verdict(reply, rubric)
     assert verdict.status == "failed" and verdict.score is None
     assert verdict.failure_reason == "2 verdict blocks in reply; exactly one is allowed"
+
+
+# --- echoes: the example never parses, and a reply that repeats the prompt is no verdict ----------
+
+
+def _system(rubric: Rubric, prompt: str) -> str:
+    judge = _judge_for(rubric, prompt)
+    return render_judge_prompt(judge, rubric, _scenario(judge, "a question"), "an answer", nonce=NONCE)[0]["content"]
+
+
+judge_prompts = st.text(min_size=1, max_size=300).filter(lambda s: s.strip() != "" and "weight" not in s.lower())
+
+
+@SAFE
+@given(rubric=rubrics(), prompt=judge_prompts)
+def test_the_prompt_example_holds_placeholders_and_never_parses_for_any_rubric_shape(
+    rubric: Rubric, prompt: str
+) -> None:
+    example = _system(rubric, prompt).split("\n")[-1]
+    assert example.startswith("<verdict>{") and example.endswith("}</verdict>")
+    for c in rubric.criteria:
+        assert json.dumps(c.name) in example  # every criterion is shown, with a placeholder
+    with pytest.raises(ValueError):  # no JSON at all: a placeholder is no value
+        strict_json(example.removeprefix("<verdict>").removesuffix("</verdict>"))
+    verdict = parse_verdict(example, rubric)
+    assert verdict.status == "failed" and verdict.score is None and verdict.criteria is None
+
+
+def _rewrapped(text: str, draw: st.DrawFn) -> str:
+    """`text` shouted and re-wrapped: every space becomes a drawn run of whitespace."""
+    gaps = draw(st.lists(st.sampled_from([" ", "  ", "\n", "\t", " \r\n "]), min_size=1, max_size=8))
+    return "".join(ch if ch != " " else gaps[i % len(gaps)] for i, ch in enumerate(text.upper()))
+
+
+ECHO_SHAPES = ["whole", "whole then own verdict", "example in text", "tail", "all but the example then own verdict", "shouted"]
+
+
+@SAFE
+@given(
+    rubric=rubrics(),
+    prompt=judge_prompts,
+    shape=st.sampled_from(ECHO_SHAPES),
+    before=hostile,
+    after=hostile,
+    caller_has_prompt=st.booleans(),
+    data=st.data(),
+)
+def test_an_echoed_prompt_always_fails_as_echo_whatever_the_rubric_shape(
+    rubric: Rubric,
+    prompt: str,
+    shape: str,
+    before: str,
+    after: str,
+    caller_has_prompt: bool,
+    data: st.DataObject,
+) -> None:
+    system = _system(rubric, prompt)
+    example = system.split("\n")[-1]
+    own = f"<verdict>{json.dumps(_verdict_values(rubric, data.draw))}</verdict>"
+    frame = system.index("Everything between")
+    reply = {
+        "whole": system,
+        "whole then own verdict": f"{system}\n\nMy assessment.\n{own}",
+        "example in text": f"{before}{example}{after}",
+        "tail": system[data.draw(st.integers(0, frame), label="cut") :],
+        "all but the example then own verdict": f"{system[: system.rindex(example)]}\n{own}",
+        "shouted": _rewrapped(system, data.draw),
+    }[shape]
+    verdict = parse_verdict(reply, rubric, instructions=system if caller_has_prompt else None)
+    assert verdict.status == "failed" and verdict.score is None and verdict.criteria is None
+    assert verdict.failure_reason is not None and verdict.failure_reason.startswith("echo: "), verdict.failure_reason
+
+
+@pytest.mark.parametrize(("judge", "rubric", "scenario"), SHIPPED, ids=[j.version_id for j, _, _ in SHIPPED])
+def test_an_echo_of_the_judges_own_prompt_alone_fails_when_the_caller_passes_the_prompt(
+    judge: Judge, rubric: Rubric, scenario: Scenario
+) -> None:
+    system = render_judge_prompt(judge, rubric, scenario, "x", nonce=NONCE)[0]["content"]
+    reply = f"{judge.prompt}\n<verdict>{json.dumps(valid_verdict(rubric))}</verdict>"
+    echoed = parse_verdict(reply, rubric, instructions=system)
+    assert echoed.status == "failed" and (echoed.failure_reason or "").startswith("echo: ")
+
+
+@pytest.mark.parametrize(("judge", "rubric", "scenario"), SHIPPED, ids=[j.version_id for j, _, _ in SHIPPED])
+def test_reasoning_that_quotes_a_few_words_of_a_criterion_still_scores(
+    judge: Judge, rubric: Rubric, scenario: Scenario
+) -> None:
+    """The echo rule is about a substantial part of the prompt: a short quote of a criterion is reasoning."""
+    system = render_judge_prompt(judge, rubric, scenario, "x", nonce=NONCE)[0]["content"]
+    words = rubric.criteria[0].description.split()[: ECHO_MIN_WORDS // 2]
+    values = valid_verdict(rubric)
+    reply = f"The rubric asks: {' '.join(words)}. The answer does that.\n<verdict>{json.dumps(values)}</verdict>"
+    verdict = parse_verdict(reply, rubric, instructions=system)
+    assert verdict.status == "scored" and verdict.criteria == values
 
 
 def test_look_alike_verdict_tags_in_reasoning_are_ignored(project: Any) -> None:

@@ -119,6 +119,65 @@ def test_a_build_whose_attempts_mostly_errored_is_investigate_with_counts_over_a
     assert decide([thin]).decision == "investigate"
 
 
+@pytest.mark.parametrize("thin_build", ["baseline", "candidate"])
+def test_mostly_failed_verdicts_in_either_build_investigate_naming_that_build(thin_build: str) -> None:
+    """Issue 24: thin evidence in the baseline is as untrustworthy as in the candidate, never allow."""
+    _, base, cand = suite(21, 5)
+    frames = {"baseline": frame_from(base), "candidate": frame_from(cand)}
+    failed = np.random.default_rng(3).permutation(len(frames[thin_build]))[:81]
+    frames[thin_build].loc[failed, ["status", "score"]] = ["failed", math.nan]
+    report = compare(frames["baseline"], frames["candidate"], FLOOR, aa_replications=0)
+    evidence = row(report, "evidence")
+    other = "candidate" if thin_build == "baseline" else "baseline"
+    assert evidence.verdict == "investigate" and evidence.detail.startswith("insufficient evidence: ")
+    assert f"a build, thin in the {thin_build} (" in evidence.detail
+    assert f"{thin_build}: 105 of 105 attempts produced output, 24 scored (77% unscored)" in evidence.detail
+    assert f"{other}: 105 of 105" not in evidence.detail  # the sound build is not blamed
+    assert decide([report]).decision == "investigate"
+
+
+@pytest.mark.parametrize("thin_build", ["baseline", "candidate"])
+def test_thin_scenarios_in_either_build_alone_investigate_naming_that_build(thin_build: str) -> None:
+    """Only the thin-scenario rule can see this: 10% of one build's verdicts failed (under the 20%
+    unscored limit), one per scenario, so 20% of the compared scenarios keep a single scored repeat."""
+    _, base, cand = suite(30, 2)
+    frames = {"baseline": frame_from(base), "candidate": frame_from(cand)}
+    table = frames[thin_build]
+    failed = table.index[table["repeat"] == 1][:6]
+    table.loc[failed, ["status", "score"]] = ["failed", math.nan]
+    report = compare(frames["baseline"], frames["candidate"], FLOOR, aa_replications=0)
+    evidence = row(report, "evidence")
+    shares = "baseline 20%, candidate 0%" if thin_build == "baseline" else "baseline 0%, candidate 20%"
+    assert evidence.verdict == "investigate"
+    assert evidence.detail == (
+        "insufficient evidence: 20% of compared scenarios have fewer than 2 scored repeats in a build, "
+        f"thin in the {thin_build} ({shares}; limit 10%)"
+    )
+    assert decide([report]).decision == "investigate"
+    whole = compare(frame_from(base), frame_from(cand), FLOOR, aa_replications=0)
+    assert row(whole, "evidence").verdict == "ok"  # the same builds with every verdict scored
+
+
+@pytest.mark.parametrize("thin_build", ["baseline", "candidate"])
+def test_whole_scenarios_lost_to_failed_verdicts_in_either_build_investigate_naming_that_build(
+    thin_build: str,
+) -> None:
+    """Only the unscored-share rule can see this: 6 of 21 scenarios have every verdict failed in one
+    build (29% unscored), so they are not compared and no compared scenario is thin."""
+    _, base, cand = suite(21, 5)
+    frames = {"baseline": frame_from(base), "candidate": frame_from(cand)}
+    table = frames[thin_build]
+    table.loc[table["scenario_id"] < "s006", ["status", "score"]] = ["failed", math.nan]
+    report = compare(frames["baseline"], frames["candidate"], FLOOR, aa_replications=0)
+    evidence = row(report, "evidence")
+    assert evidence.verdict == "investigate"
+    assert evidence.detail == (
+        f"insufficient evidence: {thin_build}: 105 of 105 attempts produced output, 75 scored (29% unscored) "
+        "(limit 20% unscored)"
+    )
+    assert decide([report]).decision == "investigate"
+
+
 def test_too_few_scenarios_is_insufficient_evidence_not_allow() -> None:
     _, base, cand = suite(4, 5)
     report = run(base, cand)

@@ -299,6 +299,7 @@ class SimJudgeKnobs(_DecodingParams):
     bias: Annotated[float, Field(ge=-1000.0, le=1000.0)] = 0.0
     noise: Annotated[float, Field(ge=0.0, le=1000.0)] = 0.0
     malformed_rate: Unit = 0.0
+    echo_rate: Unit = 0.0  # share of replies that repeat the judge's system message
     latency_ms: Annotated[float, Field(ge=0.0, le=600_000.0)] = 0.0
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
 

@@ -381,7 +381,7 @@ class Engine:
                 result.cost_usd,
                 result.tries,
             )
-        verdict = parse_verdict(result.text, rubric)
+        verdict = parse_verdict(result.text, rubric, instructions=spec.messages[0]["content"])
         return JudgeResult(
             attempt.scenario_id,
             attempt.repeat,

@@ -296,6 +296,8 @@ class SimJudge(_SimProvider):
         quality_match = _QUALITY_RE.search(answer) if answer is not None else None
         if criteria_match is None:
             content = "I cannot find the criteria in the prompt."
+        elif _echoes(knobs, who):  # a judge that answers with its own instructions
+            content = next(str(m.get("content") or "") for m in messages if m.get("role") == "system")
         elif float(knobs.get("malformed_rate", 0.0)) > 0 and rng.random() < float(knobs["malformed_rate"]):
             content = _malformed(json.loads(criteria_match.group(1)), rng)
         else:
@@ -308,6 +310,18 @@ class SimJudge(_SimProvider):
                 f"The answer was assessed against each criterion.\n<verdict>{json.dumps(values)}</verdict>"
             )
         return _respond(model_response, model, content, _prompt_tokens(messages))
+
+
+def _echoes(knobs: dict[str, Any], who: dict[str, Any]) -> bool:
+    """Whether this reply repeats the system message (`echo_rate`). Its own draw, made only when the
+    knob is set, so a judge without it answers exactly as before."""
+    rate = float(knobs.get("echo_rate", 0.0))
+    if rate <= 0:
+        return False
+    rng = rng_for(
+        "judge-echo", knobs.get("seed", 0), who["build"], who["scenario_id"], who["repeat"], who["try_no"]
+    )
+    return rng.random() < rate
 
 
 def _score(scale: dict[str, Any], quality: float, knobs: dict[str, Any], rng: Any) -> Any:

@@ -16,7 +16,7 @@ POLICY_VIOLATION_TEXT = "-----BEGIN PRIVATE KEY-----"
 SUBJECT_KNOBS = frozenset(
     {"skill", "noise", "scenario_skill", "policy_violation_rate", "error_rate", "latency_ms", "seed"}
 )
-JUDGE_KNOBS = frozenset({"bias", "noise", "malformed_rate", "latency_ms", "seed"})
+JUDGE_KNOBS = frozenset({"bias", "noise", "malformed_rate", "echo_rate", "latency_ms", "seed"})
 # `tool_choice`: the replay loop sends "none" on an attempt's last turn, which must answer.
 DECODING_PARAMS = frozenset({"max_tokens", "max_retries", "temperature", "tools", "tool_choice"})
 

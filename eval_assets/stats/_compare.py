@@ -458,15 +458,20 @@ def _policy_finding(base: pd.DataFrame | None, cand: pd.DataFrame) -> Finding:
 
 
 def _evidence_finding(outcome: Outcome, base: pd.DataFrame, cand: pd.DataFrame) -> Finding:
+    """Investigate when the rules found the evidence insufficient (`Evidence.insufficient`, the rule
+    the A/A simulation counts too), naming each limit passed and the build it was passed in."""
     ev = outcome.evidence
     n = int(ev.n_scenarios[0])
     problems = []
     if n < MIN_SCENARIOS:
         problems.append(f"{n} scenarios compared (need {MIN_SCENARIOS})")
     if ev.thin_share[0] > MAX_THIN_SHARE:
+        base_thin, cand_thin = ev.thin_share_base[0], ev.thin_share_cand[0]
+        thin = " and the ".join(r for r, share in (("baseline", base_thin), ("candidate", cand_thin)) if share > 0)
         problems.append(
             f"{ev.thin_share[0]:.0%} of compared scenarios have fewer than {MIN_REPEATS} scored repeats in a "
-            f"build (limit {MAX_THIN_SHARE:.0%})"
+            f"build, thin in the {thin} (baseline {base_thin:.0%}, candidate {cand_thin:.0%}; "
+            f"limit {MAX_THIN_SHARE:.0%})"
         )
     for role, table, share in (
         ("baseline", base, ev.unscored_share_base[0]),
@@ -475,7 +480,7 @@ def _evidence_finding(outcome: Outcome, base: pd.DataFrame, cand: pd.DataFrame) 
         if share > MAX_UNSCORED_SHARE:
             problems.append(f"{role}: {_output_counts(table)} (limit {MAX_UNSCORED_SHARE:.0%} unscored)")
     figures = f"baseline: {_output_counts(base)}; candidate: {_output_counts(cand)}; {n} scenarios compared"
-    if problems:
+    if outcome.insufficient[0]:
         return Finding(
             EVIDENCE,
             None,

@@ -463,6 +463,8 @@ class Evidence:
     thin_share: np.ndarray  # share of compared scenarios with < MIN_REPEATS scored repeats in a build
     unscored_share_base: np.ndarray
     unscored_share_cand: np.ndarray
+    thin_share_base: np.ndarray  # the same share in each build alone: which build is thin
+    thin_share_cand: np.ndarray
 
     def insufficient(self) -> np.ndarray:
         return np.asarray(
@@ -482,16 +484,26 @@ MAX_UNSCORED_SHARE: Final = 0.20  # more failed/excluded verdict rows than this 
 def evidence(base: Moments, cand: Moments, paired: np.ndarray) -> Evidence:
     """Sufficiency figures over the (R, m) paired mask, the shares over every verdict row of a build."""
     n_pairs = paired.sum(axis=1)
-    thin = paired & ((base.n < MIN_REPEATS) | (cand.n < MIN_REPEATS))
+    thin_base, thin_cand = paired & (base.n < MIN_REPEATS), paired & (cand.n < MIN_REPEATS)
     with np.errstate(invalid="ignore", divide="ignore"):
-        thin_share = np.where(n_pairs > 0, thin.sum(axis=1) / n_pairs, 1.0)
+        thin_shares = [
+            np.where(n_pairs > 0, thin.sum(axis=1) / n_pairs, 1.0)
+            for thin in (thin_base | thin_cand, thin_base, thin_cand)
+        ]
         shares = [
             1.0
             - np.nansum(b.n, axis=1)
             / np.where(np.nansum(b.rows, axis=1) > 0, np.nansum(b.rows, axis=1), np.nan)
             for b in (base, cand)
         ]
-    return Evidence(n_pairs, thin_share, np.nan_to_num(shares[0], nan=1.0), np.nan_to_num(shares[1], nan=1.0))
+    return Evidence(
+        n_pairs,
+        thin_shares[0],
+        np.nan_to_num(shares[0], nan=1.0),
+        np.nan_to_num(shares[1], nan=1.0),
+        thin_shares[1],
+        thin_shares[2],
+    )
 
 
 @dataclass(frozen=True)
