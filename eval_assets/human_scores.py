@@ -42,6 +42,7 @@ import pandas as pd
 
 from eval_assets.config import Judge, Problem, ProblemsFound, Project, Rubric, read_capped
 from eval_assets.judging import check_criteria, criteria_problems, strict_json
+from eval_assets.redact import findings, name_problem
 from eval_assets.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -134,27 +135,11 @@ def _read_jsonl(text: str) -> Iterator[_Row]:
 
 # --- text checks: what a score row may never carry into the warehouse ------------------------------------
 
-# Credential shapes (labels name the kind, never the value). Kept small and local: the project's one
-# redaction module replaces this list when it lands (`findings(text)`).
-_CREDENTIAL_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("an API key", re.compile(r"\b(?:sk|pk|rk)[-_](?:live[-_]|test[-_]|proj-|ant-)?[A-Za-z0-9_-]{16,}")),
-    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
-    ("a bearer token", re.compile(r"(?i)\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=-]{16,}")),
-    ("a GitHub or Slack token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|xox[abprs]-[A-Za-z0-9-]{10,})")),
-    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
-    ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
-    (
-        "a secret assignment",
-        re.compile(r"(?i)(?:api[-_]?key|secret|passw(?:or)?d|token)[\"']?\s*[:=]\s*[\"']?[^\s\"',;]{6,}"),
-    ),
-    ("credentials in a URL", re.compile(r"://[^/\s:@]+:[^/\s@]+@")),
-)
-
 
 def credential_shapes(text: str) -> list[str]:
-    """Labels of the credential shapes `text` holds (each once, in list order)."""
-    return [label for label, pattern in _CREDENTIAL_SHAPES if pattern.search(text)]
+    """What the one redaction (`eval_assets.redact`) would remove from `text`: its shape labels and the
+    names of matching secret values (each once; never the value)."""
+    return findings(text)
 
 
 def _surrogate(text: str) -> bool:
@@ -184,7 +169,11 @@ def _text_problems(row: _Row) -> None:
             texts.append((f"criteria.{name}", value))
     for where, text in texts:
         if _surrogate(text):
-            row.problems.append((where, "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text"))
+            row.problems.append(
+                (where, "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text")
+            )
+        elif where == "author" and (why := name_problem(text)) is not None:
+            row.problems.append((where, why))
         elif found := credential_shapes(text):
             row.problems.append(
                 (where, f"looks like a credential ({', '.join(found)}): a score file never holds one")
@@ -222,7 +211,9 @@ def _context(track: Track) -> _Context:
             }
             for r in stored.itertuples()
         },
-        retracted={str(r.retracts): str(r.score_id) for r in stored.itertuples() if isinstance(r.retracts, str)},
+        retracted={
+            str(r.retracts): str(r.score_id) for r in stored.itertuples() if isinstance(r.retracts, str)
+        },
     )
 
 
@@ -270,13 +261,18 @@ def _rubric_of(row: _Row, ctx: _Context, scenario_id: str | None) -> tuple[Rubri
         return None, judge
     rubric = project.rubric_for(judge) if judge is not None else project.rubrics[rkey or ""]
     if judge is not None and rkey is not None and rkey != rubric.key:
-        row.problems.append(("rubric", f"{rkey!r} is not the rubric of {judge.version_id}, which uses {rubric.key}"))
+        row.problems.append(
+            ("rubric", f"{rkey!r} is not the rubric of {judge.version_id}, which uses {rubric.key}")
+        )
         return None, judge
     scenario = project.scenarios.get(scenario_id or "")
     if scenario is not None:
         if judge is not None and judge.name != scenario.judge:
             row.problems.append(
-                ("judge_version", f"scenario {scenario.id} is scored by judge {scenario.judge!r}, not {judge.name!r}")
+                (
+                    "judge_version",
+                    f"scenario {scenario.id} is scored by judge {scenario.judge!r}, not {judge.name!r}",
+                )
             )
             return None, judge
         rubrics_of_scenario = {
@@ -291,7 +287,9 @@ def _rubric_of(row: _Row, ctx: _Context, scenario_id: str | None) -> tuple[Rubri
 def score_id(record: dict[str, Any]) -> str:
     """The content hash identifying a human score row (24 hex digits of sha256 over canonical JSON)."""
     keys = ("build", "scenario_id", "repeat", "rubric", "judge_version", "criteria", "author", "retracts")
-    body = json.dumps({k: record.get(k) for k in keys}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    body = json.dumps(
+        {k: record.get(k) for k in keys}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
     # surrogatepass: a row holding a lone surrogate is refused, but its id is computed before that
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
@@ -352,7 +350,9 @@ def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str
             and scenario_id is not None
             and (build, scenario_id, repeat) not in ctx.attempts
         ):
-            row.problems.append(("repeat", f"no stored attempt {build}/{scenario_id}/{repeat} in scenario_runs"))
+            row.problems.append(
+                ("repeat", f"no stored attempt {build}/{scenario_id}/{repeat} in scenario_runs")
+            )
         rubric, judge = _rubric_of(row, ctx, scenario_id)
         values: dict[str, Any] | None = None
         score: float | None = None
@@ -419,7 +419,9 @@ def import_scores(track: Track, path: Path, run_id: str, max_bytes: int | None =
             [_problem(path.name, "<file>", f"{exc} (bounds.max_human_scores_bytes in evaltrack.yaml)")]
         ) from None
     except OSError as exc:
-        raise HumanScoreError([_problem(path.name, "<file>", f"cannot read: {exc.strerror or exc}")]) from None
+        raise HumanScoreError(
+            [_problem(path.name, "<file>", f"cannot read: {exc.strerror or exc}")]
+        ) from None
     try:
         text = raw.decode("utf-8-sig")  # a UTF-8 byte order mark is not part of the first column's name
     except UnicodeDecodeError as exc:

@@ -264,7 +264,10 @@ def test_csv_line_numbers_count_physical_lines_of_quoted_multiline_cells(track: 
     )
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "m.csv", text), "i")
-    assert problem_lines(raised.value) == ["m.csv:4: criteria: criterion clarity: 0 is outside 1..5"]
+    assert problem_lines(raised.value) == [
+        "m.csv:2: author: holds an unprintable character (U+000A): a name is printable text",
+        "m.csv:4: criteria: criterion clarity: 0 is outside 1..5",
+    ]
 
 
 @pytest.mark.parametrize(
