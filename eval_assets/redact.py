@@ -279,7 +279,12 @@ def encodings(value: str) -> set[str]:
     """The forms of a secret value a response or a log may carry it in: plain, JSON-escaped,
     URL-encoded, and base64 (the part of it that does not depend on its neighbours, at each of the
     three byte alignments, as in an encoded `Basic` header or a base64 body)."""
-    forms = {value, json.dumps(value)[1:-1], urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value)}
+    forms = {
+        value,
+        json.dumps(value)[1:-1],
+        urllib.parse.quote(value, safe=""),
+        urllib.parse.quote_plus(value),
+    }
     raw = value.encode("utf-8")
     for pad in range(3):
         encoded = base64.b64encode(b"\0" * pad + raw + b"\0\0").decode("ascii")

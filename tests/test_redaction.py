@@ -31,20 +31,36 @@ BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"
 # shape to one of them leaves the others unfound.
 EXAMPLES: list[tuple[str, str, str]] = [
     ("a private key", k("-----BEGIN ", "PRIVATE KEY-----\n", BODY, "\n-----END PRIVATE KEY-----"), BODY),
-    ("a private key", k("-----BEGIN RSA ", "PRIVATE KEY-----\n", BODY, "\n-----END RSA PRIVATE KEY-----"), BODY),
+    (
+        "a private key",
+        k("-----BEGIN RSA ", "PRIVATE KEY-----\n", BODY, "\n-----END RSA PRIVATE KEY-----"),
+        BODY,
+    ),
     ("a URL with a password", k("postgresql://app:", "Pr0d$pa{ss}/x9", "@db:5432/shop"), "Pr0d$pa{ss}/x9"),
     ("a URL with a password", k("https://user:", "plainletters", "@example.com/"), "plainletters"),
     ("an Authorization header", k("Authorization: ", "Bearer ", "onlylettershere"), "onlylettershere"),
-    ("an Authorization header", k('"authorization": "', "Basic ", "dXNlcjpwYXNzd29yZA==", '"'), "dXNlcjpwYXNzd29yZA=="),
+    (
+        "an Authorization header",
+        k('"authorization": "', "Basic ", "dXNlcjpwYXNzd29yZA==", '"'),
+        "dXNlcjpwYXNzd29yZA==",
+    ),
     ("a cookie", k("Cookie: ", "session=abcdefgh; csrf=qrstuvwx"), "session=abcdefgh; csrf=qrstuvwx"),
     ("a cookie", k("set-cookie: ", "sid=lettersonlyvalue"), "sid=lettersonlyvalue"),
     ("a credential header", k("X-Portkey-", "Key: ", "lettersonlyvalue"), "lettersonlyvalue"),
     ("a credential header", k("x-goog-api-", "key: ", "anotherletters"), "anotherletters"),
     ("a bearer token", k("token was bearer ", "abc123def456ghi"), "abc123def456ghi"),
-    ("an API key (sk-/pk-/rk-...)", k("call_", "sk-", "ant-api03-", "Xy7Qw9" * 5), k("sk-", "ant-api03-", "Xy7Qw9" * 5)),
+    (
+        "an API key (sk-/pk-/rk-...)",
+        k("call_", "sk-", "ant-api03-", "Xy7Qw9" * 5),
+        k("sk-", "ant-api03-", "Xy7Qw9" * 5),
+    ),
     ("an API key (sk-/pk-/rk-...)", k("sk-", "proj-", "a1b2c3d4" * 3), k("sk-", "proj-", "a1b2c3d4" * 3)),
     ("an API key (sk-/pk-/rk-...)", k("rk-", "0123456789abcdef" * 2), k("rk-", "0123456789abcdef" * 2)),
-    ("an API key (sk_/pk_/rk_...)", k("lookup_", "sk_", "ant_api03_", "Xy7Q" * 5), k("sk_", "ant_api03_", "Xy7Q" * 5)),
+    (
+        "an API key (sk_/pk_/rk_...)",
+        k("lookup_", "sk_", "ant_api03_", "Xy7Q" * 5),
+        k("sk_", "ant_api03_", "Xy7Q" * 5),
+    ),
     ("a Stripe key (sk_live_...)", k("sk_", "live_", "abc123xyz789"), k("sk_", "live_", "abc123xyz789")),
     ("a Stripe key (sk_live_...)", k("pk_", "test_", "abcdefghij12"), k("pk_", "test_", "abcdefghij12")),
     ("a Google API key (AIza...)", k("x", "AI", "za", "SyA1b2C3d4" * 4), k("AI", "za", "SyA1b2C3d4" * 4)),
@@ -110,14 +126,24 @@ def test_every_shape_in_the_list_is_pinned_by_examples() -> None:
     [
         ("a GitHub token", re.compile(r"ghp_[A-Za-z0-9]{30,}")),  # narrowed to ghp_
         ("an AWS access key id (AKIA...)", None),  # removed
-        ("a URL with a password", re.compile(r"(?P<keep>\b[a-z]+://[^\s/@:{}<>$]*:)[^\s/@{}<>$]+(?P<tail>@)")),
-        ("an API key (sk-/pk-/rk-...)", re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}")),  # word boundary back
+        (
+            "a URL with a password",
+            re.compile(r"(?P<keep>\b[a-z]+://[^\s/@:{}<>$]*:)[^\s/@{}<>$]+(?P<tail>@)"),
+        ),
+        (
+            "an API key (sk-/pk-/rk-...)",
+            re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"),
+        ),  # word boundary back
     ],
     ids=["github-narrowed", "aws-removed", "url-password-narrowed", "sk-needs-word-boundary"],
 )
-def test_a_removed_or_narrowed_shape_is_caught_by_the_examples(mutated: str, mutation: re.Pattern[str] | None) -> None:
+def test_a_removed_or_narrowed_shape_is_caught_by_the_examples(
+    mutated: str, mutation: re.Pattern[str] | None
+) -> None:
     shapes = tuple(
-        s if s.label != mutated else Shape(s.label, mutation) for s in SHAPES if s.label != mutated or mutation
+        s if s.label != mutated else Shape(s.label, mutation)
+        for s in SHAPES
+        if s.label != mutated or mutation
     )
     assert any(m.startswith(mutated) for m in missed(shapes))
 
@@ -132,9 +158,17 @@ def test_ordinary_text_is_not_a_credential(text: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["AWS_BEARER_TOKEN_BEDROCK", "WATSONX_ZENAPIKEY", "HCP_VAULT_APPROLE_SECRET_ID", "CLARIFAI_PAT", "MY_DB_CREDENTIAL"],
+    [
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "WATSONX_ZENAPIKEY",
+        "HCP_VAULT_APPROLE_SECRET_ID",
+        "CLARIFAI_PAT",
+        "MY_DB_CREDENTIAL",
+    ],
 )
-def test_credential_variables_litellm_reads_are_redacted_by_value(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_credential_variables_litellm_reads_are_redacted_by_value(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     value = k("plainvalue", "Q7", name.lower().replace("_", ""))
     monkeypatch.setenv(name, value)
     assert is_secret_env_name(name)
@@ -174,8 +208,17 @@ def encoded(value: str, how: str) -> str:
 
 
 ENV_NAMES = st.sampled_from(
-    ["OPENAI_API_KEY", "AWS_BEARER_TOKEN_BEDROCK", "WATSONX_ZENAPIKEY", "CLARIFAI_PAT", "VAULT_PASSWORD",
-     "GCP_CREDENTIALS", "SLACK_WEBHOOK_URL", "SOME_TOKEN_FILE_CONTENT", "APP_SECRET"]
+    [
+        "OPENAI_API_KEY",
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "WATSONX_ZENAPIKEY",
+        "CLARIFAI_PAT",
+        "VAULT_PASSWORD",
+        "GCP_CREDENTIALS",
+        "SLACK_WEBHOOK_URL",
+        "SOME_TOKEN_FILE_CONTENT",
+        "APP_SECRET",
+    ]
 )
 ENCODINGS = st.sampled_from(["plain", "json", "url", "base64-header"])
 VALUES = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=12, max_size=40)
@@ -194,7 +237,9 @@ def test_an_environment_secret_in_any_encoding_is_redacted(name: str, value: str
 
 
 def test_email_card_and_phone_numbers_are_masked_while_pii_is_on() -> None:
-    text = "write to jane.doe+x@example.co.uk, card 4111 1111 1111 1111, call +44 20 7946 0958 or (555) 123-4567"
+    text = (
+        "write to jane.doe+x@example.co.uk, card 4111 1111 1111 1111, call +44 20 7946 0958 or (555) 123-4567"
+    )
     out = redact.redact(text)
     assert "jane.doe" not in out and "4111 1111" not in out and "7946" not in out and "123-4567" not in out
     assert "[email]" in out and "[card number]" in out and "[phone number]" in out

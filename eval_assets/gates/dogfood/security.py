@@ -196,11 +196,7 @@ class EchoingProvider:
                         "created": 1_764_460_800,
                         "model": "gpt-4o-mini",
                         "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": text},
-                                "finish_reason": "stop",
-                            }
+                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
                         ],
                         "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
                     },
@@ -328,16 +324,8 @@ def _materialize(track: Any, tmp: Path, provider: EchoingProvider) -> dict[str, 
     sim_knobs = {"skill": 0.7, "seed": 3, "error_rate": 0.3, "policy_violation_rate": 0.5}
     subjects: dict[str, dict[str, object]] = {
         SIM_BUILD: {"model": "sim/agent", "family": "sim", "params": sim_knobs},
-        HTTP_400_BUILD: {
-            "model": "openai/gpt-4o-mini",
-            "family": "openai",
-            "api_base": provider.base("e400"),
-        },
-        HTTP_ECHO_BUILD: {
-            "model": "openai/gpt-4o-mini",
-            "family": "openai",
-            "api_base": provider.base("e200"),
-        },
+        HTTP_400_BUILD: {"model": "openai/gpt-4o-mini", "family": "openai", "api_base": provider.base("e400")},
+        HTTP_ECHO_BUILD: {"model": "openai/gpt-4o-mini", "family": "openai", "api_base": provider.base("e200")},
     }
     summaries = {}
     for n, (build_id, subject) in enumerate(subjects.items()):
@@ -427,7 +415,8 @@ def _planted_baits(ctx: GateContext) -> dict[Path, frozenset[str]]:
         source = project.sources.get("scenario" + scenario.id)
         baits = frozenset(s for s in scenario.policy.forbidden_strings if s)
         if source is not None and baits:
-            out[Path(source).resolve()] = out.get(Path(source).resolve(), frozenset()) | baits
+            key = Path(source).resolve()
+            out[key] = out.get(key, frozenset()) | baits
     return out
 
 
