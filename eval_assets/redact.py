@@ -132,8 +132,8 @@ SHAPES: tuple[Shape, ...] = (
     Shape(
         "a private key",
         re.compile(
-            r"(?P<keep>-----BEGIN (?P<kind>[A-Z0-9 ]*)PRIVATE KEY-----)\s*[A-Za-z0-9+/=\s]{16,}?"
-            r"(?P<tail>\s*-----END (?P=kind)PRIVATE KEY-----|(?=[^A-Za-z0-9+/=\s])|\Z)"
+            r"(?P<keep>-----BEGIN (?P<kind>[A-Z0-9 ]*)PRIVATE KEY-----)(?:\s|\\[nr])*(?:[A-Za-z0-9+/=\s]|\\[nr]){16,}?"
+            r"(?P<tail>(?:\s|\\[nr])*-----END (?P=kind)PRIVATE KEY-----|(?=[^A-Za-z0-9+/=\s\\]|\\(?![nr]))|\Z)"
         ),
     ),
     # userinfo: any character but whitespace, quotes, angle brackets and `@` (so `$`, `{`, `}`, `/` too)
