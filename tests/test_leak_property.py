@@ -67,6 +67,7 @@ SHAPE_FAMILIES: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     "authorization": st.text("abcdefghijklmnopqrstuvwxyz", min_size=16, max_size=24).map(
         lambda b: (f"Authorization: Bearer {b}", b)
     ),
+    "bearer": _body(ALNUM, 16).map(lambda b: (f"token: bearer {b}", b)),
     "cookie": _body(ALNUM, 20).map(lambda b: (f"Cookie: sid={b}", b)),
     "credential-header": st.text("abcdefghijklmnopqrstuvwxyz", min_size=16, max_size=24).map(
         lambda b: (f"X-Portkey-{'Key'}: {b}", b)
