@@ -106,30 +106,31 @@ class Plant:
     family: str
     text: str  # what is planted (before encoding)
     secret: str  # what must never persist
-    field: str
     how: str
     env_name: str | None  # the secret is this variable's value
 
 
 @st.composite
-def plants(draw: st.DrawFn) -> Plant:
-    field = draw(st.sampled_from(FIELDS))
-    if draw(st.booleans()):
-        name = draw(st.sampled_from(ENV_FAMILIES))
+def plants(draw: st.DrawFn) -> tuple[list[Plant], int]:
+    """One secret of every shape family and every environment-name family, each in a drawn encoding,
+    and the offset at which the provider starts its round of reply fields."""
+    out = []
+    for family in sorted(SHAPE_FAMILIES):
+        text, secret = draw(SHAPE_FAMILIES[family])
+        out.append(Plant(family, text, secret, draw(st.sampled_from(["plain", "json"])), None))
+    for name in ENV_FAMILIES:
         value = draw(_body(ALNUM, 20).map(lambda b: f"plain{b}"))  # no shape: only its value gives it away
-        how = draw(st.sampled_from(["plain", "json", "url", "base64-header"]))
-        return Plant(name, value, value, field, how, name)
-    family = draw(st.sampled_from(sorted(SHAPE_FAMILIES)))
-    text, secret = draw(SHAPE_FAMILIES[family])
-    return Plant(family, text, secret, field, draw(st.sampled_from(["plain", "json"])), None)
+        out.append(Plant(name, value, value, draw(st.sampled_from(["plain", "json", "url", "base64-header"])), name))
+    return out, draw(st.integers(0, len(FIELDS) - 1))
 
 
 class EchoingProvider:
-    """An OpenAI-compatible server on 127.0.0.1 that puts `payload` into one field of its reply."""
+    """An OpenAI-compatible server on 127.0.0.1 that puts `payload` into one field of each reply, taking
+    the fields of `fields` in turn (request by request)."""
 
     def __init__(self) -> None:
         self.payload = ""
-        self.field = "content"
+        self.fields: list[str] = ["content"]
         self.requests = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
@@ -148,7 +149,7 @@ class EchoingProvider:
         self._thread.join(timeout=10)
 
     def reply(self, request: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
-        p, field = self.payload, self.field
+        p, field = self.payload, self.fields[(self.requests - 1) % len(self.fields)]
         message: dict[str, Any] = {"role": "assistant", "content": f"done: {p}" if field == "content" else "done"}
         headers: dict[str, str] = {}
         if field == "echoed_input":
@@ -220,7 +221,8 @@ def env(values: dict[str, str]) -> Iterator[None]:
 
 
 def tiny(project: Project, planted_input: str) -> Project:
-    """One scenario, two repeats, its input carrying the planted text; one try per call; no judge ahead."""
+    """One scenario, a repeat per reply field, its input carrying the planted text; one try per call;
+    no judge ahead."""
     judge = project.active_judges[0]
     scenario = project.scenarios_for(judge)[0]
     messages = [*scenario.input, type(scenario.input[0])(role="user", content=f"Also note: {planted_input}")]
@@ -229,7 +231,7 @@ def tiny(project: Project, planted_input: str) -> Project:
     )
     return dataclasses.replace(
         project,
-        scenarios={scenario.id: scenario.model_copy(update={"repeats": 2, "input": messages})},
+        scenarios={scenario.id: scenario.model_copy(update={"repeats": len(FIELDS), "input": messages})},
         settings=project.settings.model_copy(update={"engine": engine}),
     )
 
@@ -248,17 +250,18 @@ def export_with(text: str) -> str:
     return json.dumps(header) + "\n" + json.dumps(trajectory) + "\n"
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(plant=plants())
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(drawn=plants())
 def test_a_planted_secret_persists_nowhere(
-    plant: Plant, project: Project, capfd: pytest.CaptureFixture[str], provider: EchoingProvider
+    drawn: tuple[list[Plant], int], project: Project, capfd: pytest.CaptureFixture[str], provider: EchoingProvider
 ) -> None:
-    payload = encode(plant.text, plant.how)
-    canary_key = "plainkey" + plant.secret[-12:] + "Z9"  # the subject's own key, echoed by nobody here
-    values = {"OPENAI_API_KEY": canary_key}
-    if plant.env_name is not None:
-        values[plant.env_name] = plant.secret
-    provider.payload, provider.field = payload, plant.field
+    planted, offset = drawn
+    payload = " ; ".join(encode(p.text, p.how) for p in planted)
+    secrets = [p.secret for p in planted]
+    values = {"OPENAI_API_KEY": "plainsubjectkey" + planted[0].secret[-8:]}
+    values |= {p.env_name: p.secret for p in planted if p.env_name is not None}
+    provider.payload, provider.fields = payload, [*FIELDS[offset:], *FIELDS[:offset]]
+    provider.requests = 0
     with tempfile.TemporaryDirectory(prefix="evaltrack-leak-") as tmp, env(values):
         root = Path(tmp)
         home = EvalHome(root / "eval_home").ensure()
@@ -266,12 +269,11 @@ def test_a_planted_secret_persists_nowhere(
         try:
             manifest = {"id": "leak-build", "milestone": 0,
                         "subject": {"model": "openai/gpt-4o-mini", "family": "openai", "api_base": provider.base}}
-            bad = dict(manifest, id="leak-refused", description=f"note {payload}")
-            (root / "bad.yaml").write_text(yaml.safe_dump(bad), encoding="utf-8")
-            try:  # a credential in a manifest is refused (nothing registered), the refusal never repeats it
+            (root / "bad.yaml").write_text(
+                yaml.safe_dump(dict(manifest, id="leak-refused", description=f"note {payload}")), encoding="utf-8"
+            )
+            with pytest.raises(ConfigError) as refused_manifest:  # refused, and the refusal never repeats it
                 track.register_build(root / "bad.yaml")
-            except ConfigError as exc:
-                assert plant.secret not in str(exc)
             (root / "bad.yaml").unlink()
             (root / "good.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
             build = track.register_build(root / "good.yaml")
@@ -281,20 +283,16 @@ def test_a_planted_secret_persists_nowhere(
                 track.journal.close()
         export, out = root / "export.jsonl", root / "converted"
         export.write_text(export_with(payload), encoding="utf-8")
-        try:
+        with pytest.raises(ExportRefused) as refused_export:
             convert_export(export, out)
-            refused = ""
-        except ExportRefused as exc:
-            refused = str(exc)
         export.unlink()
-        needles = [plant.secret]
-        findings, counts = scan_for_secret([home.root, *([out] if out.exists() else [])], needles)
+        findings, counts = scan_for_secret([home.root, root], secrets)
     captured = capfd.readouterr()
-    assert provider.requests > 0 and counts["parquet"] > 0, (counts, summary)
-    assert findings == [], (plant, findings)
-    assert plant.secret not in captured.out + captured.err + refused, plant
-    if plant.field not in ("error_body", "tool_call_id", "tool_call_name"):
-        assert summary["ok"] > 0, (plant, summary)
+    shown = captured.out + captured.err + str(refused_manifest.value) + str(refused_export.value)
+    assert provider.requests == len(FIELDS) and counts["parquet"] > 0, (provider.requests, counts)
+    assert findings == [], findings
+    assert [p.family for p in planted if p.secret in shown] == []
+    assert summary["ok"] > 0 and summary["errors"] > 0, summary  # answers stored, and refused/failed calls
 
 
 @pytest.fixture(scope="module")
