@@ -309,3 +309,35 @@ def test_the_property_covers_every_shape_family_of_the_one_list(data: st.DataObj
         label for strategy in SHAPE_FAMILIES.values() for label in findings(data.draw(strategy)[0], values=())
     }
     assert {s.label for s in SHAPES} <= covered
+
+
+@pytest.mark.parametrize("field", ["tool_call_id", "tool_call_name"])
+def test_a_key_in_a_tool_call_identifier_fails_the_call_unrepeated_and_still_paid(
+    provider: EchoingProvider, field: str
+) -> None:
+    import asyncio
+
+    from eval_assets.providers.gateway import CallSpec, ModelGateway
+
+    key = "sk-" + "ant-api03-" + "Xy7Qw9Lm2" * 4
+    provider.payload, provider.fields, provider.requests = key, [field], 0
+    spec = CallSpec("openai/gpt-4o-mini", [{"role": "user", "content": "hi"}], 16, 10.0, api_base=provider.base)
+    with env({"OPENAI_API_KEY": "plainsubjectkey0123"}):
+        outcome = asyncio.run(ModelGateway().call(spec))
+    assert not outcome.ok and outcome.error_kind == "SecretInIdentifier"
+    assert key not in str(outcome) and "tool call" in (outcome.error or "")
+    assert outcome.cost_usd > 0 and outcome.prompt_tokens == 11  # the provider answered: the call is paid
+
+
+def test_every_string_of_a_tool_call_is_redacted_by_the_gateway(provider: EchoingProvider) -> None:
+    import asyncio
+
+    from eval_assets.providers.gateway import CallSpec, ModelGateway
+
+    key = "gh" + "o_" + "A1b2C3d4E5" * 4
+    provider.payload, provider.fields, provider.requests = key, ["tool_call_arguments"], 0
+    spec = CallSpec("openai/gpt-4o-mini", [{"role": "user", "content": "hi"}], 16, 10.0, api_base=provider.base)
+    with env({"OPENAI_API_KEY": "plainsubjectkey0123"}):
+        outcome = asyncio.run(ModelGateway().call(spec))
+    assert outcome.ok and outcome.tool_calls and key not in str(outcome)
+    assert "[redacted]" in outcome.tool_calls[0]["arguments"]
