@@ -54,7 +54,7 @@ SECRET_ENV_NAME = re.compile(r"(?i)KEY|TOKEN|SECRET|PASSW(?:OR)?D|CREDENTIAL|JWT
 
 SECRET_PARAM_NAME = re.compile(
     r"(?i)(?:^|_)(?:API_?KEY|KEY|ACCESS_?KEY|SECRET|SECRET_?KEY|TOKEN|PASSWORD|PASSWD|CREDENTIALS?|AUTH|JWT|PAT"
-    r"|COOKIE|HEADERS?)$|SECRET|PASSW(?:OR)?D|CREDENTIAL|API_?KEY|HEADER"
+    r"|COOKIE|HEADERS?)$|SECRET|PASSW(?:OR)?D|CREDENTIAL|API_?KEY|HEADER|COOKIE"
 )
 """Names of manifest parameters that would carry a credential (`api_key`, `aws_secret_access_key`,
 `headers`, `extra_headers`, ...); `max_tokens` is not one."""

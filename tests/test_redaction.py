@@ -11,6 +11,7 @@ import re
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -280,3 +281,20 @@ def test_a_traceback_is_cut_to_its_last_line() -> None:
     text = 'boom: Traceback (most recent call last):\n  File "x.py", line 1, in f\nValueError: bad'
     assert redact.without_traceback(text) == "boom: ValueError: bad"
     assert "File" not in redact.scrub_error_text(text)
+
+
+def test_an_internal_error_is_one_line_and_debug_writes_the_redacted_detail_under_home(tmp_path: Path) -> None:
+    from eval_assets.cli import one_line_error
+
+    key = k("sk-", "proj-", "a1b2c3d4" * 3)
+    try:
+        raise ValueError(f"boom with {key}\nTraceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'q'")
+    except ValueError as exc:
+        quiet = one_line_error(exc, debug=False, home=str(tmp_path))
+        line = one_line_error(exc, debug=True, home=str(tmp_path))
+    for shown in (quiet, line):
+        assert "\n" not in shown and key not in shown and "File" not in shown
+    assert quiet.endswith("(run with --debug for the detail)")
+    log = (tmp_path / "logs" / "debug.log").read_text(encoding="utf-8")
+    assert str(tmp_path / "logs" / "debug.log") in line
+    assert "Traceback (most recent call last)" in log and key not in log and "[redacted]" in log
