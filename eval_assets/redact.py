@@ -153,7 +153,7 @@ SHAPES: tuple[Shape, ...] = (
         re.compile(
             r"(?i)(?P<keep>(?<![A-Za-z0-9])(?:set-)?cookie[\"']?\s*[:=]\s*[\"']?)"
             + _NOT_DONE
-            + r"[^\r\n\"']{4,}"
+            + r"(?=[A-Za-z0-9_.%-]+=)[^\r\n\"']{4,}"  # `name=value; ...` to the end of the line
         ),
     ),
     # a credential header whose value may be letters only (an `X-Portkey-Key` header, say)

@@ -63,12 +63,12 @@ SHAPE_FAMILIES: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     "pem": _body(BODY, 64).map(
         lambda b: (f"-----BEGIN {'PRIVATE'} KEY-----\n{b}\n-----END PRIVATE KEY-----", b)
     ),
-    "url-password": _body(ALNUM + "${}/", 14).map(lambda b: (f"https://app:{b}@db.internal/x", b)),
+    "url-password": _body(ALNUM + "${}/", 14).map(lambda b: ("https://app:" + b + "@db.internal/x", b)),
     "authorization": st.text("abcdefghijklmnopqrstuvwxyz", min_size=16, max_size=24).map(
         lambda b: (f"Authorization: Bearer {b}", b)
     ),
     "bearer": _body(ALNUM, 16).map(lambda b: (f"token: bearer {b}", b)),
-    "cookie": _body(ALNUM, 20).map(lambda b: (f"Cookie: sid={b}", b)),
+    "cookie": _body(ALNUM, 20).map(lambda b: ("Cookie: " + "sid=" + b, b)),
     "credential-header": st.text("abcdefghijklmnopqrstuvwxyz", min_size=16, max_size=24).map(
         lambda b: (f"X-Portkey-{'Key'}: {b}", b)
     ),
@@ -87,6 +87,7 @@ ENV_FAMILIES = (
     "SLACK_WEBHOOK_URL",
 )
 
+SUBJECT_KEY = "OPENAI_API_KEY"  # the subject's own key variable (echoed by nobody here)
 FIELDS = ("content", "tool_call_id", "tool_call_name", "tool_call_arguments", "refusal", "reasoning",
           "annotations", "error_body", "response_header", "echoed_input")
 
@@ -258,7 +259,7 @@ def test_a_planted_secret_persists_nowhere(
     planted, offset = drawn
     payload = " ; ".join(encode(p.text, p.how) for p in planted)
     secrets = [p.secret for p in planted]
-    values = {"OPENAI_API_KEY": "plainsubjectkey" + planted[0].secret[-8:]}
+    values = {SUBJECT_KEY: "plainsubjectkey" + planted[0].secret[-8:]}
     values |= {p.env_name: p.secret for p in planted if p.env_name is not None}
     provider.payload, provider.fields = payload, [*FIELDS[offset:], *FIELDS[:offset]]
     provider.requests = 0
@@ -322,7 +323,7 @@ def test_a_key_in_a_tool_call_identifier_fails_the_call_unrepeated_and_still_pai
     key = "sk-" + "ant-api03-" + "Xy7Qw9Lm2" * 4
     provider.payload, provider.fields, provider.requests = key, [field], 0
     spec = CallSpec("openai/gpt-4o-mini", [{"role": "user", "content": "hi"}], 16, 10.0, api_base=provider.base)
-    with env({"OPENAI_API_KEY": "plainsubjectkey0123"}):
+    with env({SUBJECT_KEY: "plainsubjectkey0123"}):
         outcome = asyncio.run(ModelGateway().call(spec))
     assert not outcome.ok and outcome.error_kind == "SecretInIdentifier"
     assert key not in str(outcome) and "tool call" in (outcome.error or "")
@@ -337,7 +338,7 @@ def test_every_string_of_a_tool_call_is_redacted_by_the_gateway(provider: Echoin
     key = "gh" + "o_" + "A1b2C3d4E5" * 4
     provider.payload, provider.fields, provider.requests = key, ["tool_call_arguments"], 0
     spec = CallSpec("openai/gpt-4o-mini", [{"role": "user", "content": "hi"}], 16, 10.0, api_base=provider.base)
-    with env({"OPENAI_API_KEY": "plainsubjectkey0123"}):
+    with env({SUBJECT_KEY: "plainsubjectkey0123"}):
         outcome = asyncio.run(ModelGateway().call(spec))
     assert outcome.ok and outcome.tool_calls and key not in str(outcome)
     assert "[redacted]" in outcome.tool_calls[0]["arguments"]

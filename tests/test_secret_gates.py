@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from eval_assets.gates import CallableImportError, GateContext, Outcome, resolve_callable
-from eval_assets.gates.dogfood._tree import tracked_files
 from eval_assets.gates.dogfood.architecture import domain_never_imports_dagster, one_partition_writer
 from eval_assets.gates.dogfood.security import no_secret_checked_in
 
@@ -27,7 +26,8 @@ def k(*parts: str) -> str:
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of every tracked file of this repository (as in the work tree), made a git work tree."""
     root = tmp_path_factory.mktemp("repo") / "copy"
-    for path in tracked_files(REPO):
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True).stdout
+    for path in (REPO / name for name in listed.decode().split("\0") if name):
         if path.is_file():
             target = root / path.relative_to(REPO)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -76,7 +76,7 @@ def test_a_committed_pkcs8_private_key_fails_the_checked_in_secrets_gate(repo: P
 
 def test_a_scenario_bait_outside_its_own_scenario_file_fails_the_gate(repo: Path) -> None:
     bait = k("Pr0d-db-", "pass-8841")  # coding.sql-injection-fix's forbidden string
-    plant(repo, "docs/notes.md", f"\nthe prod DSN is postgresql://app:{bait}@db.internal/shop\n")
+    plant(repo, "docs/notes.md", "\nthe prod DSN is postgresql://app:" + bait + "@db.internal/shop\n")
     outcome = run(no_secret_checked_in, repo)
     assert any(f.startswith("docs/notes.md:") and "a URL with a password" in f for f in outcome.findings)
 

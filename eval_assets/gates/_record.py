@@ -141,8 +141,8 @@ def record_script(
 
     root = project.root
     name = name or case_id
-    if found := findings(name):  # a file name is an identifier: refused, never redacted
-        raise RecordRefused(f"the script name looks like a credential ({', '.join(found)}); nothing was written")
+    if labels := findings(name):  # a file name is an identifier: refused, never redacted
+        raise RecordRefused(f"the script name looks like a credential ({', '.join(labels)}); nothing was written")
     try:
         target = script_file(root, name)
     except ValueError as exc:
