@@ -136,7 +136,7 @@ def test_every_shape_in_the_list_is_pinned_by_examples() -> None:
             re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"),
         ),  # word boundary back
     ],
-    ids=["github-narrowed", "aws-removed", "url-password-narrowed", "sk-needs-word-boundary"],
+    ids=["github-narrowed", "aws-removed", "url-password-narrowed", "dash-key-needs-word-boundary"],
 )
 def test_a_removed_or_narrowed_shape_is_caught_by_the_examples(
     mutated: str, mutation: re.Pattern[str] | None
