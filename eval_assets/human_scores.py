@@ -42,6 +42,7 @@ import pandas as pd
 
 from eval_assets.config import Judge, Problem, ProblemsFound, Project, Rubric, read_capped
 from eval_assets.judging import check_criteria, criteria_problems, strict_json
+from eval_assets.redact import findings, name_problem
 from eval_assets.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -134,27 +135,11 @@ def _read_jsonl(text: str) -> Iterator[_Row]:
 
 # --- text checks: what a score row may never carry into the warehouse ------------------------------------
 
-# Credential shapes (labels name the kind, never the value). Kept small and local: the project's one
-# redaction module replaces this list when it lands (`findings(text)`).
-_CREDENTIAL_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("an API key", re.compile(r"\b(?:sk|pk|rk)[-_](?:live[-_]|test[-_]|proj-|ant-)?[A-Za-z0-9_-]{16,}")),
-    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
-    ("a bearer token", re.compile(r"(?i)\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=-]{16,}")),
-    ("a GitHub or Slack token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|xox[abprs]-[A-Za-z0-9-]{10,})")),
-    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
-    ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
-    (
-        "a secret assignment",
-        re.compile(r"(?i)(?:api[-_]?key|secret|passw(?:or)?d|token)[\"']?\s*[:=]\s*[\"']?[^\s\"',;]{6,}"),
-    ),
-    ("credentials in a URL", re.compile(r"://[^/\s:@]+:[^/\s@]+@")),
-)
-
 
 def credential_shapes(text: str) -> list[str]:
-    """Labels of the credential shapes `text` holds (each once, in list order)."""
-    return [label for label, pattern in _CREDENTIAL_SHAPES if pattern.search(text)]
+    """What the one redaction (`eval_assets.redact`) would remove from `text`: its shape labels and the
+    names of matching secret values (each once; never the value)."""
+    return findings(text)
 
 
 def _surrogate(text: str) -> bool:
@@ -184,7 +169,11 @@ def _text_problems(row: _Row) -> None:
             texts.append((f"criteria.{name}", value))
     for where, text in texts:
         if _surrogate(text):
-            row.problems.append((where, "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text"))
+            row.problems.append(
+                (where, "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text")
+            )
+        elif where == "author" and (why := name_problem(text)) is not None:
+            row.problems.append((where, why))
         elif found := credential_shapes(text):
             row.problems.append(
                 (where, f"looks like a credential ({', '.join(found)}): a score file never holds one")

@@ -1,42 +1,107 @@
-"""The one redaction: credentials out of every text that is persisted, logged or sent on to a judge.
+"""The one redaction: credentials (and, by default, personal data) out of every text that is
+persisted, logged or sent on to a judge.
 
-Two kinds of match, both replaced by `[redacted]` (the name of a `key=value` or header is kept):
+One list of shapes (`SHAPES`) and one list of secret values (`secret_values()`), used by runtime
+redaction, the trajectory converter, recorded fixtures, the review queue, human scores and every
+secret gate. Two kinds of match, both replaced by `[redacted]` (the name of a `key=value` or header
+is kept):
 
-- by **value**: the current value of every credential-bearing environment variable the process holds
-  (`*_API_KEY`, `*_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, `*_CREDENTIALS`, ...) and every value
-  registered with `register_secret` (credentials from configs). This is what catches a key that has no
-  known shape, echoed back by a provider or a proxy.
-- by **shape**: provider keys (`sk-`/`pk-`/`rk-`, `sk_live_`, `AIza`, `xox?-`, `gh?_`, AWS key ids,
-  JSON web tokens), PEM private-key bodies, URL userinfo (`scheme://user:<password>@host`), `Authorization`
-  headers and `Bearer` tokens, and `password=`/`secret=`/`token=`/`api_key=` assignments, also after
-  `_` (`DB_PASSWORD=...`, `aws_secret_access_key = ...`).
+- by **value**: the current value (8+ characters) of every credential environment variable the
+  process holds, and every value registered with `register_secret` (credentials from configs). A
+  variable is a credential when litellm names it one (the upper-case names of litellm's own
+  scrubbing list, `litellm.constants.SENTRY_DENYLIST`, read from its source: never hand-kept here)
+  or when its name says so (`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`/`*PASSWD*`,
+  `*CREDENTIAL*`, `*JWT*`, `*PAT`, `*AUTH`). This is what catches a key that has no known shape.
+- by **shape** (`SHAPES`): provider keys (`sk-`/`pk-`/`rk-`, `sk_live_`, `AIza`, `xox?-`, `gh?_`,
+  `github_pat_`, AWS key ids, JSON web tokens, Slack webhook URLs), PEM private-key bodies, URL
+  userinfo passwords (any character but whitespace and `@`), `Authorization`/`Cookie`/`X-...-Key`
+  header values, `Bearer` tokens, and `password=`/`secret=`/`token=`/`api_key=` assignments. Key
+  shapes do not depend on a word boundary: `call_sk-...`, `xAIza...`, `idAKIA...` are found.
 
-`redact(text)` rewrites; `findings(text)` names what matched (a label per shape, the variable's name
-per value, never the value) for callers that refuse instead (trajectory conversion, the checked-in
+`PII_SHAPES` (e-mail addresses, Luhn-valid card numbers, phone numbers) are masked by `redact` as
+well while `redaction.pii` is on (the default; `set_pii`), never reported by `findings`: they are
+personal data to keep out of storage, not credentials to refuse.
+
+`redact(text)` rewrites; `redact_any(value)` walks every string of a structure; `findings(text)`
+names what matched (a label per shape, the variable's name per value, never the value) for callers
+that refuse instead (trajectory conversion, manifests, human scores, review names, the checked-in
 secrets gate). A PEM block keeps its `-----BEGIN ... PRIVATE KEY-----` line: the policy checks look
 for it, and it is not the secret (the body is).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
+import importlib.util
+import json
 import logging
 import os
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 REDACTED = "[redacted]"
 MIN_VALUE_CHARS = 8
 """Shorter environment or configured values are not redacted by value (they would hit ordinary text)."""
 
-SECRET_ENV_NAME = re.compile(
-    r"(?i)(?:^|_)(?:API_?KEY|KEY|ACCESS_?KEY|SECRET|SECRET_?KEY|TOKEN|PASSWORD|PASSWD|CREDENTIALS?|AUTH)$"
+SECRET_ENV_NAME = re.compile(r"(?i)KEY|TOKEN|SECRET|PASSW(?:OR)?D|CREDENTIAL|JWT|(?:^|_)PAT$|(?:^|_)AUTH$")
+"""Environment variable names that say they hold a credential (`OPENAI_API_KEY`, `WATSONX_ZENAPIKEY`,
+`AWS_BEARER_TOKEN_BEDROCK`, `HCP_VAULT_APPROLE_SECRET_ID`, `CLARIFAI_PAT`, ...)."""
+
+SECRET_PARAM_NAME = re.compile(
+    r"(?i)(?:^|_)(?:API_?KEY|KEY|ACCESS_?KEY|SECRET|SECRET_?KEY|TOKEN|PASSWORD|PASSWD|CREDENTIALS?|AUTH|JWT|PAT"
+    r"|COOKIE|HEADERS?)$|SECRET|PASSW(?:OR)?D|CREDENTIAL|API_?KEY|HEADER|COOKIE"
 )
-"""Names of environment variables whose values are credentials (`OPENAI_API_KEY`, `HF_TOKEN`, ...)."""
+"""Names of manifest parameters that would carry a credential (`api_key`, `aws_secret_access_key`,
+`headers`, `extra_headers`, ...); `max_tokens` is not one."""
+
+_LITELLM_LIST = "SENTRY_DENYLIST"
+
+
+@functools.lru_cache(maxsize=1)
+def litellm_credential_names() -> frozenset[str]:
+    """The environment variable names litellm itself lists as credentials: the upper-case entries of
+    `SENTRY_DENYLIST` in the installed litellm's `constants.py`, read as text (importing litellm costs
+    seconds). Empty when litellm is not installed (then only `SECRET_ENV_NAME` decides)."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or spec.origin is None:
+        return frozenset()
+    source = Path(spec.origin).with_name("constants.py")
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError:
+        return frozenset()
+    start = text.find(f"{_LITELLM_LIST}:")
+    if start == -1:
+        start = text.find(f"{_LITELLM_LIST} =")
+    if start == -1:
+        return frozenset()
+    block = text[start : text.find("]", start)]
+    return frozenset(n for n in re.findall(r"[\"']([A-Z][A-Z0-9_]+)[\"']", block))
+
+
+def is_secret_env_name(name: str) -> bool:
+    """Whether the environment variable `name` holds a credential (litellm's list, or its name says so)."""
+    return name in litellm_credential_names() or SECRET_ENV_NAME.search(name) is not None
+
 
 _registered: set[str] = set()
+_pii = True
+
+
+def set_pii(enabled: bool) -> None:
+    """Turn the masking of personal data (e-mail, card and phone numbers) on or off (`redaction.pii`)."""
+    global _pii
+    _pii = bool(enabled)
+
+
+def pii_enabled() -> bool:
+    return _pii
+
 
 _TOKEN = r"[A-Za-z0-9._~+/=-]"
 _VALUE = r"[A-Za-z0-9._~+/=!#$%^*|-]"
@@ -44,18 +109,22 @@ _NAMES = (
     r"(?:api[-_]?key|x-api-key|client[-_]?secret|secret(?:[-_]?access)?(?:[-_]?key)?|password|passwd"
     r"|access[-_]?token|auth[-_]?token|refresh[-_]?token|token|private[-_]?key)"
 )
+_NOT_DONE = rf"(?!{re.escape(REDACTED)})"
 
 
 @dataclass(frozen=True)
 class Shape:
-    """One credential shape: `label` names it in findings; `pattern`'s group `keep`, if any, is kept."""
+    """One credential shape: `label` names it in findings; `pattern`'s group `keep`, if any, is kept
+    (and group `tail`, if any, after the marker)."""
 
     label: str
     pattern: re.Pattern[str]
 
     def sub(self, text: str) -> str:
         if "keep" in self.pattern.groupindex:
-            return self.pattern.sub(lambda m: f"{m.group('keep')}{REDACTED}{m.groupdict().get('tail') or ''}", text)
+            return self.pattern.sub(
+                lambda m: f"{m.group('keep')}{REDACTED}{m.groupdict().get('tail') or ''}", text
+            )
         return self.pattern.sub(REDACTED, text)
 
 
@@ -63,38 +132,67 @@ SHAPES: tuple[Shape, ...] = (
     Shape(
         "a private key",
         re.compile(
-            r"(?P<keep>-----BEGIN (?P<kind>[A-Z0-9 ]*)PRIVATE KEY-----)\s*[A-Za-z0-9+/=\s]{16,}?"
-            r"(?P<tail>\s*-----END (?P=kind)PRIVATE KEY-----|(?=[^A-Za-z0-9+/=\s])|\Z)"
+            r"(?P<keep>-----BEGIN (?P<kind>[A-Z0-9 ]*)PRIVATE KEY-----)(?:\s|\\[nr])*(?:[A-Za-z0-9+/=\s]|\\[nr]){16,}?"
+            r"(?P<tail>(?:\s|\\[nr])*-----END (?P=kind)PRIVATE KEY-----|(?=[^A-Za-z0-9+/=\s\\]|\\(?![nr]))|\Z)"
         ),
     ),
+    # userinfo: any character but whitespace, quotes, angle brackets and `@` (so `$`, `{`, `}`, `/` too)
     Shape(
         "a URL with a password",
-        re.compile(r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:{}<>$]*:)[^\s/@{}<>$]+(?P<tail>@)"),
+        re.compile(r"(?P<keep>[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:\"'<>]*:)[^\s@\"'<>]+(?P<tail>@)"),
     ),
     Shape(
         "an Authorization header",
         re.compile(
-            r"(?i)(?P<keep>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
-            rf"(?:(?:bearer|basic|token|digest)\s+)?{_TOKEN}{{8,}}"
+            r"(?i)(?P<keep>(?<![A-Za-z0-9])(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+            rf"(?:(?:bearer|basic|token|digest)\s+)?{_NOT_DONE}{_TOKEN}{{8,}}"
         ),
     ),
-    Shape("a bearer token", re.compile(rf"(?i)(?P<keep>\bbearer\s+)(?={_TOKEN}*[0-9]){_TOKEN}{{8,}}")),
-    Shape("an API key (sk-/pk-/rk-...)", re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}")),
-    Shape("a Stripe key (sk_live_...)", re.compile(r"\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}")),
-    Shape("a Google API key (AIza...)", re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
-    Shape("a Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
-    Shape("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})")),
-    Shape("an AWS access key id (AKIA...)", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    Shape(
+        "a cookie",
+        re.compile(
+            r"(?i)(?P<keep>(?<![A-Za-z0-9])(?:set-)?cookie[\"']?\s*[:=]\s*[\"']?)"
+            + _NOT_DONE
+            + r"(?=[A-Za-z0-9_.%-]+=)[^\r\n\"']{4,}"  # `name=value; ...` to the end of the line
+        ),
+    ),
+    # a credential header whose value may be letters only (an `X-Portkey-Key` header, say)
+    Shape(
+        "a credential header",
+        re.compile(
+            r"(?i)(?P<keep>(?<![A-Za-z0-9-])(?:x-[A-Za-z0-9-]*?(?:key|token|secret|auth|session|signature)[A-Za-z0-9-]*"
+            r"|api-key|ocp-apim-subscription-key)[\"']?\s*[:=]\s*[\"']?)"
+            rf"{_NOT_DONE}{_VALUE}{{8,}}"
+        ),
+    ),
+    Shape("a bearer token", re.compile(rf"(?i)(?P<keep>bearer\s+)(?={_TOKEN}*[0-9]){_TOKEN}{{8,}}")),
+    # keys glued to a word character are still keys (`call_sk-...`): no word boundary before any of these
+    Shape(
+        "an API key (sk-/pk-/rk-...)", re.compile(r"(?:sk|pk|rk)-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{16,}")
+    ),
+    Shape(
+        "an API key (sk_/pk_/rk_...)",
+        re.compile(r"(?:sk|pk|rk)_(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{16,}"),
+    ),
+    Shape("a Stripe key (sk_live_...)", re.compile(r"(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}")),
+    Shape("a Google API key (AIza...)", re.compile(r"AIza[0-9A-Za-z_-]{30,}")),
+    Shape("a Slack token", re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}")),
+    Shape(
+        "a Slack webhook URL",
+        re.compile(r"(?P<keep>hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,}"),
+    ),
+    Shape("a GitHub token", re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}")),
+    Shape("an AWS access key id (AKIA...)", re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}")),
     Shape(
         "a JSON web token",
-        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
     ),
     # `name=value` (environment, shell, query strings): any value of 8+ characters that is not a call
     Shape(
         "a secret assigned to a key-like name",
         re.compile(
             rf"(?i)(?P<keep>(?<![A-Za-z0-9]){_NAMES}[\"']?\s*=\s*[\"']?)"
-            rf"(?!{re.escape(REDACTED)}){_VALUE}{{8,}}+(?![(\[])"
+            rf"{_NOT_DONE}{_VALUE}{{8,}}+(?![(\[])"
         ),
     ),
     # `name: value` (YAML, JSON, headers, prose): a quoted value, or one with a digit or a symbol
@@ -102,10 +200,60 @@ SHAPES: tuple[Shape, ...] = (
         "a secret assigned to a key-like name",
         re.compile(
             rf"(?i)(?P<keep>(?<![A-Za-z0-9]){_NAMES}[\"']?\s*:\s*(?:[\"']|(?={_VALUE}*[0-9/+=!#$%^*|-])))"
-            rf"(?!{re.escape(REDACTED)}){_VALUE}{{8,}}+(?![(\[])"
+            rf"{_NOT_DONE}{_VALUE}{{8,}}+(?![(\[])"
         ),
     ),
 )
+"""The one list of credential shapes (runtime redaction, converter, fixtures, review, human scores, gates)."""
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2 == 1:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+@dataclass(frozen=True)
+class PiiShape:
+    """One kind of personal data: matches of `pattern` that pass `check` become `marker`."""
+
+    label: str
+    pattern: re.Pattern[str]
+    marker: str
+    luhn: bool = False
+
+    def sub(self, text: str) -> str:
+        def one(m: re.Match[str]) -> str:
+            if self.luhn and not _luhn(re.sub(r"[^0-9]", "", m.group(0))):
+                return m.group(0)
+            return self.marker
+
+        return self.pattern.sub(one, text)
+
+
+PII_SHAPES: tuple[PiiShape, ...] = (
+    PiiShape(
+        "an e-mail address",
+        re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
+        "[email]",
+    ),
+    PiiShape(
+        "a card number", re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])"), "[card number]", True
+    ),
+    PiiShape(
+        "a phone number",
+        re.compile(
+            r"(?<![0-9A-Za-z+])(?:\+[0-9]{1,3}(?:[ .-]?\(?[0-9]{1,4}\)?){2,5}[ .-]?[0-9]{3,4}"
+            r"|\(?[0-9]{3}\)?[ .-][0-9]{3}[ .-][0-9]{4})(?![0-9])"
+        ),
+        "[phone number]",
+    ),
+)
+"""Personal data masked in stored text while `redaction.pii` is on; never a finding."""
 
 
 def register_secret(value: str) -> None:
@@ -121,16 +269,36 @@ def secret_values(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     env = os.environ if environ is None else environ
     out = {v: "a configured secret" for v in _registered}
     for name, value in env.items():
-        if SECRET_ENV_NAME.search(name) and len(value.strip()) >= MIN_VALUE_CHARS:
+        if len(value.strip()) >= MIN_VALUE_CHARS and is_secret_env_name(name):
             out[value.strip()] = f"the value of ${name}"
     return out
 
 
 @functools.lru_cache(maxsize=8)
+def encodings(value: str) -> set[str]:
+    """The forms of a secret value a response or a log may carry it in: plain, JSON-escaped,
+    URL-encoded, and base64 (the part of it that does not depend on its neighbours, at each of the
+    three byte alignments, as in an encoded `Basic` header or a base64 body)."""
+    forms = {
+        value,
+        json.dumps(value)[1:-1],
+        urllib.parse.quote(value, safe=""),
+        urllib.parse.quote_plus(value),
+    }
+    raw = value.encode("utf-8")
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + raw + b"\0\0").decode("ascii")
+        core = encoded[4 if pad else 0 : -4]  # the first group holds the padding, the last the neighbours
+        if len(core) >= MIN_VALUE_CHARS:
+            forms.add(core)
+    return {f for f in forms if len(f) >= MIN_VALUE_CHARS}
+
+
 def _value_pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
     if not values:
         return None
-    return re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
+    forms = {form for v in values for form in encodings(v)}
+    return re.compile("|".join(re.escape(v) for v in sorted(forms, key=len, reverse=True)))
 
 
 def _values_now() -> re.Pattern[str] | None:
@@ -150,7 +318,8 @@ def _pattern_for(_environment: tuple[Any, ...], _registered_now: frozenset[str])
 
 
 def redact(text: str) -> str:
-    """`text` with every credential (by value, then by shape) replaced by `[redacted]`."""
+    """`text` with every credential (by value, then by shape) replaced by `[redacted]`, then, while
+    `redaction.pii` is on, e-mail addresses, card numbers and phone numbers masked (`PII_SHAPES`)."""
     if not text:
         return text
     values = _values_now()
@@ -158,6 +327,9 @@ def redact(text: str) -> str:
         text = values.sub(REDACTED, text)
     for shape in SHAPES:
         text = shape.sub(text)
+    if _pii:
+        for pii in PII_SHAPES:
+            text = pii.sub(text)
     return text
 
 
@@ -178,22 +350,45 @@ def findings(text: str, *, values: Iterable[tuple[str, str]] | None = None) -> l
     the matched text itself."""
     found = list(dict.fromkeys(shape.label for shape in SHAPES if shape.pattern.search(text)))
     pairs = secret_values().items() if values is None else values
-    found += sorted({source for value, source in pairs if value in text})
+    found += sorted({source for value, source in pairs if any(form in text for form in encodings(value))})
     return found
+
+
+def name_problem(text: str) -> str | None:
+    """Why `text` cannot be stored as a name or id (a reviewer, an author): a control or other
+    unprintable character, or a credential (`findings`); None when it can."""
+    if not text.isprintable():
+        bad = next(ch for ch in text if not ch.isprintable())
+        return f"holds an unprintable character (U+{ord(bad):04X}): a name is printable text"
+    if found := findings(text):
+        return f"looks like a credential ({', '.join(found)}): a name never holds one"
+    return None
+
+
+def spans(text: str, *, values: Iterable[tuple[str, str]] | None = None) -> list[tuple[int, int, str]]:
+    """(start, end, label) of every secret in `text`: the part the redaction would replace (a
+    header's or assignment's name, a PEM block's BEGIN line, a URL's user and host are not part of
+    it), by shape then by value (`values`: (value, source) pairs; default `secret_values()`)."""
+    out: list[tuple[int, int, str]] = []
+    for shape in SHAPES:
+        groups = shape.pattern.groupindex
+        for m in shape.pattern.finditer(text):
+            start = m.end("keep") if "keep" in groups else m.start()
+            end = m.start("tail") if "tail" in groups and m.group("tail") is not None else m.end()
+            out.append((start, max(start, end), shape.label))
+    for value, source in secret_values().items() if values is None else values:
+        for form in encodings(value):
+            start = text.find(form)
+            while start != -1:
+                out.append((start, start + len(form), source))
+                start = text.find(form, start + 1)
+    return out
 
 
 def locate(text: str, *, values: Iterable[tuple[str, str]] | None = None) -> list[tuple[int, str]]:
     """(1-based line, label) of every match in `text`, multi-line shapes (PEM blocks) included,
     sorted; the same labels as `findings`."""
-    hits: set[tuple[int, str]] = set()
-    for shape in SHAPES:
-        hits |= {(text.count("\n", 0, m.start()) + 1, shape.label) for m in shape.pattern.finditer(text)}
-    for value, source in secret_values().items() if values is None else values:
-        start = text.find(value)
-        while start != -1:
-            hits.add((text.count("\n", 0, start) + 1, source))
-            start = text.find(value, start + 1)
-    return sorted(hits)
+    return sorted({(text.count("\n", 0, start) + 1, label) for start, _, label in spans(text, values=values)})
 
 
 class RedactingFilter(logging.Filter):
@@ -225,6 +420,19 @@ def redact_logs(*names: str) -> None:
 
 
 ERROR_TEXT_MAX_CHARS = 4000
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def without_traceback(text: str) -> str:
+    """`text` with any Python traceback in it reduced to its last line (the exception and its
+    message): stack frames never reach a stored column or a user's screen."""
+    at = text.find(_TRACEBACK)
+    if at == -1:
+        return text
+    before = text[:at].strip()
+    frames = [line.strip() for line in text[at:].splitlines() if line.strip()]
+    last = frames[-1] if len(frames) > 1 else "an exception (traceback removed)"
+    return f"{before} {last}".strip() if before else last
 
 
 def scrub_error_text(text: str, max_chars: int = ERROR_TEXT_MAX_CHARS) -> str:
@@ -232,7 +440,7 @@ def scrub_error_text(text: str, max_chars: int = ERROR_TEXT_MAX_CHARS) -> str:
 
     Best effort: the engine must never pass headers in the first place; this is the second line.
     """
-    text = redact(text)
+    text = redact(without_traceback(text))
     if len(text) > max_chars:
         text = text[:max_chars] + f"... [{len(text) - max_chars} chars cut]"
     return text

@@ -113,3 +113,28 @@ def test_record_against_an_http_endpoint_redacts_the_key(
         assert _record(root, tmp_path / "home", *args, "--name", "http-fail") == 1
         assert "failed" in capsys.readouterr().err
         assert not (root / "gates/fixtures/models/http-fail.yaml").exists()
+
+
+def test_a_recorded_fixture_masks_personal_data(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", f"plain{secrets.token_hex(12)}")
+    _add_price(root, "openai/local-test")
+    reply = "Mail jane.doe@example.com, card 4111 1111 1111 1111, phone +44 20 7946 0958."
+    with OpenAIStub() as stub:
+        stub.script(Behaviour.ok(reply))
+        args = ("--case", "canned-sim-verdict", "--model", "openai/local-test", "--api-base", stub.base_url)
+        assert _record(root, tmp_path / "home", *args, "--name", "pii-rec") == 0
+    text = (root / "gates/fixtures/models/pii-rec.yaml").read_text()
+    assert "jane.doe" not in text and "4111 1111" not in text and "7946" not in text
+    assert "[email]" in text and "[card number]" in text and "[phone number]" in text
+
+
+def test_a_script_name_shaped_like_a_key_is_refused_and_nothing_written(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "gh" + "o_" + "A1b2C3d4E5" * 4
+    assert _record(root, tmp_path / "home", "--case", "canned-sim-verdict", "--model", "sim/agent", "--name", name) == 1
+    err = capsys.readouterr().err
+    assert "looks like a credential" in err and name not in err
+    assert not list((root / "gates/fixtures/models").glob("gh*"))

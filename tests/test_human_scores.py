@@ -264,7 +264,10 @@ def test_csv_line_numbers_count_physical_lines_of_quoted_multiline_cells(track: 
     )
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "m.csv", text), "i")
-    assert problem_lines(raised.value) == ["m.csv:4: criteria: criterion clarity: 0 is outside 1..5"]
+    assert problem_lines(raised.value) == [
+        "m.csv:2: author: holds an unprintable character (U+000A): a name is printable text",
+        "m.csv:4: criteria: criterion clarity: 0 is outside 1..5",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -516,3 +519,15 @@ def test_a_file_over_the_size_cap_is_refused_before_it_is_read(track: Track, tmp
     ]
     assert data_files(track) == []
     assert import_scores(track, path, "j", max_bytes=size)["appended"] == 3
+
+
+@pytest.mark.parametrize("bad", ["\\u0000", "\\u001b[31m", "\\u0007"], ids=["nul", "escape", "bell"])
+def test_a_control_character_in_author_is_a_row_problem(track: Track, tmp_path: Path, bad: str) -> None:
+    good = {"build": BUILD, "scenario_id": "coding.fix-off-by-one", "repeat": 1, "judge_version": "helpfulness-v1",
+            "author": "ana", "criteria": {"correctness": 5, "completeness": 4, "clarity": 3}}
+    row = json.dumps(good).replace('"ana"', f'"ana{bad}"') + "\n"
+    with pytest.raises(HumanScoreError) as raised:
+        import_scores(track, write(tmp_path, "s.jsonl", row), "i")
+    [line] = problem_lines(raised.value)
+    assert line.startswith("s.jsonl:1: author: holds an unprintable character (U+00")
+    assert data_files(track) == []

@@ -364,3 +364,22 @@ def test_review_settings_are_validated_like_every_setting(review: dict[str, Any]
     with pytest.raises(ValidationError, match=field):
         Settings.model_validate({"review": review})
     assert Settings.model_validate({"review": {"sample_rate": 0.1}}).review.sample_rate == 0.1
+
+
+@pytest.mark.parametrize(
+    "reviewer",
+    ["ana\x00", "ben\x1b[2J", "sk-" + "proj-" + "a1b2c3d4" * 3, "gh" + "o_" + "A1b2C3d4E5" * 4],
+    ids=["nul", "escape", "sk-key", "github-oauth"],
+)
+def test_a_reviewer_name_with_a_control_character_or_a_credential_is_refused_and_never_stored(
+    url: str, reviewer: str
+) -> None:
+    with ReviewStore(url, claim_ttl_s=600, clock=Clock()) as store:
+        store.enqueue(items(1))
+        [item] = store.items()
+        with pytest.raises(ReviewError, match="reviewer: ") as raised:
+            store.claim(item.item_id, reviewer)
+        assert reviewer not in str(raised.value)
+        with pytest.raises(ReviewError):
+            store.claim_next(reviewer)
+        assert [i.claimed_by for i in store.items()] == [None]

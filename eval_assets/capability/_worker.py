@@ -20,11 +20,14 @@ from eval_assets.config import Project, ScriptBook
 from eval_assets.engine import Engine, Progress
 from eval_assets.home import EvalHome
 from eval_assets.providers.gateway import ModelGateway
+from eval_assets.redact import set_pii
 from eval_assets.spend import AttemptRef, Ceilings, SpendJournal, SpendPath, open_journal
 
 
 def gateway_for(project: Project) -> ModelGateway:
-    """The gateway with the project's prices and model scripts."""
+    """The gateway with the project's prices and model scripts (and its `redaction.pii` in force in
+    this process: a worker process applies it too)."""
+    set_pii(project.settings.redaction.pii)
     return ModelGateway(project.settings.price_table(), scripts=ScriptBook(project.root))
 
 

@@ -125,6 +125,12 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="evaltrack", description=__doc__)
     p.add_argument("--project", help="project root (default: this checkout)")
     p.add_argument("--home", help="EVAL_HOME (default: $EVAL_HOME or .eval_home/)")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an internal error, write the full detail (redacted) to $EVAL_HOME/logs/debug.log; "
+        "stdout and stderr only ever get one line",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     init = sub.add_parser("init", help="write a minimal evaluation project (an entry-point agent) into DIR")
     init.add_argument("dir")
@@ -272,10 +278,34 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
+    """`internal error: Type: message` on one line, redacted, never a traceback; with `debug`, the
+    full traceback (redacted) is appended to $EVAL_HOME/logs/debug.log and the line says where."""
+    import traceback
+    from pathlib import Path
+
+    from eval_assets.home import default_home
+    from eval_assets.redact import redact, without_traceback
+
+    first = " ".join(without_traceback(str(exc)).split())[:500]
+    line = redact(f"internal error: {type(exc).__name__}: {first}")
+    if not debug:
+        return line + " (run with --debug for the detail)"
+    try:
+        root = Path(home).resolve() if home else default_home()
+        log = root / "logs" / "debug.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a", encoding="utf-8") as out:
+            out.write(redact("".join(traceback.format_exception(exc))) + "\n")
+    except OSError as why:
+        return f"{line} (the debug log could not be written: {type(why).__name__})"
+    return f"{line} (detail in {log})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
     except Exception as exc:  # anything a command did not turn into its own outcome
-        print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(one_line_error(exc, debug=bool(getattr(args, "debug", False)), home=args.home), file=sys.stderr)
         return EXIT_INTERNAL_ERROR

@@ -18,6 +18,7 @@ import dagster as dg
 from eval_assets.config import Project, load_project
 from eval_assets.definitions import defs
 from eval_assets.home import EvalHome, project_root
+from eval_assets.redact import redact, without_traceback
 from eval_assets.spend import pid_alive
 
 
@@ -126,15 +127,18 @@ def _materialize(
         asset_selection=[dg.AssetKey(a) for a in assets],
         raise_on_error=False,
         tags={**(tags or {}), HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())},
-        # the CLI prints its own progress lines and tables; Dagster's console log shows only errors
-        run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}},
+        # the CLI prints its own progress lines, tables and one line per failure; Dagster's console log
+        # would print each failure with its stack frames (ERROR), so it shows only CRITICAL
+        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
     )
     error = None
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
-        error = (
+        error = redact(
             "; ".join(
-                str(e.step_failure_data.error.message).strip() for e in failures if e.step_failure_data.error
+                " ".join(without_traceback(str(e.step_failure_data.error.message)).split())
+                for e in failures
+                if e.step_failure_data.error
             )
             or "run failed"
         )

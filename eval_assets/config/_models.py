@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from eval_assets.canonical import canonical_arguments
-from eval_assets.redact import SECRET_ENV_NAME, findings
+from eval_assets.redact import SECRET_PARAM_NAME, findings
 
 from ._assertions import parse_assertions
 from ._ids import EntityId
@@ -355,18 +355,46 @@ class Subject(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     agent: Agent | None = None
 
-    @field_validator("api_base", "params")
+    @field_validator("api_base", "system_prompt", "params")
     @classmethod
     def _no_credentials(cls, value: Any) -> Any:
-        """Refuse credentials (a key-like param name, or anything the redaction would remove)."""
+        """Refuse credentials: a key-like or header-map name anywhere in `params` (`api_key`,
+        `headers`, `extra_headers`, ...), or anything the redaction would remove, in any string."""
         if isinstance(value, dict):
-            named = sorted(k for k in value if SECRET_ENV_NAME.search(str(k)) or str(k).lower() == "headers")
+            named = sorted(set(_credential_names(value)))
             if named:
                 raise ValueError(f"{', '.join(named)}: {_USE_THE_ENVIRONMENT}")
-        found = findings(str(value)) if value is not None else []
+        found = _credential_findings(value)
         if found:
             raise ValueError(f"holds {found[0]}: {_USE_THE_ENVIRONMENT}")
         return value
+
+
+def _credential_names(value: Any, prefix: str = "") -> list[str]:
+    """Dotted names of every key in `value` (nested maps and lists too) that names a credential or a
+    header map."""
+    out: list[str] = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            name = f"{prefix}{key}"
+            if SECRET_PARAM_NAME.search(str(key)):
+                out.append(name)
+            out += _credential_names(inner, f"{name}.")
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            out += _credential_names(inner, f"{prefix}{i}.")
+    return out
+
+
+def _credential_findings(value: Any) -> list[str]:
+    """What the redaction would remove from any string in `value` (keys included)."""
+    if isinstance(value, str):
+        return findings(value)
+    if isinstance(value, dict):
+        return [f for k, v in value.items() for f in _credential_findings(str(k)) + _credential_findings(v)]
+    if isinstance(value, list):
+        return [f for v in value for f in _credential_findings(v)]
+    return []
 
 
 class BuildManifest(Strict):
@@ -383,3 +411,10 @@ class BuildManifest(Strict):
         default=None, description="judge version ids to run (default: every active version)"
     )
     description: str = ""
+
+    @field_validator("description")
+    @classmethod
+    def _no_credential_in_description(cls, value: str) -> str:
+        if found := findings(value):
+            raise ValueError(f"holds {found[0]}: {_USE_THE_ENVIRONMENT}")
+        return value

@@ -199,6 +199,16 @@ def cron_problem(expr: str) -> str | None:
     return None
 
 
+class Redaction(Strict):
+    """What the one redaction masks besides credentials (eval_assets/redact.py)."""
+
+    pii: bool = Field(
+        default=True,
+        description="mask e-mail addresses, card numbers (Luhn-checked) and phone numbers in stored text and "
+        "fixtures; judging and policy checks see the raw text",
+    )
+
+
 class Settings(Strict):
     prices: dict[str, Price] = Field(
         default_factory=dict, description="prices for models litellm's own map does not know (e.g. sim/*)"
@@ -208,6 +218,7 @@ class Settings(Strict):
     bounds: Bounds = Bounds()
     instance: InstanceSettings = InstanceSettings()
     review: Review = Review()
+    redaction: Redaction = Redaction()
     nightly_cron: str = Field(default="0 2 * * *", description="the nightly schedule, UTC cron")
     owners: list[Annotated[str, Field(pattern=r"^(team:[A-Za-z0-9_.-]+|[^@\s]+@[^@\s]+\.[^@\s]+)$")]] = Field(
         default_factory=lambda: ["team:eval-track"],

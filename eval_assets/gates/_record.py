@@ -34,7 +34,7 @@ from eval_assets.config import (
     validate_model,
 )
 from eval_assets.providers import ModelScript
-from eval_assets.redact import redact
+from eval_assets.redact import findings, redact
 
 from ._cases import LoadedCase, load_case
 
@@ -141,6 +141,8 @@ def record_script(
 
     root = project.root
     name = name or case_id
+    if labels := findings(name):  # a file name is an identifier: refused, never redacted
+        raise RecordRefused(f"the script name looks like a credential ({', '.join(labels)}); nothing was written")
     try:
         target = script_file(root, name)
     except ValueError as exc:

@@ -213,6 +213,9 @@ class CallableImportError(Exception):
         super().__init__(f"{path!r} does not import: {reason}")
 
 
+_WIRING_PACKAGES = ("eval_assets.defs", "eval_assets.cli", "eval_assets.definitions")
+
+
 def resolve_callable(path: str) -> Callable[..., Any]:
     """Import `module:function` and return the callable. Raises CallableImportError naming the path.
 
@@ -221,6 +224,8 @@ def resolve_callable(path: str) -> Callable[..., Any]:
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise CallableImportError(path, "expected 'package.module:function'")
+    if module_name.split(".")[0].startswith("dagster") or module_name.startswith(_WIRING_PACKAGES):
+        raise CallableImportError(path, "the gate registry never imports Dagster or the Dagster wiring")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:

@@ -2,15 +2,19 @@
 
 One try per `call()`; retries, journaling and ceilings belong to the spend path and the engine.
 A provider error is returned as a `CallOutcome` with `ok=False`, never raised, and never carries
-request kwargs or headers (they hold API keys). Every text a call returns (the answer, tool-call
-arguments, the error) has been through the one redaction (`eval_assets.redact`): a provider may echo
-the key or the request's Authorization header, and what leaves here is stored, logged, and shown to
-a judge. No litellm callback is registered here: callback kwargs hold the raw key.
+request kwargs or headers (they hold API keys). Every string of the response message (the answer,
+tool-call ids, names and arguments, refusal, reasoning, annotations) and the error has been through
+the one redaction (`eval_assets.redact`), walked rather than picked by field: a provider may echo the
+key or the request's Authorization header anywhere, and what leaves here is stored, logged, and shown
+to a judge. A credential in a tool call's id or function name is refused (the call fails with
+`SecretInIdentifier`), never redacted into an identifier. No litellm callback is registered here:
+callback kwargs hold the raw key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -25,7 +29,7 @@ import litellm  # noqa: E402
 import eval_assets.providers  # noqa: F401  (sets litellm's offline environment first)
 from eval_assets.providers.scriptmodel import SCRIPT_PROVIDER, ModelScript
 from eval_assets.providers.sim import register_sim_providers
-from eval_assets.redact import redact, redact_logs
+from eval_assets.redact import findings, redact, redact_any, redact_logs, without_traceback
 
 litellm.suppress_debug_info = True
 # litellm warns once per registered custom price about cache pricing it cannot know; not actionable here.
@@ -142,18 +146,37 @@ def _number(raw: object) -> float | None:
 
 
 def _safe_message(exc: BaseException) -> str:
-    """The exception's own message, redacted, then truncated (redacting first: a cut never splits a key
-    into a part the redaction no longer recognises).
+    """The exception's own message on one line, any traceback in it cut to its last line, redacted,
+    then truncated (redacting first: a cut never splits a key into a part the redaction no longer
+    recognises).
 
     litellm's messages carry no request headers, but they quote the provider's error body, and a
     provider or proxy may echo the key or the request (Authorization header included) there.
     """
     msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return redact(msg.replace("\n", " "))[:500]
+    return redact(" ".join(without_traceback(str(msg)).split()))[:500]
 
 
-def _redact_arguments(arguments: str | None) -> str | None:
-    return None if arguments is None else redact(arguments)
+class SecretInIdentifier(Exception):
+    """A response put a credential where it would become an identifier (a tool call's id or name):
+    refused rather than redacted, since a redacted id no longer names its call."""
+
+
+def _walked_message(message: Any) -> dict[str, Any]:
+    """Every string of the response message (content, tool-call ids, names and arguments, refusal,
+    reasoning, annotations, provider-specific fields) through the one redaction; raises
+    SecretInIdentifier when a tool call's id or function name holds a credential."""
+    raw = message.model_dump() if hasattr(message, "model_dump") else dict(message)
+    for call in raw.get("tool_calls") or []:
+        function = call.get("function") or {}
+        for where, value in (("id", call.get("id")), ("function name", function.get("name"))):
+            if isinstance(value, str) and (found := findings(value)):
+                raise SecretInIdentifier(
+                    f"the provider put a credential ({', '.join(found)}) in a tool call's {where}; "
+                    "refused (an identifier is never redacted)"
+                )
+    walked = redact_any(raw)
+    return walked if isinstance(walked, dict) else {}
 
 
 ScriptSource = Callable[[str], ModelScript]
@@ -255,17 +278,30 @@ class ModelGateway:
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        message = response.choices[0].message
+        try:
+            message = _walked_message(response.choices[0].message)
+        except SecretInIdentifier as exc:  # paid for: the refusal keeps the call's tokens and cost
+            return dataclasses.replace(
+                self._failure(started, "SecretInIdentifier", str(exc), False, exc),
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cost_usd=self.cost(spec.model, prompt_tokens, completion_tokens),
+            )
         tool_calls = None
-        if getattr(message, "tool_calls", None):
+        if message.get("tool_calls"):
             tool_calls = [
-                {"id": tc.id, "name": tc.function.name, "arguments": _redact_arguments(tc.function.arguments)}
-                for tc in message.tool_calls
+                {
+                    "id": tc.get("id"),
+                    "name": (tc.get("function") or {}).get("name"),
+                    "arguments": (tc.get("function") or {}).get("arguments"),
+                }
+                for tc in message["tool_calls"]
             ]
+        content = message.get("content")
         return CallOutcome(
             ok=True,
-            text=redact(message.content) if message.content is not None else "",
-            raw_text=message.content if message.content is not None else "",
+            text=str(content) if content is not None else "",
+            raw_text=str(raw) if (raw := getattr(response.choices[0].message, "content", None)) is not None else "",
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             cost_usd=self.cost(spec.model, prompt_tokens, completion_tokens),

@@ -62,7 +62,7 @@ from .simmodel import (  # noqa: E402
     wrong_arguments,
 )
 
-_QUALITY_RE = re.compile(re.escape(QUALITY_MARKER) + r"([0-9.]+)\]")
+_QUALITY_RE = re.compile(re.escape(QUALITY_MARKER) + r"([0-9]*\.?[0-9]+)\]")
 _CRITERIA_RE = re.compile(r"^Criteria \(JSON\): (.*)$", re.MULTILINE)
 
 

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from eval_assets.clock import Clock, utc_now
+from eval_assets.redact import name_problem
 from eval_assets.spend import JournalError, journal_engine, journal_write
 
 TABLE_NAME = "review_items"
@@ -319,6 +320,10 @@ class ReviewStore:
 
 
 def _check_reviewer(reviewer: str) -> None:
+    """A reviewer is a printable name holding no credential (it is stored in review_items_history);
+    the refusal never repeats a refused value."""
+    if (why := name_problem(reviewer)) is not None:
+        raise ReviewError(f"reviewer: {why}")
     if not reviewer.strip() or reviewer != reviewer.strip() or len(reviewer) > 200:
         raise ReviewError(f"reviewer {reviewer!r}: give a name (no surrounding spaces, at most 200 characters)")
 

@@ -56,7 +56,7 @@ SHAPED = [
     ("openai-key", "sk" + "-proj-Zq8Xw2Lr5Tn7Yb3Kc9Vm1Pd4", "Zq8Xw2Lr5Tn7Yb3", ""),
     (
         "pem-private-key",
-        "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1234567890abcdef\nQUJD==\n-----END RSA PRIVATE KEY-----",
+        "-----BEGIN RSA PRIVATE KEY-----" + "\nMIIEpAIBAAKCAQEA1234567890abcdef\nQUJD==\n-----END RSA PRIVATE KEY-----",
         "MIIEpAIBAAKCAQEA1234567890abcdef",
         "-----BEGIN RSA PRIVATE KEY-----",  # the marker stays: the policy checks look for it
     ),

@@ -43,7 +43,7 @@ from eval_assets.gates._registry import read_registry
 from eval_assets.gates._runner import run_suite
 from eval_assets.gates.dogfood._tree import project_files
 from eval_assets.home import default_home
-from eval_assets.redact import SECRET_ENV_NAME
+from eval_assets.redact import is_secret_env_name
 
 RECORD = Path("ci") / "suite-no-network.json"
 FORMAT = 1
@@ -122,7 +122,7 @@ def network_facts() -> dict[str, Any]:
 def credential_names(environ: Mapping[str, str] | None = None) -> list[str]:
     """Names of credential-bearing environment variables that are set (the redaction's name rule)."""
     env = os.environ if environ is None else environ
-    return sorted(name for name, value in env.items() if SECRET_ENV_NAME.search(name) and value)
+    return sorted(name for name, value in env.items() if is_secret_env_name(name) and value)
 
 
 def example_manifests(root: Path) -> list[Path]:

@@ -405,24 +405,41 @@ def no_api_key_in_dagster_events(ctx: GateContext) -> Outcome:
     return no_api_key_persisted(ctx)
 
 
-def _planted_baits(ctx: GateContext) -> list[str]:
-    """The scenarios' `forbidden_strings`: credentials a scenario shows its subject on purpose (and
-    forbids it to repeat). Not a leak where they are checked in; everything else is."""
+def _planted_baits(ctx: GateContext) -> dict[Path, frozenset[str]]:
+    """Each scenario file's own `forbidden_strings`: credentials the scenario shows its subject on
+    purpose (and forbids it to repeat). Exempt only in that file; anywhere else they are a leak."""
     try:
         project = ctx.project()
     except ConfigError:
-        return []
-    return sorted({s for sc in project.scenarios.values() for s in sc.policy.forbidden_strings if s}, key=len)[
-        ::-1
-    ]
+        return {}
+    out: dict[Path, frozenset[str]] = {}
+    for scenario in project.scenarios.values():
+        source = project.sources.get("scenario" + scenario.id)
+        baits = frozenset(s for s in scenario.policy.forbidden_strings if s)
+        if source is not None and baits:
+            key = Path(source).resolve()
+            out[key] = out.get(key, frozenset()) | baits
+    return out
+
+
+def _exempt(text: str, start: int, end: int, baits: frozenset[str]) -> bool:
+    """Whether the secret at text[start:end] lies inside an occurrence of one of `baits`."""
+    for bait in baits:
+        at = text.find(bait, max(0, end - len(bait)))
+        while at != -1 and at <= start:
+            if at + len(bait) >= end:
+                return True
+            at = text.find(bait, at + 1)
+    return False
 
 
 def no_secret_checked_in(ctx: GateContext) -> Outcome:
     """No tracked file (`git ls-files`: code, tests, scripts, docs, configuration) holds something the
-    one redaction (`eval_assets.redact`) would remove: a credential shape (provider keys, `AIza...`,
-    `xox?-`, PEM private-key bodies, Authorization/Bearer values, URL passwords, `password=`/
-    `secret=`/`token=` assignments) or the value of a credential variable in the environment. A
-    scenario's own `forbidden_strings` (planted on purpose) are exempt where they appear."""
+    one redaction (`eval_assets.redact`) would remove: a credential shape (`redact.SHAPES`: provider
+    keys, PEM private-key bodies, Authorization/Cookie/credential-header values, URL passwords,
+    `password=`/`secret=`/`token=` assignments, ...) or the value of a credential variable in the
+    environment. A scenario's own `forbidden_strings` (planted on purpose) are exempt only in that
+    scenario's file, and only where the secret found is the planted string itself."""
     files, listed = project_files(ctx.root)
     baits = _planted_baits(ctx)
     values = list(redact.secret_values().items())
@@ -432,11 +449,13 @@ def no_secret_checked_in(ctx: GateContext) -> Outcome:
             continue  # deleted in the work tree
         scanned += 1
         text = path.read_text(encoding="utf-8", errors="replace")
-        for bait in baits:
-            text = text.replace(bait, "{bait}")
-        findings += [
-            f"{path.relative_to(ctx.root)}:{number}: {label}" for number, label in redact.locate(text, values=values)
-        ]
+        own = baits.get(path.resolve(), frozenset())
+        hits = {
+            (text.count("\n", 0, start) + 1, label)
+            for start, end, label in redact.spans(text, values=values)
+            if not _exempt(text, start, end, own)
+        }
+        findings += [f"{path.relative_to(ctx.root)}:{number}: {label}" for number, label in sorted(hits)]
     if scanned == 0:
         return Outcome.failed("no tracked file found: the scan would prove nothing")
     if findings:

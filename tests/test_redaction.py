@@ -1,0 +1,300 @@
+"""The one redaction (eval_assets/redact.py): every shape pinned by examples, the environment side
+derived from litellm and from names, every encoding, personal data, names. Fake credentials are built
+from parts at run time, so no tracked line holds one (the checked-in-secrets gate scans this file)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eval_assets import redact
+from eval_assets.redact import SHAPES, Shape, findings, is_secret_env_name, name_problem
+
+
+def k(*parts: str) -> str:
+    """A fake credential from parts (a literal would be a checked-in secret)."""
+    return "".join(parts)
+
+
+BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"
+
+# (shape label, text holding a credential, the secret part). Each family's variants: narrowing a
+# shape to one of them leaves the others unfound.
+EXAMPLES: list[tuple[str, str, str]] = [
+    ("a private key", k("-----BEGIN ", "PRIVATE KEY-----\n", BODY, "\n-----END PRIVATE KEY-----"), BODY),
+    (
+        "a private key",
+        k("-----BEGIN RSA ", "PRIVATE KEY-----\n", BODY, "\n-----END RSA PRIVATE KEY-----"),
+        BODY,
+    ),
+    ("a URL with a password", k("postgresql://app:", "Pr0d$pa{ss}/x9", "@db:5432/shop"), "Pr0d$pa{ss}/x9"),
+    ("a URL with a password", k("https://user:", "plainletters", "@example.com/"), "plainletters"),
+    ("an Authorization header", k("Authorization: ", "Bearer ", "onlylettershere"), "onlylettershere"),
+    (
+        "an Authorization header",
+        k('"authorization": "', "Basic ", "dXNlcjpwYXNzd29yZA==", '"'),
+        "dXNlcjpwYXNzd29yZA==",
+    ),
+    ("a cookie", k("Cookie: ", "session=abcdefgh; csrf=qrstuvwx"), "session=abcdefgh; csrf=qrstuvwx"),
+    ("a cookie", k("set-cookie: ", "sid=lettersonlyvalue"), "sid=lettersonlyvalue"),
+    ("a credential header", k("X-Portkey-", "Key: ", "lettersonlyvalue"), "lettersonlyvalue"),
+    ("a credential header", k("x-goog-api-", "key: ", "anotherletters"), "anotherletters"),
+    ("a bearer token", k("token was bearer ", "abc123def456ghi"), "abc123def456ghi"),
+    (
+        "an API key (sk-/pk-/rk-...)",
+        k("call_", "sk-", "ant-api03-", "Xy7Qw9" * 5),
+        k("sk-", "ant-api03-", "Xy7Qw9" * 5),
+    ),
+    ("an API key (sk-/pk-/rk-...)", k("sk-", "proj-", "a1b2c3d4" * 3), k("sk-", "proj-", "a1b2c3d4" * 3)),
+    ("an API key (sk-/pk-/rk-...)", k("rk-", "0123456789abcdef" * 2), k("rk-", "0123456789abcdef" * 2)),
+    (
+        "an API key (sk_/pk_/rk_...)",
+        k("lookup_", "sk_", "ant_api03_", "Xy7Q" * 5),
+        k("sk_", "ant_api03_", "Xy7Q" * 5),
+    ),
+    ("a Stripe key (sk_live_...)", k("sk_", "live_", "abc123xyz789"), k("sk_", "live_", "abc123xyz789")),
+    ("a Stripe key (sk_live_...)", k("pk_", "test_", "abcdefghij12"), k("pk_", "test_", "abcdefghij12")),
+    ("a Google API key (AIza...)", k("x", "AI", "za", "SyA1b2C3d4" * 4), k("AI", "za", "SyA1b2C3d4" * 4)),
+    ("a Slack token", k("xox", "b-", "1234567890-abcdefghij"), k("xox", "b-", "1234567890-abcdefghij")),
+    ("a Slack token", k("idxox", "p-", "9876543210-zyxwvutsrq"), k("xox", "p-", "9876543210-zyxwvutsrq")),
+    (
+        "a Slack webhook URL",
+        k("https://hooks.slack", ".com/", "services/T0ABC/B0DEF/", "ghijKLMN1234"),
+        k("services/T0ABC/B0DEF/", "ghijKLMN1234"),
+    ),
+    ("a GitHub token", k("gh", "p_", "A1b2C3d4E5" * 4), k("gh", "p_", "A1b2C3d4E5" * 4)),
+    ("a GitHub token", k("gh", "o_", "A1b2C3d4E5" * 4), k("gh", "o_", "A1b2C3d4E5" * 4)),
+    ("a GitHub token", k("xgh", "s_", "Z9y8X7w6V5" * 4), k("gh", "s_", "Z9y8X7w6V5" * 4)),
+    ("a GitHub token", k("github_", "pat_", "11ABCDEFG0_" * 3), k("github_", "pat_", "11ABCDEFG0_" * 3)),
+    ("an AWS access key id (AKIA...)", k("id", "AKIA", "IOSFODNN7EXAMPLE"), k("AKIA", "IOSFODNN7EXAMPLE")),
+    ("an AWS access key id (AKIA...)", k("AS", "IA", "Z2X3C4V5B6N7M8L9"), k("AS", "IA", "Z2X3C4V5B6N7M8L9")),
+    (
+        "a JSON web token",
+        k("jwt=", "eyJ", "hbGciOiJIUzI1NiJ9", ".", "eyJ", "zdWIiOiIxMjM0NTY3ODkwIn0", ".", "abcDEF123_-xyz"),
+        k("eyJ", "hbGciOiJIUzI1NiJ9", ".", "eyJ", "zdWIiOiIxMjM0NTY3ODkwIn0", ".", "abcDEF123_-xyz"),
+    ),
+    ("a secret assigned to a key-like name", k("DB_PASSWORD", "=", "hunter2hunter2"), "hunter2hunter2"),
+    ("a secret assigned to a key-like name", k("password", ': "', "lettersonly", '"'), "lettersonly"),
+]
+
+NOT_CREDENTIALS = [
+    "task-management-system-design",
+    "disk-image backup of the risk-assessment framework",
+    "max_tokens: 512",
+    "the bearer of bad news arrived",
+    "see https://example.com/a@b and http://127.0.0.1:8080/health",
+    "password: required",
+    "AKIA is a prefix",
+]
+
+
+def missed(shapes: tuple[Shape, ...]) -> list[str]:
+    """The examples whose label's shape (in `shapes`) does not find them, or leaves their secret."""
+    out = []
+    for label, text, secret in EXAMPLES:
+        mine = [s for s in shapes if s.label == label]
+        rewritten = text
+        for shape in mine:
+            rewritten = shape.sub(rewritten)
+        if not any(s.pattern.search(text) for s in mine) or secret in rewritten:
+            out.append(f"{label}: {text[:24]}...")
+    return out
+
+
+def test_every_shape_finds_each_variant_of_its_family_and_removes_the_secret() -> None:
+    assert missed(SHAPES) == []
+    for label, text, secret in EXAMPLES:
+        assert label in findings(text), text
+        assert secret not in redact.redact(text)
+
+
+def test_every_shape_in_the_list_is_pinned_by_examples() -> None:
+    assert {s.label for s in SHAPES} <= {label for label, _, _ in EXAMPLES}
+
+
+@pytest.mark.parametrize(
+    ("mutated", "mutation"),
+    [
+        ("a GitHub token", re.compile(r"ghp_[A-Za-z0-9]{30,}")),  # narrowed to ghp_
+        ("an AWS access key id (AKIA...)", None),  # removed
+        (
+            "a URL with a password",
+            re.compile(r"(?P<keep>\b[a-z]+://[^\s/@:{}<>$]*:)[^\s/@{}<>$]+(?P<tail>@)"),
+        ),
+        (
+            "an API key (sk-/pk-/rk-...)",
+            re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"),
+        ),  # word boundary back
+    ],
+    ids=["github-narrowed", "aws-removed", "url-password-narrowed", "dash-key-needs-word-boundary"],
+)
+def test_a_removed_or_narrowed_shape_is_caught_by_the_examples(
+    mutated: str, mutation: re.Pattern[str] | None
+) -> None:
+    shapes = tuple(
+        s if s.label != mutated else Shape(s.label, mutation)
+        for s in SHAPES
+        if s.label != mutated or mutation
+    )
+    assert any(m.startswith(mutated) for m in missed(shapes))
+
+
+@pytest.mark.parametrize("text", NOT_CREDENTIALS)
+def test_ordinary_text_is_not_a_credential(text: str) -> None:
+    assert findings(text, values=()) == []
+
+
+# --- the environment side ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "WATSONX_ZENAPIKEY",
+        "HCP_VAULT_APPROLE_SECRET_ID",
+        "CLARIFAI_PAT",
+        "MY_DB_CREDENTIAL",
+    ],
+)
+def test_credential_variables_litellm_reads_are_redacted_by_value(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    value = k("plainvalue", "Q7", name.lower().replace("_", ""))
+    monkeypatch.setenv(name, value)
+    assert is_secret_env_name(name)
+    assert value not in redact.redact(f"provider said: {value} is wrong")
+    assert f"the value of ${name}" in findings(f"echo {value}")
+
+
+def test_litellm_credential_names_are_read_from_litellm_itself() -> None:
+    import litellm.constants
+
+    listed = {n for n in litellm.constants.SENTRY_DENYLIST if n.isupper()}
+    assert listed and listed == redact.litellm_credential_names()
+    assert all(is_secret_env_name(n) for n in listed)  # SLACK_WEBHOOK_URL, SMTP_USERNAME: no family name
+
+
+@contextmanager
+def env(name: str, value: str) -> Iterator[None]:
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def encoded(value: str, how: str) -> str:
+    if how == "json":
+        return json.dumps({"message": f"got {value}"})
+    if how == "url":
+        return "https://x.test/cb?key_echo=" + urllib.parse.quote(value, safe="")
+    if how == "base64-header":
+        return base64.b64encode(f"X-Echo: {value}".encode()).decode()
+    return f"got {value} back"
+
+
+ENV_NAMES = st.sampled_from(
+    [
+        "OPENAI_API_KEY",
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "WATSONX_ZENAPIKEY",
+        "CLARIFAI_PAT",
+        "VAULT_PASSWORD",
+        "GCP_CREDENTIALS",
+        "SLACK_WEBHOOK_URL",
+        "SOME_TOKEN_FILE_CONTENT",
+        "APP_SECRET",
+    ]
+)
+ENCODINGS = st.sampled_from(["plain", "json", "url", "base64-header"])
+VALUES = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=12, max_size=40)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=ENV_NAMES, value=VALUES, how=ENCODINGS)
+def test_an_environment_secret_in_any_encoding_is_redacted(name: str, value: str, how: str) -> None:
+    with env(name, value):
+        out = redact.redact(encoded(value, how))
+    assert value not in out
+    assert [form for form in redact.encodings(value) if form in out] == []  # JSON, URL, base64 forms too
+
+
+# --- personal data ----------------------------------------------------------------------------------
+
+
+def test_email_card_and_phone_numbers_are_masked_while_pii_is_on() -> None:
+    text = (
+        "write to jane.doe+x@example.co.uk, card 4111 1111 1111 1111, call +44 20 7946 0958 or (555) 123-4567"
+    )
+    out = redact.redact(text)
+    assert "jane.doe" not in out and "4111 1111" not in out and "7946" not in out and "123-4567" not in out
+    assert "[email]" in out and "[card number]" in out and "[phone number]" in out
+
+
+def test_a_number_that_fails_luhn_is_not_a_card() -> None:
+    assert redact.redact("order 4111 1111 1111 1112 shipped") == "order 4111 1111 1111 1112 shipped"
+
+
+def test_pii_off_keeps_personal_data_but_not_credentials() -> None:
+    redact.set_pii(False)
+    try:
+        out = redact.redact(k("mail a@b.io key ", "sk-", "proj-", "a1b2c3d4" * 3))
+    finally:
+        redact.set_pii(True)
+    assert "a@b.io" in out and "a1b2c3d4" not in out
+
+
+def test_personal_data_is_never_a_credential_finding() -> None:
+    assert findings("jane@example.com 4111111111111111", values=()) == []
+
+
+# --- names and identifiers --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["alice\x00", "bob\x1b[31m", "carol\nmallory"])
+def test_a_name_with_a_control_character_is_refused(name: str) -> None:
+    assert name_problem(name) is not None and "unprintable" in (name_problem(name) or "")
+
+
+def test_a_name_shaped_like_a_key_is_refused_without_repeating_it() -> None:
+    key = k("sk-", "proj-", "a1b2c3d4" * 3)
+    why = name_problem(key)
+    assert why is not None and key not in why
+
+
+def test_a_traceback_is_cut_to_its_last_line() -> None:
+    text = 'boom: Traceback (most recent call last):\n  File "x.py", line 1, in f\nValueError: bad'
+    assert redact.without_traceback(text) == "boom: ValueError: bad"
+    assert "File" not in redact.scrub_error_text(text)
+
+
+def test_an_internal_error_is_one_line_and_debug_writes_the_redacted_detail_under_home(tmp_path: Path) -> None:
+    from eval_assets.cli import one_line_error
+
+    key = k("sk-", "proj-", "a1b2c3d4" * 3)
+    try:
+        raise ValueError(f"boom with {key}\nTraceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'q'")
+    except ValueError as exc:
+        quiet = one_line_error(exc, debug=False, home=str(tmp_path))
+        line = one_line_error(exc, debug=True, home=str(tmp_path))
+    for shown in (quiet, line):
+        assert "\n" not in shown and key not in shown and "File" not in shown
+    assert quiet.endswith("(run with --debug for the detail)")
+    log = (tmp_path / "logs" / "debug.log").read_text(encoding="utf-8")
+    assert str(tmp_path / "logs" / "debug.log") in line
+    assert "Traceback (most recent call last)" in log and key not in log and "[redacted]" in log
