@@ -35,8 +35,11 @@ from ._noise import (
 )
 from ._plot import plot_report
 from ._rules import (
+    BinaryTest,
     Budget,
     Moments,
+    binary_drop_p,
+    binary_repeats,
     chi_bar_sf,
     concentrated_test,
     evaluate,
@@ -46,6 +49,7 @@ from ._rules import (
     mean_rule_p,
     mean_test,
     moderated_prior,
+    pass_fail_scenarios,
     scenario_tests,
     weighted_holm,
 )
@@ -55,7 +59,11 @@ __all__ = [
     "AA_REPLICATIONS",
     "AA_SEED",
     "AARates",
+    "BinaryTest",
     "Budget",
+    "binary_repeats",
+    "binary_drop_p",
+    "pass_fail_scenarios",
     "MIN_SCENARIOS",
     "Moments",
     "aa_rates",
