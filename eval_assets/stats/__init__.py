@@ -23,10 +23,9 @@ from ._compare import (
 )
 from ._decision import EXIT_CODES, Decision, ReleaseDecision, decide, exit_code
 from ._evidence import CheckOutcome, CheckSuiteEvidence, Evidence, Reason, Severity
-from ._findings import FINDING_COLUMNS, Finding, FindingVerdict
+from ._findings import Finding, FindingVerdict
 from ._frame import COLUMNS, VerdictFrameError, release_invariant, scenario_table, validate_verdicts
 from ._noise import (
-    BAND_TABLE_COLUMNS,
     BootstrapBand,
     NoiseBand,
     between_build_variance,
@@ -81,11 +80,9 @@ __all__ = [
     "moderated_prior",
     "release_invariant",
     "weighted_holm",
-    "BAND_TABLE_COLUMNS",
     "CALIBRATION_COLUMNS",
     "COLUMNS",
     "EXIT_CODES",
-    "FINDING_COLUMNS",
     "SCENARIO_PLOT_COLUMNS",
     "SCIPY_BCA_MAX_N",
     "BootstrapBand",

@@ -33,7 +33,6 @@ from ._findings import (
     CONCENTRATED,
     EVIDENCE,
     EXCLUSIONS,
-    FINDING_COLUMNS,
     FLOOR_DROP,
     MEAN_DROP,
     P10,
@@ -149,14 +148,6 @@ class CapabilityReport:
         if self.decided_nothing is not None:
             return "none"
         return "investigate" if "investigate" in verdicts else "ok"
-
-    def rows(self) -> list[dict[str, object]]:
-        """The findings as `capability_reports` rows (keys `FINDING_COLUMNS`)."""
-        return [f.as_row() for f in self.findings]
-
-    def to_frame(self) -> pd.DataFrame:
-        """The findings as a DataFrame with columns `FINDING_COLUMNS` (missing figures NaN)."""
-        return pd.DataFrame(self.rows(), columns=list(FINDING_COLUMNS))
 
     def aa_text(self) -> str:
         """One line on this report's own simulated false-alarm rates."""
