@@ -25,6 +25,14 @@ from ._decision import EXIT_CODES, Decision, ReleaseDecision, decide, exit_code
 from ._evidence import CheckOutcome, CheckSuiteEvidence, Evidence, Reason, Severity
 from ._findings import Finding, FindingVerdict
 from ._frame import COLUMNS, VerdictFrameError, release_invariant, scenario_table, validate_verdicts
+from ._intervals import (
+    SuiteIntervals,
+    pass_hat_k,
+    pass_rate_intervals,
+    proportion_interval,
+    suite_intervals,
+    suite_mean_interval,
+)
 from ._noise import (
     BootstrapBand,
     NoiseBand,
@@ -59,6 +67,12 @@ __all__ = [
     "AA_SEED",
     "AARates",
     "BinaryTest",
+    "SuiteIntervals",
+    "pass_hat_k",
+    "pass_rate_intervals",
+    "proportion_interval",
+    "suite_intervals",
+    "suite_mean_interval",
     "Budget",
     "binary_repeats",
     "binary_drop_p",
