@@ -116,6 +116,34 @@ def test_a_constant_scenario_in_a_pass_fail_suite_gets_the_exact_test() -> None:
     assert abs(scenario_tests(base, cand, FLOOR).p_drop[0, 0] - 1 / 20) < 1e-12
 
 
+def test_a_constant_scenario_gets_the_exact_test_once_any_scenario_shows_pass_fail_repeats() -> None:
+    # a mixed suite (graded scenarios and one varying 0/1 scenario): 1, 1, 1 then 0, 0, 0 is a chance
+    # event for a pass/fail scenario, so it must not borrow the graded scenarios' small variance
+    rng = np.random.default_rng(3)
+    graded = np.clip(0.7 + 0.1 * rng.standard_normal((12, 3)), 0, 1)
+    varying = np.array([[1.0, 0.0, 1.0]])
+    base = _moments(np.concatenate([np.ones((1, 3)), varying, graded])[None])
+    cand = _moments(np.concatenate([np.zeros((1, 3)), varying, graded])[None])
+    assert abs(scenario_tests(base, cand, FLOOR).p_drop[0, 0] - 1 / 20) < 1e-12
+
+
+def test_an_unchanged_mixed_suite_is_blocked_within_budget() -> None:
+    # a quarter of the scenarios pass/fail, the rest graded (normal, 3 and 5 levels), 50 x 3
+    rng = np.random.default_rng(20261203)
+    reps, m, k = 1000, 50, 3
+    skills = rng.uniform(0.55, 0.95, (reps, m))
+    kind = rng.integers(0, 4, (reps, m))[:, :, None]
+
+    def draw() -> np.ndarray:
+        x = np.clip(skills[:, :, None] + 0.15 * rng.standard_normal((reps, m, k)), 0.0, 1.0)
+        x = np.where(kind == 1, (rng.random((reps, m, k)) < skills[:, :, None]).astype(float), x)
+        x = np.where(kind == 2, np.round(x * 2.0) / 2.0, x)
+        return np.where(kind == 3, np.round(x * 4.0) / 4.0, x)
+
+    outcome = evaluate(_moments(draw()), _moments(draw()), FLOOR, Budget())
+    assert outcome.block.mean() <= 0.05 and outcome.flag.mean() <= 0.15
+
+
 def _pass_fail_suite(rng: np.random.Generator, reps: int, m: int, k: int) -> np.ndarray:
     rates = rng.uniform(0.05, 0.95, (reps, m))
     rates[:, -2] = 1.0  # always passes

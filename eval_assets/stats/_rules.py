@@ -288,14 +288,15 @@ def pass_fail_scenarios(base: Moments, cand: Moments, pooled: np.ndarray) -> np.
     """(R, m) bool: the scenarios tested on their pass counts rather than by the moderated t.
 
     A scenario whose repeats are all 0 or 1 in both builds (`binary_repeats`) qualifies when its repeats
-    vary, or when the replication's suite is pass/fail: every scenario whose repeats vary is 0/1 (then
-    3 passes of 3 followed by 0 of 3 is a 1-in-64 event for a scenario passing half the time, not the
-    impossibility the variances of other scenarios would make it). A constant 0/1 scenario in a suite
-    with graded scores keeps the moderated t (it borrows the graded scenarios' variance).
+    vary, or when some other scenario of the replication has varying 0/1 repeats: the rubric then yields
+    pass/fail scenarios, and 3 passes of 3 followed by 0 of 3 is a 1-in-64 event for a scenario passing
+    half the time, not the impossibility the graded scenarios' variances would make it. A constant 0/1
+    scenario in a suite without any varying 0/1 scenario (a graded rubric that hit its ends, e.g. 1, 1, 1
+    then 0, 0, 0) keeps the moderated t, which borrows the graded scenarios' variance.
     """
     binary = binary_repeats(base) & binary_repeats(cand)
     varies = np.nan_to_num(pooled) > ZERO_VARIANCE
-    suite_pass_fail = (varies & binary).any(axis=1) & ~(varies & ~binary).any(axis=1)
+    suite_pass_fail = (varies & binary).any(axis=1)
     return np.asarray(binary & (varies | suite_pass_fail[:, None]))
 
 
