@@ -11,8 +11,9 @@ import base64
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
+import numpy as np
 import pandas as pd
 
 from eval_assets.bridge import bridge_refusal
@@ -406,9 +407,85 @@ def run_release_decision(
 # --- the rows of the release tables (one builder per table) ----------------------------------------
 
 
+NOISE_BAND_COLUMNS: Final = (
+    "scope",
+    "scenario_id",
+    "mean",
+    "half_width",
+    "low",
+    "high",
+    "n_repeats",
+    "within_var",
+    "between_var",
+)
+"""The band's own columns of a `noise_bands` row (the builder adds `build` and `judge_version`)."""
+CAPABILITY_REPORT_COLUMNS: Final = (
+    "finding",
+    "scenario_id",
+    "statistic",
+    "p_value",
+    "q_value",
+    "verdict",
+    "detail",
+)
+"""A finding's columns of a `capability_reports` row (the builder adds the report's own columns)."""
+
+
 def noise_band_rows(band: NoiseBand, build: str, judge_version: str) -> pd.DataFrame:
-    """The `noise_bands` rows of one build's band under one judge version (suite row and one per scenario)."""
-    return band.table().assign(build=build, judge_version=judge_version)
+    """The `noise_bands` rows of one build's band under one judge version: one 'suite' row, then one
+    per scenario (`NOISE_BAND_COLUMNS`, then build and judge_version).
+
+    `low`/`high` are -half_width/+half_width: the band for a difference between two re-runs, centred
+    on 0. Missing figures are NaN (scenario_id is None on the suite row).
+    """
+    suite = {
+        "scope": "suite",
+        "scenario_id": None,
+        "mean": band.suite_mean,
+        "half_width": band.half_width,
+        "low": None if band.half_width is None else -band.half_width,
+        "high": band.half_width,
+        "n_repeats": band.n_repeats,
+        "within_var": band.within_var,
+        "between_var": band.between_var,
+    }
+    per = band.scenarios
+    rows = pd.DataFrame(
+        {
+            "scope": "scenario",
+            "scenario_id": per["scenario_id"].to_numpy(dtype=object),
+            "mean": per["mean"].to_numpy(),
+            "half_width": per["half_width"].to_numpy(),
+            "low": -per["half_width"].to_numpy(),
+            "high": per["half_width"].to_numpy(),
+            "n_repeats": per["n_repeats"].to_numpy(),
+            "within_var": per["variance"].to_numpy(),
+            "between_var": np.nan,
+        }
+    )
+    head = pd.DataFrame([suite], columns=list(NOISE_BAND_COLUMNS))
+    table = pd.concat([head.astype(rows.dtypes.to_dict()), rows], ignore_index=True)
+    return table.loc[:, list(NOISE_BAND_COLUMNS)].assign(build=build, judge_version=judge_version)
+
+
+def finding_rows(report: CapabilityReport) -> pd.DataFrame:
+    """A report's findings as rows (`CAPABILITY_REPORT_COLUMNS`; a missing figure is None in the
+    finding, NaN in a float column)."""
+    return pd.DataFrame(
+        [
+            {
+                "finding": f.finding,
+                "scenario_id": f.scenario_id,
+                "statistic": f.statistic,
+                "p_value": f.p_value,
+                "q_value": f.q_value,
+                "verdict": f.verdict,
+                "detail": f.detail,
+            }
+            for f in report.findings
+        ],
+        columns=list(CAPABILITY_REPORT_COLUMNS),
+    )
 
 
 def capability_report_rows(
@@ -423,7 +500,7 @@ def capability_report_rows(
     simulated A/A rates, and where each scenario came from (`sources[scenario_id]`: authored or
     trajectory; None for a suite-wide finding or a scenario no longer in the project), then the
     candidate's reliability `figures` (`reliability_rows`, passes judged against `floor`)."""
-    rows = pd.DataFrame(run.report.rows()).assign(
+    rows = finding_rows(run.report).assign(
         build=build,
         judge_version=judge_version,
         baseline=run.baseline,
@@ -487,8 +564,22 @@ def release_decision_row(
 
 
 def release_decision_reason_rows(build: str, decision: ReleaseDecision) -> list[dict[str, Any]]:
-    """The `release_decision_reasons` rows of a decision, ranked from 1 (most severe first)."""
-    return [dict(r, build=build, rank=i) for i, r in enumerate(decision.rows(), start=1)]
+    """The `release_decision_reasons` rows of a decision, one per reason, ranked from 1 (most severe
+    first): decision, severity, source, finding, scenario_ids (comma-joined), message, advice."""
+    return [
+        {
+            "decision": decision.decision,
+            "severity": r.severity,
+            "source": r.source,
+            "finding": r.finding,
+            "scenario_ids": ",".join(r.scenario_ids),
+            "message": r.message,
+            "advice": r.advice,
+            "build": build,
+            "rank": i,
+        }
+        for i, r in enumerate(decision.reasons, start=1)
+    ]
 
 
 def decide_release(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from eval_assets.release import release_decision_reason_rows
 from eval_assets.stats import EXIT_CODES, CheckOutcome, CheckSuiteEvidence, Reason, decide, exit_code
 
 
@@ -132,7 +133,7 @@ def test_text_and_rows_carry_the_decision_and_every_reason() -> None:
         "  safety-v1:\n"
         "    [none] the judge version's report was refused"
     )
-    assert decision.rows() == [
+    assert release_decision_reason_rows("b9", decision) == [
         {
             "decision": "none",
             "severity": "investigate",
@@ -141,6 +142,8 @@ def test_text_and_rows_carry_the_decision_and_every_reason() -> None:
             "scenario_ids": "s1",
             "message": "the mean dropped beyond the noise band",
             "advice": "rerun",
+            "build": "b9",
+            "rank": 1,
         },
         {
             "decision": "none",
@@ -150,11 +153,13 @@ def test_text_and_rows_carry_the_decision_and_every_reason() -> None:
             "scenario_ids": "",
             "message": "the judge version's report was refused",
             "advice": None,
+            "build": "b9",
+            "rank": 2,
         },
     ]
     blocked = decide([Piece("s", (block(),))])
     assert blocked.text().splitlines()[0] == "decision: block"
-    assert blocked.rows()[0]["scenario_ids"] == "s2,s3"
+    assert release_decision_reason_rows("b9", blocked)[0]["scenario_ids"] == "s2,s3"
 
 
 def test_exit_codes_are_fixed() -> None:

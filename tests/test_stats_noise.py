@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from eval_assets.release import NOISE_BAND_COLUMNS, noise_band_rows
 from eval_assets.stats import (
-    BAND_TABLE_COLUMNS,
     VerdictFrameError,
     bootstrap_noise_band,
     noise_band,
@@ -134,8 +134,8 @@ def test_suite_mean_and_clustered_standard_error_are_taken_over_scenarios() -> N
 
 def test_band_table_has_a_suite_row_then_scenario_rows_with_symmetric_limits() -> None:
     band = noise_band(verdicts({f"s{i}": exact_sd_repeats(0.5, 0.1, 5) for i in range(3)}))
-    table = band.table()
-    assert tuple(table.columns) == BAND_TABLE_COLUMNS
+    table = noise_band_rows(band, "b1", "j-v1")
+    assert tuple(table.columns) == (*NOISE_BAND_COLUMNS, "build", "judge_version")
     assert list(table["scope"]) == ["suite", "scenario", "scenario", "scenario"]
     assert pd.isna(table.loc[0, "scenario_id"]) and table.loc[0, "between_var"] == band.between_var
     assert table["between_var"].iloc[1:].isna().all()
@@ -147,7 +147,7 @@ def test_no_verdicts_give_no_figures_rather_than_zeros() -> None:
     band = noise_band(pd.DataFrame())
     assert (band.half_width, band.suite_mean, band.suite_se, band.within_var, band.between_var) == (None,) * 5
     assert band.n_repeats == 0
-    assert band.table()[["mean", "half_width", "low", "high"]].isna().all().all()
+    assert noise_band_rows(band, "b1", "j-v1")[["mean", "half_width", "low", "high"]].isna().all().all()
     assert bootstrap_noise_band(pd.DataFrame(), 100, np.random.default_rng(0)).half_width is None
 
 

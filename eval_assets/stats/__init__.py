@@ -23,10 +23,17 @@ from ._compare import (
 )
 from ._decision import EXIT_CODES, Decision, ReleaseDecision, decide, exit_code
 from ._evidence import CheckOutcome, CheckSuiteEvidence, Evidence, Reason, Severity
-from ._findings import FINDING_COLUMNS, Finding, FindingVerdict
+from ._findings import Finding, FindingVerdict
 from ._frame import COLUMNS, VerdictFrameError, release_invariant, scenario_table, validate_verdicts
+from ._intervals import (
+    SuiteIntervals,
+    pass_hat_k,
+    pass_rate_intervals,
+    proportion_interval,
+    suite_intervals,
+    suite_mean_interval,
+)
 from ._noise import (
-    BAND_TABLE_COLUMNS,
     BootstrapBand,
     NoiseBand,
     between_build_variance,
@@ -36,8 +43,11 @@ from ._noise import (
 from ._plot import plot_report
 from ._reliability import Reliability, reliability, reliability_markdown
 from ._rules import (
+    BinaryTest,
     Budget,
     Moments,
+    binary_drop_p,
+    binary_repeats,
     chi_bar_sf,
     concentrated_test,
     evaluate,
@@ -47,6 +57,7 @@ from ._rules import (
     mean_rule_p,
     mean_test,
     moderated_prior,
+    pass_fail_scenarios,
     scenario_tests,
     weighted_holm,
 )
@@ -59,7 +70,17 @@ __all__ = [
     "AA_REPLICATIONS",
     "AA_SEED",
     "AARates",
+    "BinaryTest",
+    "SuiteIntervals",
+    "pass_hat_k",
+    "pass_rate_intervals",
+    "proportion_interval",
+    "suite_intervals",
+    "suite_mean_interval",
     "Budget",
+    "binary_repeats",
+    "binary_drop_p",
+    "pass_fail_scenarios",
     "MIN_SCENARIOS",
     "Moments",
     "aa_rates",
@@ -77,11 +98,9 @@ __all__ = [
     "moderated_prior",
     "release_invariant",
     "weighted_holm",
-    "BAND_TABLE_COLUMNS",
     "CALIBRATION_COLUMNS",
     "COLUMNS",
     "EXIT_CODES",
-    "FINDING_COLUMNS",
     "SCENARIO_PLOT_COLUMNS",
     "SCIPY_BCA_MAX_N",
     "BootstrapBand",

@@ -8,7 +8,9 @@ report itself decided with). Per scenario and build, with the suite's missing sh
 - mean ~ N(mu_i, s_i^2 / n) clipped to [0, 1], variance ~ s_i^2 chi2(n-1) / (n-1) (NaN below 2);
   s_i^2 is the scenario's sample variance (the suite's median where it has none);
 - repeats below the floor ~ Binomial(n, b_i), b_i = (observed below + Phi((floor - mu_i)/s_i)) / (n_i + 1);
-- policy failures ~ Binomial(attempts with output, the baseline's rate): any one blocks, as in the report.
+- policy failures ~ Binomial(attempts with output, the baseline's rate): any one blocks, as in the report;
+- a pass/fail scenario (every baseline repeat 0 or 1) instead draws passes ~ Binomial(n, mu_i), so the
+  rules see 0/1 repeats and test it with the exact test the report used.
 
 The rates are the shares of replications that block / flag (block or investigate). Seeded
 (`AA_SEED`), vectorised in chunks of replications so that memory stays bounded.
@@ -23,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._rules import Budget, Moments, evaluate
+from ._rules import Budget, Moments, binary_repeats, evaluate
 
 AA_SEED: Final = 20_261_202
 AA_REPLICATIONS: Final = 500
@@ -63,13 +65,14 @@ def aa_rates(
     rows = float(base["n_rows"].sum())
     p_miss = 1.0 - float(base["n_scored"].sum()) / rows if rows else 0.0
     below = _below_rates(base, mu, var, floor)
+    pass_fail = _pass_fail(base)
     outputs = int(base["n_output"].sum())
     policy_rate = float(base["attempts_with_policy_failure"].sum()) / outputs if outputs else 0.0
     chunk = max(1, _ELEMENTS_PER_CHUNK // len(mu))
     blocks = flags = 0
     for start in range(0, replications, chunk):
         size = min(chunk, replications - start)
-        sims = [_draw(rng, size, mu, var, k, p_miss, below) for _ in range(2)]
+        sims = [_draw(rng, size, mu, var, k, p_miss, below, pass_fail, floor) for _ in range(2)]
         outcome = evaluate(sims[0], sims[1], floor, budget, between=between, between_df=between_df)
         policy = rng.binomial(outputs, policy_rate, size) > 0 if policy_rate > 0 else np.zeros(size, bool)
         blocks += int(np.sum(outcome.block | policy))
@@ -87,6 +90,16 @@ def _below_rates(base: pd.DataFrame, mu: np.ndarray, var: np.ndarray, floor: flo
     return np.asarray((observed + model) / (base["n_scored"].to_numpy(dtype=float) + 1.0))
 
 
+def _pass_fail(base: pd.DataFrame) -> np.ndarray:
+    """(m,) bool: the baseline's scenarios whose scored repeats are all 0 or 1 (`binary_repeats`)."""
+    n, mean, var, below, rows = (
+        base[c].to_numpy(dtype=float)[None, :]
+        for c in ("n_scored", "mean", "variance", "n_below_floor", "n_rows")
+    )
+    table = Moments(n, mean, var, below, rows)
+    return np.asarray(binary_repeats(table)[0])
+
+
 def _draw(
     rng: np.random.Generator,
     size: int,
@@ -95,7 +108,11 @@ def _draw(
     k: np.ndarray,
     p_miss: float,
     below: np.ndarray,
+    pass_fail: np.ndarray,
+    floor: float | None,
 ) -> Moments:
+    """One simulated build. Pass/fail scenarios (0/1 repeats in the baseline) are drawn as passes ~
+    Binomial(n, mu), so their moments are 0/1 moments and the rules test them as they test the report's."""
     shape = (size, len(mu))
     kk = np.broadcast_to(k[None, :].astype(float), shape)
     n = kk - binomial_draws(rng, kk, np.full(len(mu), p_miss)) if p_miss > 0 else kk.copy()
@@ -103,6 +120,15 @@ def _draw(
     mean = np.clip(mu[None, :] + np.sqrt(var[None, :] / safe) * rng.standard_normal(shape), 0.0, 1.0)
     sample_var = chi_square_variance_draws(rng, var, n, k)
     count_below = binomial_draws(rng, n, below)
+    if pass_fail.any():
+        cols = np.flatnonzero(pass_fail)
+        nb = n[:, cols]
+        passes = binomial_draws(rng, nb, np.clip(mu[cols], 0.0, 1.0))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = passes / np.maximum(nb, 1.0)
+            mean[:, cols] = rate
+            sample_var[:, cols] = np.where(nb >= 2, nb * rate * (1.0 - rate) / (nb - 1.0), np.nan)
+        count_below[:, cols] = nb - passes if floor is not None and floor > 0.0 else 0.0
     mean = np.where(n >= 1, mean, np.nan)
     return Moments(n, mean, sample_var, count_below, kk)
 

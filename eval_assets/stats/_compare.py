@@ -33,7 +33,6 @@ from ._findings import (
     CONCENTRATED,
     EVIDENCE,
     EXCLUSIONS,
-    FINDING_COLUMNS,
     FLOOR_DROP,
     MEAN_DROP,
     P10,
@@ -44,6 +43,7 @@ from ._findings import (
     fmt,
 )
 from ._frame import judge_versions, scenario_table, validate_verdicts
+from ._intervals import SuiteIntervals, suite_intervals
 from ._noise import NoiseBand, band_from_table
 from ._rules import (
     DRIVER_Z,
@@ -133,6 +133,8 @@ class CapabilityReport:
     decided_nothing: str | None
     findings: tuple[Finding, ...]
     scenarios: pd.DataFrame
+    candidate_intervals: SuiteIntervals | None = None
+    baseline_intervals: SuiteIntervals | None = None
 
     @property
     def source(self) -> str:
@@ -149,14 +151,6 @@ class CapabilityReport:
         if self.decided_nothing is not None:
             return "none"
         return "investigate" if "investigate" in verdicts else "ok"
-
-    def rows(self) -> list[dict[str, object]]:
-        """The findings as `capability_reports` rows (keys `FINDING_COLUMNS`)."""
-        return [f.as_row() for f in self.findings]
-
-    def to_frame(self) -> pd.DataFrame:
-        """The findings as a DataFrame with columns `FINDING_COLUMNS` (missing figures NaN)."""
-        return pd.DataFrame(self.rows(), columns=list(FINDING_COLUMNS))
 
     def aa_text(self) -> str:
         """One line on this report's own simulated false-alarm rates."""
@@ -242,12 +236,19 @@ def compare(
     base_s = None if base is None else scenario_table(base, floor)
     policy = _policy_finding(base_s, cand_s)
     if base_s is None:
-        return _nothing(labels, settings, "no baseline: decides nothing", [policy])
+        return _nothing(
+            labels,
+            settings,
+            "no baseline: decides nothing",
+            [policy],
+            (build_intervals(cand_s, floor, level), None),
+        )
     paired = _paired(base_s, cand_s)
     why = _why_nothing(base_s, cand_s, paired, labels)
     if why is not None:
         findings = [policy, _exclusion_finding(base_s, cand_s, f"sensitivity not run: {why}")]
-        return _nothing(labels, settings, why, findings)
+        intervals = (build_intervals(cand_s, floor, level), build_intervals(base_s, floor, level))
+        return _nothing(labels, settings, why, findings, intervals)
     band = band if band is not None else band_from_table(base_s, level=level)
     between, between_df = band.between_build_var, band.between_build_df
     base_m, cand_m = _moments(base_s, paired.index), _moments(cand_s, paired.index)
@@ -295,6 +296,8 @@ def compare(
         decided_nothing=None,
         findings=tuple(findings),
         scenarios=_scenario_frame(paired, per, band),
+        candidate_intervals=build_intervals(cand_s, floor, level),
+        baseline_intervals=build_intervals(base_s, floor, level),
     )
 
 
@@ -337,7 +340,23 @@ def _judge_version(
     return wanted or (base_versions[0] if base_versions else None)
 
 
-def _nothing(labels: _Labels, settings: _Settings, why: str, findings: list[Finding]) -> CapabilityReport:
+def build_intervals(table: pd.DataFrame | None, floor: float | None, level: float) -> SuiteIntervals | None:
+    """A build's suite mean, pass rate and pass^k with their intervals, from its `scenario_table`
+    (a repeat passes when scored and not below the floor; no floor: no pass rate)."""
+    if table is None or len(table) == 0:
+        return None
+    n = table["n_scored"].to_numpy(dtype=float)
+    passes = None if floor is None else n - table["n_below_floor"].to_numpy(dtype=float)
+    return suite_intervals(table["mean"].to_numpy(dtype=float), passes, n, level)
+
+
+def _nothing(
+    labels: _Labels,
+    settings: _Settings,
+    why: str,
+    findings: list[Finding],
+    intervals: tuple[SuiteIntervals | None, SuiteIntervals | None] = (None, None),
+) -> CapabilityReport:
     """A report that decided nothing: placeholders with None figures for every score-based signal."""
     placeholders = [
         Finding(name, None, None, None, None, "info", why) for name in (MEAN_DROP, P10, FLOOR_DROP)
@@ -359,6 +378,8 @@ def _nothing(labels: _Labels, settings: _Settings, why: str, findings: list[Find
         decided_nothing=why,
         findings=tuple([*findings, *placeholders]),
         scenarios=pd.DataFrame(columns=list(SCENARIO_PLOT_COLUMNS)),
+        candidate_intervals=intervals[0],
+        baseline_intervals=intervals[1],
     )
 
 

@@ -47,21 +47,6 @@ class ReleaseDecision:
             lines += [f"    {reason.line()}" for reason in reasons]
         return "\n".join(lines)
 
-    def rows(self) -> list[dict[str, object]]:
-        """One row per reason (decision, severity, source, finding, scenario_ids, message, advice)."""
-        return [
-            {
-                "decision": self.decision,
-                "severity": r.severity,
-                "source": r.source,
-                "finding": r.finding,
-                "scenario_ids": ",".join(r.scenario_ids),
-                "message": r.message,
-                "advice": r.advice,
-            }
-            for r in self.reasons
-        ]
-
 
 def grouped_by_source(reasons: Iterable[Reason]) -> list[tuple[str, list[Reason]]]:
     """Reasons grouped by source, groups in order of their first (most severe) reason."""

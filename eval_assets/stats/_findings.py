@@ -1,4 +1,5 @@
-"""Findings: the rows of a capability report (one per signal, or per scenario for floor drops)."""
+"""Findings: what a capability report found (one per signal, or per scenario for floor drops); their
+`capability_reports` rows are built by `release.capability_report_rows`."""
 
 from __future__ import annotations
 
@@ -16,12 +17,11 @@ CONCENTRATED: Final = "concentrated_drop"
 P10: Final = "p10"
 EXCLUSIONS: Final = "exclusions"
 FINDING_ORDER: Final = (POLICY_FAILURES, EVIDENCE, FLOOR_DROP, CONCENTRATED, MEAN_DROP, EXCLUSIONS, P10)
-FINDING_COLUMNS: Final = ("finding", "scenario_id", "statistic", "p_value", "q_value", "verdict", "detail")
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One row of a capability report.
+    """One finding of a capability report.
 
     `statistic` is the finding's effect in score units or counts (candidate minus baseline, or the
     10th percentile for `p10`); the test statistic itself is named in `detail`. Any figure the data
@@ -37,18 +37,6 @@ class Finding:
     verdict: FindingVerdict
     detail: str
     rule: str = ""
-
-    def as_row(self) -> dict[str, object]:
-        """The finding as a `capability_reports` row (keys `FINDING_COLUMNS`)."""
-        return {
-            "finding": self.finding,
-            "scenario_id": self.scenario_id,
-            "statistic": self.statistic,
-            "p_value": self.p_value,
-            "q_value": self.q_value,
-            "verdict": self.verdict,
-            "detail": self.detail,
-        }
 
 
 def figure(value: float | None) -> float | None:

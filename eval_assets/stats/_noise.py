@@ -22,17 +22,6 @@ from scipy import stats
 from ._frame import scenario_table, scored_matrix, validate_verdicts
 from ._rules import band_half_width
 
-BAND_TABLE_COLUMNS = (
-    "scope",
-    "scenario_id",
-    "mean",
-    "half_width",
-    "low",
-    "high",
-    "n_repeats",
-    "within_var",
-    "between_var",
-)
 _SCENARIO_COLUMNS = ("scenario_id", "mean", "variance", "n_repeats", "half_width")
 _ELEMENTS_PER_CHUNK = 4_000_000  # bounds the bootstrap's working memory (~32 MB per array)
 
@@ -71,41 +60,6 @@ class NoiseBand:
     between_build_var: float = 0.0
     between_build_df: int = 0
     band_df: float | None = None
-
-    def table(self) -> pd.DataFrame:
-        """The band as table rows (`BAND_TABLE_COLUMNS`): one 'suite' row, then one per scenario.
-
-        `low`/`high` are -half_width/+half_width: the band for a difference between two re-runs,
-        centred on 0. Missing figures are NaN (scenario_id is None on the suite row).
-        """
-        suite = {
-            "scope": "suite",
-            "scenario_id": None,
-            "mean": self.suite_mean,
-            "half_width": self.half_width,
-            "low": None if self.half_width is None else -self.half_width,
-            "high": self.half_width,
-            "n_repeats": self.n_repeats,
-            "within_var": self.within_var,
-            "between_var": self.between_var,
-        }
-        per = self.scenarios
-        rows = pd.DataFrame(
-            {
-                "scope": "scenario",
-                "scenario_id": per["scenario_id"].to_numpy(dtype=object),
-                "mean": per["mean"].to_numpy(),
-                "half_width": per["half_width"].to_numpy(),
-                "low": -per["half_width"].to_numpy(),
-                "high": per["half_width"].to_numpy(),
-                "n_repeats": per["n_repeats"].to_numpy(),
-                "within_var": per["variance"].to_numpy(),
-                "between_var": np.nan,
-            }
-        )
-        head = pd.DataFrame([suite], columns=list(BAND_TABLE_COLUMNS))
-        table = pd.concat([head.astype(rows.dtypes.to_dict()), rows], ignore_index=True)
-        return table.loc[:, list(BAND_TABLE_COLUMNS)]
 
     def half_width_over(self, scenario_ids: Iterable[str]) -> float | None:
         """The suite band recomputed over the usable scenarios among `scenario_ids` (None if none)."""

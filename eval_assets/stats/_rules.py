@@ -14,15 +14,21 @@ uses a false-discovery rate (Benjamini-Hochberg) or an unadjusted test.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 import numpy as np
 from scipy import special, stats
 
 ZERO_VARIANCE: Final = 1e-12  # scores live in [0, 1]: a variance this small is rounding, not spread
 ZERO_DIFFERENCE: Final = 1e-9
+BINARY_TOLERANCE: Final = 1e-9  # a sample variance this close to the Bernoulli maximum is pass/fail
+BinaryTest = Literal["fisher", "barnard", "moderated"]
+"""The per-scenario drop test on pass/fail repeats: "fisher" (the rule; one-sided Fisher exact),
+"barnard" (Barnard's unconditional exact test) and "moderated" (the moderated t, as on any other
+scores) exist for the calibration benchmark's trade-off table (docs/methods.md: pass/fail scores)."""
 DRIVER_Z: Final = float(stats.norm.ppf(0.05))  # centred z below this names a concentrated-drop driver
 
 
@@ -212,8 +218,13 @@ class ScenarioTests:
     prior: Prior
 
 
-def scenario_tests(base: Moments, cand: Moments, floor: float | None) -> ScenarioTests:
-    """Moderated t per scenario (variances borrowed across scenarios), Fisher floor test, collapse flag."""
+def scenario_tests(
+    base: Moments, cand: Moments, floor: float | None, binary_test: BinaryTest = "fisher"
+) -> ScenarioTests:
+    """Moderated t per scenario (variances borrowed across scenarios), Fisher floor test, collapse flag.
+
+    Pass/fail scenarios (`pass_fail_scenarios`) get the exact `binary_test` instead of the moderated t.
+    """
     d_each = np.where(np.isfinite(base.var), base.n - 1, 0) + np.where(np.isfinite(cand.var), cand.n - 1, 0)
     pooled_ss = np.nan_to_num(base.var * (base.n - 1)) + np.nan_to_num(cand.var * (cand.n - 1))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -243,8 +254,83 @@ def scenario_tests(base: Moments, cand: Moments, floor: float | None) -> Scenari
     if degenerate.any():
         exact = exact_separation_p(cand.n[degenerate], base.n[degenerate])
         p[degenerate] = np.where(difference[degenerate] < -ZERO_DIFFERENCE, exact, 1.0)
+    # pass/fail repeats: the moderated t is anti-conservative on 0/1 scores (their variance is a
+    # function of the mean: passing 3 of 5 times then 0 of 5 gives t ~ -2.4, p ~ 0.015, where an exact
+    # test says 0.03-0.08), so they get an exact test of their own repeats instead
+    binary = testable & pass_fail_scenarios(base, cand, pooled)
+    if binary_test != "moderated" and binary.any():
+        p[binary] = binary_drop_p(base, cand, binary, barnard=binary_test == "barnard")
     p_floor, collapse = _floor_tests(base, cand, floor, testable)
     return ScenarioTests(difference, np.where(testable, se, np.nan), df, p, p_floor, collapse, prior)
+
+
+def binary_repeats(moments: Moments) -> np.ndarray:
+    """(R, m) bool: every scored repeat of the scenario is exactly 0 or 1 (a pass/fail rubric).
+
+    Read from the moments alone: for scores in [0, 1], Σx² <= Σx with equality iff every x is 0 or 1,
+    so the sample variance reaches the Bernoulli maximum n p(1 - p)/(n - 1) exactly then (a single
+    repeat: its mean is 0 or 1). Passes = mean * n must be a whole number. Tolerance `BINARY_TOLERANCE`.
+    """
+    n, mean = moments.n, moments.mean
+    with np.errstate(invalid="ignore", divide="ignore"):
+        passes = mean * n
+        whole = np.abs(passes - np.rint(passes)) <= BINARY_TOLERANCE * np.maximum(n, 1.0)
+        bernoulli = np.where(n >= 2, n * mean * (1.0 - mean) / (n - 1.0), np.nan)
+        at_max = np.where(
+            n >= 2,
+            np.abs(moments.var - bernoulli) <= BINARY_TOLERANCE,
+            (np.abs(mean) <= BINARY_TOLERANCE) | (np.abs(mean - 1.0) <= BINARY_TOLERANCE),
+        )
+    return np.asarray((n >= 1) & whole & at_max)
+
+
+def pass_fail_scenarios(base: Moments, cand: Moments, pooled: np.ndarray) -> np.ndarray:
+    """(R, m) bool: the scenarios tested on their pass counts rather than by the moderated t.
+
+    A scenario whose repeats are all 0 or 1 in both builds (`binary_repeats`) qualifies when its repeats
+    vary, or when some other scenario of the replication has varying 0/1 repeats: the rubric then yields
+    pass/fail scenarios, and 3 passes of 3 followed by 0 of 3 is a 1-in-64 event for a scenario passing
+    half the time, not the impossibility the graded scenarios' variances would make it. A constant 0/1
+    scenario in a suite without any varying 0/1 scenario (a graded rubric that hit its ends, e.g. 1, 1, 1
+    then 0, 0, 0) keeps the moderated t, which borrows the graded scenarios' variance.
+    """
+    binary = binary_repeats(base) & binary_repeats(cand)
+    varies = np.nan_to_num(pooled) > ZERO_VARIANCE
+    suite_pass_fail = (varies & binary).any(axis=1)
+    return np.asarray(binary & (varies | suite_pass_fail[:, None]))
+
+
+def binary_drop_p(base: Moments, cand: Moments, where: np.ndarray, *, barnard: bool = False) -> np.ndarray:
+    """One-sided exact p that the candidate passes less often, for the (R, m) cells `where`.
+
+    Fisher's exact test, conditional on the scenario's total passes (hypergeometric): its size is at
+    most alpha whatever the pass rate, always-pass and always-fail scenarios included (p = 1 there).
+    It is conservative, and at 3 + 3 repeats its smallest p is 1/20. `barnard`: Barnard's unconditional
+    exact test (pooled Wald statistic, p maximised over the common pass rate; 1/64 at 3/3 -> 0/3), kept
+    for the benchmark's trade-off table: the collapse rule's share of alpha, given to the scenarios that
+    fell, makes it block an unchanged pass/fail suite too often (docs/methods.md).
+    A candidate passing at least as often as the baseline gets p = 1.
+    """
+    key = np.stack(
+        [
+            base.n[where],
+            cand.n[where],
+            np.rint(base.mean[where] * base.n[where]),
+            np.rint(cand.mean[where] * cand.n[where]),
+        ]
+    ).astype(np.int64)
+    distinct, inverse = np.unique(key, axis=1, return_inverse=True)
+    values = np.array([_exact_drop(*(int(v) for v in column), barnard) for column in distinct.T])
+    return np.asarray(values[np.ravel(inverse)])
+
+
+@functools.lru_cache(maxsize=4096)
+def _exact_drop(n_b: int, n_c: int, pass_b: int, pass_c: int, barnard: bool) -> float:
+    if pass_c * n_b >= pass_b * n_c:  # the candidate's pass rate is not lower: no drop
+        return 1.0
+    table = [[pass_b, pass_c], [n_b - pass_b, n_c - pass_c]]  # columns: baseline, candidate
+    test = stats.barnard_exact if barnard else stats.fisher_exact
+    return float(min(1.0, test(table, alternative="greater").pvalue))
 
 
 def exact_separation_p(n_c: np.ndarray | float, n_b: np.ndarray | float) -> np.ndarray:
@@ -622,12 +708,15 @@ def evaluate(
     between: float = 0.0,
     between_df: int = 0,
     level: float = 0.95,
+    binary_test: BinaryTest = "fisher",
 ) -> Outcome:
-    """Run every score rule on (R, m) moments; see the module docstring for the error budget."""
+    """Run every score rule on (R, m) moments; see the module docstring for the error budget.
+
+    `binary_test` other than "fisher" only for the calibration benchmark's trade-off table."""
     paired = (base.n >= 1) & (cand.n >= 1)
     ev = evidence(base, cand, paired)
     base, cand = _masked(base, paired), _masked(cand, paired)
-    tests = scenario_tests(base, cand, floor)
+    tests = scenario_tests(base, cand, floor, binary_test)
     mean = mean_test(tests, base, between, between_df, level)
     p_beyond, p_drop = mean_rule_p(mean)
     conc = concentrated_test(tests)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ._bootstrap import Interval
 from ._compare import CapabilityReport
 from ._findings import FLOOR_DROP, Finding
+from ._intervals import SuiteIntervals
 
 _MAX_SCENARIOS = 10
 
@@ -22,6 +24,11 @@ def summary_markdown(report: CapabilityReport) -> str:
         f"- error budget: block alpha {report.alpha:g} per release over {report.n_judge_versions} judge "
         f"version(s) (weighted Holm within the report); investigate alpha/q {report.q:g} per release",
         f"- optimal repeats per scenario (Cochran, equal costs): {_repeats(report.optimal_repeats)}",
+        *(
+            f"- {role}: {_intervals(figures)}"
+            for role, figures in (("candidate", report.candidate_intervals), ("baseline", report.baseline_intervals))
+            if figures is not None
+        ),
         "",
         "| finding | verdict | detail |",
         "| --- | --- | --- |",
@@ -36,6 +43,21 @@ def summary_markdown(report: CapabilityReport) -> str:
         if len(flagged) > _MAX_SCENARIOS:
             lines.append(f"- … and {len(flagged) - _MAX_SCENARIOS} more")
     return "\n".join(lines) + "\n"
+
+
+def _intervals(s: SuiteIntervals) -> str:
+    """Suite mean, pass rate and pass^k with their intervals (docs/methods.md: intervals)."""
+    parts = [f"suite mean {_ci(s.mean, s.mean_interval)}"]
+    if s.pass_rate is not None:
+        parts.append(f"pass rate {_ci(s.pass_rate, s.pass_rate_interval)}")
+        parts.append(f"pass^{s.k} {_ci(s.pass_hat_k, s.pass_hat_k_interval)}")
+    return f"{', '.join(parts)} ({s.level:.0%} intervals over {s.n_scenarios} scenarios)"
+
+
+def _ci(value: float | None, interval: Interval | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.3f}" + ("" if interval is None else f" [{interval.low:.3f}, {interval.high:.3f}]")
 
 
 def _repeats(value: float | None) -> str:
