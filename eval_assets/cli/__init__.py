@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from eval_assets.cli.build_commands import cmd_build_add
 from eval_assets.cli.common import EXIT_INTERNAL_ERROR
@@ -43,6 +44,12 @@ def _release_status(args: argparse.Namespace) -> int:
     from eval_assets.cli.run_commands import cmd_release_status
 
     return cmd_release_status(args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from eval_assets.cli.run_commands import cmd_report
+
+    return cmd_report(args)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -135,6 +142,12 @@ def parser() -> argparse.ArgumentParser:
         help="text (a table), markdown (ready to paste into a pull request) or json",
     )
     status.set_defaults(func=_release_status)
+    report = sub.add_parser(
+        "report", help="a build's self-contained HTML report: decision, reports, scenarios, transcripts"
+    )
+    report.add_argument("build")
+    report.add_argument("--html", required=True, type=Path, metavar="FILE", help="where to write the page")
+    report.set_defaults(func=_report)
     cmp = sub.add_parser("compare", help="capability report between two builds under one judge version")
     cmp.add_argument("--baseline", required=True)
     cmp.add_argument("--candidate", required=True)
@@ -170,12 +183,15 @@ def parser() -> argparse.ArgumentParser:
         dest="fixtures_command", required=True
     )
     rec = fixtures.add_parser(
-        "record", help="run a case once live against a model and write its script for review (never automatic)"
+        "record",
+        help="run a case once live against a model and write its script for review (never automatic)",
     )
     rec.add_argument("--case", required=True, help="a case id (gates/cases/) or a converted scenario id")
     rec.add_argument("--model", required=True, help="a priced litellm model, e.g. openai/gpt-4o-mini")
     rec.add_argument("--name", help="script name (default: the case id) -> gates/fixtures/models/NAME.yaml")
-    rec.add_argument("--api-base", dest="api_base", help="the model's endpoint, if not its provider's default")
+    rec.add_argument(
+        "--api-base", dest="api_base", help="the model's endpoint, if not its provider's default"
+    )
     rec.add_argument("--force", action="store_true", help="overwrite an existing script")
     rec.set_defaults(func=_fixtures_record)
     review = sub.add_parser("review", help="the human review queue (docs/review.md)").add_subparsers(
@@ -183,15 +199,22 @@ def parser() -> argparse.ArgumentParser:
     )
     fill = review.add_parser("fill", help="queue failed verdicts, bridge disagreements and the seeded sample")
     fill.add_argument("--build", help="one build (default: every registered build)")
-    nxt = review.add_parser("next", help="claim one item exclusively and show it (exit 1: nothing open / taken)")
+    nxt = review.add_parser(
+        "next", help="claim one item exclusively and show it (exit 1: nothing open / taken)"
+    )
     nxt.add_argument("--reviewer", required=True)
     nxt.add_argument("--item", help="claim this item instead of the next open one")
     nxt.add_argument("--json", action="store_true", help="print the item as JSON")
-    submit = review.add_parser("submit", help="store your scores for a claimed item (validated; all or nothing)")
+    submit = review.add_parser(
+        "submit", help="store your scores for a claimed item (validated; all or nothing)"
+    )
     submit.add_argument("item")
     submit.add_argument("--reviewer", required=True)
     submit.add_argument(
-        "--scores", required=True, nargs="+", help='NAME=VALUE ... or one JSON object, e.g. \'{"accuracy": 4}\''
+        "--scores",
+        required=True,
+        nargs="+",
+        help="NAME=VALUE ... or one JSON object, e.g. '{\"accuracy\": 4}'",
     )
     release = review.add_parser("release", help="return your claimed item to the pool")
     release.add_argument("item")

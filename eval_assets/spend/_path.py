@@ -200,15 +200,21 @@ def journal_payload(outcome: CallOutcome) -> str | None:
     return outcome.text
 
 
+def read_payload(payload: str | None) -> tuple[str | None, list[Any] | None]:
+    """(text, tool calls) of a stored payload (`journal_payload`'s inverse); tool calls None for a
+    plain text reply."""
+    if payload is not None and payload.startswith(TOOL_CALLS_TAG):
+        envelope = json.loads(payload.removeprefix(TOOL_CALLS_TAG))
+        return envelope["text"], envelope["tool_calls"]
+    return payload, None
+
+
 def _reused(row: JournalRow) -> Reused:
     ok = row.status == "settled"
     error = row.error or ""
     retryable = error.startswith(RETRYABLE_TAG)
     kind, _, message = error.removeprefix(RETRYABLE_TAG).partition(": ")
-    text, tool_calls = (row.payload if ok else None), None
-    if text is not None and text.startswith(TOOL_CALLS_TAG):
-        envelope = json.loads(text.removeprefix(TOOL_CALLS_TAG))
-        text, tool_calls = envelope["text"], envelope["tool_calls"]
+    text, tool_calls = read_payload(row.payload if ok else None)
     return Reused(
         ok=ok,
         text=text,

@@ -33,7 +33,7 @@ from ._noise import (
     bootstrap_noise_band,
     noise_band,
 )
-from ._plot import plot_report
+from ._plot import SCORE_RANGE, clipped_band, plot_report
 from ._rules import (
     Budget,
     Moments,
@@ -108,6 +108,8 @@ __all__ = [
     "mean_interval",
     "noise_band",
     "plot_report",
+    "SCORE_RANGE",
+    "clipped_band",
     "quantile_interval",
     "scenario_table",
     "summary_markdown",
