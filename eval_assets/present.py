@@ -222,12 +222,8 @@ def board_markdown(
     """The release board: one row per registered build (registration order) with its decision,
     baseline, reason counts and a link to its partition. `boards` rows: build, decision (None when
     none is recorded), baseline, block, investigate, none."""
-    marks = {
-        "allow": "✅ allow",
-        "block": "⛔ block",
-        "investigate": "⚠️ investigate",
-        "none": "⚪ no decision",
-    }
+    # words, not emoji: a headless browser (and many terminals) draw emoji as empty boxes
+    marks = {"allow": "allow", "block": "**BLOCK**", "investigate": "*investigate*", "none": "no decision"}
     rows = []
     for b in boards:
         link = partition_link(str(b["build"]))

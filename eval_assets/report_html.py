@@ -43,7 +43,7 @@ class ScenarioView:
     suite: str
     attempts: list[Attempt]
     flags: dict[str, str]  # judge version -> block / investigate (from its capability report)
-    passes: dict[str, tuple[int, int]]  # judge version -> (repeats passed, repeats)
+    passes: dict[str, tuple[int, int]]  # judge version scoring it -> (repeats passed, repeats)
 
     @property
     def status(self) -> str:
@@ -132,6 +132,8 @@ def collect(track: Track, build: str) -> tuple[list[str], list[ScenarioView]]:
         passes = {}
         for jv in versions:
             scored = [a.verdicts.get(jv) for a in attempts[sid]]
+            if all(v is None for v in scored):
+                continue  # this judge version does not score the scenario
             ok = sum(
                 1
                 for v in scored
@@ -159,7 +161,7 @@ th{background:#f6f8fa} .decision{display:inline-block;padding:2px 10px;border-ra
 details.scenario{border:1px solid #d0d7de;border-radius:6px;margin:6px 0;padding:4px 8px}
 details.attempt{margin:6px 0 6px 16px;border-left:3px solid #d0d7de;padding-left:8px}
 pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:6px;border-radius:4px;margin:4px 0}
-.role{font-weight:600;color:#57606a} img{max-width:100%}
+.role{font-weight:600;color:#57606a} .na{color:#8c959f} img{max-width:100%}
 #filters{position:sticky;top:0;background:#fff;padding:6px 0;border-bottom:1px solid #d0d7de}
 """
 
@@ -240,8 +242,11 @@ def _scenario_table(versions: Sequence[str], views: Sequence[ScenarioView]) -> s
     for v in views:
         cells = ""
         for jv in versions:
+            if jv not in v.passes:
+                cells += '<td class="na">not judged</td><td class="na">–</td>'
+                continue
             scores = " ".join(_score(a.verdicts.get(jv, {}).get("score")) for a in v.attempts)
-            ok, n = v.passes.get(jv, (0, 0))
+            ok, n = v.passes[jv]
             cells += f"<td>{scores}</td><td>{'yes' if n and ok == n else 'no'} ({ok}/{n})</td>"
         flags = [f"{jv}: {f}" for jv, f in sorted(v.flags.items())]
         policy = sum(int(a.run.get("policy_failures") or 0) for a in v.attempts)
@@ -301,7 +306,8 @@ def _attempt_html(track: Track, view: ScenarioView, attempt: Attempt, versions: 
     for jv in versions:
         v = attempt.verdicts.get(jv)
         if v is None:
-            out.append(f"<h4>Verdict {_e(jv)}</h4><p>(no verdict)</p>")
+            if jv in view.passes:  # the version scores this scenario but has no verdict on this attempt
+                out.append(f"<h4>Verdict {_e(jv)}</h4><p>(no verdict)</p>")
             continue
         detail = f"{v.get('status')} · score {_score(v.get('score'))}"
         if v.get("failure_reason"):

@@ -177,9 +177,9 @@ def test_release_approval_fails_for_every_decision_but_allow_and_the_board_lists
     [event] = board.get_asset_materialization_events()
     meta = event.step_materialization_data.materialization.metadata
     table = str(meta["board"].value)
-    assert f"[{blocked}](/assets/release_decision?view=partitions&partition={blocked}) | ⛔ block" in table
+    assert f"[{blocked}](/assets/release_decision?view=partitions&partition={blocked}) | **BLOCK**" in table
     assert (
-        f"[{undecided}](/assets/release_decision?view=partitions&partition={undecided}) | ⚪ no decision"
+        f"[{undecided}](/assets/release_decision?view=partitions&partition={undecided}) | no decision"
         in table
     )
     assert meta["may_ship"].value == "none" and meta["blocked"].value == blocked

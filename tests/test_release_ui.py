@@ -68,8 +68,8 @@ def test_the_board_lists_every_build_with_its_decision_counts_and_a_link_to_its_
     assert "1 of 4 builds may ship" in text
     rows = [line for line in text.splitlines() if line.startswith("| [")]
     assert len(rows) == 4
-    assert "[c](/assets/release_decision?view=partitions&partition=c) | ⛔ block | a | 3 | 0 | 0 |" in text
-    assert "| ✅ allow | a |" in rows[1] and "no decision" in rows[0] and "not decided yet" in rows[3]
+    assert "[c](/assets/release_decision?view=partitions&partition=c) | **BLOCK** | a | 3 | 0 | 0 |" in text
+    assert "| allow | a |" in rows[1] and "no decision" in rows[0] and "not decided yet" in rows[3]
 
 
 @given(
