@@ -176,7 +176,7 @@ function applyFilter(){
 """
 
 
-def _e(value: Any) -> str:
+def shown(value: Any) -> str:
     """Redacted, then escaped: the only way a stored value reaches the page."""
     return html.escape(redact("" if value is None else str(value)))
 
@@ -190,17 +190,19 @@ def _decision_html(build: str, decision: Mapping[str, Any] | None, rows: Sequenc
     head = "no decision" if word == "none" else word
     baseline = (decision or {}).get("baseline") or "none"
     out = [
-        f'<h1>{_e(build)} <span class="decision d-{_e(word)}" id="decision">{_e(head)}</span></h1>',
-        f"<p>baseline: {_e(baseline)}</p>",
+        f'<h1>{shown(build)} <span class="decision d-{shown(word)}" id="decision">{shown(head)}</span></h1>',
+        f"<p>baseline: {shown(baseline)}</p>",
     ]
     if decision is None:
         out.append("<p>No decision is recorded for this build.</p>")
     titles = dict(SEVERITY_HEADINGS)
     for severity, sources in grouped_reasons(rows):
-        out.append(f'<h3 class="s-{_e(severity)}">{_e(titles.get(severity, severity))}</h3>')
+        out.append(f'<h3 class="s-{shown(severity)}">{shown(titles.get(severity, severity))}</h3>')
         for source, lines in sources:
             out.append(
-                f"<p><b>{_e(source)}</b></p><ul>" + "".join(f"<li>{_e(x)}</li>" for x in lines) + "</ul>"
+                f"<p><b>{shown(source)}</b></p><ul>"
+                + "".join(f"<li>{shown(x)}</li>" for x in lines)
+                + "</ul>"
             )
     return "\n".join(out)
 
@@ -213,10 +215,10 @@ def _reports_html(track: Track, build: str, versions: Sequence[str]) -> str:
             "WHERE build = ? AND judge_version = ? ORDER BY verdict, finding, scenario_id",
             [build, jv],
         )
-        out.append(f"<h3>{_e(jv)}</h3>")
+        out.append(f"<h3>{shown(jv)}</h3>")
         image = png_data_uri(track.home.root / "reports" / build / f"{jv}.png")
         if image:
-            out.append(f'<img alt="capability report {_e(jv)}" src="{image}">')
+            out.append(f'<img alt="capability report {shown(jv)}" src="{image}">')
         rows = _records(frame)
         if rows:
             out.append(
@@ -224,9 +226,9 @@ def _reports_html(track: Track, build: str, versions: Sequence[str]) -> str:
             )
             for r in rows:
                 out.append(
-                    f"<tr><td>{_e(r['finding'])}</td><td>{_e(r['scenario_id'] or 'suite')}</td>"
-                    f'<td class="s-{_e(r["verdict"])}">{_e(r["verdict"])}</td><td>{_score(r["statistic"])}</td>'
-                    f"<td>{_score(r['q_value'])}</td><td>{_e(r['detail'])}</td></tr>"
+                    f"<tr><td>{shown(r['finding'])}</td><td>{shown(r['scenario_id'] or 'suite')}</td>"
+                    f'<td class="s-{shown(r["verdict"])}">{shown(r["verdict"])}</td><td>{_score(r["statistic"])}</td>'
+                    f"<td>{_score(r['q_value'])}</td><td>{shown(r['detail'])}</td></tr>"
                 )
             out.append("</table>")
         else:
@@ -235,7 +237,7 @@ def _reports_html(track: Track, build: str, versions: Sequence[str]) -> str:
 
 
 def _scenario_table(versions: Sequence[str], views: Sequence[ScenarioView]) -> str:
-    head = "".join(f"<th>{_e(jv)}: repeat scores</th><th>pass^k</th>" for jv in versions)
+    head = "".join(f"<th>{shown(jv)}: repeat scores</th><th>pass^k</th>" for jv in versions)
     out = [
         f'<table id="scenario-table"><tr><th>scenario</th><th>suite</th><th>status</th>{head}<th>flags</th></tr>'
     ]
@@ -254,9 +256,9 @@ def _scenario_table(versions: Sequence[str], views: Sequence[ScenarioView]) -> s
         flags += [f"{policy} policy failures"] if policy else []
         flags += [f"{errors} errors"] if errors else []
         out.append(
-            f'<tr data-scenario="{_e(v.scenario_id)}" data-status="{v.status}"><td><a href="#s-{_e(v.scenario_id)}">'
-            f'{_e(v.scenario_id)}</a></td><td>{_e(v.suite)}</td><td class="s-{v.status}">{v.status}</td>{cells}'
-            f"<td>{_e(', '.join(flags))}</td></tr>"
+            f'<tr data-scenario="{shown(v.scenario_id)}" data-status="{v.status}"><td><a href="#s-{shown(v.scenario_id)}">'
+            f'{shown(v.scenario_id)}</a></td><td>{shown(v.suite)}</td><td class="s-{v.status}">{v.status}</td>{cells}'
+            f"<td>{shown(', '.join(flags))}</td></tr>"
         )
     out.append("</table>")
     return "\n".join(out)
@@ -267,14 +269,17 @@ def _messages(track: Track, scenario_id: str) -> str:
     if scenario is None:
         return "<p>(the scenario is no longer in the project: its input is not shown)</p>"
     return "".join(
-        f'<div><span class="role">{_e(m.role)}</span><pre>{_e(m.content)}</pre></div>' for m in scenario.input
+        f'<div><span class="role">{shown(m.role)}</span><pre>{shown(m.content)}</pre></div>'
+        for m in scenario.input
     )
 
 
 def _attempt_html(track: Track, view: ScenarioView, attempt: Attempt, versions: Sequence[str]) -> str:
     run = attempt.run
-    summary = f"repeat {attempt.repeat} · {_e(run.get('status'))}" + "".join(
-        f" · {_e(jv)}: {_score(attempt.verdicts.get(jv, {}).get('score'))}" for jv in versions
+    summary = f"repeat {attempt.repeat} · {shown(run.get('status'))}" + "".join(
+        f" · {shown(jv)}: {_score(attempt.verdicts.get(jv, {}).get('score'))}"
+        for jv in versions
+        if jv in view.passes
     )
     out = [
         f'<details class="attempt"><summary>{summary}</summary>',
@@ -284,15 +289,15 @@ def _attempt_html(track: Track, view: ScenarioView, attempt: Attempt, versions: 
     if len(attempt.turns) > 1 or any(calls for _t, _x, calls in attempt.turns):
         out.append("<h4>Turns and tool calls</h4>")
         for turn, text, calls in attempt.turns:
-            out.append(f'<div><span class="role">assistant, turn {turn}</span><pre>{_e(text)}</pre>')
+            out.append(f'<div><span class="role">assistant, turn {turn}</span><pre>{shown(text)}</pre>')
             if calls:
                 out.append(
-                    f"<div>tool calls:</div><pre>{_e(json.dumps(calls, indent=1, sort_keys=True))}</pre>"
+                    f"<div>tool calls:</div><pre>{shown(json.dumps(calls, indent=1, sort_keys=True))}</pre>"
                 )
             out.append("</div>")
     out.append("<h4>Output</h4>")
     out.append(
-        f"<pre>{_e(run.get('output'))}</pre>" if run.get("output") is not None else "<p>(no output)</p>"
+        f"<pre>{shown(run.get('output'))}</pre>" if run.get("output") is not None else "<p>(no output)</p>"
     )
     facts = [
         f"policy failures {run.get('policy_failures') or 0}",
@@ -302,22 +307,22 @@ def _attempt_html(track: Track, view: ScenarioView, attempt: Attempt, versions: 
     ]
     if run.get("error"):
         facts.append(f"error ({run.get('error_kind')}): {run.get('error')}")
-    out.append(f"<p>{_e(' · '.join(facts))}</p>")
+    out.append(f"<p>{shown(' · '.join(facts))}</p>")
     for jv in versions:
         v = attempt.verdicts.get(jv)
         if v is None:
             if jv in view.passes:  # the version scores this scenario but has no verdict on this attempt
-                out.append(f"<h4>Verdict {_e(jv)}</h4><p>(no verdict)</p>")
+                out.append(f"<h4>Verdict {shown(jv)}</h4><p>(no verdict)</p>")
             continue
         detail = f"{v.get('status')} · score {_score(v.get('score'))}"
         if v.get("failure_reason"):
             detail += f" · {v.get('failure_reason')}"
-        out.append(f"<h4>Verdict {_e(jv)}</h4><p>{_e(detail)}</p>")
+        out.append(f"<h4>Verdict {shown(jv)}</h4><p>{shown(detail)}</p>")
         if v.get("criteria"):
-            out.append(f"<div>criteria:</div><pre>{_e(v.get('criteria'))}</pre>")
+            out.append(f"<div>criteria:</div><pre>{shown(v.get('criteria'))}</pre>")
         rationale = attempt.rationales.get(jv)
         out.append(
-            f'<div>rationale (the judge\'s reply):</div><pre class="rationale">{_e(rationale)}</pre>'
+            f'<div>rationale (the judge\'s reply):</div><pre class="rationale">{shown(rationale)}</pre>'
             if rationale
             else "<p>(no judge reply in the journal)</p>"
         )
@@ -331,7 +336,9 @@ def render(
     """The whole report of `build` as one HTML document (redacted, no external resource).
     `decision`: its recorded decision row (None: none recorded); `rows`: the reasons to show."""
     versions, views = collect(track, build)
-    options = "".join(f'<option value="{_e(v.scenario_id)}">{_e(v.scenario_id)}</option>' for v in views)
+    options = "".join(
+        f'<option value="{shown(v.scenario_id)}">{shown(v.scenario_id)}</option>' for v in views
+    )
     statuses = "".join(f'<option value="{s}">{s}</option>' for s in STATUS_ORDER)
     body = [
         _decision_html(build, decision, rows),
@@ -345,14 +352,14 @@ def render(
     ]
     for v in sorted(views, key=lambda v: (STATUS_ORDER.index(v.status), v.scenario_id)):
         body.append(
-            f'<details class="scenario" id="s-{_e(v.scenario_id)}" data-scenario="{_e(v.scenario_id)}" '
-            f'data-status="{v.status}"><summary><b>{_e(v.scenario_id)}</b> · <span class="s-{v.status}">'
+            f'<details class="scenario" id="s-{shown(v.scenario_id)}" data-scenario="{shown(v.scenario_id)}" '
+            f'data-status="{v.status}"><summary><b>{shown(v.scenario_id)}</b> · <span class="s-{v.status}">'
             f"{v.status}</span> · {len(v.attempts)} attempts</summary>"
         )
         body += [_attempt_html(track, v, a, versions) for a in v.attempts]
         body.append("</details>")
     return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{_e(build)}: eval-track report</title>'
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{shown(build)}: eval-track report</title>'
         f"<style>{_STYLE}</style><script>{_SCRIPT}</script></head><body>\n"
         + "\n".join(body)
         + "\n</body></html>\n"

@@ -228,6 +228,7 @@ def check_colours(page: Any, base: str, tmp: Path) -> None:
     )
     link.click()
     page.get_by_text(f"{CANDIDATE}|safety-v1", exact=True).first.wait_for()
+    page.get_by_text("judge_version", exact=True).first.wait_for()  # its metadata has loaded
     _shot(page, tmp, "11-reason-link-partition")
 
 

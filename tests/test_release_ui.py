@@ -107,3 +107,14 @@ def test_progress_is_reported_at_most_every_interval_and_always_at_the_end() -> 
     assert seen[0].line() == (
         "scenario_runs b: 100/1000 attempts (10%) · 1 errors · $0.099 · 50.0/s · 18s left"
     )
+
+
+def test_every_value_the_html_report_shows_is_redacted_then_escaped() -> None:
+    from eval_assets.redact import register_secret
+    from eval_assets.report_html import shown
+
+    secret = "sk-proj-" + "Zq8x" * 8
+    register_secret(secret)
+    text = shown(f'output quoting {secret} and <script>alert("x")</script>')
+    assert secret not in text and "<script>" not in text and "&lt;script&gt;" in text
+    assert shown(None) == ""
