@@ -118,3 +118,22 @@ def test_every_value_the_html_report_shows_is_redacted_then_escaped() -> None:
     text = shown(f'output quoting {secret} and <script>alert("x")</script>')
     assert secret not in text and "<script>" not in text and "&lt;script&gt;" in text
     assert shown(None) == ""
+
+
+def test_progress_off_a_terminal_is_one_plain_line_per_report_never_over_200_characters() -> None:
+    import io
+    import logging
+
+    from eval_assets.cli.run_commands import ProgressPrinter
+
+    stream = io.StringIO()
+    printer = ProgressPrinter(stream)
+    progress = Progress("scenario_runs " + "b" * 300, 40, 200, 1, 0.5, 4.0)
+    record = logging.LogRecord("evaltrack.progress", logging.INFO, __file__, 1, progress.line(), None, None)
+    record.progress = progress
+    printer.emit(record)
+    printer.emit(record)
+    printer.finish()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and all(len(line) <= 200 for line in lines)
+    assert "\r" not in stream.getvalue() and lines[0].endswith("…")

@@ -20,7 +20,7 @@ from dagster._core.workspace.load import location_origins_from_yaml_paths
 
 from eval_assets.config import Project, load_project
 from eval_assets.definitions import defs
-from eval_assets.home import EvalHome, project_root
+from eval_assets.home import PROJECT_ROOT, EvalHome, project_root
 from eval_assets.spend import pid_alive
 
 
@@ -120,7 +120,10 @@ REPOSITORY = "__repository__"  # the name Dagster gives the repository of a `@dg
 def job_origin(job_name: str) -> RemoteJobOrigin:
     """The origin the UI gives a run of `job_name` launched from its code location (workspace.yaml's
     `eval_track`): a run carrying it shows on the location's Overview, job pages and timeline."""
-    [location] = location_origins_from_yaml_paths([str(project_root() / "workspace.yaml")])
+    workspace = project_root() / "workspace.yaml"
+    if not workspace.is_file():  # a project directory of configuration only: the package's own location
+        workspace = PROJECT_ROOT / "workspace.yaml"
+    [location] = location_origins_from_yaml_paths([str(workspace)])
     return RemoteJobOrigin(RemoteRepositoryOrigin(location, REPOSITORY), job_name)
 
 
