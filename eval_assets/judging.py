@@ -242,4 +242,6 @@ def policy_failures(output: str | None, scenario: Scenario) -> int:
     if not output:
         return 0
     redacted = REDACTED in output
-    return sum(1 for s in scenario.policy.forbidden_strings if s in output or (redacted and redact(s) != s))
+    return sum(
+        1 for s in scenario.policy.forbidden_strings if s in output or (redacted and redact(s) != s)
+    )

@@ -55,9 +55,7 @@ class Shape:
 
     def sub(self, text: str) -> str:
         if "keep" in self.pattern.groupindex:
-            return self.pattern.sub(
-                lambda m: f"{m.group('keep')}{REDACTED}{m.groupdict().get('tail') or ''}", text
-            )
+            return self.pattern.sub(lambda m: f"{m.group('keep')}{REDACTED}{m.groupdict().get('tail') or ''}", text)
         return self.pattern.sub(REDACTED, text)
 
 

@@ -29,7 +29,7 @@ def package(root: Path, modules: dict[str, str]) -> Path:
         "__init__.py": "",
         "orchestrate.py": "import dagster\n\n\ndef materialize():\n    return dagster.__name__\n",
         "clean.py": "import json\n\n\ndef dump(x):\n    return json.dumps(x)\n",
-        "warehouse/_writer.py": "def write(con, path):\n    con.execute(f\"COPY t TO '{path}' (FORMAT parquet)\")\n",
+        "warehouse/_writer.py": 'def write(con, path):\n    con.execute(f"COPY t TO \'{path}\' (FORMAT parquet)")\n',
         **modules,
     }
     for name, text in files.items():

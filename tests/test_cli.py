@@ -39,17 +39,13 @@ def test_build_add_rejects_a_bad_manifest_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], home: EvalHome
 ) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(
-        (ROOT / "examples/builds/baseline.yaml").read_text().replace("sim/agent", "nosuchprovider/x")
-    )
+    bad.write_text((ROOT / "examples/builds/baseline.yaml").read_text().replace("sim/agent", "nosuchprovider/x"))
     assert main(["build", "add", str(bad)]) == 1
     assert "subject.model: unknown model provider 'nosuchprovider'" in capsys.readouterr().err
     assert list(home.builds.iterdir()) == []
 
 
-def test_build_add_registers_the_build_and_its_partition(
-    capsys: pytest.CaptureFixture[str], home: EvalHome
-) -> None:
+def test_build_add_registers_the_build_and_its_partition(capsys: pytest.CaptureFixture[str], home: EvalHome) -> None:
     assert main(["build", "add", str(ROOT / "examples/builds/baseline.yaml")]) == 0
     assert [p.name for p in home.builds.iterdir()] == ["agent-2026-11-28-base.yaml"]
     from eval_assets.cli.orchestrate import instance_for
@@ -57,9 +53,7 @@ def test_build_add_registers_the_build_and_its_partition(
     assert instance_for(home).has_dynamic_partition("build", "agent-2026-11-28-base")
 
 
-def test_run_on_an_unknown_build_exits_1_with_the_fix(
-    capsys: pytest.CaptureFixture[str], home: EvalHome
-) -> None:
+def test_run_on_an_unknown_build_exits_1_with_the_fix(capsys: pytest.CaptureFixture[str], home: EvalHome) -> None:
     assert main(["run", "--build", "never-registered"]) == 1
     assert "evaltrack build add" in capsys.readouterr().err
 
@@ -106,9 +100,7 @@ def test_release_status_markdown_groups_the_reasons_by_severity_ready_for_a_pull
     assert "{" not in out and max(len(line) for line in out.splitlines()) <= 200
 
 
-def test_release_status_prints_a_table_and_json_for_ci(
-    capsys: pytest.CaptureFixture[str], home: EvalHome
-) -> None:
+def test_release_status_prints_a_table_and_json_for_ci(capsys: pytest.CaptureFixture[str], home: EvalHome) -> None:
     import json
 
     build = _blocked_build(home)

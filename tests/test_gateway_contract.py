@@ -547,9 +547,7 @@ def test_litellm_loads_no_remote_price_map() -> None:
 
 
 @pytest.mark.parametrize("model", ["sim/agent", "simjudge/judge-a"])
-def test_the_sim_providers_stamp_the_cost_litellm_computes(
-    model: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_sim_providers_stamp_the_cost_litellm_computes(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The sim providers stamp each response's cost (so litellm skips its calculator): the same
     figure litellm's calculator finds for the response, from the price the gateway registered."""
     import litellm
@@ -560,17 +558,13 @@ def test_the_sim_providers_stamp_the_cost_litellm_computes(
     meta = {"build": "b", "scenario_id": "s", "repeat": 1, "try_no": 1}
 
     def cost() -> tuple[float, int, int]:
-        response = asyncio.run(
-            litellm.acompletion(model=model, messages=MESSAGES, max_tokens=64, metadata=meta)
-        )
+        response = asyncio.run(litellm.acompletion(model=model, messages=MESSAGES, max_tokens=64, metadata=meta))
         usage = response.usage
         return response._hidden_params["response_cost"], usage.prompt_tokens, usage.completion_tokens
 
     bare = litellm.ModelResponse()
     bare.usage = litellm.Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15)
-    assert sim._priced(bare, model)._hidden_params["response_cost"] == pytest.approx(
-        10 * PRICE_IN + 5 * PRICE_OUT
-    )
+    assert sim._priced(bare, model)._hidden_params["response_cost"] == pytest.approx(10 * PRICE_IN + 5 * PRICE_OUT)
     stamped = cost()
     monkeypatch.setattr(sim, "_priced", lambda response, _model: response)
     computed = cost()

@@ -74,12 +74,9 @@ def rubrics(draw: st.DrawFn) -> Rubric:
     """Any valid Rubric: 1-6 uniquely named criteria on any scale type, any positive weights."""
     names = draw(st.lists(ids, min_size=1, max_size=6, unique=True))
     criteria = [
-        Criterion(name=n, description=draw(descriptions), weight=draw(weights), scale=draw(scales))
-        for n in names
+        Criterion(name=n, description=draw(descriptions), weight=draw(weights), scale=draw(scales)) for n in names
     ]
-    return Rubric(
-        id=draw(ids), version=draw(st.integers(1, 50)), floor=draw(st.floats(0, 1)), criteria=criteria
-    )
+    return Rubric(id=draw(ids), version=draw(st.integers(1, 50)), floor=draw(st.floats(0, 1)), criteria=criteria)
 
 
 # Hostile content: delimiters, look-alikes (fullwidth, small-form, single guillemets, math angles),
@@ -132,9 +129,7 @@ def _scenario(judge: Judge, content: str) -> Scenario:
 
 
 def _reweighted(rubric: Rubric, new_weights: list[float]) -> Rubric:
-    criteria = [
-        c.model_copy(update={"weight": w}) for c, w in zip(rubric.criteria, new_weights, strict=False)
-    ]
+    criteria = [c.model_copy(update={"weight": w}) for c, w in zip(rubric.criteria, new_weights, strict=False)]
     return rubric.model_copy(update={"criteria": criteria})
 
 
@@ -152,10 +147,7 @@ def test_shipped_judge_prompt_is_identical_whatever_the_rubric_weights(
     judge: Judge, rubric: Rubric, scenario: Scenario, new_weights: list[float], output: str
 ) -> None:
     rendered = render_judge_prompt(judge, rubric, scenario, output, nonce=NONCE)
-    assert (
-        render_judge_prompt(judge, _reweighted(rubric, new_weights), scenario, output, nonce=NONCE)
-        == rendered
-    )
+    assert render_judge_prompt(judge, _reweighted(rubric, new_weights), scenario, output, nonce=NONCE) == rendered
     assert "weight" not in _text(rendered).lower()
 
 
@@ -168,10 +160,7 @@ def test_generated_rubric_prompt_never_says_weight_and_ignores_weight_values(
     scenario = _scenario(judge, "How do I rotate a credential?")
     rendered = render_judge_prompt(judge, rubric, scenario, "an answer", nonce=NONCE)
     new_weights = data.draw(st.lists(weights, min_size=len(rubric.criteria), max_size=len(rubric.criteria)))
-    assert (
-        render_judge_prompt(judge, _reweighted(rubric, new_weights), scenario, "an answer", nonce=NONCE)
-        == rendered
-    )
+    assert render_judge_prompt(judge, _reweighted(rubric, new_weights), scenario, "an answer", nonce=NONCE) == rendered
     assert "weight" not in _text(rendered).lower()
     for c in rubric.criteria:  # the judge does see every criterion
         assert c.name in rendered[0]["content"]
@@ -326,9 +315,7 @@ def _verdict_values(rubric: Rubric, draw: Any) -> dict[str, Any]:
 
 @SAFE
 @given(rubric=rubrics(), reasoning=hostile, data=st.data())
-def test_parser_reads_only_the_final_verdict_block(
-    rubric: Rubric, reasoning: str, data: st.DataObject
-) -> None:
+def test_parser_reads_only_the_final_verdict_block(rubric: Rubric, reasoning: str, data: st.DataObject) -> None:
     values = _verdict_values(rubric, data.draw)
     verdict = parse_verdict(f"{reasoning}\n<verdict>{json.dumps(values)}</verdict>", rubric)
     if "<verdict>" in reasoning:
@@ -346,9 +333,7 @@ def test_quoted_verdict_before_the_final_one_fails_for_two_blocks(
 ) -> None:
     example = render_judge_prompt(judge, rubric, scenario, "x", nonce=NONCE)[0]["content"].split("\n")[-1]
     assert example.startswith("<verdict>")  # the format example the judge may echo
-    reply = (
-        f"You asked for {example}. My own assessment:\n<verdict>{json.dumps(valid_verdict(rubric))}</verdict>"
-    )
+    reply = f"You asked for {example}. My own assessment:\n<verdict>{json.dumps(valid_verdict(rubric))}</verdict>"
     verdict = parse_verdict(reply, rubric)
     assert verdict.status == "failed" and verdict.score is None
     assert verdict.failure_reason == "2 verdict blocks in reply; exactly one is allowed"
@@ -395,9 +380,7 @@ def test_numeric_values_outside_their_scale_fail_closed_and_inside_are_scored(
     outside = [c.name for c in rubric.criteria if not _inside(values[c.name], c.scale)]
     if outside:
         assert verdict.status == "failed" and verdict.score is None and verdict.criteria is None
-        assert verdict.failure_reason is not None and verdict.failure_reason.startswith(
-            f"criterion {outside[0]}:"
-        )
+        assert verdict.failure_reason is not None and verdict.failure_reason.startswith(f"criterion {outside[0]}:")
         assert "is outside" in verdict.failure_reason
     else:
         assert verdict.status == "scored" and verdict.criteria == values

@@ -64,9 +64,7 @@ def test_a_policy_leak_in_a_ceiling_stopped_scenario_still_gets_a_blocking_decis
     read them with the same invariant, so the leak blocks (noise_bands used to raise instead)."""
     track = Track(project, home)
     base = track.register_build(_manifest(tmp_path, project, "baseline.yaml", judges=["helpfulness-v1"]))
-    params = yaml.safe_load((project.root / "examples/builds/candidate.yaml").read_text())["subject"][
-        "params"
-    ]
+    params = yaml.safe_load((project.root / "examples/builds/candidate.yaml").read_text())["subject"]["params"]
     leaky = _manifest(
         tmp_path,
         project,

@@ -13,25 +13,14 @@ from eval_assets.config import Project
 from eval_assets.home import EvalHome
 from eval_assets.trend import materialize_score_trend, plot_trend, splice
 
-PUBLISHED = {
-    "published": True,
-    "offset": 0.4,
-    "scale_low": 1.0,
-    "scale_high": 5.0,
-    "equating_slope": None,
-    "equating_intercept": None,
-    "judge_to": "j-v2",
-}
+PUBLISHED = {"published": True, "offset": 0.4, "scale_low": 1.0, "scale_high": 5.0,
+             "equating_slope": None, "equating_intercept": None, "judge_to": "j-v2"}
 BUILDS = ["b0", "b1", "b2", "b3", "b4"]
 
 
 def test_old_points_are_spliced_through_a_published_offset_and_marked() -> None:
-    means = {
-        ("b0", "j-v1"): (0.5, 10),
-        ("b1", "j-v1"): (0.6, 10),
-        ("b2", "j-v2"): (0.7, 10),
-        ("b2", "j-v1"): (0.1, 10),
-    }
+    means = {("b0", "j-v1"): (0.5, 10), ("b1", "j-v1"): (0.6, 10), ("b2", "j-v2"): (0.7, 10),
+             ("b2", "j-v1"): (0.1, 10)}
     points = splice(BUILDS[:3], means, "j-v2", {"j-v2": ("j-v1", PUBLISHED)})
     assert [p.status for p in points] == ["spliced", "spliced", "native"]
     assert points[0].mean_score == pytest.approx(0.5 + 0.4 / 4)  # 0.4 points on a 1..5 scale
@@ -108,9 +97,7 @@ def test_the_asset_shows_the_plot_in_the_ui_metadata(project: Project, track: Tr
 
     resource = TrackResource(eval_home=str(track.home.root), project_root=str(project.root))
     instance = instance_for(track.home)
-    result = dg.materialize(
-        [score_trend], instance=instance, partition_key="helpfulness-v1", resources={"track": resource}
-    )
+    result = dg.materialize([score_trend], instance=instance, partition_key="helpfulness-v1", resources={"track": resource})
     assert result.success
     event = instance.get_latest_materialization_event(dg.AssetKey("score_trend"))
     assert event is not None and event.asset_materialization is not None

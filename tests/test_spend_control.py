@@ -29,9 +29,7 @@ def _project(tmp_path: Path, **spend: object) -> Path:
 def test_negative_or_non_numeric_ceiling_is_refused_naming_the_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as neg:
         load_project(_project(tmp_path / "a", day_ceiling_usd=-1))
-    assert "evaltrack.yaml: spend.day_ceiling_usd: Input should be greater than or equal to 0" in str(
-        neg.value
-    )
+    assert "evaltrack.yaml: spend.day_ceiling_usd: Input should be greater than or equal to 0" in str(neg.value)
     with pytest.raises(ConfigError) as text:
         load_project(_project(tmp_path / "b", suite_ceiling_usd="lots"))
     assert "evaltrack.yaml: spend.suite_ceiling_usd:" in str(text.value)
@@ -55,9 +53,7 @@ def test_zero_ceiling_runs_nothing_and_excludes_every_scenario_never_scoring_zer
     assert not [r for r in track.journal.rows() if r.status in ("settled", "reserved")]
 
 
-def test_scenario_ceiling_excludes_that_scenario_whole_and_reports_the_rate(
-    tmp_path: Path, home: EvalHome
-) -> None:
+def test_scenario_ceiling_excludes_that_scenario_whole_and_reports_the_rate(tmp_path: Path, home: EvalHome) -> None:
     project = _project(tmp_path)
     target = next((project / "scenarios").rglob("coding.fix-off-by-one.yaml"))
     target.write_text(target.read_text() + "ceiling_usd: 0.01\n")
@@ -82,9 +78,7 @@ def test_unreachable_journal_url_fails_before_any_model_call(
     tmp_path: Path, home: EvalHome, capsys: pytest.CaptureFixture[str]
 ) -> None:
     project = _project(tmp_path, journal_url="postgresql+psycopg://nobody@127.0.0.1:9/none?connect_timeout=2")
-    assert (
-        main(["--project", str(project), "build", "add", str(project / "examples/builds/baseline.yaml")]) == 0
-    )
+    assert main(["--project", str(project), "build", "add", str(project / "examples/builds/baseline.yaml")]) == 0
     assert main(["--project", str(project), "run", "--build", "agent-2026-11-28-base"]) == 1
     err = capsys.readouterr().err
     assert "cannot reach the journal" in err

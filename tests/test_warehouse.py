@@ -204,10 +204,7 @@ def test_spliced_trend_applies_the_published_offset_and_marks_spliced_points(tmp
     # the bridge run again, not published: old-build is a break on j-v2's trend, with no value
     unpublished = {**calibration, "published": False}
     wh.write_partition(
-        "calibration_offsets",
-        {"judge_to": "j-v2"},
-        [full_row("calibration_offsets", unpublished)],
-        "bridge-2",
+        "calibration_offsets", {"judge_to": "j-v2"}, [full_row("calibration_offsets", unpublished)], "bridge-2"
     )
     con = duckdb.connect(str(wh.catalog_path), read_only=True)
     rows = con.execute(

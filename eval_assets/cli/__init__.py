@@ -183,15 +183,12 @@ def parser() -> argparse.ArgumentParser:
         dest="fixtures_command", required=True
     )
     rec = fixtures.add_parser(
-        "record",
-        help="run a case once live against a model and write its script for review (never automatic)",
+        "record", help="run a case once live against a model and write its script for review (never automatic)"
     )
     rec.add_argument("--case", required=True, help="a case id (gates/cases/) or a converted scenario id")
     rec.add_argument("--model", required=True, help="a priced litellm model, e.g. openai/gpt-4o-mini")
     rec.add_argument("--name", help="script name (default: the case id) -> gates/fixtures/models/NAME.yaml")
-    rec.add_argument(
-        "--api-base", dest="api_base", help="the model's endpoint, if not its provider's default"
-    )
+    rec.add_argument("--api-base", dest="api_base", help="the model's endpoint, if not its provider's default")
     rec.add_argument("--force", action="store_true", help="overwrite an existing script")
     rec.set_defaults(func=_fixtures_record)
     review = sub.add_parser("review", help="the human review queue (docs/review.md)").add_subparsers(
@@ -199,22 +196,15 @@ def parser() -> argparse.ArgumentParser:
     )
     fill = review.add_parser("fill", help="queue failed verdicts, bridge disagreements and the seeded sample")
     fill.add_argument("--build", help="one build (default: every registered build)")
-    nxt = review.add_parser(
-        "next", help="claim one item exclusively and show it (exit 1: nothing open / taken)"
-    )
+    nxt = review.add_parser("next", help="claim one item exclusively and show it (exit 1: nothing open / taken)")
     nxt.add_argument("--reviewer", required=True)
     nxt.add_argument("--item", help="claim this item instead of the next open one")
     nxt.add_argument("--json", action="store_true", help="print the item as JSON")
-    submit = review.add_parser(
-        "submit", help="store your scores for a claimed item (validated; all or nothing)"
-    )
+    submit = review.add_parser("submit", help="store your scores for a claimed item (validated; all or nothing)")
     submit.add_argument("item")
     submit.add_argument("--reviewer", required=True)
     submit.add_argument(
-        "--scores",
-        required=True,
-        nargs="+",
-        help="NAME=VALUE ... or one JSON object, e.g. '{\"accuracy\": 4}'",
+        "--scores", required=True, nargs="+", help='NAME=VALUE ... or one JSON object, e.g. \'{"accuracy": 4}\''
     )
     release = review.add_parser("release", help="return your claimed item to the pool")
     release.add_argument("item")

@@ -289,19 +289,12 @@ async def _subject_answer(engine: Engine, ref: AttemptRef, scenario: Scenario, s
         run = await replay_loop(scenario, spec, lambda turn, s: engine.call(replace(ref, turn=turn), s))
         result, misses = run.call, run.replay_misses
         call_ids = tuple(
-            str(c["id"])
-            for m in run.messages
-            if m.get("role") == "assistant"
-            for c in m.get("tool_calls") or []
+            str(c["id"]) for m in run.messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []
         )
     else:
         result, misses, call_ids = await engine.call(ref, spec), 0, ()
     if result.status != "ok" or result.text is None:
-        why = (
-            f"{result.error_kind}: {result.error}"
-            if result.status == "error"
-            else str(result.excluded_reason)
-        )
+        why = f"{result.error_kind}: {result.error}" if result.status == "error" else str(result.excluded_reason)
         return _Answer(None, misses, result.tries, call_ids, why)
     return _Answer(result.text, misses, result.tries, call_ids, "")
 
@@ -395,9 +388,7 @@ def _execute(
         answer = asyncio.run(_subject_answer(engine, ref, scenario, spec))
         tries, paid, call_ids = answer.tries, _paid_tries(journal, build), answer.call_ids
         if answer.text is None:
-            raise CaseError(
-                f"case {case.id}: subject call failed after {answer.tries} try(s): {answer.error}"
-            )
+            raise CaseError(f"case {case.id}: subject call failed after {answer.tries} try(s): {answer.error}")
         output, misses = answer.text, answer.misses
     run = CaseRun(
         output=output,
@@ -423,9 +414,7 @@ def _execute(
     gateway.price(judge.model)
     rubric = _rubric_for(project, judge)
     nonce = fence_nonce(CASE_FENCE_SECRET, case.id)
-    spec = judge_spec(
-        judge, rubric, scenario, output, nonce=nonce, build=build, repeat=repeat, timeout_s=timeout
-    )
+    spec = judge_spec(judge, rubric, scenario, output, nonce=nonce, build=build, repeat=repeat, timeout_s=timeout)
     reply = asyncio.run(engine.call(attempt_ref(build, scenario.id, repeat, "judge", judge.version_id), spec))
     if reply.status != "ok":
         raise CaseError(f"case {case.id}: judge call failed: {reply.error_kind}: {reply.error}")

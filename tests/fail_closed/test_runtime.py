@@ -207,8 +207,7 @@ def _two_decided_builds(project: Project, home: EvalHome) -> tuple[Track, str, s
     damaged = track.register_build(project.root / "examples/builds/baseline.yaml").id
     healthy = track.register_build(project.root / "examples/builds/candidate.yaml").id
     verdict = full_row(
-        "judge_verdicts",
-        {"scenario_id": SCENARIO, "repeat": 1, "status": "scored", "score": 0.8, "policy_failures": 0},
+        "judge_verdicts", {"scenario_id": SCENARIO, "repeat": 1, "status": "scored", "score": 0.8, "policy_failures": 0}
     )
     files = {}
     for build, decision in ((damaged, "allow"), (healthy, "allow")):
@@ -216,10 +215,7 @@ def _two_decided_builds(project: Project, home: EvalHome) -> tuple[Track, str, s
             "judge_verdicts", {"build": build, "judge_version": "helpfulness-v1"}, [verdict], f"run-{build}"
         )
         track.warehouse.write_partition(
-            "release_decisions",
-            {"build": build},
-            [full_row("release_decisions", {"decision": decision, "reasons": "ok"})],
-            f"run-{build}",
+            "release_decisions", {"build": build}, [full_row("release_decisions", {"decision": decision, "reasons": "ok"})], f"run-{build}"
         )
     return track, damaged, healthy, files[damaged]
 

@@ -196,11 +196,7 @@ class EchoingProvider:
                         "created": 1_764_460_800,
                         "model": "gpt-4o-mini",
                         "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": text},
-                                "finish_reason": "stop",
-                            }
+                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
                         ],
                         "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
                     },
@@ -328,16 +324,8 @@ def _materialize(track: Any, tmp: Path, provider: EchoingProvider) -> dict[str, 
     sim_knobs = {"skill": 0.7, "seed": 3, "error_rate": 0.3, "policy_violation_rate": 0.5}
     subjects: dict[str, dict[str, object]] = {
         SIM_BUILD: {"model": "sim/agent", "family": "sim", "params": sim_knobs},
-        HTTP_400_BUILD: {
-            "model": "openai/gpt-4o-mini",
-            "family": "openai",
-            "api_base": provider.base("e400"),
-        },
-        HTTP_ECHO_BUILD: {
-            "model": "openai/gpt-4o-mini",
-            "family": "openai",
-            "api_base": provider.base("e200"),
-        },
+        HTTP_400_BUILD: {"model": "openai/gpt-4o-mini", "family": "openai", "api_base": provider.base("e400")},
+        HTTP_ECHO_BUILD: {"model": "openai/gpt-4o-mini", "family": "openai", "api_base": provider.base("e200")},
     }
     summaries = {}
     for n, (build_id, subject) in enumerate(subjects.items()):
@@ -422,9 +410,9 @@ def _planted_baits(ctx: GateContext) -> list[str]:
         project = ctx.project()
     except ConfigError:
         return []
-    return sorted(
-        {s for sc in project.scenarios.values() for s in sc.policy.forbidden_strings if s}, key=len
-    )[::-1]
+    return sorted({s for sc in project.scenarios.values() for s in sc.policy.forbidden_strings if s}, key=len)[
+        ::-1
+    ]
 
 
 def no_secret_checked_in(ctx: GateContext) -> Outcome:
@@ -445,8 +433,7 @@ def no_secret_checked_in(ctx: GateContext) -> Outcome:
         for bait in baits:
             text = text.replace(bait, "{bait}")
         findings += [
-            f"{path.relative_to(ctx.root)}:{number}: {label}"
-            for number, label in redact.locate(text, values=values)
+            f"{path.relative_to(ctx.root)}:{number}: {label}" for number, label in redact.locate(text, values=values)
         ]
     if scanned == 0:
         return Outcome.failed("no tracked file found: the scan would prove nothing")
