@@ -86,6 +86,7 @@ def test_demo_prints_short_lines_and_ends_with_the_three_decisions_in_a_table(de
         assert any(
             line.strip().startswith(f"scenario_runs {build}: 110/110 attempts (100%)") for line in lines
         )
+    assert sum(1 for line in lines if line.strip().startswith("release_board ")) == 1  # once, after the builds
     steps = [line.split()[:2] for line in lines if line.strip().startswith("release_approval")]
     assert steps == [
         ["release_approval", "not"],

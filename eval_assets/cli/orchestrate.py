@@ -216,8 +216,8 @@ def materialize_build(
     tags: dict[str, str] | None = None,
 ) -> list[StepResult]:
     """Materialize one build in graph order: scenario_runs; per judge version verdicts, ledger, noise
-    band and report; then the release decision, its approval (fails, `withheld`, unless allow) and
-    the release board.
+    band and report; then the release decision and its approval (fails, `withheld`, unless allow).
+    The release board is drawn once per command, after its builds (`materialize_board`).
 
     Stops at the first step that failed to materialize (later steps would only fail on its missing
     output); a deterministic suite that materialized but failed its blocking gate check goes on to
@@ -230,7 +230,6 @@ def materialize_build(
     for jv in judge_versions:
         steps.append((list(PER_JUDGE_ASSETS), dg.MultiPartitionKey({"build": build_id, "judge_version": jv})))
     steps += [([asset], build_id) for asset in PER_BUILD_FINAL_ASSETS]
-    steps.append((["release_board"], None))
     results = []
     for assets, key in steps:
         step = _materialize(defs, instance, assets, key, tags)
@@ -242,6 +241,11 @@ def materialize_build(
         if not step.success and not step.withheld and not set(step.assets) <= set(step.metadata):
             break
     return results
+
+
+def materialize_board(home: EvalHome) -> StepResult:
+    """Draw the release board over every registered build (`release_board`, unpartitioned)."""
+    return _materialize(load_definitions(), instance_for(home), ["release_board"], None)
 
 
 def materialize_trends(home: EvalHome, judge_versions: Sequence[str]) -> list[StepResult]:

@@ -17,6 +17,7 @@ from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, print_problems,
 from eval_assets.cli.orchestrate import (
     StepResult,
     instance_for,
+    materialize_board,
     materialize_build,
     materialize_trends,
     register_partition,
@@ -144,11 +145,11 @@ def _run_builds(
     and, per build, its steps as plain data (for `--json`)."""
     ok = True
     out: list[dict[str, object]] = []
+    say: Callable[[str], None] = (lambda _line: None) if quiet else (lambda line: print(line, flush=True))
     for build_id in build_ids:
         manifest = track.build(build_id)
         versions = [judge] if judge else [j.version_id for j in track.judges_for(manifest)]
         expected = sum(s.repeats for s in track.scenarios_for(manifest))
-        say: Callable[[str], None] = (lambda _line: None) if quiet else (lambda line: print(line, flush=True))
         say(f"build {build_id}: scenario_runs, then {', '.join(versions)}, the suite and the decision")
 
         def show(step: StepResult, expected: int = expected, say: Callable[[str], None] = say) -> None:
@@ -182,6 +183,9 @@ def _run_builds(
                 ],
             }
         )
+    board = materialize_board(track.home)  # once, after every build of the command
+    ok = ok and board.success
+    say(f"  {step_line(board)}")
     return ok, out
 
 
