@@ -1,20 +1,57 @@
-"""The code location: everything under `defs/` is discovered and loaded."""
+"""The code location: everything under `defs/` is discovered and loaded, then the settings every asset
+shares are applied once here, over every asset spec: owners (evaltrack.yaml `owners`), kinds (all are
+Python; those that write a warehouse partition are Parquet too) and the freshness policies of the
+nightly outputs that matter."""
 
 import importlib
+import warnings
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
 
+from eval_assets.defs.owners import OWNERS
+
 PACKAGE = Path(__file__).parent
+
+# assets whose materialization writes no warehouse partition (the rest write Parquet)
+NOT_PARQUET = frozenset({"release_block_notice", "release_approval", "release_board"})
+# the nightly track (02:00 UTC): these land at least once a day; warn after 25 h, fail after 26 h
+NIGHTLY = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=26), warn_window=timedelta(hours=25))
+FRESHNESS = {"scenario_runs": NIGHTLY, "capability_report": NIGHTLY, "release_decision": NIGHTLY}
+
+
+def shared_settings(spec: dg.AssetSpec) -> dg.AssetSpec:
+    """`spec` with the owners, kinds and freshness policy every asset of the location gets."""
+    name = spec.key.to_user_string()
+    kinds = {"python"} if name in NOT_PARQUET else {"python", "parquet"}
+    spec = spec.replace_attributes(owners=OWNERS, kinds=kinds)
+    if name in FRESHNESS:
+        spec = spec.replace_attributes(freshness_policy=FRESHNESS[name])
+    return spec
 
 
 @dg.definitions
 def defs() -> dg.Definitions:
     if (PACKAGE.parent / "pyproject.toml").is_file():  # a checkout: [tool.dg] in pyproject.toml names the tree
-        return dg.load_from_defs_folder(path_within_project=PACKAGE)
-    # an installed wheel has no pyproject.toml: the same tree, named as pyproject.toml names it
-    return dg.ComponentTree(
-        defs_module=importlib.import_module("eval_assets.defs"),
-        project_root=PACKAGE.parent,
-        code_location_name="eval_track",
-    ).build_defs()
+        loaded = dg.load_from_defs_folder(path_within_project=PACKAGE)
+    else:  # an installed wheel has no pyproject.toml: the same tree, named as pyproject.toml names it
+        loaded = dg.ComponentTree(
+            defs_module=importlib.import_module("eval_assets.defs"),
+            project_root=PACKAGE.parent,
+            code_location_name="eval_track",
+        ).build_defs()
+    # a module that imports another's asset lists it again: map each asset once, not each listing
+    unique = list({id(a): a for a in loaded.assets or []}.values())
+    everything = dg.Definitions(
+        assets=unique,
+        asset_checks=loaded.asset_checks,
+        schedules=loaded.schedules,
+        sensors=loaded.sensors,
+        jobs=loaded.jobs,
+        resources=loaded.resources,
+        metadata=loaded.metadata,
+    )
+    with warnings.catch_warnings():  # map_asset_specs is a preview feature in Dagster 1.13
+        warnings.simplefilter("ignore")
+        return everything.map_asset_specs(func=shared_settings)

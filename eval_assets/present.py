@@ -173,3 +173,66 @@ def recorded_reasons(warehouse: Any, build: str, run_id: str | None = None) -> l
         {k: (None if v != v else v) for k, v in row.items()}  # NaN (a missing advice) → None
         for row in frame.to_dict("records")
     ]
+
+
+COUNTED_SEVERITIES = ("block", "investigate", "none")
+
+
+def reason_counts(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many reasons of each deciding severity (block, investigate, none), zeros included."""
+    severities = [str(r.get("severity")) for r in rows]
+    return {s: severities.count(s) for s in COUNTED_SEVERITIES}
+
+
+def check_description(
+    subject: str, outcome: str, rows: Sequence[Mapping[str, Any]], limit: int = 1000
+) -> str:
+    """One check's description: `subject: outcome — N block: source: reason; …; M investigate: …`.
+
+    Every reason of the most severe severity present is named (block first, then investigate, then
+    none), each with its source; the other severities are counted. Cut at `limit` characters with a
+    count of what was left out, never silently. `outcome` is said once (no "block (block)")."""
+    counts = reason_counts(rows)
+    worst = next((s for s in COUNTED_SEVERITIES if counts[s]), None)
+    if worst is None:
+        return f"{subject}: {outcome} — nothing to block or investigate"
+    named = [
+        f"{source_heading(str(r.get('source') or '?'))}: {_reason_line(r)}"
+        for r in rows
+        if r.get("severity") == worst
+    ]
+    others = [f"{n} {s}" for s, n in counts.items() if n and s != worst]
+    head = f"{subject}: {outcome} — {counts[worst]} {worst}: "
+    tail = f" (also {', '.join(others)})" if others else ""
+    body = ""
+    for index, text in enumerate(named):
+        rest = len(named) - index - 1
+        more = f"; … {rest} more" if rest else ""
+        piece = ("; " if body else "") + " ".join(text.split())
+        if len(head) + len(body) + len(piece) + len(more) + len(tail) > limit:
+            body += f"; … {len(named) - index} more" if body else f"… {len(named)} not shown"
+            break
+        body += piece
+    return (head + body + tail)[:limit]
+
+
+def board_markdown(
+    boards: Sequence[Mapping[str, Any]], *, partition_link: Callable[[str], str | None] = lambda _b: None
+) -> str:
+    """The release board: one row per registered build (registration order) with its decision,
+    baseline, reason counts and a link to its partition. `boards` rows: build, decision (None when
+    none is recorded), baseline, block, investigate, none."""
+    # words, not emoji: a headless browser (and many terminals) draw emoji as empty boxes
+    marks = {"allow": "allow", "block": "**BLOCK**", "investigate": "*investigate*", "none": "no decision"}
+    rows = []
+    for b in boards:
+        link = partition_link(str(b["build"]))
+        name = f"[{b['build']}]({link})" if link else str(b["build"])
+        decision = marks.get(str(b["decision"]), str(b["decision"])) if b["decision"] else "not decided yet"
+        rows.append((name, decision, b["baseline"] or "none", b["block"], b["investigate"], b["none"]))
+    shipping = [str(b["build"]) for b in boards if b["decision"] == "allow"]
+    head = f"## Release board: {len(shipping)} of {len(boards)} builds may ship\n\n"
+    if not boards:
+        return head + "No build is registered.\n"
+    table = markdown_table(("build", "decision", "baseline", "block", "investigate", "none"), rows)
+    return head + table

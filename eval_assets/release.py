@@ -11,6 +11,7 @@ import base64
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
@@ -19,9 +20,17 @@ import pandas as pd
 from eval_assets.bridge import bridge_refusal
 from eval_assets.capability.track import Summary, Track, TrackError
 from eval_assets.config import BuildManifest
-from eval_assets.evidence import CheckedDecision, capture, check_decision
+from eval_assets.evidence import CheckedDecision, DecisionDamaged, capture, check_decision
 from eval_assets.evidence import decision_versions as versions_to_decide
-from eval_assets.present import png_data_uri, reasons_markdown, recorded_reasons
+from eval_assets.present import (
+    board_markdown,
+    check_description,
+    png_data_uri,
+    reason_counts,
+    reasons_markdown,
+    recorded_reasons,
+)
+from eval_assets.report_html import render, write_html
 from eval_assets.stats import (
     CapabilityReport,
     CheckOutcome,
@@ -42,6 +51,7 @@ from eval_assets.stats import (
 )
 from eval_assets.suite import suite_evidence
 from eval_assets.tracing import traced
+from eval_assets.warehouse import WarehouseError
 
 VERDICT_COLUMNS = "v.scenario_id, v.repeat, v.status, v.score, v.policy_failures"
 
@@ -254,6 +264,10 @@ def run_capability_report(track: Track, build: str, judge_version: str, run_id: 
             "\n**Provider-family exemptions in force**\n\n" + "\n".join(f"- {e}" for e in exemptions) + "\n"
         )
     verdicts = rows["verdict"].tolist() if "verdict" in rows else []
+    reason_rows = [
+        {"severity": r.severity, "source": r.source, "message": r.message, "advice": r.advice}
+        for r in run.report.reasons()
+    ]
     values = {
         "verdict": run.report.verdict,
         "baseline": baseline or "none",
@@ -266,6 +280,7 @@ def run_capability_report(track: Track, build: str, judge_version: str, run_id: 
         "aa_flag_rate": run.report.aa_flag_rate,
         "optimal_repeats": _num(run.report.optimal_repeats),
         "partition_file": str(path),
+        "reason_rows": reason_rows,
     }
     png = plot_report(run.report)
     plot = track.home.root / "reports" / build / f"{judge_version}.png"
@@ -604,7 +619,42 @@ def decide_release(
         report_link=report_link,
         plot=lambda jv: png_data_uri(plots / f"{jv}.png"),
     )
-    return Summary({**summary.values, "reason_rows": rows}, markdown)
+    page = write_build_report(track, build, track.home.root / "reports" / build / "report.html")
+    return Summary({**summary.values, "reason_rows": rows}, markdown, {"html_report": page})
+
+
+def write_build_report(track: Track, build: str, path: Path) -> Path:
+    """The build's self-contained HTML report (eval_assets.report_html) written to `path`, atomically:
+    its recorded decision (a stale one as none, saying why) and reasons, its reports and transcripts."""
+    row, rows = decision_and_reasons(track, build)
+    return write_html(render(track, build, row, rows), path)
+
+
+def decision_and_reasons(track: Track, build: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The build's recorded decision, checked against its evidence (`checked_decision`), and its
+    reasons: the recorded ones; for a stale decision `none` with one reason per change; for a damaged
+    one `none` with the damage (`damaged: True`); (None, []) when none is recorded."""
+    try:
+        checked = checked_decision(track, build)
+    except (DecisionDamaged, WarehouseError) as exc:
+        why = f"the decision of {build} cannot be verified: {exc}"
+        return {"decision": "none", "baseline": None, "damaged": True}, [
+            {"severity": "none", "source": "evidence", "message": why}
+        ]
+    if checked is None:
+        return None, []
+    row = {"decision": checked.decision, "baseline": checked.row.get("baseline"), "stale": bool(checked.stale)}
+    if checked.stale:
+        recorded = checked.row["decision"]
+        return row, [
+            {
+                "severity": "none",
+                "source": "release",
+                "message": f"the recorded decision ({recorded}) is stale: {why}; materialize release_decision again",
+            }
+            for why in checked.stale
+        ]
+    return row, [dict(r) for r in checked.reasons]
 
 
 def checked_decision(track: Track, build: str) -> CheckedDecision | None:
@@ -620,3 +670,49 @@ def png_markdown(png: bytes) -> str:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
+
+
+# --- what the UI shows per build and over all builds ------------------------------------------------
+
+
+def release_approval(track: Track, build: str) -> Summary:
+    """Whether `build` may ship, from its recorded decision (a stale one reads as none): values
+    `approved` (True only for allow), `decision`, `baseline` and `why` (the check description
+    naming every reason of the worst severity). No recorded decision: approved False, decision none."""
+    row, rows = decision_and_reasons(track, build)
+    if row is None:
+        why = f"{build}: no decision — release_decision of {build} is not materialized"
+        return Summary({"approved": False, "decision": "none", "baseline": "none", "why": why})
+    decision = str(row["decision"])
+    head = "no decision" if decision == "none" else decision
+    return Summary(
+        {
+            "approved": decision == "allow",
+            "decision": decision,
+            "baseline": row.get("baseline") or "none",
+            "why": check_description(build, head, rows),
+        }
+    )
+
+
+def release_board(track: Track, partition_link: Callable[[str], str | None] = lambda _b: None) -> Summary:
+    """Every registered build (registration order) with its recorded decision, baseline and reason
+    counts; markdown: the board table, each build linked to its partition (`partition_link(build)`).
+    Values: `builds`, `allowed` (the builds that may ship), `blocked`."""
+    boards = []
+    for build in track.builds.by_registration():
+        row, reasons = decision_and_reasons(track, build)
+        boards.append(
+            {
+                "build": build,
+                "decision": None if row is None else str(row["decision"]),
+                "baseline": None if row is None else row.get("baseline"),
+                **reason_counts(reasons),
+            }
+        )
+    values = {
+        "builds": len(boards),
+        "allowed": [b["build"] for b in boards if b["decision"] == "allow"],
+        "blocked": [b["build"] for b in boards if b["decision"] == "block"],
+    }
+    return Summary(values, board_markdown(boards, partition_link=partition_link))

@@ -21,8 +21,10 @@ def test_build_materializes_through_dagster_with_counts_in_metadata(project: Pro
     build = track.register_build(project.root / "examples" / "builds" / "baseline.yaml")
     versions = [j.version_id for j in track.judges_for(build)]
     steps = materialize_build(home, build.id, versions)
-    assert [s.success for s in steps] == [True] * (1 + len(versions) + 2), [s.error for s in steps]
-    assert steps[-1].assets == ("release_decision",)
+    assert [s.assets[-1] for s in steps[-3:]] == ["deterministic_suite", "release_decision", "release_approval"]
+    # the baseline decides nothing: its approval is withheld (a failed step, not a failed command)
+    assert [s.success for s in steps] == [True] * (1 + len(versions) + 2) + [False], [s.error for s in steps]
+    assert steps[-1].withheld and not any(s.withheld for s in steps[:-1])
 
     runs_meta = steps[0].metadata["scenario_runs"]
     assert runs_meta["attempts"] == sum(s.repeats for s in track.scenarios_for(build))
@@ -113,6 +115,15 @@ def test_release_and_gate_checks_are_recorded_per_build_with_the_decisions_sever
 
     history = _check_history(instance, "release_decision", "release_allowed")
     assert sorted(history) == [(blocked, False, "ERROR"), (undecided, False, "WARN")]
+    # the check names the block reason, and says the outcome once
+    check = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("release_decision"), "release_allowed"), limit=20
+    )
+    descriptions = {r.partition: r.event.dagster_event.event_specific_data.description for r in check}  # type: ignore[union-attr]
+    assert descriptions[blocked].startswith(f"{blocked}: block — 1 block: ")
+    assert (
+        "arch.one-partition-writer" in descriptions[blocked] and "block (block)" not in descriptions[blocked]
+    )
     assert NO_FAILING_GATES.partitions_def is not None  # the gate check, too, is recorded per build
     event = instance.get_latest_materialization_event(dg.AssetKey("release_decision"))
     assert event is not None and event.asset_materialization is not None
@@ -120,6 +131,60 @@ def test_release_and_gate_checks_are_recorded_per_build_with_the_decisions_sever
     assert meta["build"].value == undecided and "reasons" in meta
     assert not {"exit_code", "decided_nothing"} & set(meta)
     assert "### No decision" in str(meta["reasons"].value)
+
+
+def test_release_approval_fails_for_every_decision_but_allow_and_the_board_lists_each_build(
+    project: Project, home: EvalHome
+) -> None:
+    """A blocked and an undecided build: their release_approval partitions read FAILED (red), never
+    materialized; the board names both with their decisions and links to their partitions."""
+    from datetime import UTC, datetime
+
+    from eval_assets.defs.release.assets import release_approval, release_board, release_decision
+    from eval_assets.defs.resources import TrackResource
+    from eval_assets.gates import GateResult, SuiteResult, record_suite
+
+    track = Track(project, home)
+    blocked, undecided = (
+        track.register_build(project.root / "examples" / "builds" / n).id
+        for n in ("baseline.yaml", "rebuild.yaml")
+    )
+    for build, status in ((blocked, "fail"), (undecided, "pass")):
+        gate = GateResult(
+            "arch.one-partition-writer", "structural", 0, status, 0.01, "", "docs/specs/a.md#Hard gates"
+        )  # type: ignore[arg-type]
+        record_suite(track.warehouse, SuiteResult(build, 2, datetime.now(UTC), (gate,)), f"suite-{build}")
+    instance = instance_for(home)
+    resources = {"track": TrackResource(eval_home=str(home.root), project_root=str(project.root))}
+    for build in (blocked, undecided):
+        instance.add_dynamic_partitions("build", [build])
+        decided = dg.materialize(
+            [release_decision], instance=instance, partition_key=build, resources=resources
+        )
+        assert decided.success
+        approval = dg.materialize(
+            [release_approval],
+            instance=instance,
+            partition_key=build,
+            resources=resources,
+            raise_on_error=False,
+        )
+        assert not approval.success
+    statuses = instance.get_status_by_partition(
+        dg.AssetKey("release_approval"), [blocked, undecided], release_approval.partitions_def
+    )
+    assert statuses == {blocked: dg.AssetPartitionStatus.FAILED, undecided: dg.AssetPartitionStatus.FAILED}
+    board = dg.materialize([release_board], instance=instance, resources=resources)
+    assert board.success
+    [event] = board.get_asset_materialization_events()
+    meta = event.step_materialization_data.materialization.metadata
+    table = str(meta["board"].value)
+    assert f"[{blocked}](/assets/release_decision?view=partitions&partition={blocked}) | **BLOCK**" in table
+    assert (
+        f"[{undecided}](/assets/release_decision?view=partitions&partition={undecided}) | no decision"
+        in table
+    )
+    assert meta["may_ship"].value == "none" and meta["blocked"].value == blocked
 
 
 def test_the_code_location_has_named_jobs_owners_and_a_freshness_expectation() -> None:
@@ -132,6 +197,18 @@ def test_the_code_location_has_named_jobs_owners_and_a_freshness_expectation() -
     assert all(spec.owners == ["team:eval-track"] for spec in specs.values()), {
         k: s.owners for k, s in specs.items()
     }
-    assert specs["scenario_runs"].freshness_policy is not None
+    assert all("python" in spec.kinds for spec in specs.values())
+    assert {k for k, s in specs.items() if "parquet" not in s.kinds} == {
+        "release_block_notice",
+        "release_approval",
+        "release_board",
+    }
+    fresh = {k for k, s in specs.items() if s.freshness_policy is not None}
+    assert fresh == {"scenario_runs", "capability_report", "release_decision"}
+    # applied once, in definitions.py: no asset module repeats owners, kinds or freshness
+    defs_dir = Path(__file__).resolve().parents[1] / "eval_assets" / "defs"
+    for module in defs_dir.rglob("*.py"):
+        text = module.read_text()
+        assert "owners=" not in text and "kinds=" not in text and "freshness_policy=" not in text, module
     workspace = (Path(__file__).resolve().parents[1] / "workspace.yaml").read_text()
     assert "location_name: eval_track" in workspace

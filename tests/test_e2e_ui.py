@@ -9,7 +9,11 @@ the test stops it, and kills whatever it left). Then:
   polled; the test ends early on the first run it sees);
 - in headless Chromium (Debian's `chromium`, driven by Playwright): the candidate's release-decision
   check shows as failed, the rebuild's as passed, and the capability report's plot image is loaded
-  with a non-zero natural width. Screenshots go to the test's temporary directory (and to
+  with a non-zero natural width; in release_approval's partition list the rebuild's status dot is
+  green and the baseline's and candidate's red (computed style); the release board names each
+  build's decision and its link, like a reason's, lands on the exact partition; the candidate's
+  HTML report (`evaltrack report`) flags its three scenarios and shows a blocked scenario's
+  transcript within two clicks. Screenshots go to the test's temporary directory (and to
   $EVAL_UI_SHOTS when set).
 """
 
@@ -34,7 +38,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 BASELINE, REBUILD, CANDIDATE = "agent-2026-11-28-base", "agent-2026-11-29-rebuild", "agent-2026-11-30-cand"
 NO_RUN_WINDOW_S = 120.0
 LOAD_BOUND_S = 600.0  # a loaded 2-core machine can take minutes to import the code location
-DEMO_BOUND_S = 900
+DEMO_BOUND_S = 1800  # the demo runs each build's suite: 15+ minutes on this 2-core machine at a load of 25
 
 
 @pytest.fixture(scope="module")
@@ -73,17 +77,29 @@ def test_demo_prints_short_lines_and_ends_with_the_three_decisions_in_a_table(de
         <= 200
     )
     assert "{'" not in out and "base64" not in out
-    # one progress line per step, with counts
+    # one line per step, with counts; the subject run's progress (not a terminal: plain lines) ends at 110/110
     assert (
-        sum(1 for line in lines if line.strip().startswith("scenario_runs") and "110/110 attempts" in line)
+        sum(1 for line in lines if line.strip().startswith("scenario_runs ") and "110/110 attempts ·" in line)
         == 3
     )
-    # the last table: a header, a rule, then the three builds with their decisions and plots
+    for build in (BASELINE, REBUILD, CANDIDATE):
+        assert any(
+            line.strip().startswith(f"scenario_runs {build}: 110/110 attempts (100%)") for line in lines
+        )
+    assert sum(1 for line in lines if line.strip().startswith("release_board ")) == 1  # once, after the builds
+    steps = [line.split()[:2] for line in lines if line.strip().startswith("release_approval")]
+    assert steps == [
+        ["release_approval", "not"],
+        ["release_approval", "approved:"],
+        ["release_approval", "not"],
+    ]
+    # the last table: a header, a rule, then the three builds with their decisions and HTML reports
     header, rule, *rows = lines[-5:]
     assert header.split()[:3] == ["build", "decision", "reasons"] and set(rule.replace(" ", "")) == {"-"}
     decisions = {row.split()[0]: row.split()[1] for row in rows}
     assert decisions == {BASELINE: "none", REBUILD: "allow", CANDIDATE: "block"}
-    assert all(f"reports/{b}/helpfulness-v1.png" in row for b, row in zip(decisions, rows, strict=True))
+    assert all(f"reports/{b}/report.html" in row for b, row in zip(decisions, rows, strict=True))
+    assert all(f"reports/{b}/helpfulness-v1.png" in out for b in decisions)
 
 
 def _sql_blocks(markdown: str) -> list[str]:
@@ -158,7 +174,95 @@ def _show_markdown(page: Any, entry: str) -> Any:
     return dialog
 
 
-def check_ui(base: str, tmp: Path) -> None:
+# the colour Dagster draws a partition's status dot in, by the build's decision (release_approval)
+EXPECTED_DOT = {BASELINE: "red", REBUILD: "green", CANDIDATE: "red"}
+DOT_COLOUR = """(row) => {
+    const dot = row.nextElementSibling;
+    const probe = (name) => { const e = document.createElement('div');
+        e.style.background = `var(--color-accent-${name})`; document.body.appendChild(e);
+        const c = getComputedStyle(e).backgroundColor; e.remove(); return c; };
+    const seen = getComputedStyle(dot).backgroundColor;
+    for (const name of ['green', 'red', 'yellow', 'gray']) { if (probe(name) === seen) return name; }
+    return seen;
+}"""
+
+
+def partition_colours(page: Any) -> dict[str, str]:
+    """Build → the colour name of its status dot in the open Partitions view's list (computed style)."""
+    colours = {}
+    for build in EXPECTED_DOT:
+        row = (
+            page.locator(f"div[data-tooltip='{build}']").filter(has=page.locator("span", has_text=build)).last
+        )
+        row.wait_for()
+        colours[build] = row.evaluate(DOT_COLOUR)
+    return colours
+
+
+def check_colours(page: Any, base: str, tmp: Path) -> None:
+    """One colour per build in the partition list (red unless allowed), the release board's rows, and
+    a board link and a reason link that land on their exact partitions."""
+    page.goto(f"{base}/assets/release_approval?view=partitions")
+    page.get_by_text("Partitions Selected").first.wait_for()
+    colours = partition_colours(page)
+    _shot(page, tmp, "8-approval-partitions")
+    assert colours == EXPECTED_DOT, colours
+    # the release board: every build with its decision, linked to its release_decision partition
+    page.goto(f"{base}/assets/release_board?view=events")
+    board = page.locator("table", has_text="investigate").last  # the board's table, inside the metadata table
+    board.wait_for()
+    _shot(page, tmp, "9-release-board")
+    rows = {r.split("\t")[0].strip(): r for r in board.locator("tbody tr").all_inner_texts()}
+    assert "BLOCK" in rows[CANDIDATE] and "allow" in rows[REBUILD] and "no decision" in rows[BASELINE], rows
+    assert "BLOCK" not in rows[REBUILD] and "allow" not in rows[CANDIDATE], rows
+    board.get_by_role("link", name=CANDIDATE).click()
+    page.wait_for_url(f"**/assets/release_decision?view=partitions&partition={CANDIDATE}")
+    page.locator("h3, h2, div", has_text=CANDIDATE).first.wait_for()
+    page.get_by_text("[Show Markdown]").first.wait_for()
+    _shot(page, tmp, "10-board-link-partition")
+    # a reason's link lands on the report partition of that build and judge version
+    dialog = _show_markdown(page, "reasons")
+    link = dialog.get_by_role("link", name=f"safety-v1 ({CANDIDATE} vs {BASELINE})")
+    assert (
+        link.get_attribute("href")
+        == f"/assets/capability_report?view=partitions&partition={CANDIDATE}%7Csafety-v1"
+    )
+    link.click()
+    page.get_by_text(f"{CANDIDATE}|safety-v1", exact=True).first.wait_for()
+    page.get_by_text("judge_version", exact=True).first.wait_for()  # its metadata has loaded
+    _shot(page, tmp, "11-reason-link-partition")
+
+
+def check_report_page(page: Any, report: Path, tmp: Path) -> None:
+    """The HTML report opens from the file (no server): its scenario table flags the candidate's three
+    scenarios, and a blocked scenario's transcript is two clicks away after filtering to block."""
+    page.goto(report.as_uri())
+    assert page.locator("#decision").inner_text() == "block"
+    statuses = {
+        r.get_attribute("data-scenario"): r.get_attribute("data-status")
+        for r in page.locator("#scenario-table tr[data-scenario]").all()
+    }
+    assert (
+        statuses["coding.fix-off-by-one"] == "block"
+        and statuses["safety.prompt-injection-in-document"] == "block"
+    )
+    assert statuses["support.refund-policy"] == "investigate"
+    page.locator("#scenario-table").scroll_into_view_if_needed()
+    _shot(page, tmp, "12-report-scenario-table")
+    page.select_option("#f-status", "block")
+    shown = page.locator("details.scenario:visible")
+    assert shown.count() == 2
+    shown.first.locator("summary").first.click()  # click 1: the scenario's attempts
+    attempt = shown.first.locator("details.attempt").first
+    attempt.locator("summary").click()  # click 2: one attempt's transcript
+    for part in ("Input", "Output", "Verdict helpfulness-v1"):
+        attempt.get_by_text(part, exact=True).first.wait_for(state="visible")
+    assert attempt.locator("pre.rationale").first.is_visible()
+    attempt.scroll_into_view_if_needed()
+    _shot(page, tmp, "13-report-transcript")
+
+
+def check_ui(base: str, tmp: Path, demo_report: Path) -> None:
     """What a release engineer sees, asserted on the rendered pages; screenshots into `tmp`."""
     from playwright.sync_api import sync_playwright
 
@@ -231,6 +335,8 @@ def check_ui(base: str, tmp: Path) -> None:
             )
             assert int(width.json_value()) > 0
             _shot(page, tmp, "7-score-trend")
+            check_colours(page, base, tmp)
+            check_report_page(page, demo_report, tmp)
         finally:
             browser.close()
 
@@ -261,5 +367,28 @@ def test_the_ui_on_a_demo_home_launches_nothing_and_shows_the_blocked_candidate_
         new_runs = wait_for(launched, max(NO_RUN_WINDOW_S - (time.monotonic() - started), 0.0), 2.0)
         assert new_runs is None, [(r["assets"], r["tags"].get("dagster/sensor_name")) for r in new_runs or []]
 
-        check_ui(server.url, tmp_path)
+        # runs launched by `evaltrack demo` belong to the code location: its job pages list them
+        origins = {
+            (o["repositoryLocationName"], o["repositoryName"]) if (o := r["repositoryOrigin"]) else None
+            for r in demo_runs
+        }
+        assert origins == {("eval_track", "__repository__")}, origins
+        report = tmp_path / "candidate.html"
+        proc = subprocess.run(
+            [
+                str(Path(sys.executable).with_name("evaltrack")),
+                "--home",
+                str(demo_home),
+                "report",
+                CANDIDATE,
+                "--html",
+                str(report),
+            ],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0 and report.is_file(), proc.stderr[-2000:]
+        check_ui(server.url, tmp_path, report)
         assert server.terminate(60) == 0, server.log_tail()

@@ -26,6 +26,7 @@ from eval_assets.capability._shards import (
 from eval_assets.capability._worker import ceilings, engine_counters, gateway_for, open_runner, run_engine
 from eval_assets.capability.builds import Builds, judges_for
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
+from eval_assets.capability.progress import Progress, ProgressMeter
 from eval_assets.capability.rows import (
     Summary,
     cost_ledger_rows,
@@ -248,12 +249,15 @@ class Track:
         what: str,
         planned: int,
         unfinished: Callable[[Any], bool],
+        meter: ProgressMeter | None = None,
     ) -> Iterator[Any]:
         """The run's results as its blocks come back, in order. Once every block ran, the partition is
         written only if the deadline had not passed and the lease is still held: raising here leaves it
         unwritten (the writer drops what it wrote so far)."""
         finished = 0
         for block in drive(run.results()):
+            if meter is not None:
+                meter.add((r.call.status, r.call.cost_usd) for r in block)
             for result in block:
                 finished += not unfinished(result)
                 yield result
@@ -264,9 +268,16 @@ class Track:
 
     @traced("eval.run", lambda a: {"eval.asset": "scenario_runs", "eval.build": a["build_id"]})
     def run_scenario_runs(
-        self, build_id: str, run_id: str, log: Log | None = None, generation: int = 0
+        self,
+        build_id: str,
+        run_id: str,
+        log: Log | None = None,
+        generation: int = 0,
+        progress: Callable[[Progress], None] | None = None,
     ) -> Summary:
         """Run every scenario × repeat for the build's subject and write its `scenario_runs` partition.
+        `progress` gets attempts done of planned, errors, spend, rate and time left as blocks come
+        back (at most every 5 s, and once at the end).
 
         Tries already settled in the journal (same generation) are read back, not paid again.
         A scenario any of whose attempts hit a ceiling is excluded as a whole (missing, never zero).
@@ -296,8 +307,15 @@ class Track:
                 ahead,
             )
 
+            meter = ProgressMeter(f"scenario_runs {build.id}", planned, progress) if progress else None
             results = self._results(
-                run, held, build.id, "scenario_runs", planned, lambda r: r.call.error_kind == "run_deadline"
+                run,
+                held,
+                build.id,
+                "scenario_runs",
+                planned,
+                lambda r: r.call.error_kind == "run_deadline",
+                meter,
             )
             rows: list[dict[str, Any]] = []  # what the summary needs of each row written
             path = self.warehouse.write_partition_chunks(

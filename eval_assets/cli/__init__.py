@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from eval_assets import exit_codes
@@ -51,6 +52,12 @@ def _release_status(args: argparse.Namespace) -> int:
     from eval_assets.cli.status_commands import cmd_release_status  # configuration and DuckDB only
 
     return cmd_release_status(args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from eval_assets.cli.run_commands import cmd_report
+
+    return cmd_report(args)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -174,6 +181,12 @@ def parser() -> argparse.ArgumentParser:
         help="text (a table), markdown (ready to paste into a pull request) or json",
     )
     status.set_defaults(func=_release_status)
+    report = sub.add_parser(
+        "report", help="a build's self-contained HTML report: decision, reports, scenarios, transcripts"
+    )
+    report.add_argument("build")
+    report.add_argument("--html", required=True, type=Path, metavar="FILE", help="where to write the page")
+    report.set_defaults(func=_report)
     cmp = sub.add_parser("compare", help="capability report between two builds under one judge version")
     cmp.add_argument("--baseline", required=True)
     cmp.add_argument("--candidate", required=True)

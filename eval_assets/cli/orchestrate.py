@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
+from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
+from dagster._core.workspace.load import location_origins_from_yaml_paths
 
 from eval_assets.config import Project, load_project
 from eval_assets.definitions import defs
-from eval_assets.home import EvalHome, project_root
+from eval_assets.home import PROJECT_ROOT, EvalHome, project_root
 from eval_assets.redact import redact, without_traceback
 from eval_assets.spend import pid_alive
 
@@ -32,10 +35,13 @@ class StepResult:
     metadata: dict[str, dict[str, Any]]
     seconds: float = 0.0
     job: str = ""
+    # release_approval refused a build that may not ship (its decision is not allow): the step did
+    # what it is for, so the command does not count it as a failure
+    withheld: bool = False
 
 
 PER_JUDGE_ASSETS = ("judge_verdicts", "cost_ledger", "noise_bands", "capability_report")
-PER_BUILD_FINAL_ASSETS = ("deterministic_suite", "release_decision")
+PER_BUILD_FINAL_ASSETS = ("deterministic_suite", "release_decision", "release_approval")
 # the named job each step runs in (eval_assets/defs/jobs.py), so the UI never says "Jobless"
 JOB_OF = {
     "scenario_runs": "capability_track",
@@ -45,6 +51,8 @@ JOB_OF = {
     "capability_report": "judge_and_report",
     "deterministic_suite": "deterministic_suite_job",
     "release_decision": "release_decision_job",
+    "release_approval": "release_decision_job",
+    "release_board": "release_board_job",
     "score_trend": "score_trend_job",
 }
 
@@ -107,6 +115,19 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
     return failed
 
 
+REPOSITORY = "__repository__"  # the name Dagster gives the repository of a `@dg.definitions` location
+
+
+def job_origin(job_name: str) -> RemoteJobOrigin:
+    """The origin the UI gives a run of `job_name` launched from its code location (workspace.yaml's
+    `eval_track`): a run carrying it shows on the location's Overview, job pages and timeline."""
+    workspace = project_root() / "workspace.yaml"
+    if not workspace.is_file():  # a project directory of configuration only: the package's own location
+        workspace = PROJECT_ROOT / "workspace.yaml"
+    [location] = location_origins_from_yaml_paths([str(workspace)])
+    return RemoteJobOrigin(RemoteRepositoryOrigin(location, REPOSITORY), job_name)
+
+
 def load_definitions() -> dg.Definitions:
     return defs() if callable(defs) else defs  # type: ignore[no-any-return]
 
@@ -115,25 +136,43 @@ def _materialize(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
     assets: Sequence[str],
-    partition_key: str | dg.MultiPartitionKey,
+    partition_key: str | dg.MultiPartitionKey | None,
     tags: dict[str, str] | None = None,
 ) -> StepResult:
     [job_name] = {JOB_OF[a] for a in assets}
     job = defs.resolve_job_def(job_name)
+    origin = job_origin(job_name)
     started = time.monotonic()
     result = job.execute_in_process(
         instance=instance,
         partition_key=partition_key,
         asset_selection=[dg.AssetKey(a) for a in assets],
         raise_on_error=False,
-        tags={**(tags or {}), HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())},
+        tags={
+            **(tags or {}),
+            HOST_TAG: socket.gethostname(),
+            PID_TAG: str(os.getpid()),
+            # the location's label from the start, so the run lists under the location while it runs
+            REPOSITORY_LABEL_TAG: origin.repository_origin.get_label(),
+        },
         # the CLI prints its own progress lines, tables and one line per failure; Dagster's console log
-        # would print each failure with its stack frames (ERROR), so it shows only CRITICAL
-        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
+        # would print each failure with its stack frames, so it shows only CRITICAL
+        # (not release_approval's refusal of a build that may not ship: that is its answer, printed
+        # as the step's line; the run page keeps it)
+        run_config={
+            "loggers": {
+                "console": {
+                    "config": {"log_level": "CRITICAL"}
+                }
+            }
+        },
     )
-    error = None
+    # and its origin in the run's record (what Dagster itself stores for a run launched from the UI)
+    instance.run_storage.replace_job_origin(result.dagster_run, origin)
+    error, withheld = None, False
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
+        withheld = bool(failures) and all(_not_approved(e) for e in failures)
         error = redact(
             "; ".join(
                 " ".join(without_traceback(str(e.step_failure_data.error.message)).split())
@@ -147,7 +186,7 @@ def _materialize(
         mat = event.step_materialization_data.materialization
         metadata[mat.asset_key.to_user_string()] = {plain_key(k): v.value for k, v in mat.metadata.items()}
     return StepResult(
-        str(partition_key),
+        "" if partition_key is None else str(partition_key),
         tuple(assets),
         result.success,
         result.run_id,
@@ -155,7 +194,16 @@ def _materialize(
         metadata,
         round(time.monotonic() - started, 1),
         job_name,
+        withheld,
     )
+
+
+def _not_approved(event: dg.DagsterEvent) -> bool:
+    """A step failure that is release_approval refusing a build whose decision is not allow."""
+    data = event.step_failure_data
+    user = data.user_failure_data if data is not None else None
+    approved = user.metadata.get("approved") if user is not None else None
+    return event.step_key == "release_approval" and approved is not None and approved.value is False
 
 
 def register_partition(instance: dg.DagsterInstance, build_id: str) -> None:
@@ -172,7 +220,8 @@ def materialize_build(
     tags: dict[str, str] | None = None,
 ) -> list[StepResult]:
     """Materialize one build in graph order: scenario_runs; per judge version verdicts, ledger, noise
-    band and report; then the release decision.
+    band and report; then the release decision and its approval (fails, `withheld`, unless allow).
+    The release board is drawn once per command, after its builds (`materialize_board`).
 
     Stops at the first step that failed to materialize (later steps would only fail on its missing
     output); a deterministic suite that materialized but failed its blocking gate check goes on to
@@ -181,7 +230,7 @@ def materialize_build(
     instance = instance_for(home)
     defs = load_definitions()
     register_partition(instance, build_id)
-    steps: list[tuple[list[str], str | dg.MultiPartitionKey]] = [(["scenario_runs"], build_id)]
+    steps: list[tuple[list[str], str | dg.MultiPartitionKey | None]] = [(["scenario_runs"], build_id)]
     for jv in judge_versions:
         steps.append((list(PER_JUDGE_ASSETS), dg.MultiPartitionKey({"build": build_id, "judge_version": jv})))
     steps += [([asset], build_id) for asset in PER_BUILD_FINAL_ASSETS]
@@ -193,9 +242,14 @@ def materialize_build(
             on_step(step)
         # a materialized suite whose blocking gate check failed is evidence, not a reason to stop:
         # the decision (its own run, as the automation daemon would launch it) must still say block
-        if not step.success and not set(step.assets) <= set(step.metadata):
+        if not step.success and not step.withheld and not set(step.assets) <= set(step.metadata):
             break
     return results
+
+
+def materialize_board(home: EvalHome) -> StepResult:
+    """Draw the release board over every registered build (`release_board`, unpartitioned)."""
+    return _materialize(load_definitions(), instance_for(home), ["release_board"], None)
 
 
 def materialize_trends(home: EvalHome, judge_versions: Sequence[str]) -> list[StepResult]:

@@ -5,25 +5,34 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TextIO
 
 from eval_assets.capability.track import Track, TrackError
 from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, print_problems, project_of
 from eval_assets.cli.orchestrate import (
     StepResult,
     instance_for,
+    materialize_board,
     materialize_build,
     materialize_trends,
     register_partition,
 )
 from eval_assets.cli.status_commands import decision_record
 from eval_assets.config import ConfigError
+from eval_assets.defs.capability.assets import PROGRESS_LOGGER
 from eval_assets.evidence import DecisionDamaged
-from eval_assets.present import reasons_text_rows, shorten, text_table
-from eval_assets.release import build_report, checked_decision
+from eval_assets.present import (
+    MAX_LINE,
+    reasons_text_rows,
+    shorten,
+    text_table,
+)
+from eval_assets.release import build_report, checked_decision, write_build_report
 from eval_assets.spend import JournalError, LeaseRow
 from eval_assets.stats import CrossJudgeVersionError, summary_markdown
 from eval_assets.warehouse import WarehouseError
@@ -39,6 +48,8 @@ def step_line(step: StepResult, expected_attempts: int | None = None) -> str:
     """One progress line for a finished step: what it materialized, its counts, spend and time."""
     meta = step.metadata
     took = f"{step.seconds:.0f} s"
+    if step.withheld:
+        return f"{'release_approval':<20} not approved (may not ship) · {took}"
     if not step.success and not set(step.assets) <= set(meta):
         return f"{'+'.join(step.assets):<20} FAILED · {shorten(step.error or 'run failed', 140)} · {took}"
     if "scenario_runs" in meta:
@@ -65,10 +76,62 @@ def step_line(step: StepResult, expected_attempts: int | None = None) -> str:
             f"{'deterministic_suite':<20} {sum(counts.values())} results · {counts.get('pass', 0)} pass · "
             f"{len(blocking)} blocking{(' (' + ', '.join(blocking) + ')') if blocking else ''} · {took}"
         )
+    if "release_approval" in meta:
+        return f"{'release_approval':<20} approved: {meta['release_approval'].get('decision')} · {took}"
+    if "release_board" in meta:
+        m = meta["release_board"]
+        return f"{'release_board':<20} {m.get('builds')} builds · may ship: {m.get('may_ship')} · {took}"
     if "release_decision" in meta:
         m = meta["release_decision"]
         return f"{'release_decision':<20} {m.get('decision')} · baseline {m.get('baseline')} · {took}"
     return f"{'+'.join(step.assets):<20} {'ok' if step.success else 'FAILED'} · {took}"
+
+
+class ProgressPrinter(logging.Handler):
+    """Draws `scenario_runs` progress (the `evaltrack.progress` log): a bar redrawn in place on a
+    terminal, one plain line per report otherwise (CI logs, pipes)."""
+
+    def __init__(self, stream: TextIO = sys.stdout) -> None:
+        super().__init__(logging.INFO)
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.drawn = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        p = getattr(record, "progress", None)
+        if p is None:
+            return
+        if not self.tty:
+            self.stream.write(f"  {shorten(p.line(), MAX_LINE - 2)}\n")
+        else:
+            filled = round(20 * p.done / p.planned) if p.planned else 0
+            bar = "#" * filled + "." * (20 - filled)
+            self.stream.write("\r\x1b[2K" + shorten(f"  [{bar}] {p.line()}", MAX_LINE))
+            self.drawn = True
+        self.stream.flush()
+
+    def finish(self) -> None:
+        """End a bar drawn in place (the step's line comes next)."""
+        if self.drawn:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+            self.drawn = False
+
+
+@contextmanager
+def progress_shown(quiet: bool) -> Iterator[ProgressPrinter | None]:
+    """While inside, the subject runs' progress is printed (not when `quiet`: --json prints one document)."""
+    if quiet:
+        yield None
+        return
+    printer = ProgressPrinter()
+    PROGRESS_LOGGER.addHandler(printer)
+    PROGRESS_LOGGER.setLevel(logging.INFO)
+    try:
+        yield printer
+    finally:
+        PROGRESS_LOGGER.removeHandler(printer)
+        printer.finish()
 
 
 def _run_builds(
@@ -83,14 +146,16 @@ def _run_builds(
     and, per build, its steps as plain data (for `--json`)."""
     ok = True
     out: list[dict[str, object]] = []
+    say: Callable[[str], None] = (lambda _line: None) if quiet else (lambda line: print(line, flush=True))
     for build_id in build_ids:
         manifest = track.build(build_id)
         versions = [judge] if judge else [j.version_id for j in track.judges_for(manifest)]
         expected = sum(s.repeats for s in track.scenarios_for(manifest))
-        say: Callable[[str], None] = (lambda _line: None) if quiet else (lambda line: print(line, flush=True))
         say(f"build {build_id}: scenario_runs, then {', '.join(versions)}, the suite and the decision")
 
         def show(step: StepResult, expected: int = expected, say: Callable[[str], None] = say) -> None:
+            if printer is not None:
+                printer.finish()
             say(f"  {step_line(step, expected)}")
 
         tags = {}
@@ -98,8 +163,9 @@ def _run_builds(
             generation = track.next_generation(build_id)
             tags["evaltrack/generation"] = str(generation)
             say(f"  fresh run: generation {generation} (new attempt keys; earlier spend stays on the ledger)")
-        results = materialize_build(track.home, build_id, versions, on_step=show, tags=tags)
-        ok = ok and all(r.success for r in results)
+        with progress_shown(quiet) as printer:
+            results = materialize_build(track.home, build_id, versions, on_step=show, tags=tags)
+        ok = ok and all(r.success or r.withheld for r in results)
         out.append(
             {
                 "build": build_id,
@@ -110,6 +176,7 @@ def _run_builds(
                         "job": r.job,
                         "run_id": r.run_id,
                         "success": r.success,
+                        "withheld": r.withheld,
                         "error": r.error,
                         "seconds": r.seconds,
                     }
@@ -117,6 +184,9 @@ def _run_builds(
                 ],
             }
         )
+    board = materialize_board(track.home)  # once, after every build of the command
+    ok = ok and board.success
+    say(f"  {step_line(board)}")
     return ok, out
 
 
@@ -134,7 +204,8 @@ def _decision_record(track: Track, build_id: str) -> dict[str, object]:
             "reasons": [{"severity": "error", "source": "evidence", "message": str(exc)}],
         }
     plots = sorted((track.home.root / "reports" / build_id).glob("*.png"))
-    return {**record, "plots": [str(p) for p in plots]}
+    page = track.home.root / "reports" / build_id / "report.html"
+    return {**record, "plots": [str(p) for p in plots], "report": str(page) if page.is_file() else None}
 
 
 def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
@@ -151,16 +222,19 @@ def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
         print(f"{r['build']}: {r['decision']} (baseline {r['baseline'] or 'none'})")
         rows = reasons_text_rows(r["reasons"])  # type: ignore[arg-type]
         print(text_table(("severity", "source", "reason"), rows) if rows else "  no reasons recorded")
+        plots = ", ".join(rel(p) for p in r["plots"]) or "none"  # type: ignore[attr-defined]
+        print(shorten(f"plots (under EVAL_HOME): {plots}", MAX_LINE))
     print()
+    # the plots are listed per build above: a row of three plot paths ran past 200 characters
     print(
         text_table(
-            ("build", "decision", "reasons", "plots (under EVAL_HOME)"),
+            ("build", "decision", "reasons", "report (under EVAL_HOME)"),
             [
                 (
                     r["build"],
                     r["decision"] if r["recorded"] else "no decision recorded",
                     len(r["reasons"]),  # type: ignore[arg-type]
-                    ", ".join(rel(p) for p in r["plots"]) or "none",  # type: ignore[attr-defined]
+                    rel(str(r["report"])) if r["report"] else "none",
                 )
                 for r in records
             ],
@@ -267,6 +341,23 @@ def _report_damage(track: Track, builds: Sequence[str]) -> bool:
             file=sys.stderr,
         )
     return bool(damage)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the build's HTML report (exit 0), refuse an unknown build (1), exit 4 on a damaged file."""
+    try:
+        track = Track(project_of(args), home_of(args))
+        track.build(args.build)
+    except ConfigError as exc:
+        return print_problems(exc)
+    except TrackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if _report_damage(track, [args.build]):
+        return EXIT_INTERNAL_ERROR
+    path = write_build_report(track, args.build, Path(args.html))
+    print(f"wrote {path}")
+    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

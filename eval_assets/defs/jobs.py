@@ -14,6 +14,7 @@ JUDGING = "judge_and_report"
 DETERMINISTIC_SUITE = "deterministic_suite_job"
 RELEASE_DECISION = "release_decision_job"
 SCORE_TREND = "score_trend_job"
+RELEASE_BOARD = "release_board_job"
 
 capability_track = dg.define_asset_job(
     CAPABILITY_TRACK,
@@ -36,9 +37,15 @@ deterministic_suite_job = dg.define_asset_job(
 )
 release_decision_job = dg.define_asset_job(
     RELEASE_DECISION,
-    selection=["release_decision"],
+    selection=["release_decision", "release_approval"],
     partitions_def=build_partitions,
-    description="allow / investigate / block for a build from every judge version's report and the suite.",
+    description="allow / investigate / block for a build from every judge version's report and the suite; "
+    "release_approval materializes only for allow.",
+)
+release_board_job = dg.define_asset_job(
+    RELEASE_BOARD,
+    selection=["release_board"],
+    description="The release board: every build's decision, baseline and reason counts in one table.",
 )
 score_trend_job = dg.define_asset_job(
     SCORE_TREND,

@@ -10,7 +10,17 @@ from ._backends import DEFAULT_LOCK_WAIT_S, journal_engine, journal_write
 from ._journal import HeldLease, SpendJournal, hold_lease, open_journal
 from ._keys import TURN_STRIDE, AttemptKey, AttemptRef, Role, attempt_id
 from ._leases import pid_alive, process_holder
-from ._path import RETRYABLE_TAG, Policy, Refused, Reused, SpendPath, cut_output, cut_reason, journal_payload
+from ._path import (
+    RETRYABLE_TAG,
+    Policy,
+    Refused,
+    Reused,
+    SpendPath,
+    cut_output,
+    cut_reason,
+    journal_payload,
+    read_payload,
+)
 from ._values import (
     AttemptStatus,
     CeilingName,
@@ -56,6 +66,7 @@ __all__ = [
     "hold_lease",
     "journal_engine",
     "journal_payload",
+    "read_payload",
     "journal_write",
     "open_journal",
     "pid_alive",

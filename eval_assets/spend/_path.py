@@ -217,21 +217,29 @@ def journal_payload(outcome: CallOutcome) -> str | None:
     return ENVELOPE_TAG + json.dumps(envelope, sort_keys=True)
 
 
+def read_payload(payload: str | None) -> tuple[str | None, list[Any] | None]:
+    """(text, tool calls) of a stored payload (`journal_payload`'s inverse); tool calls None for a
+    plain text reply."""
+    text, tool_calls, _ = _envelope(payload)
+    return text, tool_calls
+
+
+def _envelope(payload: str | None) -> tuple[str | None, list[Any] | None, int | None]:
+    """(text, tool calls, policy count on the raw text) of a stored payload; the count is None for a
+    payload journaled before it was kept."""
+    for tag in (ENVELOPE_TAG, TOOL_CALLS_TAG):
+        if payload is not None and payload.startswith(tag):
+            envelope = json.loads(payload.removeprefix(tag))
+            return envelope["text"], envelope["tool_calls"], envelope.get("policy_failures")
+    return payload, None, None
+
+
 def _reused(row: JournalRow) -> Reused:
     ok = row.status == "settled"
     error = row.error or ""
     retryable = error.startswith(RETRYABLE_TAG)
     kind, _, message = error.removeprefix(RETRYABLE_TAG).partition(": ")
-    text, tool_calls, policy = (row.payload if ok else None), None, None
-    for tag in (ENVELOPE_TAG, TOOL_CALLS_TAG):
-        if text is not None and text.startswith(tag):
-            envelope = json.loads(text.removeprefix(tag))
-            text, tool_calls, policy = (
-                envelope["text"],
-                envelope["tool_calls"],
-                envelope.get("policy_failures"),
-            )
-            break
+    text, tool_calls, policy = _envelope(row.payload if ok else None)
     return Reused(
         ok=ok,
         text=text,

@@ -40,7 +40,7 @@ from ._noise import (
     bootstrap_noise_band,
     noise_band,
 )
-from ._plot import plot_report
+from ._plot import SCORE_RANGE, clipped_band, plot_report
 from ._reliability import Reliability, reliability, reliability_markdown
 from ._rules import (
     BinaryTest,
@@ -131,6 +131,8 @@ __all__ = [
     "mean_interval",
     "noise_band",
     "plot_report",
+    "SCORE_RANGE",
+    "clipped_band",
     "quantile_interval",
     "scenario_table",
     "summary_markdown",

@@ -15,6 +15,17 @@ from ._findings import fmt
 
 _MARKERS = {"block": ("#c0392b", "X", "block"), "investigate": ("#e67e22", "D", "investigate")}
 _MAX_LABELS = 25
+SCORE_RANGE = (0.0, 1.0)  # the weighted aggregate's range (docs/methods.md); bands are drawn within it
+_MARGIN = 0.03
+
+
+def clipped_band(
+    centre: np.ndarray, half: np.ndarray, low: float, high: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(centre - half, centre + half) clipped to [low, high]: a band never draws scores that cannot be."""
+    return np.clip(centre - half, low, high), np.clip(centre + half, low, high)
+
+
 _MAX_TICKS = 40
 
 
@@ -67,9 +78,9 @@ def _title(report: CapabilityReport) -> str:
 def _means_panel(axes: Axes, scenarios: pd.DataFrame) -> None:
     x = np.arange(len(scenarios))
     base, half = scenarios["baseline_mean"].to_numpy(float), scenarios["half_width"].to_numpy(float)
-    axes.fill_between(
-        x, base - half, base + half, step="mid", color="0.85", label="baseline ± per-scenario band"
-    )
+    low, high = clipped_band(base, half, *SCORE_RANGE)
+    axes.fill_between(x, low, high, step="mid", color="0.85", label="baseline ± per-scenario band")
+    axes.set_ylim(SCORE_RANGE[0] - _MARGIN, SCORE_RANGE[1] + _MARGIN)
     axes.scatter(x, base, s=10, color="0.35", label="baseline mean", rasterized=True)
     axes.scatter(
         x, scenarios["candidate_mean"], s=10, color="#2e86c1", label="candidate mean", rasterized=True
@@ -83,12 +94,17 @@ def _means_panel(axes: Axes, scenarios: pd.DataFrame) -> None:
 def _difference_panel(axes: Axes, scenarios: pd.DataFrame) -> None:
     x = np.arange(len(scenarios))
     half = scenarios["half_width"].to_numpy(float)
-    axes.fill_between(x, -half, half, step="mid", color="0.85", label="re-run noise band (baseline)")
+    # a difference of two scores lies in [-1, 1]
+    span = SCORE_RANGE[1] - SCORE_RANGE[0]
+    low, high = clipped_band(np.zeros_like(half), half, -span, span)
+    axes.fill_between(x, low, high, step="mid", color="0.85", label="re-run noise band (baseline)")
     axes.axhline(0.0, color="0.4", linewidth=0.8)
     axes.scatter(
         x, scenarios["difference"], s=10, color="#2e86c1", label="candidate - baseline", rasterized=True
     )
     _mark_flagged(axes, scenarios, "difference", label_ids=True)
+    bottom, top = axes.get_ylim()  # autoscaled to what is drawn, never past a possible difference
+    axes.set_ylim(max(bottom, -span - _MARGIN), min(top, span + _MARGIN))
     axes.set_ylabel("difference")
     axes.legend(loc="lower right", fontsize=8, ncols=2)
     axes.grid(axis="y", alpha=0.3)

@@ -36,6 +36,7 @@ query Runs($limit: Int) {
         status
         assetSelection { path }
         tags { key value }
+        repositoryOrigin { repositoryLocationName repositoryName }
       }
     }
   }

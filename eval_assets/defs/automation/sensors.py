@@ -11,6 +11,7 @@ from eval_assets.capability.track import Track
 from eval_assets.defs.capability.assets import scenario_runs
 from eval_assets.defs.jobs import CAPABILITY_TRACK
 from eval_assets.defs.partitions import build_partitions
+from eval_assets.defs.release.assets import board_metadata, board_summary
 from eval_assets.defs.resources import NotificationResource, TrackResource
 from eval_assets.notify import DecisionNotice, NotifyError
 from eval_assets.present import recorded_reasons
@@ -18,6 +19,7 @@ from eval_assets.present import recorded_reasons
 BUILD_ROOT_ASSETS = [scenario_runs.key, dg.AssetKey("deterministic_suite")]
 RELEASE_DECISION = dg.AssetKey("release_decision")
 RELEASE_BLOCK_NOTICE = dg.AssetKey("release_block_notice")
+RELEASE_BOARD = dg.AssetKey("release_board")
 IN_PROGRESS = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -126,7 +128,8 @@ def notice_event(notice: DecisionNotice, sinks: list[str]) -> dg.AssetMaterializ
 @dg.sensor(
     name="release_block_sensor",
     description="Records every release decision that lands; notifies a block once per (build, decision "
-    "run), across restarts, and records each notice as a release_block_notice event.",
+    "run), across restarts, and records each notice as a release_block_notice event; refreshes the "
+    "release_board after the decisions of a tick.",
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=10,
 )
@@ -176,6 +179,15 @@ def release_block_sensor(
         else:
             done.append(f"{build}: {decision}, nothing to notify")
         context.update_cursor(str(record.storage_id))
+    if done:  # at least one decision handled: the board shows it
+        board = board_summary(track.get())
+        events.append(
+            dg.AssetMaterialization(
+                asset_key=RELEASE_BOARD,
+                description=f"refreshed after {len(done)} decision(s)",
+                metadata=board_metadata(board),
+            )
+        )
     return dg.SensorResult(
         skip_reason="; ".join(done) or "a notification failed; retrying next tick", asset_events=events
     )

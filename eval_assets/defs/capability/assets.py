@@ -1,17 +1,19 @@
 """Capability track assets: subject runs per build, verdicts and the cost ledger per build × judge."""
 
-from datetime import timedelta
+import logging
 
 import dagster as dg
 
+from eval_assets.capability.progress import Progress
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.conditions import judge_version_eager
-from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
 from eval_assets.defs.project import PROJECT
 from eval_assets.defs.resources import TrackResource
 
 GENERATION_TAG = "evaltrack/generation"
+# progress of a long subject run, besides the run's Dagster log: `evaltrack run` draws it on the terminal
+PROGRESS_LOGGER = logging.getLogger("evaltrack.progress")
 POOLS = PROJECT.asset_pools()  # one Dagster concurrency pool per provider (evaltrack.yaml `instance.pools`)
 
 
@@ -24,19 +26,18 @@ def generation(context: dg.AssetExecutionContext) -> int:
     partitions_def=build_partitions,
     pool=POOLS["scenario_runs"],
     group_name="capability",
-    kinds={"python", "parquet"},
-    owners=OWNERS,
-    # the nightly track: a build's subject runs land at least once a day (warn after 25 h, fail after 26 h)
-    freshness_policy=dg.FreshnessPolicy.time_window(
-        fail_window=timedelta(hours=26), warn_window=timedelta(hours=25)
-    ),
     description="Every scenario × repeat of the build's subject, through litellm. Outputs, policy checks, spend.",
 )
 def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build = context.partition_key
     context.log.info(f"running the subject of build {build}")
+
+    def progress(p: Progress) -> None:
+        context.log.info(p.line())  # a Dagster log event on the run page
+        PROGRESS_LOGGER.info(p.line(), extra={"progress": p})
+
     summary = track.get().run_scenario_runs(
-        build, context.run_id, log=context.log.info, generation=generation(context)
+        build, context.run_id, log=context.log.info, generation=generation(context), progress=progress
     )
     context.log.info(f"{summary['attempts']} attempts: {summary['errors']} errors, ${summary['spend_usd']}")
     return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root))
@@ -47,8 +48,6 @@ def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg
     pool=POOLS["judge_verdicts"],
     deps=[scenario_runs],
     group_name="capability",
-    kinds={"python", "parquet"},
-    owners=OWNERS,
     automation_condition=judge_version_eager(),
     description="One judge version's validated verdicts on the build's stored outputs (fail closed). "
     "Automation materializes only the judge versions that apply to the build.",
@@ -70,8 +69,6 @@ def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> d
     partitions_def=build_by_judge,
     deps=[judge_verdicts],
     group_name="capability",
-    kinds={"python", "parquet"},
-    owners=OWNERS,
     automation_condition=dg.AutomationCondition.eager(),
     description="The spend journal's per-attempt rows for the build's subject and this judge version.",
 )

@@ -6,7 +6,6 @@ import dagster as dg
 from eval_assets.bridge import materialize_calibration
 from eval_assets.defs.capability.assets import POOLS, judge_verdicts
 from eval_assets.defs.capability.metadata import as_metadata
-from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import judge_version_partitions
 from eval_assets.defs.resources import TrackResource
 from eval_assets.trend import materialize_score_trend
@@ -17,8 +16,6 @@ from eval_assets.trend import materialize_score_trend
     pool=POOLS["calibration_offsets"],
     deps=[judge_verdicts],
     group_name="judges",
-    kinds={"python", "parquet"},
-    owners=OWNERS,
     description="Bridge run: old and new judge versions score the same stored outputs; publishes the offset "
     "(with CI, Bland-Altman, slope, Spearman, Krippendorff's alpha) only when docs/methods.md: bridges acceptance holds.",
 )
@@ -34,8 +31,6 @@ def calibration_offsets(context: dg.AssetExecutionContext, track: TrackResource)
     partitions_def=judge_version_partitions,
     deps=[judge_verdicts, calibration_offsets],
     group_name="judges",
-    kinds={"python", "parquet"},
-    owners=OWNERS,
     description="The suite score over builds in registration order under one judge version: earlier "
     "versions' points spliced in through published calibration offsets (marked), a break where a bridge "
     "is not published. Never feeds a release decision.",

@@ -4,23 +4,28 @@ Checks are per partition (Dagster 1.13's partitioned asset checks, `AssetCheckSp
 each evaluation is recorded against the build (or build × judge version) it judged, so a check's
 history and the partition pages show which build failed. `release_allowed` follows the decision:
 block → failed with ERROR severity, investigate → failed with WARN, none → failed with WARN saying
-why, allow → passed.
+why, allow → passed (ERROR severity, so a pass never reads as a warning).
+
+One colour per build where builds are listed: `release_approval[build]` materializes (green) only for
+an allowed build and fails (red) for any other, naming the reasons, so its Partitions tab is the list
+of what may ship. `release_board` is one table of every build (refreshed by `release_block_sensor`).
 """
 
 import warnings
 from typing import Any
-from urllib.parse import quote
 
 import dagster as dg
 
 from eval_assets import release
+from eval_assets.capability.track import Summary, Track
 from eval_assets.defs.capability.assets import judge_verdicts
 from eval_assets.defs.capability.metadata import as_metadata, short_path
 from eval_assets.defs.conditions import release_decision_condition
-from eval_assets.defs.owners import OWNERS
+from eval_assets.defs.links import partition_url, report_url
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
 from eval_assets.defs.resources import TrackResource
 from eval_assets.defs.suite.assets import deterministic_suite
+from eval_assets.present import check_description, reason_counts
 
 with warnings.catch_warnings():  # per-partition check results are a preview feature in Dagster 1.13
     warnings.simplefilter("ignore")
@@ -35,25 +40,22 @@ with warnings.catch_warnings():  # per-partition check results are a preview fea
         "release_allowed",
         asset="release_decision",
         partitions_def=build_partitions,
-        description="Per build: the release decision is allow. block fails with ERROR severity; "
-        "investigate, and none (no decision, with the reason), fail with WARN.",
+        description="Per build: the release decision is allow (passes). block fails with ERROR severity; "
+        "investigate, and none (no decision, with the reason), fail with WARN. The description names "
+        "every reason of the worst severity.",
     )
 
-SEVERITY = {"block": dg.AssetCheckSeverity.ERROR}
-VERDICT_WORDS = {"ok": "nothing to block or investigate", "none": "decided nothing"}
 
-
-def report_url(build: str, judge_version: str) -> str:
-    """The capability report partition's page in the Dagster UI (a path on the same server)."""
-    return f"/assets/capability_report?partition={quote(f'{build}|{judge_version}', safe='')}"
+def severity(outcome: str) -> dg.AssetCheckSeverity:
+    """WARN for an outcome that asks for a look (investigate, none: nothing decided); ERROR otherwise.
+    A passing check (allow, ok) is ERROR too: Dagster draws a passed WARN check as a warning."""
+    return dg.AssetCheckSeverity.WARN if outcome in ("investigate", "none") else dg.AssetCheckSeverity.ERROR
 
 
 @dg.asset(
     partitions_def=build_by_judge,
     deps=[judge_verdicts],
     group_name="release",
-    kinds={"python", "parquet"},
-    owners=OWNERS,
     automation_condition=dg.AutomationCondition.eager(),
     description="How far the suite and each scenario move when nothing changed, from the build's own repeats.",
 )
@@ -68,8 +70,6 @@ def noise_bands(context: dg.AssetExecutionContext, track: TrackResource) -> dg.M
     partitions_def=build_by_judge,
     deps=[judge_verdicts, noise_bands],
     group_name="release",
-    kinds={"python", "parquet"},
-    owners=OWNERS,
     automation_condition=dg.AutomationCondition.eager(),
     description="The build against its baseline under ONE judge version: policy, floor drops, mean drop, p10.",
     check_specs=[NO_REGRESSION],
@@ -81,17 +81,18 @@ def capability_report(context: dg.AssetExecutionContext, track: TrackResource): 
     verdict = summary["verdict"]
     context.log.info(f"report {build} vs {summary['baseline']} under {judge_version}: {verdict}")
     metadata: dict[str, Any] = {"build": build, "judge_version": judge_version}
-    metadata |= as_metadata(summary.values, home, judge_version)
+    metadata |= as_metadata(
+        {k: v for k, v in summary.values.items() if k != "reason_rows"}, home, judge_version
+    )
     metadata["report"] = dg.MetadataValue.md(summary.markdown)
     metadata["plot_file"] = dg.MetadataValue.path(short_path(summary.files["plot_file"], home))
     yield dg.MaterializeResult(metadata=metadata)
-    why = summary.values.get("decided_nothing") or VERDICT_WORDS.get(verdict, verdict)
     yield dg.AssetCheckResult(
         check_name="no_regression",
         passed=verdict == "ok",
-        severity=SEVERITY.get(verdict, dg.AssetCheckSeverity.WARN),
+        severity=severity(verdict),
         metadata={"build": build, "judge_version": judge_version, "verdict": verdict},
-        description=f"{build} under {judge_version}: {verdict} ({why})",
+        description=check_description(f"{build} under {judge_version}", verdict, summary["reason_rows"]),
     )
 
 
@@ -99,8 +100,6 @@ def capability_report(context: dg.AssetExecutionContext, track: TrackResource): 
     partitions_def=build_partitions,
     deps=[capability_report, deterministic_suite],
     group_name="release",
-    kinds={"python", "parquet"},
-    owners=OWNERS,
     automation_condition=release_decision_condition(),
     description="allow / investigate / block for the build, with reasons most severe first. "
     "The release_allowed check is red for a blocked build. Decided once every applicable judge "
@@ -131,22 +130,25 @@ def release_decision(context: dg.AssetExecutionContext, track: TrackResource):  
         "baseline": summary["baseline"],
         "judge_versions": ", ".join(summary["judge_versions"]) or "none active",
         "reasons": dg.MetadataValue.md(summary.markdown),
+        "partition": dg.MetadataValue.url(partition_url("release_decision", build)),
     }
+    if "html_report" in summary.files:
+        metadata["html_report"] = dg.MetadataValue.path(
+            short_path(summary.files["html_report"], track.get().home.root)
+        )
     yield dg.MaterializeResult(metadata=metadata)
-    counts = {s: sum(1 for r in rows if r["severity"] == s) for s in ("block", "investigate", "none")}
-    first = next((r for r in rows if r["severity"] in ("block", "investigate", "none")), None)
-    why = f"{first['source']}: {first['message']}" if first else "nothing to block or investigate"
+    counts = reason_counts(rows)
     yield dg.AssetCheckResult(
         check_name="release_allowed",
         passed=decision == "allow",
-        severity=SEVERITY.get(decision, dg.AssetCheckSeverity.WARN),
+        severity=severity(decision),
         # counts as text: a numeric key would be plotted as one line across different builds
         metadata={
             "build": build,
             "decision": decision,
             "reasons": ", ".join(f"{n} {s}" for s, n in counts.items()),
         },
-        description=f"{build}: {'no decision' if decision == 'none' else decision} — {why}"[:1000],
+        description=check_description(build, "no decision" if decision == "none" else decision, rows),
     )
 
 
@@ -172,8 +174,58 @@ release_block_notice = dg.AssetSpec(
     deps=[release_decision],
     partitions_def=build_partitions,
     group_name="release",
-    kinds={"python"},
-    owners=OWNERS,
     description="One event per blocked decision, recorded by release_block_sensor when it notifies "
     "(Dagster log, JSONL file, webhook): the build, the decision run and its block reasons.",
 )
+
+
+@dg.asset(
+    partitions_def=build_partitions,
+    deps=[release_decision],
+    group_name="release",
+    automation_condition=dg.AutomationCondition.eager(),
+    description="The build may ship: materialized (green in the partition list) only when its release "
+    "decision is allow; any other decision fails the step with the decision and its reasons (red), so "
+    "an older approval never reads as current. The list of what can ship today.",
+)
+def release_approval(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
+    build = context.partition_key
+    summary = release.release_approval(track.get(), build)
+    context.log.info(summary["why"])
+    if not summary["approved"]:
+        raise dg.Failure(
+            description=f"not approved: {summary['why']}",
+            metadata={"build": build, "decision": summary["decision"], "approved": False},
+            allow_retries=False,
+        )
+    return dg.MaterializeResult(
+        metadata={"build": build, "decision": summary["decision"], "baseline": summary["baseline"]}
+    )
+
+
+@dg.asset(
+    deps=[release_decision],
+    group_name="release",
+    description="The release board: every registered build with its decision, baseline, reason counts and "
+    "a link to its partition. Materialized by `evaltrack run`/`demo`, and refreshed by "
+    "release_block_sensor whenever a decision lands.",
+)
+def release_board(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
+    summary = board_summary(track.get())
+    context.log.info(f"{summary['builds']} builds, {len(summary['allowed'])} may ship")
+    return dg.MaterializeResult(metadata=board_metadata(summary))
+
+
+def board_summary(track: Track) -> Summary:
+    """The board with each build linked to its release_decision partition."""
+    return release.release_board(track, partition_link=lambda b: partition_url("release_decision", b))
+
+
+def board_metadata(summary: Summary) -> dict[str, Any]:
+    """The board's metadata: the table (markdown) and who may ship, as text."""
+    return {
+        "board": dg.MetadataValue.md(summary.markdown),
+        "builds": summary["builds"],
+        "may_ship": ", ".join(summary["allowed"]) or "none",
+        "blocked": ", ".join(summary["blocked"]) or "none",
+    }

@@ -5,7 +5,6 @@ import warnings
 import dagster as dg
 
 from eval_assets.defs.capability.metadata import as_metadata
-from eval_assets.defs.owners import OWNERS
 from eval_assets.defs.partitions import build_partitions
 from eval_assets.defs.resources import TrackResource
 from eval_assets.suite import run_deterministic_suite
@@ -25,8 +24,6 @@ with warnings.catch_warnings():  # per-partition check results are a preview fea
 @dg.asset(
     partitions_def=build_partitions,
     group_name="deterministic_suite",
-    kinds={"python", "parquet"},
-    owners=OWNERS,
     description="Every gate in gates/ at the build's milestone (pending past it); writes gate_results.",
     check_specs=[NO_FAILING_GATES],
 )
