@@ -29,7 +29,7 @@ def package(root: Path, modules: dict[str, str]) -> Path:
         "__init__.py": "",
         "orchestrate.py": "import dagster\n\n\ndef materialize():\n    return dagster.__name__\n",
         "clean.py": "import json\n\n\ndef dump(x):\n    return json.dumps(x)\n",
-        "warehouse/_writer.py": 'def write(con, path):\n    con.execute(f"COPY t TO \'{path}\' (FORMAT parquet)")\n',
+        "warehouse/_writer.py": "def write(con, path):\n    con.execute(f\"COPY t TO '{path}' (FORMAT parquet)\")\n",
         **modules,
     }
     for name, text in files.items():
@@ -69,6 +69,34 @@ def test_dagster_imported_under_a_computed_name_is_caught_by_importing_the_modul
     outcome = run(domain_never_imports_dagster, root)
     assert not outcome.passed
     assert [f.split(":")[0] for f in outcome.findings] == ["eval_assets.sneaky", "eval_assets.uses_sneaky"]
+
+
+def test_an_unchanged_tree_is_probed_once_per_process_and_a_changed_file_is_probed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo runs the suite for three builds in one process: the import probe (a fresh interpreter
+    importing the whole domain) runs once for the same sources, and again once any file changes."""
+    from eval_assets.gates.dogfood import architecture
+
+    probes: list[list[str]] = []
+    real_run = architecture.subprocess.run
+
+    def counted(args, **kwargs):  # type: ignore[no-untyped-def]
+        probes.append(list(args))
+        return real_run(args, **kwargs)
+
+    monkeypatch.setattr(architecture.subprocess, "run", counted)
+    root = package(tmp_path, {})
+    assert run(domain_never_imports_dagster, root).passed
+    assert run(domain_never_imports_dagster, root).passed
+    assert len(probes) == 1
+    hidden = 'import importlib\n\nNAME = "dag" + "ster"\nimportlib.import_module(NAME)\n'
+    (root / "eval_assets" / "clean.py").write_text(hidden, encoding="utf-8")  # no import statement to see
+    outcome = run(domain_never_imports_dagster, root)
+    assert len(probes) > 1  # probed again (a new interpreter for the modules after the one that failed)
+    assert not outcome.passed and outcome.findings[0].startswith(
+        "eval_assets.clean: importing it loads dagster"
+    )
 
 
 def test_a_wiring_module_imported_inside_a_domain_function_fails_the_gate(tmp_path: Path) -> None:
