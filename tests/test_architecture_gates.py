@@ -29,7 +29,7 @@ def package(root: Path, modules: dict[str, str]) -> Path:
         "__init__.py": "",
         "orchestrate.py": "import dagster\n\n\ndef materialize():\n    return dagster.__name__\n",
         "clean.py": "import json\n\n\ndef dump(x):\n    return json.dumps(x)\n",
-        "warehouse/_writer.py": "def write(con, path):\n    con.execute(f\"COPY t TO '{path}' (FORMAT parquet)\")\n",
+        "warehouse/_writer.py": 'def write(con, path):\n    con.execute(f"COPY t TO \'{path}\' (FORMAT parquet)")\n',
         **modules,
     }
     for name, text in files.items():
@@ -177,6 +177,16 @@ def test_a_parquet_write_outside_the_warehouse_fails_the_writer_gate(
     assert not outcome.passed
     assert finding in outcome.findings, outcome.findings
     assert not any("warehouse/_writer.py" in f for f in outcome.findings)  # the one writer may write
+
+
+def test_a_file_changed_between_two_runs_in_one_process_is_read_again_by_the_writer_gate(tmp_path: Path) -> None:
+    """The parsed trees are shared between checks and runs: a changed file must never be judged by its old tree."""
+    root = package(tmp_path, {"export.py": "def export(frame, path):\n    return path\n"})
+    assert run(one_partition_writer, root).passed
+    (root / "eval_assets" / "export.py").write_text("def export(frame, path):\n    frame.to_parquet(path)\n")
+    outcome = run(one_partition_writer, root)
+    assert not outcome.passed
+    assert any(f.startswith("eval_assets/export.py:2") for f in outcome.findings), outcome.findings
 
 
 # --- arch.import-graph -------------------------------------------------------------------------------

@@ -352,11 +352,7 @@ def _import_edges(root: Path, files: list[Path], known: Mapping[str, Path]) -> l
         for node in ast.walk(module):
             for imported in _imported_names(node, name):
                 target = imported if imported in known else None
-                if (
-                    target is None
-                    and isinstance(node, ast.ImportFrom)
-                    and imported.rpartition(".")[0] in known
-                ):
+                if target is None and isinstance(node, ast.ImportFrom) and imported.rpartition(".")[0] in known:
                     continue  # `from pkg import name`: the name is not a module; the head is counted
                 if target is not None:
                     edges.append((_module_name(shown), target, getattr(node, "lineno", 0)))
