@@ -45,6 +45,23 @@ def _restore_process_env() -> Iterator[None]:
             os.environ[name] = value
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_dagster_instance_context_across_modules() -> Iterator[None]:
+    """Before a module's fixtures (the code location loaded once per module), finalize the test contexts
+    earlier tests never exited (the garbage collector would run their out-of-order resets at a random
+    later moment) and start with no defs-state storage; see the per-test fixture below."""
+    if "dagster" not in sys.modules:
+        yield
+        return
+    import gc
+
+    from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+    gc.collect()
+    with set_defs_state_storage(None):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _no_dagster_instance_context_across_tests() -> Iterator[None]:
     """Every test starts with no Dagster defs-state storage in context and leaves none behind.
