@@ -72,6 +72,34 @@ def test_dagster_imported_under_a_computed_name_is_caught_by_importing_the_modul
     assert [f.split(":")[0] for f in outcome.findings[1:]] == ["eval_assets.sneaky", "eval_assets.uses_sneaky"]
 
 
+def test_an_unchanged_tree_is_probed_once_per_process_and_a_changed_file_is_probed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo runs the suite for three builds in one process: the import probe (a fresh interpreter
+    importing the whole domain) runs once for the same sources, and again once any file changes."""
+    from eval_assets.gates.dogfood import architecture
+
+    probes: list[list[str]] = []
+    real_run = architecture.subprocess.run
+
+    def counted(args, **kwargs):  # type: ignore[no-untyped-def]
+        probes.append(list(args))
+        return real_run(args, **kwargs)
+
+    monkeypatch.setattr(architecture.subprocess, "run", counted)
+    root = package(tmp_path, {})
+    assert run(domain_never_imports_dagster, root).passed
+    assert run(domain_never_imports_dagster, root).passed
+    assert len(probes) == 1
+    hidden = 'import importlib\n\nNAME = "dag" + "ster"\nimportlib.import_module(NAME)\n'
+    (root / "eval_assets" / "clean.py").write_text(hidden, encoding="utf-8")  # no import statement to see
+    outcome = run(domain_never_imports_dagster, root)
+    assert len(probes) > 1  # probed again (a new interpreter for the modules after the one that failed)
+    assert not outcome.passed and outcome.findings[0].startswith(
+        "eval_assets.clean: importing it loads dagster"
+    )
+
+
 def test_a_wiring_module_imported_inside_a_domain_function_fails_the_gate(tmp_path: Path) -> None:
     lazy = "def publish():\n    from eval_assets.orchestrate import materialize\n    return materialize()\n"
     outcome = run(domain_never_imports_dagster, package(tmp_path, {"lazy.py": lazy}))
@@ -150,6 +178,16 @@ def test_a_parquet_write_outside_the_warehouse_fails_the_writer_gate(
     assert not outcome.passed
     assert finding in outcome.findings, outcome.findings
     assert not any("warehouse/_writer.py" in f for f in outcome.findings)  # the one writer may write
+
+
+def test_a_file_changed_between_two_runs_in_one_process_is_read_again_by_the_writer_gate(tmp_path: Path) -> None:
+    """The parsed trees are shared between checks and runs: a changed file must never be judged by its old tree."""
+    root = package(tmp_path, {"export.py": "def export(frame, path):\n    return path\n"})
+    assert run(one_partition_writer, root).passed
+    (root / "eval_assets" / "export.py").write_text("def export(frame, path):\n    frame.to_parquet(path)\n")
+    outcome = run(one_partition_writer, root)
+    assert not outcome.passed
+    assert any(f.startswith("eval_assets/export.py:2") for f in outcome.findings), outcome.findings
 
 
 # --- arch.import-graph -------------------------------------------------------------------------------

@@ -83,10 +83,11 @@ def evaluate_build_sensor(
     instance: dg.DagsterInstance, track_resource: TrackResource, definitions: dg.Definitions
 ) -> dg.SensorResult:
     """One tick, as the daemon evaluates it: run requests resolved against the code location."""
-    context = dg.build_sensor_context(
+    # exited here, so the instance it opens from the ref leaves no Dagster context behind it
+    with dg.build_sensor_context(
         instance_ref=instance.get_ref(), resources={"track": track_resource}, definitions=definitions
-    )
-    tick = build_sensor.evaluate_tick(context)
+    ) as context:
+        tick = build_sensor.evaluate_tick(context)
     return dg.SensorResult(
         run_requests=tick.run_requests,
         dynamic_partitions_requests=tick.dynamic_partitions_requests,
@@ -493,6 +494,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+@pytest.mark.e2e  # the slow lane (a real daemon, started twice): bash scripts/test_e2e
 def test_a_daemon_restart_does_not_notify_a_block_again(
     project: Project, home: EvalHome, tmp_path: Path
 ) -> None:

@@ -42,6 +42,8 @@ from e2e.webhook import webhook
 
 from eval_assets.home import PROJECT_ROOT, STORAGE_ENV
 
+pytestmark = pytest.mark.e2e  # the slow lane: bash scripts/test_e2e
+
 try:  # tests/ imported as a package (tests/__init__.py present) or as a rootdir on sys.path
     from tests.pg import running_cluster
 except ImportError:

@@ -34,6 +34,8 @@ from e2e.processes import free_port, running_ui, wait_for
 
 from eval_assets.home import PROJECT_ROOT
 
+pytestmark = pytest.mark.e2e  # the slow lane: bash scripts/test_e2e
+
 CHROMIUM = Path("/usr/bin/chromium")
 BASELINE, REBUILD, CANDIDATE = "agent-2026-11-28-base", "agent-2026-11-29-rebuild", "agent-2026-11-30-cand"
 NO_RUN_WINDOW_S = 120.0

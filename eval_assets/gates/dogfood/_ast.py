@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from pathlib import Path
 
 
@@ -20,9 +21,18 @@ def python_files(root: Path, package: str, exclude: Iterable[str] = ()) -> list[
 
 
 def parsed(paths: Iterable[Path], root: Path) -> Iterator[tuple[str, ast.Module]]:
-    """(path relative to root, parsed module) for each file. A file that does not parse raises."""
+    """(path relative to root, parsed module) for each file. A file that does not parse raises.
+
+    The trees are shared between checks (several gates walk the same files, and the suite runs once
+    per build in one process): a file is read every time, parsed again only when its text changed, and
+    no check may modify a tree it is given."""
     for path in paths:
-        yield str(path.relative_to(root)), ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        yield str(path.relative_to(root)), _parse(path.read_text(encoding="utf-8"), str(path))
+
+
+@lru_cache(maxsize=4096)
+def _parse(source: str, filename: str) -> ast.Module:
+    return ast.parse(source, filename=filename)
 
 
 def dotted(node: ast.AST) -> str:

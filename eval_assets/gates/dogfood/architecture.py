@@ -8,6 +8,7 @@ domain that mentions Dagster, and only as a name to look for.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import re
@@ -116,11 +117,34 @@ for name in sys.argv[3:]:
 """
 
 
+# The probe's findings per (root, modules, digest of every Python file under the package): the demo and
+# a daemon run the suite for several builds in one process over the same tree, and a fresh interpreter
+# importing the whole domain costs seconds of CPU each time. Any changed, added or removed source file
+# changes the digest, so the probe runs again; the installed packages do not change under a process.
+_PROBED: dict[tuple[str, tuple[str, ...], str], tuple[str, ...]] = {}
+
+
+def _package_digest(root: Path) -> str:
+    """SHA-256 over the path and bytes of every .py file under `root/eval_assets`, in path order."""
+    digest = hashlib.sha256()
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def _runtime_findings(root: Path, modules: list[str]) -> list[str]:
     """Import every module in a fresh interpreter (the project under `root` first on sys.path) and
     name each one after whose import Dagster is in sys.modules: that catches Dagster reached through
     any chain of imports, e.g. a wiring module a domain module imports. An import that fails is a
-    finding too (fail closed: the module could not be checked)."""
+    finding too (fail closed: the module could not be checked). The same tree, unchanged since it was
+    probed in this process, is not probed again (`_PROBED`)."""
+    key = (str(root.resolve()), tuple(modules), _package_digest(root))
+    if key not in _PROBED:
+        _PROBED[key] = tuple(_probe(root, modules))
+    return list(_PROBED[key])
+
+
+def _probe(root: Path, modules: list[str]) -> list[str]:
     findings: list[str] = []
     pending = list(modules)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
