@@ -77,6 +77,7 @@ class CallOutcome:
     tool_calls: list[dict[str, Any]] | None = None
     overloaded: bool = False  # the provider said it is over its rate limit or overloaded (429, 503, 529)
     retry_after_s: float | None = None  # the provider's Retry-After, seconds (only ever that header's value)
+    finish_reason: str | None = None  # the answer's finish reason ("stop", "length", "tool_calls"), if given
 
 
 # Transient by nature: the same request may succeed later.
@@ -251,7 +252,9 @@ class ModelGateway:
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        message = response.choices[0].message
+        choice = response.choices[0]
+        message = choice.message
+        finish_reason = getattr(choice, "finish_reason", None)
         tool_calls = None
         if getattr(message, "tool_calls", None):
             tool_calls = [
@@ -266,6 +269,7 @@ class ModelGateway:
             cost_usd=self.cost(spec.model, prompt_tokens, completion_tokens),
             latency_s=time.perf_counter() - started,
             tool_calls=tool_calls,
+            finish_reason=str(finish_reason) if finish_reason else None,
         )
 
     @staticmethod
