@@ -40,6 +40,10 @@ NORMALISED_POINT_SIZE = 0.25
 DEFAULT_BRIDGE_BUILDS = 3
 
 
+BRIDGE_BUILDS_TAG = "evaltrack/bridge_builds"
+"""The run tag naming a bridge run's builds (comma-joined), set by `evaltrack bridge run --builds`."""
+
+
 class BridgeError(Exception):
     """A bridge that cannot run (no bridges_from, no builds, incompatible rubrics); says why."""
 

@@ -143,7 +143,9 @@ def splice(
         if got.status == "spliced" and got.interval is not None and mean is not None:
             low, high = min(_clip(got.interval[0]), mean), max(_clip(got.interval[1]), mean)
         points.append(
-            Point(position, build, got.status, mean, got.scored, got.origin, got.reason, low, high, got.bridges)
+            Point(
+                position, build, got.status, mean, got.scored, got.origin, got.reason, low, high, got.bridges
+            )
         )
     return points
 
@@ -168,14 +170,35 @@ def plot_trend(points: Sequence[Point], version: str, *, dpi: int = 110) -> byte
         axes.plot(x, y, color="0.35", linewidth=1.2, zorder=1, label="suite score (gaps: no value)")
         native = [p for p in points if p.status == "native"]
         spliced = [p for p in points if p.status == "spliced"]
-        axes.scatter([p.position for p in native], [p.mean_score or 0.0 for p in native], s=40, color=_COLORS["native"],
-                     zorder=3, label=f"native ({version})")
-        axes.scatter([p.position for p in spliced], [p.mean_score or 0.0 for p in spliced], s=60, marker="D",
-                     facecolors="none", edgecolors=_COLORS["spliced"], linewidths=1.6, zorder=3,
-                     label="spliced through a published bridge")
+        axes.scatter(
+            [p.position for p in native],
+            [p.mean_score or 0.0 for p in native],
+            s=40,
+            color=_COLORS["native"],
+            zorder=3,
+            label=f"native ({version})",
+        )
+        axes.scatter(
+            [p.position for p in spliced],
+            [p.mean_score or 0.0 for p in spliced],
+            s=60,
+            marker="D",
+            facecolors="none",
+            edgecolors=_COLORS["spliced"],
+            linewidths=1.6,
+            zorder=3,
+            label="spliced through a published bridge",
+        )
         for p in spliced:
-            axes.annotate(f"from {p.source_version}", (p.position, p.mean_score or 0.0), textcoords="offset points",
-                          xytext=(0, 9), ha="center", fontsize=7, color=_COLORS["spliced"])
+            axes.annotate(
+                f"from {p.source_version}",
+                (p.position, p.mean_score or 0.0),
+                textcoords="offset points",
+                xytext=(0, 9),
+                ha="center",
+                fontsize=7,
+                color=_COLORS["spliced"],
+            )
         finite = y[np.isfinite(y)]
         low = float(finite.min()) - 0.05 if finite.size else 0.0
         high = float(finite.max()) + 0.05 if finite.size else 1.0
@@ -185,19 +208,35 @@ def plot_trend(points: Sequence[Point], version: str, *, dpi: int = 110) -> byte
             if p.status not in ("break", "missing"):
                 continue
             kind = "break: bridge not published" if p.status == "break" else "missing: no verdicts"
-            axes.axvspan(p.position - 0.4, p.position + 0.4, color="#e74c3c" if p.status == "break" else "0.8",
-                         alpha=0.25, hatch="//" if p.status == "break" else None, zorder=0,
-                         label=None if kind in labelled else kind)
+            axes.axvspan(
+                p.position - 0.4,
+                p.position + 0.4,
+                color="#e74c3c" if p.status == "break" else "0.8",
+                alpha=0.25,
+                hatch="//" if p.status == "break" else None,
+                zorder=0,
+                label=None if kind in labelled else kind,
+            )
             labelled.add(kind)
-            axes.text(p.position, low + 0.02 * (high - low), (p.reason or "").split(":")[0], rotation=90, fontsize=6,
-                      ha="center", va="bottom", color="#922b21" if p.status == "break" else "0.3")
+            axes.text(
+                p.position,
+                low + 0.02 * (high - low),
+                (p.reason or "").split(":")[0],
+                rotation=90,
+                fontsize=6,
+                ha="center",
+                va="bottom",
+                color="#922b21" if p.status == "break" else "0.3",
+            )
         axes.set_ylim(low, high)
         axes.set_xticks(x, [p.build for p in points], rotation=30, ha="right", fontsize=7)
         axes.set_xlabel("builds in registration order")
         axes.set_ylabel(f"mean score on the {version} scale (0-1)")
         axes.grid(axis="y", alpha=0.3)
         axes.legend(loc="upper left", fontsize=7)
-        counts = {s: sum(1 for p in points if p.status == s) for s in ("native", "spliced", "break", "missing")}
+        counts = {
+            s: sum(1 for p in points if p.status == s) for s in ("native", "spliced", "break", "missing")
+        }
         axes.set_title(
             f"score trend under {version}: " + ", ".join(f"{n} {s}" for s, n in counts.items()), fontsize=10
         )
@@ -211,7 +250,10 @@ def _chain(track: Track, version: str) -> dict[str, tuple[str, Mapping[str, Any]
     bridges: dict[str, tuple[str, Mapping[str, Any] | None]] = {}
     current = track.judge(version)
     while current.bridges_from is not None and current.version_id not in bridges:
-        bridges[current.version_id] = (current.bridges_from, calibration_row(track.warehouse, current.version_id))
+        bridges[current.version_id] = (
+            current.bridges_from,
+            calibration_row(track.warehouse, current.version_id),
+        )
         current = track.judge(current.bridges_from)
     return bridges
 
@@ -235,8 +277,12 @@ def materialize_score_trend(track: Track, version: str, run_id: str) -> Summary:
     plot.parent.mkdir(parents=True, exist_ok=True)
     plot.write_bytes(png)
     counts = {s: sum(1 for p in points if p.status == s) for s in ("native", "spliced", "break", "missing")}
-    values = {"builds": len(points), **{f"{s}_points": n for s, n in counts.items()}, "partition_file": str(path),
-              "plot_file": str(plot)}
+    values = {
+        "builds": len(points),
+        **{f"{s}_points": n for s, n in counts.items()},
+        "partition_file": str(path),
+        "plot_file": str(plot),
+    }
     table = "\n".join(
         f"| {p.position} | {p.build} | {p.status} | {'' if p.mean_score is None else f'{p.mean_score:.3f}'} | "
         f"{p.source_version or ''} | {p.reason or ''} |"

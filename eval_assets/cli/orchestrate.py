@@ -15,6 +15,7 @@ from typing import Any
 
 import dagster as dg
 
+from eval_assets.bridge import BRIDGE_BUILDS_TAG
 from eval_assets.config import Project, load_project
 from eval_assets.definitions import defs
 from eval_assets.home import EvalHome, project_root
@@ -45,6 +46,7 @@ JOB_OF = {
     "deterministic_suite": "deterministic_suite_job",
     "release_decision": "release_decision_job",
     "score_trend": "score_trend_job",
+    "calibration_offsets": "bridge_run_job",
 }
 
 
@@ -199,3 +201,9 @@ def materialize_trends(home: EvalHome, judge_versions: Sequence[str]) -> list[St
     instance = instance_for(home)
     defs = load_definitions()
     return [_materialize(defs, instance, ["score_trend"], jv) for jv in judge_versions]
+
+
+def materialize_bridge(home: EvalHome, judge_version: str, builds: Sequence[str] = ()) -> StepResult:
+    """A bridge run into `judge_version` (`calibration_offsets`), over `builds` when given."""
+    tags = {BRIDGE_BUILDS_TAG: ",".join(builds)} if builds else None
+    return _materialize(load_definitions(), instance_for(home), ["calibration_offsets"], judge_version, tags)
