@@ -18,7 +18,7 @@ import dagster as dg
 from eval_assets.bridge import BRIDGE_BUILDS_TAG
 from eval_assets.config import Project, load_project
 from eval_assets.definitions import defs
-from eval_assets.home import EvalHome, project_root
+from eval_assets.home import EvalHome, operator_instance, project_root
 from eval_assets.spend import pid_alive
 
 
@@ -59,14 +59,21 @@ HOST_TAG, PID_TAG = "evaltrack/host", "evaltrack/pid"
 
 
 def instance_for(home: EvalHome, project: Project | None = None) -> dg.DagsterInstance:
-    """The instance in EVAL_HOME/dagster: its dagster.yaml written from evaltrack.yaml's `instance:`
-    (of `project`, else of the project at EVAL_PROJECT_ROOT), its provider pools' limits set."""
+    """The instance an operator configured at $DAGSTER_HOME (`home.operator_instance`: a dagster.yaml
+    eval-track did not write, e.g. the Helm chart's), used as it is; else the one in EVAL_HOME/dagster,
+    its dagster.yaml written from evaltrack.yaml's `instance:` (of `project`, else of the project at
+    EVAL_PROJECT_ROOT). Either way its provider pools' limits are set."""
     if project is None:
         project = load_project(project_root())
     settings = project.settings.instance
-    home.ensure(settings)
-    os.environ["DAGSTER_HOME"] = str(home.dagster)
-    instance = dg.DagsterInstance.from_config(str(home.dagster))
+    configured = operator_instance()
+    if configured is None:
+        home.ensure(settings)
+        configured = home.dagster
+    else:
+        home.ensure()
+    os.environ["DAGSTER_HOME"] = str(configured)
+    instance = dg.DagsterInstance.from_config(str(configured))
     set_pool_limits(instance, settings.pool_limits(project.asset_pools().values()))
     fail_orphaned_runs(instance)
     return instance
