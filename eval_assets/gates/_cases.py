@@ -274,9 +274,11 @@ def _rubric_for(project: Project, judge: Judge) -> Rubric:
 class _Answer:
     text: str | None
     misses: int
-    tries: int
+    tries: int  # calls made over every turn
     call_ids: tuple[str, ...]
     error: str
+    turns: int = 1  # turns whose call was made
+    last_tries: int = 0  # tries of the last turn's call: its retries, not the turns before it
 
 
 async def _subject_answer(engine: Engine, ref: AttemptRef, scenario: Scenario, spec: CallSpec) -> _Answer:
@@ -287,16 +289,17 @@ async def _subject_answer(engine: Engine, ref: AttemptRef, scenario: Scenario, s
 
     if scenario.tools:
         run = await replay_loop(scenario, spec, lambda turn, s: engine.call(replace(ref, turn=turn), s))
-        result, misses = run.call, run.replay_misses
+        result, misses, turns, last_tries = run.call, run.replay_misses, run.turns, run.last_tries
         call_ids = tuple(
             str(c["id"]) for m in run.messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []
         )
     else:
         result, misses, call_ids = await engine.call(ref, spec), 0, ()
+        turns, last_tries = 1, result.tries
     if result.status != "ok" or result.text is None:
         why = f"{result.error_kind}: {result.error}" if result.status == "error" else str(result.excluded_reason)
-        return _Answer(None, misses, result.tries, call_ids, why)
-    return _Answer(result.text, misses, result.tries, call_ids, "")
+        return _Answer(None, misses, result.tries, call_ids, why, turns, last_tries)
+    return _Answer(result.text, misses, result.tries, call_ids, "", turns, last_tries)
 
 
 def _paid_tries(journal: SpendJournal, build: str) -> int:
@@ -388,7 +391,10 @@ def _execute(
         answer = asyncio.run(_subject_answer(engine, ref, scenario, spec))
         tries, paid, call_ids = answer.tries, _paid_tries(journal, build), answer.call_ids
         if answer.text is None:
-            raise CaseError(f"case {case.id}: subject call failed after {answer.tries} try(s): {answer.error}")
+            calls = f" ({answer.tries} calls over {answer.turns} turns)" if answer.turns > 1 else ""
+            raise CaseError(
+                f"case {case.id}: subject call failed after {answer.last_tries} try(s){calls}: {answer.error}"
+            )
         output, misses = answer.text, answer.misses
     run = CaseRun(
         output=output,
