@@ -28,8 +28,14 @@ def _git(cwd: Path, *args: str) -> str:
 
 
 def _copy_checkout(dest: Path) -> None:
-    """The checkout's tracked files as they are in the working tree, committed in a new repository."""
-    files = [f for f in _git(PROJECT_ROOT, "ls-files", "-z").split("\0") if f]
+    """The checkout's files (tracked, and new ones not ignored) as they are in the working tree, committed in a new repository."""
+    files = [
+        f
+        for f in _git(PROJECT_ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split(
+            "\0"
+        )
+        if f
+    ]
     for name in files:
         source = PROJECT_ROOT / name
         if source.is_file():
