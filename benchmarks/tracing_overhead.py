@@ -68,7 +68,7 @@ def per_call_us(calls: int) -> tuple[float, float]:
 def engine_run(n: int, with_spans: bool) -> float:
     from throughput import run_engine
 
-    import eval_assets.engine._engine as engine_module
+    import eval_assets.tracing as tracing_module
     from eval_assets.tracing import CallSpan
 
     @contextmanager
@@ -76,19 +76,19 @@ def engine_run(n: int, with_spans: bool) -> float:
         yield CallSpan(None)
 
     decorated = {name: getattr(Engine, name) for name in ("run_subject", "_judge_verdict")}
-    spanned_call = engine_module.model_call
+    spanned_call = tracing_module.model_call
     try:
         if not with_spans:
             for name, fn in decorated.items():
                 setattr(Engine, name, fn.__wrapped__)
-            engine_module.model_call = bare_call  # type: ignore[assignment]
+            tracing_module.model_call = bare_call  # type: ignore[assignment]
         with tempfile.TemporaryDirectory() as tmp:
             result: dict[str, Any] = run_engine(n, Path(tmp))
         return float(result["wall_s"])
     finally:
         for name, fn in decorated.items():
             setattr(Engine, name, fn)
-        engine_module.model_call = spanned_call  # type: ignore[assignment]
+        tracing_module.model_call = spanned_call  # type: ignore[assignment]
 
 
 def main() -> None:

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Literal
 
+from eval_assets import tracing
 from eval_assets.config import Bounds, BuildManifest, EngineSettings, Judge, Rubric, Scenario
 from eval_assets.fence import fence_nonce
 from eval_assets.judging import parse_verdict, policy_failures
 from eval_assets.providers.gateway import CallOutcome, CallSpec
 from eval_assets.spend import AttemptRef, Refused, Reused, SpendPath, attempt_id, cut_reason
-from eval_assets.tracing import model_call, traced
+from eval_assets.tracing import traced
 
 from ._calls import judge_spec, subject_spec
 from ._limiter import Limiters, Signal
@@ -106,7 +107,7 @@ class Engine:
                         error=f"bounds.run_deadline_s={self.bounds.run_deadline_s:g} passed before try {try_no}",
                     )
                 started = partial(call_started, self.spend.run_id, ref, try_no, spec)
-                with model_call("chat", spec.model, started) as span:
+                with tracing.model_call("chat", spec.model, started) as span:
                     outcome = await self.spend.call(ref, try_no, tried)
                     span.end(partial(call_ended, outcome), call_error(outcome))
                 if isinstance(outcome, CallOutcome):  # a call made now (a reused or refused try is neutral)
