@@ -95,7 +95,7 @@ def test_demo_trend_bridge_and_no_network_suite_write_nothing_into_the_checkout(
     trend = _run(copy, env, evaltrack, "trend", "--judge", "helpfulness", "--format", "json")
     assert trend.returncode == 0, trend.stderr[-3000:]
     [(version, shown)] = json.loads(trend.stdout).items()
-    assert version.startswith("helpfulness-") and Path(shown["plot_file"]).is_relative_to(home)
+    assert version.startswith("helpfulness-") and (home / shown["plot_file"]).is_file()  # under EVAL_HOME
     assert [p["position"] for p in shown["points"]] == [0, 1, 2]
     assert {p["build"] for p in shown["points"]} == set(decisions)
     assert all(p["status"] == "native" and p["bridges"] == 0 for p in shown["points"])
