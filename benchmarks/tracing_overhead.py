@@ -9,8 +9,9 @@
    span processor that drops every span (the cost of recording, without any exporter's I/O).
 2. A 200 x 5 run (subject + judge on the zero-latency sim provider, `run_engine` of
    benchmarks/throughput.py): wall time with the engine's span decorators in place and with them
-   removed (`__wrapped__`), `--runs` alternating pairs, no provider installed. 2 spans per attempt
-   (attempt + judge). Shares of the run's wall time are printed beside the per-span figure.
+   removed (`__wrapped__`, and the model-call span replaced by a bare context), `--runs` alternating
+   pairs, no provider installed. 4 spans per attempt (attempt, its call, verdict, its call). Shares of
+   the run's wall time are printed beside the per-span figure.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,17 +68,27 @@ def per_call_us(calls: int) -> tuple[float, float]:
 def engine_run(n: int, with_spans: bool) -> float:
     from throughput import run_engine
 
-    decorated = {name: getattr(Engine, name) for name in ("run_subject", "judge_one")}
+    import eval_assets.tracing as tracing_module
+    from eval_assets.tracing import CallSpan
+
+    @contextmanager
+    def bare_call(operation: str, model: str, attributes: Any) -> Iterator[CallSpan]:
+        yield CallSpan(None)
+
+    decorated = {name: getattr(Engine, name) for name in ("run_subject", "_judge_verdict")}
+    spanned_call = tracing_module.model_call
     try:
         if not with_spans:
             for name, fn in decorated.items():
                 setattr(Engine, name, fn.__wrapped__)
+            tracing_module.model_call = bare_call  # type: ignore[assignment]
         with tempfile.TemporaryDirectory() as tmp:
             result: dict[str, Any] = run_engine(n, Path(tmp))
         return float(result["wall_s"])
     finally:
         for name, fn in decorated.items():
             setattr(Engine, name, fn)
+        tracing_module.model_call = spanned_call  # type: ignore[assignment]
 
 
 def main() -> None:
@@ -95,7 +107,7 @@ def main() -> None:
     for _ in range(args.runs):
         for flag in (False, True):
             walls[flag].append(engine_run(args.scenarios, flag))
-    n_spans = args.scenarios * 5 * 2
+    n_spans = args.scenarios * 5 * 4  # attempt, its call, verdict, its call
     off, on = statistics.median(walls[False]), statistics.median(walls[True])
     print(
         f"{args.scenarios}x5 run, subject + judge, no provider: median wall {off:.2f} s without spans, "

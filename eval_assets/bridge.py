@@ -40,6 +40,10 @@ NORMALISED_POINT_SIZE = 0.25
 DEFAULT_BRIDGE_BUILDS = 3
 
 
+BRIDGE_BUILDS_TAG = "evaltrack/bridge_builds"
+"""The run tag naming a bridge run's builds (comma-joined), set by `evaltrack bridge run --builds`."""
+
+
 class BridgeError(Exception):
     """A bridge that cannot run (no bridges_from, no builds, incompatible rubrics); says why."""
 
@@ -96,23 +100,25 @@ def _verdicts_written_at(warehouse: Warehouse, build: str, judge_version: str) -
     return None if at is None or pd.isna(at) else pd.Timestamp(at)
 
 
-def bridge_builds(track: Track, judge: Judge) -> list[str]:
-    """The builds a bridge scores: the judge file's `bridge_builds`, else the newest three builds with
-    scenario_runs (newest by the current scenario_runs partition's written_at; ties by build id).
+def bridge_builds(track: Track, judge: Judge, builds: Sequence[str] | None = None) -> list[str]:
+    """The builds a bridge scores: `builds` when given (`evaltrack bridge run --builds`), else the judge
+    file's `bridge_builds`, else the newest three builds with scenario_runs (newest by the current
+    scenario_runs partition's written_at; ties by build id).
 
     Raises BridgeError for a named build that is unregistered or has no scenario_runs, or when no
     build has any.
     """
     runs = _runs_written_at(track.warehouse)
     registered = set(track.registered_builds())
-    if judge.bridge_builds:
-        bad = [b for b in judge.bridge_builds if b not in registered or b not in runs]
+    named = list(builds) if builds else list(judge.bridge_builds or ())
+    if named:
+        bad = [b for b in named if b not in registered or b not in runs]
         if bad:
             raise BridgeError(
-                f"{judge.version_id}: bridge_builds {', '.join(bad)} are not registered builds with "
+                f"{judge.version_id}: bridge builds {', '.join(bad)} are not registered builds with "
                 "scenario_runs: materialize scenario_runs first"
             )
-        return list(judge.bridge_builds)
+        return named
     newest = sorted((b for b in runs if b in registered), key=lambda b: (runs[b], b), reverse=True)
     if not newest:
         raise BridgeError(
@@ -139,19 +145,32 @@ def _points(frame: pd.DataFrame, rubric: Rubric) -> pd.Series:
 # --- the materialization ------------------------------------------------------------------------
 
 
-def materialize_calibration(track: Track, judge_version: str, run_id: str, log: Log | None = None) -> Summary:
-    """The `calibration_offsets` materialization of one judge version: a bridge run (`run_bridge`)
-    when the version declares `bridges_from`; otherwise nothing is written and the summary says so."""
+def materialize_calibration(
+    track: Track,
+    judge_version: str,
+    run_id: str,
+    log: Log | None = None,
+    builds: Sequence[str] | None = None,
+) -> Summary:
+    """The `calibration_offsets` materialization of one judge version: a bridge run (`run_bridge`, over
+    `builds` when given) when the version declares `bridges_from`; otherwise nothing is written and
+    the summary says so."""
     new = track.judge(judge_version)
     if new.bridges_from is None:
         note = f"{judge_version} declares no bridges_from: nothing to calibrate"
         return Summary({"bridge": "none declared"}, log=(("info", note),))
-    values = run_bridge(track, judge_version, run_id, log=log)
+    values = run_bridge(track, judge_version, run_id, log=log, builds=builds)
     note = f"bridge {new.bridges_from} -> {judge_version}: published={values.get('published')}"
     return Summary(values, log=(("info", note),))
 
 
-def run_bridge(track: Track, judge_version: str, run_id: str, log: Log | None = None) -> dict[str, Any]:
+def run_bridge(
+    track: Track,
+    judge_version: str,
+    run_id: str,
+    log: Log | None = None,
+    builds: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """Calibrate `judge_version` against its `bridges_from`; write its `calibration_offsets` partition.
 
     For each bridge build and each of the two versions, verdicts are reused when the current
@@ -173,7 +192,7 @@ def run_bridge(track: Track, judge_version: str, run_id: str, log: Log | None = 
             f"{old.version_id} ({r_old.key}: {point_scale(r_old).unit}) and {new.version_id} "
             f"({r_new.key}: {scale.unit}) do not score on one scale: a bridge cannot pair them"
         )
-    builds = bridge_builds(track, new)
+    builds = bridge_builds(track, new, builds)
     runs_at = _runs_written_at(track.warehouse)
     reused: list[str] = []
     judged: list[str] = []
@@ -238,7 +257,8 @@ def calibration_offset_row(
         "judge_to": judge_to,
         "published": cal.published,
         "reasons": "\n".join(cal.reasons),
-        "offset": cal.offset,
+        "offset_points": cal.offset,
+        "offset": cal.offset,  # the old name, kept readable for one release
         "ci_low": cal.ci_low,
         "ci_high": cal.ci_high,
         "half_width": cal.half_width,
@@ -311,4 +331,22 @@ def to_new_scale(row: Mapping[str, Any], old_points: float) -> float:
         raise ValueError(f"calibration for {row.get('judge_to')} is not published")
     if row.get("equating_slope") is not None and row.get("equating_intercept") is not None:
         return float(row["equating_intercept"]) + float(row["equating_slope"]) * old_points
-    return old_points + float(row["offset"])
+    return old_points + float(_offset(row))
+
+
+def _offset(row: Mapping[str, Any]) -> float:
+    """A calibration row's offset: `offset_points`, or `offset` in a row written before the rename."""
+    value = row.get("offset_points")
+    return float(row["offset"] if value is None else value)
+
+
+def offset_interval(row: Mapping[str, Any], low_points: float, high_points: float) -> tuple[float, float]:
+    """An interval of old-version scores `[low_points, high_points]` (rubric points) carried onto the new
+    version's scale with the bridge's uncertainty: each end through `to_new_scale`, widened by how far the
+    offset's confidence interval reaches below and above the offset. Ordered (low <= high); not clipped.
+    Raises ValueError for an unpublished row."""
+    offset = _offset(row)
+    below = 0.0 if row.get("ci_low") is None else float(row["ci_low"]) - offset
+    above = 0.0 if row.get("ci_high") is None else float(row["ci_high"]) - offset
+    ends = sorted((to_new_scale(row, low_points), to_new_scale(row, high_points)))
+    return ends[0] + min(below, 0.0), ends[1] + max(above, 0.0)

@@ -119,6 +119,23 @@ DAGSTER_YAML = dagster_yaml(environ={})
 """The default instance file (SQLite)."""
 
 
+def operator_instance(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The Dagster instance an operator configured, if any: `$DAGSTER_HOME` when it holds a
+    `dagster.yaml` that eval-track did not write (a Helm chart's instance ConfigMap mounted there, or a
+    file managed by hand). Commands then open that instance and write no instance file of their own;
+    None: they use EVAL_HOME/dagster, written from evaltrack.yaml's `instance:`."""
+    env = os.environ if environ is None else environ
+    raw = env.get("DAGSTER_HOME")
+    if not raw:
+        return None
+    cfg = Path(raw) / "dagster.yaml"
+    try:
+        text = cfg.read_text()
+    except OSError:
+        return None
+    return None if text.startswith(_WRITTEN_BY) else Path(raw).resolve()
+
+
 def default_home() -> Path:
     return Path(os.environ.get("EVAL_HOME") or PROJECT_ROOT / ".eval_home").resolve()
 

@@ -25,7 +25,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from eval_assets.bridge import calibration_row, to_new_scale
+from eval_assets.bridge import calibration_row, offset_interval, to_new_scale
 from eval_assets.capability.rows import Summary
 
 if TYPE_CHECKING:
@@ -44,6 +44,9 @@ class Point:
     scored: int | None
     source_version: str | None  # the judge version that scored the build (None: missing)
     reason: str | None
+    score_low: float | None = None  # spliced: the interval the bridges' offset CIs give (clipped to [0, 1])
+    score_high: float | None = None
+    bridges: int = 0  # published bridges crossed to reach the trend's scale (0: native or no value)
 
     def row(self, trend_version: str) -> dict[str, Any]:
         return {
@@ -56,7 +59,14 @@ class Point:
             "source_version": self.source_version,
             "spliced": self.status == "spliced",
             "reason": self.reason,
+            "score_low": self.score_low,
+            "score_high": self.score_high,
+            "bridges": self.bridges,
         }
+
+
+def _clip(value: float) -> float:
+    return min(1.0, max(0.0, value))
 
 
 def _to_scale(row: Mapping[str, Any], mean: float) -> float:
@@ -65,37 +75,78 @@ def _to_scale(row: Mapping[str, Any], mean: float) -> float:
     return (to_new_scale(row, low + mean * (high - low)) - low) / (high - low)
 
 
+def _interval_to_scale(row: Mapping[str, Any], interval: tuple[float, float]) -> tuple[float, float]:
+    """A normalised interval of `judge_from` on `judge_to`'s normalised scale, widened by the bridge's
+    offset CI (`bridge.offset_interval`)."""
+    low, high = float(row["scale_low"]), float(row["scale_high"])
+    a, b = offset_interval(row, low + interval[0] * (high - low), low + interval[1] * (high - low))
+    return (a - low) / (high - low), (b - low) / (high - low)
+
+
+@dataclass(frozen=True)
+class _Value:
+    status: Status
+    mean: float | None = None
+    scored: int | None = None
+    origin: str | None = None
+    reason: str | None = None
+    interval: tuple[float, float] | None = None  # normalised, before clipping
+    bridges: int = 0
+
+
 def splice(
     builds: Sequence[str],
     means: Mapping[tuple[str, str], tuple[float, int]],
     version: str,
     bridges: Mapping[str, tuple[str, Mapping[str, Any] | None]],
 ) -> list[Point]:
-    """The trend of `version` over `builds` (registration order).
+    """The trend of `version` over `builds` (registration order: `position` 0, 1, ...).
 
     `means[(build, judge_version)] = (mean normalised score, scored verdicts)`; `bridges[judge_to] =
     (judge_from, current calibration row or None)` for every version that declares `bridges_from`.
+    A build reached through k published bridges is spliced across all k steps: its mean goes through
+    each step's equating function (or offset), and its interval `[score_low, score_high]` starts at
+    the native mean and is widened at every step by how far that step's offset CI reaches; mean and
+    interval are clipped to the score range [0, 1], so score_low <= mean_score <= score_high.
     """
 
-    def value(build: str, v: str, seen: frozenset[str]) -> tuple[Status, float | None, int | None, str | None, str | None]:
+    def value(build: str, v: str, seen: frozenset[str]) -> _Value:
         if (build, v) in means:
-            return "native", means[(build, v)][0], means[(build, v)][1], v, None
+            mean, n = means[(build, v)]
+            return _Value("native", mean, n, v, interval=(mean, mean))
         if v in bridges and v not in seen:
             source, row = bridges[v]
-            status, mean, n, origin, why = value(build, source, seen | {v})
-            if status in ("native", "spliced") and mean is not None:
+            inner = value(build, source, seen | {v})
+            if inner.status in ("native", "spliced") and inner.mean is not None:
                 if row is None or not row.get("published"):
                     state = "never run" if row is None else "not published"
-                    return "break", None, n, origin, f"bridge {source} -> {v} {state}: {origin} score not carried"
-                return "spliced", _to_scale(row, mean), n, origin, None
-            if status == "break":
-                return status, mean, n, origin, why
-        return "missing", None, None, None, f"no verdicts under {v} or a version it bridges from"
+                    why = f"bridge {source} -> {v} {state}: {inner.origin} score not carried"
+                    return _Value("break", None, inner.scored, inner.origin, why)
+                assert inner.interval is not None
+                return _Value(
+                    "spliced",
+                    _to_scale(row, inner.mean),
+                    inner.scored,
+                    inner.origin,
+                    interval=_interval_to_scale(row, inner.interval),
+                    bridges=inner.bridges + 1,
+                )
+            if inner.status == "break":
+                return inner
+        return _Value("missing", reason=f"no verdicts under {v} or a version it bridges from")
 
     points = []
     for position, build in enumerate(builds):
-        status, mean, n, origin, why = value(build, version, frozenset())
-        points.append(Point(position, build, status, mean, n, origin, why))
+        got = value(build, version, frozenset())
+        mean = None if got.mean is None else _clip(got.mean)
+        low = high = None
+        if got.status == "spliced" and got.interval is not None and mean is not None:
+            low, high = min(_clip(got.interval[0]), mean), max(_clip(got.interval[1]), mean)
+        points.append(
+            Point(
+                position, build, got.status, mean, got.scored, got.origin, got.reason, low, high, got.bridges
+            )
+        )
     return points
 
 
@@ -119,14 +170,35 @@ def plot_trend(points: Sequence[Point], version: str, *, dpi: int = 110) -> byte
         axes.plot(x, y, color="0.35", linewidth=1.2, zorder=1, label="suite score (gaps: no value)")
         native = [p for p in points if p.status == "native"]
         spliced = [p for p in points if p.status == "spliced"]
-        axes.scatter([p.position for p in native], [p.mean_score or 0.0 for p in native], s=40, color=_COLORS["native"],
-                     zorder=3, label=f"native ({version})")
-        axes.scatter([p.position for p in spliced], [p.mean_score or 0.0 for p in spliced], s=60, marker="D",
-                     facecolors="none", edgecolors=_COLORS["spliced"], linewidths=1.6, zorder=3,
-                     label="spliced through a published bridge")
+        axes.scatter(
+            [p.position for p in native],
+            [p.mean_score or 0.0 for p in native],
+            s=40,
+            color=_COLORS["native"],
+            zorder=3,
+            label=f"native ({version})",
+        )
+        axes.scatter(
+            [p.position for p in spliced],
+            [p.mean_score or 0.0 for p in spliced],
+            s=60,
+            marker="D",
+            facecolors="none",
+            edgecolors=_COLORS["spliced"],
+            linewidths=1.6,
+            zorder=3,
+            label="spliced through a published bridge",
+        )
         for p in spliced:
-            axes.annotate(f"from {p.source_version}", (p.position, p.mean_score or 0.0), textcoords="offset points",
-                          xytext=(0, 9), ha="center", fontsize=7, color=_COLORS["spliced"])
+            axes.annotate(
+                f"from {p.source_version}",
+                (p.position, p.mean_score or 0.0),
+                textcoords="offset points",
+                xytext=(0, 9),
+                ha="center",
+                fontsize=7,
+                color=_COLORS["spliced"],
+            )
         finite = y[np.isfinite(y)]
         low = float(finite.min()) - 0.05 if finite.size else 0.0
         high = float(finite.max()) + 0.05 if finite.size else 1.0
@@ -136,19 +208,35 @@ def plot_trend(points: Sequence[Point], version: str, *, dpi: int = 110) -> byte
             if p.status not in ("break", "missing"):
                 continue
             kind = "break: bridge not published" if p.status == "break" else "missing: no verdicts"
-            axes.axvspan(p.position - 0.4, p.position + 0.4, color="#e74c3c" if p.status == "break" else "0.8",
-                         alpha=0.25, hatch="//" if p.status == "break" else None, zorder=0,
-                         label=None if kind in labelled else kind)
+            axes.axvspan(
+                p.position - 0.4,
+                p.position + 0.4,
+                color="#e74c3c" if p.status == "break" else "0.8",
+                alpha=0.25,
+                hatch="//" if p.status == "break" else None,
+                zorder=0,
+                label=None if kind in labelled else kind,
+            )
             labelled.add(kind)
-            axes.text(p.position, low + 0.02 * (high - low), (p.reason or "").split(":")[0], rotation=90, fontsize=6,
-                      ha="center", va="bottom", color="#922b21" if p.status == "break" else "0.3")
+            axes.text(
+                p.position,
+                low + 0.02 * (high - low),
+                (p.reason or "").split(":")[0],
+                rotation=90,
+                fontsize=6,
+                ha="center",
+                va="bottom",
+                color="#922b21" if p.status == "break" else "0.3",
+            )
         axes.set_ylim(low, high)
         axes.set_xticks(x, [p.build for p in points], rotation=30, ha="right", fontsize=7)
         axes.set_xlabel("builds in registration order")
         axes.set_ylabel(f"mean score on the {version} scale (0-1)")
         axes.grid(axis="y", alpha=0.3)
         axes.legend(loc="upper left", fontsize=7)
-        counts = {s: sum(1 for p in points if p.status == s) for s in ("native", "spliced", "break", "missing")}
+        counts = {
+            s: sum(1 for p in points if p.status == s) for s in ("native", "spliced", "break", "missing")
+        }
         axes.set_title(
             f"score trend under {version}: " + ", ".join(f"{n} {s}" for s, n in counts.items()), fontsize=10
         )
@@ -162,7 +250,10 @@ def _chain(track: Track, version: str) -> dict[str, tuple[str, Mapping[str, Any]
     bridges: dict[str, tuple[str, Mapping[str, Any] | None]] = {}
     current = track.judge(version)
     while current.bridges_from is not None and current.version_id not in bridges:
-        bridges[current.version_id] = (current.bridges_from, calibration_row(track.warehouse, current.version_id))
+        bridges[current.version_id] = (
+            current.bridges_from,
+            calibration_row(track.warehouse, current.version_id),
+        )
         current = track.judge(current.bridges_from)
     return bridges
 
@@ -186,8 +277,12 @@ def materialize_score_trend(track: Track, version: str, run_id: str) -> Summary:
     plot.parent.mkdir(parents=True, exist_ok=True)
     plot.write_bytes(png)
     counts = {s: sum(1 for p in points if p.status == s) for s in ("native", "spliced", "break", "missing")}
-    values = {"builds": len(points), **{f"{s}_points": n for s, n in counts.items()}, "partition_file": str(path),
-              "plot_file": str(plot)}
+    values = {
+        "builds": len(points),
+        **{f"{s}_points": n for s, n in counts.items()},
+        "partition_file": str(path),
+        "plot_file": str(plot),
+    }
     table = "\n".join(
         f"| {p.position} | {p.build} | {p.status} | {'' if p.mean_score is None else f'{p.mean_score:.3f}'} | "
         f"{p.source_version or ''} | {p.reason or ''} |"

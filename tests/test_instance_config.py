@@ -13,7 +13,14 @@ from dagster._core.instance.config import dagster_instance_config
 
 from eval_assets.cli.orchestrate import instance_for, load_definitions
 from eval_assets.config import InstanceSettings, Pools, Project
-from eval_assets.home import DAGSTER_YAML, STORAGE_ENV, EvalHome, InstanceStorageError, dagster_yaml
+from eval_assets.home import (
+    DAGSTER_YAML,
+    STORAGE_ENV,
+    EvalHome,
+    InstanceStorageError,
+    dagster_yaml,
+    operator_instance,
+)
 
 PASSWORD = secrets.token_urlsafe(12)  # a fresh fake password: no tracked line holds a credential
 URL = "postgresql+psycopg2://evaltrack:" + PASSWORD + "@db.internal:5432/dagster"  # built from parts
@@ -111,3 +118,29 @@ def test_opening_the_instance_sets_the_named_pools_limits(
     assert storage.get_concurrency_info("llm/simjudge").slot_count == 1
     assert "llm/openai" not in storage.get_concurrency_keys()  # no asset joins it
     assert settings.pool_limits(["llm/openai+sim"]) == {"llm/openai+sim": 3}  # several: the smallest
+
+
+def test_an_operators_instance_at_dagster_home_is_opened_as_it_is_and_no_instance_file_is_written(
+    project: Project, home: EvalHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    operator = tmp_path / "operator_dagster_home"
+    operator.mkdir()
+    theirs = "telemetry:\n  enabled: false\nconcurrency:\n  runs:\n    max_concurrent_runs: 9\n"
+    (operator / "dagster.yaml").write_text(theirs)
+    monkeypatch.setenv("DAGSTER_HOME", str(operator))
+    settings = InstanceSettings(max_concurrent_runs=3, pools=Pools(limits={"sim": 2}))
+    configured = dataclasses.replace(project, settings=project.settings.model_copy(update={"instance": settings}))
+    instance = instance_for(home, configured)
+    assert Path(instance.root_directory).resolve() == operator.resolve()
+    assert (operator / "dagster.yaml").read_text() == theirs  # never rewritten
+    assert instance.get_concurrency_config().run_queue_config.max_concurrent_runs == 9  # theirs, not 3
+    assert instance.event_log_storage.get_concurrency_info("llm/sim").slot_count == 2  # pools still set
+    assert not (home.dagster / "dagster.yaml").read_text().count("max_concurrent_runs: 3")
+
+
+def test_a_dagster_home_eval_track_wrote_is_not_taken_for_an_operators(home: EvalHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    home.ensure()
+    monkeypatch.setenv("DAGSTER_HOME", str(home.dagster))
+    assert operator_instance() is None
+    monkeypatch.setenv("DAGSTER_HOME", str(home.root / "nowhere"))
+    assert operator_instance() is None

@@ -25,7 +25,7 @@ from eval_assets.config import (
     script_problems,
 )
 from eval_assets.engine import Engine, subject_spec
-from eval_assets.gates import GateContext, case_outcome, load_case, read_registry
+from eval_assets.gates import CaseError, GateContext, case_outcome, execute_case, load_case, read_registry
 from eval_assets.home import PROJECT_ROOT
 from eval_assets.providers import ModelScript, ScriptExhaustedError, select_turn
 from eval_assets.providers.gateway import CallSpec, ModelGateway, UnpricedModel
@@ -352,3 +352,35 @@ def test_a_build_on_a_script_subject_pays_each_try_once_in_journal_and_scenario_
         assert all(r.reserved_usd > 0 and r.settled_at is not None for r in tries)
         assert tries[1].cost_usd == pytest.approx(tries[1].prompt_tokens * inp + tries[1].completion_tokens * out)
         assert run.cost_usd == pytest.approx(sum(r.cost_usd or 0.0 for r in tries))
+
+
+def test_a_tool_loop_failing_on_its_second_turn_counts_that_turns_tries_not_every_call(tmp_path: Path) -> None:
+    """The fixtures command's "failed after N try(s)": N is the failing call's tries (its retries);
+    calls of earlier turns are named apart."""
+    root = tmp_path / "proj"
+    shutil.copytree(PROJECT_ROOT, root, ignore=shutil.ignore_patterns(".venv", ".git", ".eval_home", "__pycache__", ".*cache"))
+    (root / "gates/fixtures/models/tool-then-fail.yaml").write_text(
+        "description: one tool call, then a provider that fails every try\n"
+        "turns:\n"
+        "  - tool_calls:\n"
+        "      - id: call_lookup\n"
+        "        type: function\n"
+        "        function: {name: lookup_order, arguments: '{\"order_number\": \"NW-51877\"}'}\n"
+        "  - error: InternalServerError\n"
+        "  - error: InternalServerError\n"
+    )
+    (root / "gates/cases/tool-then-fail.yaml").write_text(
+        "id: tool-then-fail\ndescription: the second turn fails both of its tries\n"
+        "scenario: converted.support-728838cd92b1\nmodel_fixture: tool-then-fail\nbuild: gates-scripted\n"
+        "tries: 2\nassertions:\n  - replay_misses: 0\n"
+    )
+    settings = root / "evaltrack.yaml"
+    settings.write_text(
+        settings.read_text().replace(
+            "  script/tent-warranty-tool-loop:", "  script/tool-then-fail: {input_per_mtok: 1.0, output_per_mtok: 2.0}\n  script/tent-warranty-tool-loop:", 1
+        )
+    )
+    case, problems = load_case(root / "gates/cases/tool-then-fail.yaml")
+    assert case is not None, problems
+    with pytest.raises(CaseError, match=r"failed after 2 try\(s\) \(3 calls over 2 turns\): InternalServerError"):
+        execute_case(case, GateContext(root=root, gate_id="tool-then-fail", kind="case", build="b", milestone=3))

@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
@@ -105,3 +107,58 @@ def test_the_asset_shows_the_plot_in_the_ui_metadata(project: Project, track: Tr
     assert "![score trend](data:image/png;base64," in str(meta["trend"].value)
     assert str(meta["plot_file"].value) == "reports/trend/helpfulness-v1.png"
     assert meta["missing_points"].value == 2
+
+
+@st.composite
+def _chains(draw: st.DrawFn) -> tuple[dict[str, tuple[str, dict | None]], float, int, list[tuple[float, float, float]]]:
+    """A chain j-v0 -> j-v1 -> ... -> j-vk of published bridges (offsets, CIs, some equated), and the
+    native mean of one build under j-v0."""
+    steps = draw(st.integers(1, 4))
+    bridges: dict[str, tuple[str, dict | None]] = {}
+    widths = []
+    for k in range(1, steps + 1):
+        offset = draw(st.floats(-3.0, 3.0))
+        below, above = draw(st.floats(0.0, 1.5)), draw(st.floats(0.0, 1.5))
+        equated = draw(st.booleans())
+        row = {**PUBLISHED, "judge_to": f"j-v{k}", "offset": None, "offset_points": offset,
+               "ci_low": offset - below, "ci_high": offset + above,
+               "equating_slope": draw(st.floats(0.5, 1.5)) if equated else None,
+               "equating_intercept": draw(st.floats(-1.0, 1.0)) if equated else None}
+        bridges[f"j-v{k}"] = (f"j-v{k - 1}", row)
+        widths.append((offset, below, above))
+    return bridges, draw(st.floats(0.0, 1.0)), steps, widths
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(_chains())
+def test_a_spliced_point_carries_an_ordered_interval_clipped_to_the_score_range(
+    chain: tuple[dict[str, tuple[str, dict | None]], float, int, list[tuple[float, float, float]]],
+) -> None:
+    bridges, mean, steps, widths = chain
+    points = splice(["b-old", "b-new"], {("b-old", "j-v0"): (mean, 5), ("b-new", f"j-v{steps}"): (0.5, 5)},
+                    f"j-v{steps}", bridges)
+    spliced, native = points
+    assert [p.position for p in points] == [0, 1] and (spliced.status, native.status) == ("spliced", "native")
+    assert spliced.bridges == steps and native.bridges == 0
+    assert native.score_low is None and native.score_high is None
+    assert spliced.mean_score is not None and spliced.score_low is not None and spliced.score_high is not None
+    assert 0.0 <= spliced.score_low <= spliced.mean_score <= spliced.score_high <= 1.0
+    # unclipped, the interval is at least as wide as the widest step's CI (a pure-offset chain: their sum)
+    if all(bridges[f"j-v{k}"][1]["equating_slope"] is None for k in range(1, steps + 1)):  # type: ignore[index]
+        total = sum(o for o, _, _ in widths)
+        low, high = mean + (total - sum(b for _, b, _ in widths)) / 4, mean + (total + sum(a for _, _, a in widths)) / 4
+        assert spliced.score_low == pytest.approx(min(max(low, 0.0), spliced.mean_score), abs=1e-9)
+        assert spliced.score_high == pytest.approx(max(min(high, 1.0), spliced.mean_score), abs=1e-9)
+
+
+def test_a_spliced_point_of_an_offset_without_a_ci_is_a_point_interval() -> None:
+    row = {**PUBLISHED, "ci_low": None, "ci_high": None}
+    [point] = splice(["b0"], {("b0", "j-v1"): (0.5, 3)}, "j-v2", {"j-v2": ("j-v1", row)})
+    assert point.score_low == point.score_high == point.mean_score == pytest.approx(0.6)
+
+
+def test_a_spliced_mean_beyond_the_scale_is_clipped_to_it() -> None:
+    row = {**PUBLISHED, "offset": 2.0, "ci_low": 0.0, "ci_high": 2.5}
+    [point] = splice(["b0"], {("b0", "j-v1"): (0.7, 3)}, "j-v2", {"j-v2": ("j-v1", row)})
+    assert point.mean_score == 1.0 and point.score_high == 1.0  # 0.7 + 2/4 and 0.7 + 2.5/4, clipped
+    assert point.score_low == pytest.approx(0.7)

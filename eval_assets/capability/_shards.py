@@ -61,6 +61,9 @@ class WorkerSetup:
     judge_ahead: tuple[
         str, ...
     ] = ()  # subject runs: the judge versions that judge ahead (engine.judge_ahead)
+    trace_context: tuple[
+        tuple[str, str], ...
+    ] = ()  # the run's span (tracing.carrier): workers' spans join it
 
 
 @dataclass(frozen=True)

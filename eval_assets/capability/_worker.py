@@ -22,6 +22,7 @@ from eval_assets.home import EvalHome
 from eval_assets.providers.gateway import ModelGateway
 from eval_assets.redact import set_pii
 from eval_assets.spend import AttemptRef, Ceilings, SpendJournal, SpendPath, open_journal
+from eval_assets.tracing import continued
 
 
 def gateway_for(project: Project) -> ModelGateway:
@@ -105,6 +106,10 @@ class _BlockRunner(Runner[Any]):
         self.ahead = [(j, project.rubric_for(j)) for j in judges]
 
     def run(self, block: Block) -> list[Any]:
+        with continued(dict(self.setup.trace_context)):  # the block's spans join the run's trace
+            return self._run(block)
+
+    def _run(self, block: Block) -> list[Any]:
         setup, project, engine = self.setup, self.setup.project, self.engine
         if setup.judge_version is None:
             scenarios = [project.scenarios[i] for i in block.scenario_ids]

@@ -49,7 +49,7 @@ from eval_assets.spend import (
     hold_lease,
     open_journal,
 )
-from eval_assets.tracing import traced
+from eval_assets.tracing import carrier, traced
 from eval_assets.warehouse import Warehouse
 
 __all__ = [
@@ -229,6 +229,7 @@ class Track:
                 processes=processes,
                 deadline_at=time.monotonic() + engine.seconds_left(),
                 judge_ahead=tuple(j.version_id for j, _ in ahead),
+                trace_context=tuple(carrier().items()),
             )
         return BlockRun(
             blocks,
@@ -266,7 +267,14 @@ class Track:
 
     # --- materializations ----------------------------------------------------------------------
 
-    @traced("eval.run", lambda a: {"eval.asset": "scenario_runs", "eval.build": a["build_id"]})
+    @traced(
+        "eval.run",
+        lambda a: {
+            "eval.asset": "scenario_runs",
+            "eval.build": a["build_id"],
+            "eval.dagster_run_id": a["run_id"],
+        },
+    )
     def run_scenario_runs(
         self,
         build_id: str,
@@ -403,6 +411,7 @@ class Track:
             "eval.asset": "judge_verdicts",
             "eval.build": a["build_id"],
             "eval.judge": a["judge_version"],
+            "eval.dagster_run_id": a["run_id"],
         },
     )
     def run_judge_verdicts(

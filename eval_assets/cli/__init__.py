@@ -1,4 +1,4 @@
-"""`evaltrack`: validate, demo, build add, run, ui (and, as they land, release-status and compare)."""
+"""`evaltrack`: validate, demo, build add, run, bridge run, trend, ui, release-status, compare and more."""
 
 from __future__ import annotations
 
@@ -106,6 +106,18 @@ def _warehouse_verify(args: argparse.Namespace) -> int:
     from eval_assets.cli.status_commands import cmd_warehouse_verify  # configuration and DuckDB only
 
     return cmd_warehouse_verify(args)
+
+
+def _bridge_run(args: argparse.Namespace) -> int:
+    from eval_assets.cli.judge_commands import cmd_bridge_run  # the track and Dagster
+
+    return cmd_bridge_run(args)
+
+
+def _trend(args: argparse.Namespace) -> int:
+    from eval_assets.cli.judge_commands import cmd_trend  # the track and Dagster
+
+    return cmd_trend(args)
 
 
 def _ui(args: argparse.Namespace) -> int:
@@ -222,12 +234,15 @@ def parser() -> argparse.ArgumentParser:
         dest="fixtures_command", required=True
     )
     rec = fixtures.add_parser(
-        "record", help="run a case once live against a model and write its script for review (never automatic)"
+        "record",
+        help="run a case once live against a model and write its script for review (never automatic)",
     )
     rec.add_argument("--case", required=True, help="a case id (gates/cases/) or a converted scenario id")
     rec.add_argument("--model", required=True, help="a priced litellm model, e.g. openai/gpt-4o-mini")
     rec.add_argument("--name", help="script name (default: the case id) -> gates/fixtures/models/NAME.yaml")
-    rec.add_argument("--api-base", dest="api_base", help="the model's endpoint, if not its provider's default")
+    rec.add_argument(
+        "--api-base", dest="api_base", help="the model's endpoint, if not its provider's default"
+    )
     rec.add_argument("--force", action="store_true", help="overwrite an existing script")
     rec.set_defaults(func=_fixtures_record)
     review = sub.add_parser("review", help="the human review queue (docs/review.md)").add_subparsers(
@@ -235,15 +250,22 @@ def parser() -> argparse.ArgumentParser:
     )
     fill = review.add_parser("fill", help="queue failed verdicts, bridge disagreements and the seeded sample")
     fill.add_argument("--build", help="one build (default: every registered build)")
-    nxt = review.add_parser("next", help="claim one item exclusively and show it (exit 1: nothing open / taken)")
+    nxt = review.add_parser(
+        "next", help="claim one item exclusively and show it (exit 1: nothing open / taken)"
+    )
     nxt.add_argument("--reviewer", required=True)
     nxt.add_argument("--item", help="claim this item instead of the next open one")
     nxt.add_argument("--json", action="store_true", help="print the item as JSON")
-    submit = review.add_parser("submit", help="store your scores for a claimed item (validated; all or nothing)")
+    submit = review.add_parser(
+        "submit", help="store your scores for a claimed item (validated; all or nothing)"
+    )
     submit.add_argument("item")
     submit.add_argument("--reviewer", required=True)
     submit.add_argument(
-        "--scores", required=True, nargs="+", help='NAME=VALUE ... or one JSON object, e.g. \'{"accuracy": 4}\''
+        "--scores",
+        required=True,
+        nargs="+",
+        help="NAME=VALUE ... or one JSON object, e.g. '{\"accuracy\": 4}'",
     )
     release = review.add_parser("release", help="return your claimed item to the pool")
     release.add_argument("item")
@@ -285,6 +307,31 @@ def parser() -> argparse.ArgumentParser:
         help="the manifest is missing or damaged: re-trust every file as it is now, printing each",
     )
     wverify.set_defaults(func=_warehouse_verify)
+    bridge = sub.add_parser("bridge", help="bridge runs between judge versions").add_subparsers(
+        dest="bridge_command", required=True
+    )
+    brun = bridge.add_parser(
+        "run",
+        help="calibrate --to against --from on the same stored outputs; exit 0 published, 1 not published "
+        "or refused, 4 failed",
+    )
+    brun.add_argument("--from", dest="from_version", required=True, help="the older judge version")
+    brun.add_argument(
+        "--to", dest="to_version", required=True, help="the version that declares bridges_from it"
+    )
+    brun.add_argument(
+        "--builds",
+        nargs="+",
+        help="builds to bridge over (default: the judge file's bridge_builds, else the newest 3)",
+    )
+    brun.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    brun.set_defaults(func=_bridge_run)
+    trend = sub.add_parser(
+        "trend", help="draw and print the score trend over the registered builds (splices, intervals, breaks)"
+    )
+    trend.add_argument("--judge", help="a judge version or judge name (default: every active version)")
+    trend.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    trend.set_defaults(func=_trend)
     ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=_ui)

@@ -18,9 +18,10 @@ from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 from dagster._core.workspace.load import location_origins_from_yaml_paths
 
+from eval_assets.bridge import BRIDGE_BUILDS_TAG
 from eval_assets.config import Project, load_project
 from eval_assets.definitions import defs
-from eval_assets.home import PROJECT_ROOT, EvalHome, project_root
+from eval_assets.home import PROJECT_ROOT, EvalHome, operator_instance, project_root
 from eval_assets.redact import redact, without_traceback
 from eval_assets.spend import pid_alive
 
@@ -54,6 +55,7 @@ JOB_OF = {
     "release_approval": "release_decision_job",
     "release_board": "release_board_job",
     "score_trend": "score_trend_job",
+    "calibration_offsets": "bridge_run_job",
 }
 
 
@@ -66,14 +68,21 @@ HOST_TAG, PID_TAG = "evaltrack/host", "evaltrack/pid"
 
 
 def instance_for(home: EvalHome, project: Project | None = None) -> dg.DagsterInstance:
-    """The instance in EVAL_HOME/dagster: its dagster.yaml written from evaltrack.yaml's `instance:`
-    (of `project`, else of the project at EVAL_PROJECT_ROOT), its provider pools' limits set."""
+    """The instance an operator configured at $DAGSTER_HOME (`home.operator_instance`: a dagster.yaml
+    eval-track did not write, e.g. the Helm chart's), used as it is; else the one in EVAL_HOME/dagster,
+    its dagster.yaml written from evaltrack.yaml's `instance:` (of `project`, else of the project at
+    EVAL_PROJECT_ROOT). Either way its provider pools' limits are set."""
     if project is None:
         project = load_project(project_root())
     settings = project.settings.instance
-    home.ensure(settings)
-    os.environ["DAGSTER_HOME"] = str(home.dagster)
-    instance = dg.DagsterInstance.from_config(str(home.dagster))
+    configured = operator_instance()
+    if configured is None:
+        home.ensure(settings)
+        configured = home.dagster
+    else:
+        home.ensure()
+    os.environ["DAGSTER_HOME"] = str(configured)
+    instance = dg.DagsterInstance.from_config(str(configured))
     set_pool_limits(instance, settings.pool_limits(project.asset_pools().values()))
     fail_orphaned_runs(instance)
     return instance
@@ -257,3 +266,9 @@ def materialize_trends(home: EvalHome, judge_versions: Sequence[str]) -> list[St
     instance = instance_for(home)
     defs = load_definitions()
     return [_materialize(defs, instance, ["score_trend"], jv) for jv in judge_versions]
+
+
+def materialize_bridge(home: EvalHome, judge_version: str, builds: Sequence[str] = ()) -> StepResult:
+    """A bridge run into `judge_version` (`calibration_offsets`), over `builds` when given."""
+    tags = {BRIDGE_BUILDS_TAG: ",".join(builds)} if builds else None
+    return _materialize(load_definitions(), instance_for(home), ["calibration_offsets"], judge_version, tags)

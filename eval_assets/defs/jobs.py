@@ -15,6 +15,7 @@ DETERMINISTIC_SUITE = "deterministic_suite_job"
 RELEASE_DECISION = "release_decision_job"
 SCORE_TREND = "score_trend_job"
 RELEASE_BOARD = "release_board_job"
+BRIDGE_RUN = "bridge_run_job"
 
 capability_track = dg.define_asset_job(
     CAPABILITY_TRACK,
@@ -52,4 +53,11 @@ score_trend_job = dg.define_asset_job(
     selection=["score_trend"],
     partitions_def=judge_version_partitions,
     description="The score trend of one judge version over every registered build (splices and breaks).",
+)
+bridge_run_job = dg.define_asset_job(
+    BRIDGE_RUN,
+    selection=["calibration_offsets"],
+    partitions_def=judge_version_partitions,
+    description="A bridge run: the new judge version and the one it bridges from score the same stored "
+    "outputs; the offset is published only when the acceptance holds (`evaltrack bridge run`).",
 )

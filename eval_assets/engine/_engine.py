@@ -10,8 +10,10 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Literal
 
+from eval_assets import tracing
 from eval_assets.config import Bounds, BuildManifest, EngineSettings, Judge, Rubric, Scenario
 from eval_assets.fence import fence_nonce
 from eval_assets.judging import parse_verdict, policy_failures, policy_failures_stored
@@ -33,7 +35,17 @@ from ._calls import judge_spec, subject_spec
 from ._limiter import Limiters, Signal
 from ._replay import Replay, replay_loop
 from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult
-from ._spans import attempt_ended, attempt_started, judge_ended, judge_started
+from ._spans import (
+    attempt_ended,
+    attempt_error,
+    attempt_started,
+    call_ended,
+    call_error,
+    call_started,
+    judge_ended,
+    judge_error,
+    judge_started,
+)
 
 
 @dataclass
@@ -110,7 +122,10 @@ class Engine:
                         error_kind="run_deadline",
                         error=f"bounds.run_deadline_s={self.bounds.run_deadline_s:g} passed before try {try_no}",
                     )
-                outcome = await self.spend.call(ref, try_no, tried, policy)
+                started = partial(call_started, self.spend.run_id, ref, try_no, spec)
+                with tracing.model_call("chat", spec.model, started) as span:
+                    outcome = await self.spend.call(ref, try_no, tried, policy)
+                    span.end(partial(call_ended, outcome), call_error(outcome))
                 if isinstance(outcome, CallOutcome):  # a call made now (a reused or refused try is neutral)
                     signal = "ok" if outcome.ok else "overload" if outcome.overloaded else "neutral"
                     retry_after = outcome.retry_after_s
@@ -201,7 +216,7 @@ class Engine:
 
     # --- subject -------------------------------------------------------------------------------
 
-    @traced("eval.attempt", attempt_started, attempt_ended)
+    @traced("eval.attempt", attempt_started, attempt_ended, attempt_error)
     async def run_subject(
         self, build: BuildManifest, scenario: Scenario, repeat: int, generation: int = 0
     ) -> SubjectResult:
@@ -306,7 +321,6 @@ class Engine:
 
     # --- judge ---------------------------------------------------------------------------------
 
-    @traced("eval.judge", judge_started, judge_ended)
     async def judge_one(
         self,
         *,
@@ -320,7 +334,31 @@ class Engine:
     ) -> JudgeResult:
         """Score one stored subject attempt. Fails closed; never calls for an attempt with no output.
 
-        `ahead`: judged while the subject run is still under way (counted in `ahead_progress`)."""
+        `ahead`: judged while the subject run is still under way (counted in `ahead_progress`). A
+        verdict has one `eval.judge` span, its judge run's (marked `eval.reused` when its call was
+        read back): judged ahead, only the model calls' spans are emitted, under the subject run."""
+        score = self._judge if ahead else self._judge_verdict
+        return await score(
+            build=build,
+            judge=judge,
+            rubric=rubric,
+            scenario=scenario,
+            attempt=attempt,
+            generation=generation,
+            ahead=ahead,
+        )
+
+    async def _judge(
+        self,
+        *,
+        build: BuildManifest,
+        judge: Judge,
+        rubric: Rubric,
+        scenario: Scenario,
+        attempt: StoredAttempt,
+        generation: int = 0,
+        ahead: bool = False,
+    ) -> JudgeResult:
 
         def unscored(status: Literal["failed", "excluded"], reason: str) -> JudgeResult:
             return JudgeResult(
@@ -369,6 +407,7 @@ class Engine:
                 attempt.policy_failures,
                 result.cost_usd,
                 result.tries,
+                result.reused,
             )
         if result.status == "error":
             return JudgeResult(
@@ -380,6 +419,7 @@ class Engine:
                 attempt.policy_failures,
                 result.cost_usd,
                 result.tries,
+                result.reused,
             )
         verdict = parse_verdict(result.text, rubric, instructions=spec.messages[0]["content"])
         return JudgeResult(
@@ -391,7 +431,10 @@ class Engine:
             attempt.policy_failures,
             result.cost_usd,
             result.tries,
+            result.reused,
         )
+
+    _judge_verdict = traced("eval.judge", judge_started, judge_ended, judge_error)(_judge)
 
     async def judge_attempts(
         self,

@@ -79,13 +79,15 @@ class ReplayRun:
 
     `call` sums tries, cost, tokens and latency over every turn; its text is the last assistant
     text. `turns` counts turns whose model call was made (a turn refused by a ceiling is not).
-    `messages` is the whole conversation (input, assistant turns, tool results).
+    `messages` is the whole conversation (input, assistant turns, tool results). `last_tries` is the
+    tries of the last turn's call (its retries), apart from the calls of the turns before it.
     """
 
     call: CallResult
     turns: int
     replay_misses: int
     messages: tuple[dict[str, Any], ...]
+    last_tries: int = 0
 
 
 TurnCall = Callable[[int, CallSpec], Awaitable[CallResult]]
@@ -135,7 +137,7 @@ async def replay_loop(scenario: Scenario, spec: CallSpec, call_turn: TurnCall) -
             reused=all(r.reused for r in spent),
             policy_failures=last.policy_failures if text is not None else None,
         )
-        return ReplayRun(call, sum(1 for r in spent if r.tries), replay.misses, tuple(messages))
+        return ReplayRun(call, sum(1 for r in spent if r.tries), replay.misses, tuple(messages), last.tries)
 
     for turn in range(1, scenario.max_turns + 1):
         final = turn == scenario.max_turns

@@ -89,6 +89,7 @@ class JudgeResult:
     policy_failures: int
     cost_usd: float
     tries: int
+    reused: bool = False  # its call was read back from the journal (judged ahead, or an earlier run)
 
 
 @dataclass

@@ -275,10 +275,12 @@ def _rubric_for(project: Project, judge: Judge) -> Rubric:
 class _Answer:
     text: str | None
     misses: int
-    tries: int
+    tries: int  # calls made over every turn
     call_ids: tuple[str, ...]
     error: str
     policy_failures: int = 0  # counted on the raw answer, before redaction
+    turns: int = 1  # turns whose call was made
+    last_tries: int = 0  # tries of the last turn's call: its retries, not the turns before it
 
 
 async def _subject_answer(engine: Engine, ref: AttemptRef, scenario: Scenario, spec: CallSpec) -> _Answer:
@@ -292,25 +294,22 @@ async def _subject_answer(engine: Engine, ref: AttemptRef, scenario: Scenario, s
         run = await replay_loop(
             scenario, spec, lambda turn, s: engine.call(replace(ref, turn=turn), s, policy=policy)
         )
-        result, misses = run.call, run.replay_misses
+        result, misses, turns, last_tries = run.call, run.replay_misses, run.turns, run.last_tries
         call_ids = tuple(
             str(c["id"]) for m in run.messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []
         )
     else:
         result, misses, call_ids = await engine.call(ref, spec, policy=policy), 0, ()
+        turns, last_tries = 1, result.tries
     if result.status != "ok" or result.text is None:
-        why = (
-            f"{result.error_kind}: {result.error}"
-            if result.status == "error"
-            else str(result.excluded_reason)
-        )
-        return _Answer(None, misses, result.tries, call_ids, why)
+        why = f"{result.error_kind}: {result.error}" if result.status == "error" else str(result.excluded_reason)
+        return _Answer(None, misses, result.tries, call_ids, why, turns=turns, last_tries=last_tries)
     failures = (
         result.policy_failures
         if result.policy_failures is not None
         else policy_failures_stored(result.text, scenario)
     )
-    return _Answer(result.text, misses, result.tries, call_ids, "", failures)
+    return _Answer(result.text, misses, result.tries, call_ids, "", failures, turns, last_tries)
 
 
 def _paid_tries(journal: SpendJournal, build: str) -> int:
@@ -403,8 +402,9 @@ def _execute(
         answer = asyncio.run(_subject_answer(engine, ref, scenario, spec))
         tries, paid, call_ids = answer.tries, _paid_tries(journal, build), answer.call_ids
         if answer.text is None:
+            calls = f" ({answer.tries} calls over {answer.turns} turns)" if answer.turns > 1 else ""
             raise CaseError(
-                f"case {case.id}: subject call failed after {answer.tries} try(s): {answer.error}"
+                f"case {case.id}: subject call failed after {answer.last_tries} try(s){calls}: {answer.error}"
             )
         output, misses, failures = answer.text, answer.misses, answer.policy_failures
     run = CaseRun(

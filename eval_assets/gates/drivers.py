@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.errors import Flaky, Unsatisfiable
+
+from eval_assets.home import default_home
 
 from ._cases import CaseError, case_outcome, load_case
 from ._outcome import GateContext, GateFailed, Outcome
@@ -79,6 +82,9 @@ def for_all(ctx: GateContext) -> Outcome:
     """
     if ctx.generator is None or ctx.predicate is None:
         raise TypeError("for_all needs a property gate (no generator/predicate in the context)")
+    # hypothesis keeps caches (its charmap, the constants it collects from code) under ./.hypothesis
+    # of the working directory even with database=None: keep them in EVAL_HOME, never in the checkout
+    set_hypothesis_home_dir(default_home() / "hypothesis")
     strategy = ctx.generator(ctx)
     predicate = ctx.predicate
     trials = 0

@@ -85,6 +85,7 @@ class CallOutcome:
     """The answer as the model wrote it, before redaction: in memory only, for the policy checks (never
     journaled, stored, logged or traced; `text` is what is kept)."""
     policy_failures: int | None = None  # the policy checks' count on `raw_text` (set by the spend path)
+    finish_reason: str | None = None  # the answer's finish reason ("stop", "length", "tool_calls"), if given
 
 
 # Transient by nature: the same request may succeed later.
@@ -278,6 +279,8 @@ class ModelGateway:
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        choice = response.choices[0]
+        finish_reason = getattr(choice, "finish_reason", None)
         try:
             message = _walked_message(response.choices[0].message)
         except SecretInIdentifier as exc:  # paid for: the refusal keeps the call's tokens and cost
@@ -307,6 +310,7 @@ class ModelGateway:
             cost_usd=self.cost(spec.model, prompt_tokens, completion_tokens),
             latency_s=time.perf_counter() - started,
             tool_calls=tool_calls,
+            finish_reason=str(finish_reason) if finish_reason else None,
         )
 
     @staticmethod

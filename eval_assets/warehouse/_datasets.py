@@ -236,7 +236,8 @@ DATASETS: dict[str, Dataset] = {
                 ("judge_to", "VARCHAR"),
                 ("published", "BOOLEAN"),
                 ("reasons", "VARCHAR"),
-                ("offset", "DOUBLE"),
+                ("offset_points", "DOUBLE"),  # the offset in rubric points (`unit`)
+                ("offset", "DOUBLE"),  # the same value under its old name (needs quoting in SQL); dropped next release
                 ("ci_low", "DOUBLE"),
                 ("ci_high", "DOUBLE"),
                 ("half_width", "DOUBLE"),
@@ -329,6 +330,9 @@ DATASETS: dict[str, Dataset] = {
                 ("source_version", "VARCHAR"),
                 ("spliced", "BOOLEAN"),
                 ("reason", "VARCHAR"),
+                ("score_low", "DOUBLE"),  # a spliced point's interval: the bridges' offset CIs carried along
+                ("score_high", "DOUBLE"),
+                ("bridges", "INTEGER"),  # bridges crossed to reach the trend's scale (0: native)
             ),
         ),
     ]

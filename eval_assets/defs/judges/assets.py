@@ -3,7 +3,7 @@ per judge version splices earlier versions in through them."""
 
 import dagster as dg
 
-from eval_assets.bridge import materialize_calibration
+from eval_assets.bridge import BRIDGE_BUILDS_TAG, materialize_calibration
 from eval_assets.defs.capability.assets import POOLS, judge_verdicts
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.partitions import judge_version_partitions
@@ -21,7 +21,12 @@ from eval_assets.trend import materialize_score_trend
 )
 def calibration_offsets(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     judge_version = context.partition_key
-    summary = materialize_calibration(track.get(), judge_version, context.run_id, log=context.log.info)
+    # `evaltrack bridge run --builds` names the builds in a run tag; otherwise the judge file's or the newest
+    named = context.run.tags.get(BRIDGE_BUILDS_TAG, "")
+    builds = [b for b in named.split(",") if b] or None
+    summary = materialize_calibration(
+        track.get(), judge_version, context.run_id, log=context.log.info, builds=builds
+    )
     for _level, line in summary.log:
         context.log.info(line)
     return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root))
