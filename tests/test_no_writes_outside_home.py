@@ -19,6 +19,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 from eval_assets.home import PROJECT_ROOT
 
 
@@ -68,6 +70,7 @@ def _run(cwd: Path, env: dict[str, str], *command: str) -> subprocess.CompletedP
     )
 
 
+@pytest.mark.e2e  # a whole demo and the no-network script: minutes (the e2e lane)
 def test_demo_trend_bridge_and_no_network_suite_write_nothing_into_the_checkout(tmp_path: Path) -> None:
     copy, home = tmp_path / "checkout", tmp_path / "home"
     copy.mkdir()
