@@ -1,7 +1,7 @@
 """A release decision names its evidence, and is believed only while that evidence is unchanged.
 
 When a decision is made, `capture` records the current warehouse file of every partition it can read
-(the build's, its baseline's and their unchanged rebuilds' `scenario_runs`, `judge_verdicts`,
+(the build's, its baseline's and the baseline's unchanged rebuilds' `scenario_runs`, `judge_verdicts`,
 `noise_bands`, `capability_reports` and `gate_results`, under the judge versions it decides on), each
 hashed in full, and the SHA-256 of those builds' registered manifests. The record is stored in the
 decision row (`release_decisions.evidence`, JSON).

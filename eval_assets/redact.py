@@ -39,7 +39,7 @@ import logging
 import os
 import re
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,17 +115,68 @@ _NOT_DONE = rf"(?!{re.escape(REDACTED)})"
 @dataclass(frozen=True)
 class Shape:
     """One credential shape: `label` names it in findings; `pattern`'s group `keep`, if any, is kept
-    (and group `tail`, if any, after the marker)."""
+    (and group `tail`, if any, after the marker). `check`, if any, must accept a match's secret (its
+    text after `keep` and before `tail`) for the match to count.
+
+    Every pattern runs in time linear in the text (a stored output can be megabytes of one word):
+    no unbounded repeat is retried from every position of one run. A repeat that ends at a class
+    boundary is possessive (`++`); a shape that may start anywhere inside a run (`call_sk-...`) takes
+    the rest of the run and leaves "does it hold a digit" to `check`, where a lookahead would rescan
+    the run from every start; a shape that starts a run says so with a lookbehind; the rest are
+    bounded (a URL password or a JSON web token's header: 256 and 512 characters).
+    `benchmarks/redact_scaling.py` measures it; `tests/test_redaction.py` redacts megabyte runs."""
 
     label: str
     pattern: re.Pattern[str]
+    check: Callable[[str, str], bool] | None = None
+    """(secret, kept text) -> whether the match counts."""
+
+    def counts(self, m: re.Match[str]) -> bool:
+        keep = m.group("keep") if "keep" in self.pattern.groupindex else ""
+        return self.check is None or self.check(self.secret(m), keep or "")
+
+    def secret(self, m: re.Match[str]) -> str:
+        """The part of match `m` that is replaced."""
+        groups = self.pattern.groupindex
+        start = m.end("keep") if "keep" in groups else m.start()
+        end = m.start("tail") if "tail" in groups and m.group("tail") is not None else m.end()
+        return m.string[start : max(start, end)]
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        for m in self.pattern.finditer(text):
+            if self.counts(m):
+                yield m
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return next(self.finditer(text), None)
 
     def sub(self, text: str) -> str:
-        if "keep" in self.pattern.groupindex:
-            return self.pattern.sub(
-                lambda m: f"{m.group('keep')}{REDACTED}{m.groupdict().get('tail') or ''}", text
-            )
-        return self.pattern.sub(REDACTED, text)
+        keep = "keep" in self.pattern.groupindex
+
+        def one(m: re.Match[str]) -> str:
+            if not self.counts(m):
+                return m.group(0)
+            if keep:
+                return f"{m.group('keep')}{REDACTED}{m.groupdict().get('tail') or ''}"
+            return REDACTED
+
+        return self.pattern.sub(one, text)
+
+
+def _has_digit(secret: str, _keep: str) -> bool:
+    return any("0" <= ch <= "9" for ch in secret)
+
+
+def _has_digit_and_upper(secret: str, keep: str) -> bool:
+    return _has_digit(secret, keep) and any("A" <= ch <= "Z" for ch in secret)
+
+
+_SYMBOL_OR_DIGIT = re.compile(r"[0-9/+=!#$%^*|-]")
+
+
+def _quoted_or_symbol(secret: str, keep: str) -> bool:
+    """A `name: value` counts when the value is quoted or holds a digit or a symbol."""
+    return keep.endswith(("'", '"')) or _SYMBOL_OR_DIGIT.search(secret) is not None
 
 
 SHAPES: tuple[Shape, ...] = (
@@ -139,7 +190,10 @@ SHAPES: tuple[Shape, ...] = (
     # userinfo: any character but whitespace, quotes, angle brackets and `@` (so `$`, `{`, `}`, `/` too)
     Shape(
         "a URL with a password",
-        re.compile(r"(?P<keep>[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:\"'<>]*:)[^\s@\"'<>]+(?P<tail>@)"),
+        re.compile(
+            r"(?P<keep>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://[^\s/?#@:\"'<>]{0,256}+:)"
+            r"[^\s@\"'<>]{1,256}+(?P<tail>@)"
+        ),
     ),
     Shape(
         "an Authorization header",
@@ -165,27 +219,26 @@ SHAPES: tuple[Shape, ...] = (
             rf"{_NOT_DONE}{_VALUE}{{8,}}"
         ),
     ),
-    Shape("a bearer token", re.compile(rf"(?i)(?P<keep>bearer\s+)(?={_TOKEN}*[0-9]){_TOKEN}{{8,}}")),
+    Shape("a bearer token", re.compile(rf"(?i)(?P<keep>bearer\s+){_TOKEN}{{8,}}+"), _has_digit),
     # keys glued to a word character are still keys (`call_sk-...`): no word boundary before any of these
-    Shape(
-        "an API key (sk-/pk-/rk-...)", re.compile(r"(?:sk|pk|rk)-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{16,}")
-    ),
+    Shape("an API key (sk-/pk-/rk-...)", re.compile(r"(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}+"), _has_digit),
     Shape(
         "an API key (sk_/pk_/rk_...)",
-        re.compile(r"(?:sk|pk|rk)_(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{16,}"),
+        re.compile(r"(?:sk|pk|rk)_[A-Za-z0-9_-]{16,}+"),
+        _has_digit_and_upper,
     ),
-    Shape("a Stripe key (sk_live_...)", re.compile(r"(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}")),
-    Shape("a Google API key (AIza...)", re.compile(r"AIza[0-9A-Za-z_-]{30,}")),
-    Shape("a Slack token", re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}")),
+    Shape("a Stripe key (sk_live_...)", re.compile(r"(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}+")),
+    Shape("a Google API key (AIza...)", re.compile(r"AIza[0-9A-Za-z_-]{30,}+")),
+    Shape("a Slack token", re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}+")),
     Shape(
         "a Slack webhook URL",
         re.compile(r"(?P<keep>hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,}"),
     ),
-    Shape("a GitHub token", re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}")),
+    Shape("a GitHub token", re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}+|github_pat_[A-Za-z0-9_]{22,}+")),
     Shape("an AWS access key id (AKIA...)", re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}")),
     Shape(
         "a JSON web token",
-        re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        re.compile(r"eyJ[A-Za-z0-9_-]{8,512}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+"),
     ),
     # `name=value` (environment, shell, query strings): any value of 8+ characters that is not a call
     Shape(
@@ -199,9 +252,10 @@ SHAPES: tuple[Shape, ...] = (
     Shape(
         "a secret assigned to a key-like name",
         re.compile(
-            rf"(?i)(?P<keep>(?<![A-Za-z0-9]){_NAMES}[\"']?\s*:\s*(?:[\"']|(?={_VALUE}*[0-9/+=!#$%^*|-])))"
+            rf"(?i)(?P<keep>(?<![A-Za-z0-9]){_NAMES}[\"']?\s*:\s*[\"']?)"
             rf"{_NOT_DONE}{_VALUE}{{8,}}+(?![(\[])"
         ),
+        _quoted_or_symbol,
     ),
 )
 """The one list of credential shapes (runtime redaction, converter, fixtures, review, human scores, gates)."""
@@ -238,7 +292,9 @@ class PiiShape:
 PII_SHAPES: tuple[PiiShape, ...] = (
     PiiShape(
         "an e-mail address",
-        re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
+        re.compile(
+            r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]++@[A-Za-z0-9-]++(?:\.[A-Za-z0-9-]++)*\.[A-Za-z]{2,}"
+        ),
         "[email]",
     ),
     PiiShape(
@@ -348,7 +404,7 @@ def findings(text: str, *, values: Iterable[tuple[str, str]] | None = None) -> l
     """What in `text` would be redacted, each kind once: shape labels (in `SHAPES` order), then the
     sources of matched values (`values`: (value, source) pairs; default `secret_values()`). Never
     the matched text itself."""
-    found = list(dict.fromkeys(shape.label for shape in SHAPES if shape.pattern.search(text)))
+    found = list(dict.fromkeys(shape.label for shape in SHAPES if shape.search(text)))
     pairs = secret_values().items() if values is None else values
     found += sorted({source for value, source in pairs if any(form in text for form in encodings(value))})
     return found
@@ -372,7 +428,7 @@ def spans(text: str, *, values: Iterable[tuple[str, str]] | None = None) -> list
     out: list[tuple[int, int, str]] = []
     for shape in SHAPES:
         groups = shape.pattern.groupindex
-        for m in shape.pattern.finditer(text):
+        for m in shape.finditer(text):
             start = m.end("keep") if "keep" in groups else m.start()
             end = m.start("tail") if "tail" in groups and m.group("tail") is not None else m.end()
             out.append((start, max(start, end), shape.label))

@@ -380,11 +380,13 @@ def make_decision(
 
 
 def evidence_builds(track: Track, manifest: BuildManifest, baseline: str | None) -> list[str]:
-    """The builds whose partitions a decision of `manifest` may read: the build, its baseline, and
-    the registered unchanged rebuilds of either (their verdicts feed the noise bands)."""
-    builds = {manifest.id} | ({baseline} if baseline else set())
-    rebuilds = {b for b, m in registered_manifests(track).items() if m.rebuild_of in builds}
-    return sorted(builds | rebuilds)
+    """The builds whose partitions a decision of `manifest` may read: the build, its baseline, and the
+    baseline's registered unchanged rebuilds (their verdicts widen the baseline's noise band); never a
+    rebuild of the build itself, which a later run of it must not make stale."""
+    if baseline is None:
+        return [manifest.id]
+    rebuilds = {b for b, m in registered_manifests(track).items() if m.rebuild_of == baseline and b != manifest.id}
+    return sorted({manifest.id, baseline} | rebuilds)
 
 
 @traced("eval.decision", lambda a: {"eval.build": a["build"]}, lambda s: {"eval.decision": str(s["decision"])})

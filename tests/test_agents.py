@@ -31,7 +31,9 @@ from eval_assets.spend import Ceilings, SpendPath, open_journal
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = str(Path(__file__).resolve().parent)
 # a generous per-try timeout: on a loaded machine a 5 s try may time out and be retried (a second key)
-FAST = EngineSettings(concurrency_per_model=8, timeout_s=60, max_tries=2, backoff_base_s=0.001, backoff_max_s=0.005)
+FAST = EngineSettings(
+    concurrency_per_model=8, timeout_s=60, max_tries=2, backoff_base_s=0.001, backoff_max_s=0.005
+)
 REFUND = "converted.support-728838cd92b1"  # three recorded calls: lookup_order, get_refund_policy, ...
 PLAIN = "support.refund-policy"  # no tools
 EXAMPLE = {"entrypoint": "examples.agents.tool_agent:run"}
@@ -53,7 +55,9 @@ def manifest(agent: dict[str, Any], skill: float = 1.0) -> BuildManifest:
 
 
 def engine(project: Project, journal: Path, ceilings: Ceilings | None = None, run_id: str = "r1") -> Engine:
-    prices = {m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in project.settings.prices.items()}
+    prices = {
+        m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in project.settings.prices.items()
+    }
     spend = SpendPath(
         open_journal(f"sqlite:///{journal}"),
         ModelGateway(prices),
@@ -156,7 +160,15 @@ def test_http_agent_gets_the_task_as_json_and_its_calls_go_through_the_endpoint(
     assert result.call.status == "ok" and result.turns == 3  # two local tool calls, then the answer
     (task,) = seen
     assert set(task) == {
-        "attempt_id", "build", "scenario_id", "repeat", "messages", "tools", "base_url", "api_key", "model"
+        "attempt_id",
+        "build",
+        "scenario_id",
+        "repeat",
+        "messages",
+        "tools",
+        "base_url",
+        "api_key",
+        "model",
     }
     assert (task["attempt_id"], task["model"], task["repeat"]) == (f"b-agent/{REFUND}/2", "sim/agent", 2)
     assert task["base_url"].startswith("http://127.0.0.1:") and task["api_key"]
@@ -235,7 +247,9 @@ JSON = st.recursive(
 
 
 @given(JSON | st.fixed_dictionaries({"output": JSON}, optional={"notes": JSON}))
-def test_any_agent_result_is_either_the_documented_shape_or_an_error_naming_a_result_field(value: Any) -> None:
+def test_any_agent_result_is_either_the_documented_shape_or_an_error_naming_a_result_field(
+    value: Any,
+) -> None:
     try:
         parsed = parse_agent_result(value)
     except AgentShapeError as exc:
@@ -301,7 +315,9 @@ def test_the_stored_trajectory_is_redacted(project: Project, tmp_path: Path) -> 
     from eval_assets.engine import stored_trajectory
 
     secret = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
-    text = stored_trajectory({"calls": [{"sent": [{"role": "tool", "content": f"key {secret}"}]}], "notes": secret})
+    text = stored_trajectory(
+        {"calls": [{"sent": [{"role": "tool", "content": f"key {secret}"}]}], "notes": secret}
+    )
 
     assert text is not None and secret not in text and "[redacted]" in text
 
@@ -317,3 +333,13 @@ def test_the_shipped_hosted_judge_loads_with_the_project_rubric_and_has_a_price(
     assert project.rubric_for(judge).key == "helpfulness-v1"
     inp, out = ModelGateway({}).price(judge.model)  # litellm's own price map, offline
     assert 0 < inp < out
+
+
+@pytest.mark.parametrize(
+    "entrypoint", ["dagster:asset", "dagster_k8s.x:y", "eval_assets.defs.jobs:x", "eval_assets.cli:main"]
+)
+def test_an_entrypoint_in_dagster_or_the_wiring_is_refused_before_it_is_imported(entrypoint: str) -> None:
+    from eval_assets.engine import load_entrypoint
+
+    with pytest.raises(ImportError, match="never Dagster or the track's Dagster wiring"):
+        load_entrypoint(entrypoint)

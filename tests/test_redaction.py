@@ -106,7 +106,7 @@ def missed(shapes: tuple[Shape, ...]) -> list[str]:
         rewritten = text
         for shape in mine:
             rewritten = shape.sub(rewritten)
-        if not any(s.pattern.search(text) for s in mine) or secret in rewritten:
+        if not any(s.search(text) for s in mine) or secret in rewritten:
             out.append(f"{label}: {text[:24]}...")
     return out
 
@@ -283,12 +283,16 @@ def test_a_traceback_is_cut_to_its_last_line() -> None:
     assert "File" not in redact.scrub_error_text(text)
 
 
-def test_an_internal_error_is_one_line_and_debug_writes_the_redacted_detail_under_home(tmp_path: Path) -> None:
+def test_an_internal_error_is_one_line_and_debug_writes_the_redacted_detail_under_home(
+    tmp_path: Path,
+) -> None:
     from eval_assets.cli import one_line_error
 
     key = k("sk-", "proj-", "a1b2c3d4" * 3)
     try:
-        raise ValueError(f"boom with {key}\nTraceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'q'")
+        raise ValueError(
+            f"boom with {key}\nTraceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'q'"
+        )
     except ValueError as exc:
         quiet = one_line_error(exc, debug=False, home=str(tmp_path))
         line = one_line_error(exc, debug=True, home=str(tmp_path))
@@ -298,3 +302,24 @@ def test_an_internal_error_is_one_line_and_debug_writes_the_redacted_detail_unde
     log = (tmp_path / "logs" / "debug.log").read_text(encoding="utf-8")
     assert str(tmp_path / "logs" / "debug.log") in line
     assert "Traceback (most recent call last)" in log and key not in log and "[redacted]" in log
+
+
+# --- long inputs -----------------------------------------------------------------------------------
+
+# One unit per way a shape can start (its prefix, a run of its characters), repeated into one long
+# run: with a pattern that retries an unbounded repeat from every position, redacting 64 kB of one of
+# these took seconds (and 300 kB minutes); benchmarks/redact_scaling.py prints the growth per doubling.
+LONG_RUN_UNITS = [
+    "x", "0", "-", ".", "_", "a1", "x-", "sk-", "pk_", "sk_live_", "bearer ", "token: ", "a://", "a://b:",
+    "/a://b:c", "eyJ", "AIza", "xoxb-", "ghp_", "github_pat_", "AKIA", "a@", "a@b.", "+1 ", "1-",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("unit", LONG_RUN_UNITS)
+def test_a_long_run_is_left_alone_and_a_key_glued_to_its_end_is_still_redacted(unit: str) -> None:
+    run = unit * (65536 // len(unit))
+    key = k("sk-", "proj-", "a1b2c3d4" * 3)
+    if unit not in {"AIza", "xoxb-", "github_pat_", "AKIA"}:  # these repeated are themselves keys
+        assert findings(run, values=()) == []
+    glued = redact.redact(run + key)
+    assert key not in glued and glued.endswith(redact.REDACTED)

@@ -19,6 +19,7 @@ from ._agent import (
     AgentShapeError,
     AgentTask,
     AgentUnreachable,
+    load_entrypoint,
     parse_agent_result,
     run_agent,
 )
@@ -29,6 +30,7 @@ from ._replay import MISS_PREFIX, Replay, ReplayRun, ToolAnswer, TurnCall, repla
 from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult, stored_trajectory
 
 __all__ = [
+    "load_entrypoint",
     "AgentCallRecord",
     "AgentEndpoint",
     "AgentResult",

@@ -94,10 +94,15 @@ def parse_agent_result(value: object) -> AgentResult:
     return AgentResult(output, notes)
 
 
+_WIRING = ("eval_assets.defs", "eval_assets.cli", "eval_assets.definitions")
+
+
 def load_entrypoint(entrypoint: str, search: tuple[str, ...] = ()) -> Callable[[AgentTask], Awaitable[Any]]:
     """The async callable `package.module:function` names; `search`: directories tried after sys.path
     (the project root). Raises ImportError/AttributeError/TypeError with a one-line message."""
     module_name, _, attr = entrypoint.partition(":")
+    if module_name.split(".")[0].startswith("dagster") or module_name.startswith(_WIRING):
+        raise ImportError(f"{entrypoint}: an agent entry point is never Dagster or the track's Dagster wiring")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError:
