@@ -3,14 +3,14 @@ shares are applied once here, over every asset spec: owners (evaltrack.yaml `own
 Python; those that write a warehouse partition are Parquet too) and the freshness policies of the
 nightly outputs that matter."""
 
+import functools
 import importlib
 import warnings
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
-
-from eval_assets.defs.owners import OWNERS
 
 PACKAGE = Path(__file__).parent
 
@@ -21,11 +21,11 @@ NIGHTLY = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=26), warn_w
 FRESHNESS = {"scenario_runs": NIGHTLY, "capability_report": NIGHTLY, "release_decision": NIGHTLY}
 
 
-def shared_settings(spec: dg.AssetSpec) -> dg.AssetSpec:
+def shared_settings(spec: dg.AssetSpec, owners: Sequence[str]) -> dg.AssetSpec:
     """`spec` with the owners, kinds and freshness policy every asset of the location gets."""
     name = spec.key.to_user_string()
     kinds = {"python"} if name in NOT_PARQUET else {"python", "parquet"}
-    spec = spec.replace_attributes(owners=OWNERS, kinds=kinds)
+    spec = spec.replace_attributes(owners=list(owners), kinds=kinds)
     if name in FRESHNESS:
         spec = spec.replace_attributes(freshness_policy=FRESHNESS[name])
     return spec
@@ -33,7 +33,13 @@ def shared_settings(spec: dg.AssetSpec) -> dg.AssetSpec:
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    if (PACKAGE.parent / "pyproject.toml").is_file():  # a checkout: [tool.dg] in pyproject.toml names the tree
+    # the project (evaltrack.yaml, judges/) is read here, when the location loads, never when this
+    # module is imported: the CLI imports it before `--project` has set EVAL_PROJECT_ROOT
+    from eval_assets.defs.owners import OWNERS
+
+    if (
+        PACKAGE.parent / "pyproject.toml"
+    ).is_file():  # a checkout: [tool.dg] in pyproject.toml names the tree
         loaded = dg.load_from_defs_folder(path_within_project=PACKAGE)
     else:  # an installed wheel has no pyproject.toml: the same tree, named as pyproject.toml names it
         loaded = dg.ComponentTree(
@@ -54,4 +60,4 @@ def defs() -> dg.Definitions:
     )
     with warnings.catch_warnings():  # map_asset_specs is a preview feature in Dagster 1.13
         warnings.simplefilter("ignore")
-        return everything.map_asset_specs(func=shared_settings)
+        return everything.map_asset_specs(func=functools.partial(shared_settings, owners=OWNERS))

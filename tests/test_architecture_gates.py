@@ -95,9 +95,8 @@ def test_an_unchanged_tree_is_probed_once_per_process_and_a_changed_file_is_prob
     (root / "eval_assets" / "clean.py").write_text(hidden, encoding="utf-8")  # no import statement to see
     outcome = run(domain_never_imports_dagster, root)
     assert len(probes) > 1  # probed again (a new interpreter for the modules after the one that failed)
-    assert not outcome.passed and outcome.findings[0].startswith(
-        "eval_assets.clean: importing it loads dagster"
-    )
+    assert not outcome.passed
+    assert any(f.startswith("eval_assets.clean: importing it loads dagster") for f in outcome.findings)
 
 
 def test_a_wiring_module_imported_inside_a_domain_function_fails_the_gate(tmp_path: Path) -> None:

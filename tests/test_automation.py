@@ -238,12 +238,15 @@ def report_decision(instance: dg.DagsterInstance, build: str, decision: str) -> 
 
 
 class Tick:
-    """One evaluated tick of the release-block sensor: its message, cursor and notice events."""
+    """One evaluated tick of the release-block sensor: its message, cursor, notice events and the
+    release_board refresh."""
 
     def __init__(self, result: dg.SensorResult, cursor: str | None):
         self.skip_message = result.skip_reason.skip_message if result.skip_reason else None
         self.cursor = cursor
-        self.notices = list(result.asset_events or [])
+        events = list(result.asset_events or [])
+        self.notices = [e for e in events if e.asset_key == dg.AssetKey("release_block_notice")]
+        self.boards = [e for e in events if e.asset_key == dg.AssetKey("release_board")]
 
 
 def evaluate_release_sensor(
@@ -329,6 +332,8 @@ def test_a_decision_that_is_not_block_is_recorded_and_nothing_is_sent(
     assert skip.skip_message == f"{baseline}: none, nothing to notify; {rebuild}: allow, nothing to notify"
     assert cursor is not None and skip.notices == []
     assert not sink.exists() and posts == []
+    [board] = skip.boards  # the board is refreshed after the decisions of the tick
+    assert board.metadata["may_ship"].value == "none"
 
 
 def test_decisions_landing_between_two_ticks_are_each_notified(

@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EVALTRACK = Path(sys.executable).with_name("evaltrack")
 
 
-def _run(*argv: str | Path, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def _run(
+    *argv: str | Path, cwd: Path | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(a) for a in argv], capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
     )
@@ -36,6 +38,7 @@ def test_init_writes_a_project_that_validates_and_refuses_a_non_empty_directory(
         "judges/registry.yaml",
         "gates/project.yaml",
         "docs/specs/project.md",
+        "workspace.yaml",
         "examples/builds/my-agent.yaml",
     }
     assert again.returncode == 1 and "not an empty directory" in again.stderr
@@ -47,7 +50,11 @@ def test_a_built_wheel_installs_inits_and_runs_a_project_offline(tmp_path: Path)
     environment (its dependencies from this one's site-packages, no index), init, add the build, run."""
     source, wheels = tmp_path / "source", tmp_path / "wheels"
     source.mkdir()
-    for part in ("pyproject.toml", "README.md", "eval_assets"):  # built outside the checkout: it writes build/
+    for part in (
+        "pyproject.toml",
+        "README.md",
+        "eval_assets",
+    ):  # built outside the checkout: it writes build/
         copy = shutil.copytree if (ROOT / part).is_dir() else shutil.copy
         copy(ROOT / part, source / part)
     uv = Path(sys.executable).with_name("uv")  # offline: the build backend from uv's cache, no index
@@ -57,13 +64,25 @@ def test_a_built_wheel_installs_inits_and_runs_a_project_offline(tmp_path: Path)
     venv = tmp_path / "venv"
     assert _run(sys._base_executable, "-m", "venv", "--without-pip", venv).returncode == 0  # type: ignore[attr-defined]
     site = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
-    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")  # after the wheel's own files
+    (site / "dependencies.pth").write_text(
+        sysconfig.get_path("purelib") + "\n"
+    )  # after the wheel's own files
     installed = _run(
-        sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "--no-index", wheel
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        venv / "bin" / "python",
+        "install",
+        "--no-deps",
+        "--no-index",
+        wheel,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
     evaltrack, project, home = venv / "bin" / "evaltrack", tmp_path / "proj", tmp_path / "home"
-    where = _run(venv / "bin" / "python", "-c", "import eval_assets; print(eval_assets.__file__)", cwd=tmp_path)
+    where = _run(
+        venv / "bin" / "python", "-c", "import eval_assets; print(eval_assets.__file__)", cwd=tmp_path
+    )
     assert str(venv) in where.stdout, where  # the wheel's copy, not this checkout's
 
     steps = [
@@ -76,7 +95,25 @@ def test_a_built_wheel_installs_inits_and_runs_a_project_offline(tmp_path: Path)
         done = _run(evaltrack, *step, cwd=tmp_path)
         assert done.returncode == 0, (step, done.stdout[-3000:], done.stderr[-3000:])
 
+    assert (project / "workspace.yaml").is_file()  # `evaltrack ui` in the new project loads its location
     views = list((site / "eval_assets" / "warehouse" / "views").rglob("*.sql"))
     assert len(views) >= 10
     assert "scenario_runs" in done.stdout and "my-agent-1" in done.stdout
     assert os.path.exists(home / "warehouse" / "warehouse.duckdb")
+
+
+def test_no_command_module_loads_the_code_location_before_project_is_read() -> None:
+    """`--project` is read when the command runs; a command module that imports the Dagster
+    definitions at import time would load the default project's judges instead (the installed
+    package's root: no judge at all), and `run` would fail on an unknown partition."""
+    modules = sorted(p.stem for p in (ROOT / "eval_assets" / "cli").glob("*_commands.py")) + [
+        "orchestrate",
+        "ui",
+    ]
+    probe = "import importlib, sys\n" + "".join(
+        f"importlib.import_module('eval_assets.cli.{m}')\n" for m in modules
+    )
+    probe += "print(sorted(m for m in sys.modules if m.startswith('eval_assets.defs.')))"
+    done = _run(sys.executable, "-c", probe, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

@@ -7,9 +7,13 @@ is without flooding the log. Pure: no terminal, no Dagster; the CLI draws it, th
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+PROGRESS_LOGGER = logging.getLogger("evaltrack.progress")
+"""Where a materialization's progress lines go besides its Dagster log: `evaltrack run` draws them."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TextIO
 
+from eval_assets.capability.progress import PROGRESS_LOGGER
 from eval_assets.capability.track import Track, TrackError
 from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, print_problems, project_of
 from eval_assets.cli.orchestrate import (
@@ -24,7 +25,6 @@ from eval_assets.cli.orchestrate import (
 )
 from eval_assets.cli.status_commands import decision_record
 from eval_assets.config import ConfigError
-from eval_assets.defs.capability.assets import PROGRESS_LOGGER
 from eval_assets.evidence import DecisionDamaged
 from eval_assets.present import (
     MAX_LINE,

@@ -409,7 +409,7 @@ def test_scores_import_credentials_in_author(scores: Env) -> None:
     _refused(
         scores,
         ["scores", "import", str(path)],
-        ["s.csv:2: author: looks like a credential (an API key): a score file never holds one"],
+        ["s.csv:2: author: looks like a credential (an API key (sk-/pk-/rk-...)): a name never holds one"],
     )
     assert key not in scores.capsys.readouterr().err
 

@@ -202,46 +202,49 @@ def stopped() -> Iterator[list[Cli]]:
 # --- item 2: a corrupt file reads as "block" ----------------------------------------------------
 
 
-def _two_decided_builds(project: Project, home: EvalHome) -> tuple[Track, str, str, Path]:
+def _two_decided_builds(project: Project, home: EvalHome) -> tuple[Track, str, str, Path, int]:
+    """A damaged-to-be build (the candidate) and a healthy one (the baseline, whose evidence does not
+    hold the candidate), each with a verdicts file and a decision; and the healthy build's exit code
+    before anything is damaged (its decision was written by hand, without evidence, so it is not an
+    allow: what matters is that damage elsewhere does not change it)."""
     track = Track(project, home)
-    damaged = track.register_build(project.root / "examples/builds/baseline.yaml").id
-    healthy = track.register_build(project.root / "examples/builds/candidate.yaml").id
+    healthy = track.register_build(project.root / "examples/builds/baseline.yaml").id
+    damaged = track.register_build(project.root / "examples/builds/candidate.yaml").id
     verdict = full_row(
-        "judge_verdicts", {"scenario_id": SCENARIO, "repeat": 1, "status": "scored", "score": 0.8, "policy_failures": 0}
+        "judge_verdicts",
+        {"scenario_id": SCENARIO, "repeat": 1, "status": "scored", "score": 0.8, "policy_failures": 0},
     )
     files = {}
-    for build, decision in ((damaged, "allow"), (healthy, "allow")):
+    for build in (damaged, healthy):
+        run_id = f"run-{build}"
         files[build] = track.warehouse.write_partition(
-            "judge_verdicts", {"build": build, "judge_version": "helpfulness-v1"}, [verdict], f"run-{build}"
+            "judge_verdicts", {"build": build, "judge_version": "helpfulness-v1"}, [verdict], run_id
         )
         track.warehouse.write_partition(
-            "release_decisions", {"build": build}, [full_row("release_decisions", {"decision": decision, "reasons": "ok"})], f"run-{build}"
+            "release_decisions",
+            {"build": build},
+            [full_row("release_decisions", {"decision": "allow", "reasons": "ok"})],
+            run_id,
         )
-    return track, damaged, healthy, files[damaged]
-
-
-def test_item2_truncated_verdicts_file_exits_4_for_its_build_and_other_builds_keep_their_decision(
-    project: Project, home: EvalHome, capsys: pytest.CaptureFixture[str]
-) -> None:
-    track, damaged, healthy, path = _two_decided_builds(project, home)
-    os.truncate(path, 100)  # `truncate -s 100` of a judge_verdicts file
-    assert main(["release-status", healthy]) == 0  # was: DuckDB traceback, exit 1 ("block")
-    assert main(["release-status", damaged]) == 4  # an internal error, never 0-3
-    err = capsys.readouterr().err
-    assert path.name in err and "table judge_verdicts" in err and f"build {damaged}" in err
-    moved = list((home.warehouse / "quarantine").rglob(path.name))
-    assert len(moved) == 1 and moved[0].stat().st_size == 100  # moved aside, never deleted
-    assert track.warehouse.query("SELECT DISTINCT build FROM judge_verdicts")["build"].tolist() == [healthy]
+        track.warehouse.write_partition(
+            "release_decision_reasons",
+            {"build": build},
+            [full_row("release_decision_reasons", {"rank": 1})],
+            run_id,
+        )
+    before = main(["release-status", healthy])
+    assert before != 4
+    return track, damaged, healthy, files[damaged], before
 
 
 def test_item2_deleted_partition_file_is_noticed_and_exits_4(
     project: Project, home: EvalHome, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _track, damaged, healthy, path = _two_decided_builds(project, home)
+    _track, damaged, healthy, path, before = _two_decided_builds(project, home)
     path.unlink()
     assert main(["release-status", damaged]) == 4  # was: exit 0, the deletion unnoticed
     assert "missing: the file was deleted" in capsys.readouterr().err
-    assert main(["release-status", healthy]) == 0
+    assert main(["release-status", healthy]) == before
 
 
 # --- item 9: two runs of one build at once pay twice --------------------------------------------
@@ -393,7 +396,8 @@ def test_item10_an_over_cap_output_is_stored_cut_with_a_marker_and_never_judged(
         .str.endswith(f"[evaltrack: output cut at {cap} of 3000018 bytes (bounds.max_output_bytes)]")
         .all()
     )
-    assert max(len(p.payload or "") for p in track.journal.rows()) < cap + 100  # the journal stays small
+    # the journal stays small: the cut text, its marker and the call envelope (`[evaltrack-call/2]`)
+    assert max(len(p.payload or "") for p in track.journal.rows()) < cap + 256
     track.run_judge_verdicts(build, "helpfulness-v1", "run-judge")
     verdicts = track.warehouse.query("SELECT status, failure_reason FROM judge_verdicts")
     assert set(verdicts["status"]) == {"failed"}

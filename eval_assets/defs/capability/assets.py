@@ -1,10 +1,8 @@
 """Capability track assets: subject runs per build, verdicts and the cost ledger per build × judge."""
 
-import logging
-
 import dagster as dg
 
-from eval_assets.capability.progress import Progress
+from eval_assets.capability.progress import PROGRESS_LOGGER, Progress
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.conditions import judge_version_eager
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
@@ -12,8 +10,6 @@ from eval_assets.defs.project import PROJECT
 from eval_assets.defs.resources import TrackResource
 
 GENERATION_TAG = "evaltrack/generation"
-# progress of a long subject run, besides the run's Dagster log: `evaltrack run` draws it on the terminal
-PROGRESS_LOGGER = logging.getLogger("evaltrack.progress")
 POOLS = PROJECT.asset_pools()  # one Dagster concurrency pool per provider (evaltrack.yaml `instance.pools`)
 
 
