@@ -193,8 +193,13 @@ def test_a_registered_build_runs_through_the_daemon_to_a_block_notified_once(
         assert (root["status"], root["tags"]["dagster/run_key"]) == ("FAILURE", f"build-{BUILD}")
         [judge] = KEPT_JUDGES
         chain = by_sensor[("default_automation_condition_sensor", tuple(JUDGE_CHAIN), f"{BUILD}|{judge}")]
-        decided = by_sensor[("default_automation_condition_sensor", ("release_decision",), BUILD)]
-        assert (chain["status"], decided["status"]) == ("SUCCESS", "SUCCESS")
+        # the decision and its approval run together; a blocked build is refused approval, so that run
+        # fails (red in the partition list) after the decision materialized
+        decided = by_sensor[
+            ("default_automation_condition_sensor", ("release_approval", "release_decision"), BUILD)
+        ]
+        assert (chain["status"], decided["status"]) == ("SUCCESS", "FAILURE")
+        assert gql.materializations("release_approval", BUILD) == []
 
         [suite] = gql.materializations("deterministic_suite", BUILD)
         assert suite["metadata"]["blocking"] == [gate_id] and suite["metadata"]["passed"] is False
