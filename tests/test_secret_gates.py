@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 
 from eval_assets.gates import CallableImportError, GateContext, Outcome, resolve_callable
-from eval_assets.gates.dogfood.architecture import domain_never_imports_dagster, one_partition_writer
+from eval_assets.gates.dogfood.architecture import (
+    domain_never_imports_dagster,
+    no_merge_conflict_markers,
+    one_partition_writer,
+)
 from eval_assets.gates.dogfood.security import no_secret_checked_in
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,7 +30,9 @@ def k(*parts: str) -> str:
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of every tracked file of this repository (as in the work tree), made a git work tree."""
     root = tmp_path_factory.mktemp("repo") / "copy"
-    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True
+    ).stdout
     for path in (REPO / name for name in listed.decode().split("\0") if name):
         if path.is_file():
             target = root / path.relative_to(REPO)
@@ -69,7 +75,11 @@ def test_an_unchanged_copy_of_the_repository_passes_the_checked_in_secrets_gate(
 def test_a_committed_pkcs8_private_key_fails_the_checked_in_secrets_gate(repo: Path) -> None:
     """The BEGIN line is every scenario's forbidden string; the body is still a committed key."""
     body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7" * 2
-    plant(repo, "docs/deploy-key.pem", k("-----BEGIN ", "PRIVATE KEY-----\n", body, "\n-----END PRIVATE KEY-----\n"))
+    plant(
+        repo,
+        "docs/deploy-key.pem",
+        k("-----BEGIN ", "PRIVATE KEY-----\n", body, "\n-----END PRIVATE KEY-----\n"),
+    )
     outcome = run(no_secret_checked_in, repo)
     assert "docs/deploy-key.pem:1: a private key" in outcome.findings
 
@@ -122,12 +132,18 @@ def test_an_unchanged_copy_of_the_repository_passes_the_writer_gate(pristine: Pa
 @pytest.mark.parametrize(
     ("source", "finding"),
     [
-        ("from pyarrow.parquet import write_table\n\ndef dump(t, p):\n    write_table(t, p)\n", "calls write_table()"),
+        (
+            "from pyarrow.parquet import write_table\n\ndef dump(t, p):\n    write_table(t, p)\n",
+            "calls write_table()",
+        ),
         (
             "from pyarrow.parquet import write_table as keep\n\ndef dump(t, p):\n    keep(t, p)\n",
             "imports write_table from pyarrow.parquet",
         ),
-        ("import pyarrow.parquet as pq\n\ndef dump(t, p):\n    pq.write_table(t, p)\n", "calls .write_table()"),
+        (
+            "import pyarrow.parquet as pq\n\ndef dump(t, p):\n    pq.write_table(t, p)\n",
+            "calls .write_table()",
+        ),
         ("def dump(df, p):\n    df.to_parquet(p)\n", "calls .to_parquet()"),
         (
             "def dump(con, p):\n    con.execute('COPY t TO ? (FORMAT PARQUET)', [p])\n",
@@ -138,9 +154,18 @@ def test_an_unchanged_copy_of_the_repository_passes_the_writer_gate(pristine: Pa
             "asks for Parquet output (the FORMAT option)",
         ),
     ],
-    ids=["from-import", "aliased-from-import", "module-alias", "to_parquet", "copy-to-parameter", "format-parquet"],
+    ids=[
+        "from-import",
+        "aliased-from-import",
+        "module-alias",
+        "to_parquet",
+        "copy-to-parameter",
+        "format-parquet",
+    ],
 )
-def test_a_parquet_write_planted_in_the_repository_fails_the_writer_gate(repo: Path, source: str, finding: str) -> None:
+def test_a_parquet_write_planted_in_the_repository_fails_the_writer_gate(
+    repo: Path, source: str, finding: str
+) -> None:
     plant(repo, "eval_assets/stats/_export.py", source, append=False)
     outcome = run(one_partition_writer, repo)
     assert any(f.startswith("eval_assets/stats/_export.py:") and finding in f for f in outcome.findings), (
@@ -160,7 +185,9 @@ def test_a_dynamic_import_in_the_repository_domain_fails_the_dagster_gate(repo: 
         append=False,
     )
     outcome = run(domain_never_imports_dagster, repo)
-    assert "eval_assets/stats/_late.py:7 imports a module by a name only known at run time" in outcome.findings
+    assert (
+        "eval_assets/stats/_late.py:7 imports a module by a name only known at run time" in outcome.findings
+    )
     assert "eval_assets/stats/_late.py:11 imports dagster" in outcome.findings
 
 
@@ -168,3 +195,32 @@ def test_the_gate_registry_refuses_to_import_dagster_or_the_wiring() -> None:
     for path in ("dagster:asset", "dagster_shared:x", "eval_assets.defs.jobs:x", "eval_assets.cli:main"):
         with pytest.raises(CallableImportError, match="never imports Dagster"):
             resolve_callable(path)
+
+
+# --- arch.no-merge-conflict-markers -----------------------------------------------------------------
+
+
+def test_an_unchanged_copy_of_the_repository_passes_the_conflict_marker_gate(pristine: Path) -> None:
+    outcome = run(no_merge_conflict_markers, pristine)
+    assert outcome.passed, outcome.findings
+
+
+@pytest.mark.parametrize("where", ["docs/design.md", "eval_assets/release.py", "gates/security.yaml"])
+def test_an_unresolved_merge_in_any_tracked_file_fails_the_conflict_marker_gate(
+    repo: Path, where: str
+) -> None:
+    ours, base, theirs = k("<" * 7, " HEAD"), k("|" * 7, " base"), k(">" * 7, " i16a")
+    lines = len((repo / where).read_text(encoding="utf-8").splitlines())
+    plant(repo, where, f"{ours}\nkept\n{base}\nold\n{'=' * 7}\ntheirs\n{theirs}\n")
+    outcome = run(no_merge_conflict_markers, repo)
+    assert not outcome.passed
+    assert outcome.findings == (
+        f"{where}:{lines + 1}: {'<' * 7} (merge conflict)",
+        f"{where}:{lines + 3}: {'|' * 7} (merge conflict)",
+        f"{where}:{lines + 7}: {'>' * 7} (merge conflict)",
+    )
+
+
+def test_a_markdown_underline_is_not_a_conflict_marker(repo: Path) -> None:
+    plant(repo, "docs/notes.md", f"Title\n{'=' * 7}\n\n<{'<' * 6}not a marker\n")
+    assert run(no_merge_conflict_markers, repo).passed

@@ -20,6 +20,7 @@ from pathlib import Path
 from eval_assets.gates._outcome import GateContext, Outcome
 
 from ._ast import dotted, parsed, python_files
+from ._tree import project_files
 
 PACKAGE = "eval_assets"
 # The Dagster wiring layer and the modules that drive Dagster: everything else is the domain.
@@ -274,7 +275,11 @@ def one_partition_writer(ctx: GateContext) -> Outcome:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr in PARQUET_WRITERS:
                     findings.append(f"{shown}:{node.lineno} calls .{node.func.attr}()")
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in PARQUET_WRITERS:
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in PARQUET_WRITERS
+            ):
                 findings.append(f"{shown}:{node.lineno} calls {node.func.id}()")
             if isinstance(node, ast.ImportFrom):  # `from pyarrow.parquet import write_table [as w]`
                 for alias in node.names:
@@ -385,7 +390,11 @@ def _import_edges(root: Path, files: list[Path], known: Mapping[str, Path]) -> l
         for node in ast.walk(module):
             for imported in _imported_names(node, name):
                 target = imported if imported in known else None
-                if target is None and isinstance(node, ast.ImportFrom) and imported.rpartition(".")[0] in known:
+                if (
+                    target is None
+                    and isinstance(node, ast.ImportFrom)
+                    and imported.rpartition(".")[0] in known
+                ):
                     continue  # `from pkg import name`: the name is not a module; the head is counted
                 if target is not None:
                     edges.append((_module_name(shown), target, getattr(node, "lineno", 0)))
@@ -465,3 +474,31 @@ def import_graph(ctx: GateContext) -> Outcome:
         f"{len(known)} module(s), {len(edges)} import(s): no cycle, no private import across a package "
         f"boundary, none of {len(FORBIDDEN_EDGES)} forbidden edges"
     )
+
+
+# A merge left unresolved: git's `<<<<<<< ours`, `||||||| base` (diff3) and `>>>>>>> theirs` lines.
+# `=======` alone is not looked for: it is also a Markdown heading underline.
+_CONFLICT = re.compile(r"^(?:<{7}|\|{7}|>{7})(?: |$)", re.MULTILINE)
+
+
+def no_merge_conflict_markers(ctx: GateContext) -> Outcome:
+    """No tracked text file holds a merge-conflict marker line (`<<<<<<< `, `||||||| `, `>>>>>>> `)."""
+    files, listed = project_files(ctx.root)
+    findings, scanned = [], 0
+    for path in files:
+        if not path.is_file():
+            continue  # deleted in the work tree
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:
+            continue  # binary (a PNG, a Parquet fixture)
+        scanned += 1
+        text = data.decode("utf-8", errors="replace")
+        findings += [
+            f"{path.relative_to(ctx.root)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0).strip()} (merge conflict)"
+            for m in _CONFLICT.finditer(text)
+        ]
+    if scanned == 0:
+        return Outcome.failed("no tracked text file found: the scan would prove nothing")
+    if findings:
+        return Outcome.failed(f"{len(findings)} merge-conflict marker line(s) in {listed} files", findings)
+    return Outcome.ok(f"{scanned} text file(s) scanned ({listed}), no merge-conflict marker")
