@@ -382,6 +382,18 @@ def test_a_non_retryable_error_is_tried_once(
     assert row.status == "failed" and row.try_no == 1
     assert row.error is not None and row.error.startswith("BadRequestError: ")  # no retryable tag
 
+    # a later run of the same attempt reads the settled failure back: the same error, cost and
+    # non-retryability, and the provider is not paid for a second try
+    again = Engine(
+        SpendPath(journal, provider.gateway, run_id="run-again"), SETTINGS, jitter=random.Random(0)
+    )
+    calls_before = provider.provider_calls()
+    reread = run(again.call(REF, provider.spec(provider.non_retryable())))
+    assert (reread.status, reread.tries, reread.error_kind) == ("error", 1, "BadRequestError"), reread
+    assert reread.cost_usd == pytest.approx(row.cost_usd or 0.0)
+    assert provider.provider_calls() == calls_before
+    assert [(r.try_no, r.run_id) for r in journal.rows(build=BUILD)] == [(1, "run-contract")]
+
 
 def test_retries_are_bounded_and_a_failed_attempt_is_never_scored(
     provider: Provider, engine: Engine, journal: SpendJournal
@@ -547,7 +559,9 @@ def test_litellm_loads_no_remote_price_map() -> None:
 
 
 @pytest.mark.parametrize("model", ["sim/agent", "simjudge/judge-a"])
-def test_the_sim_providers_stamp_the_cost_litellm_computes(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_sim_providers_stamp_the_cost_litellm_computes(
+    model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The sim providers stamp each response's cost (so litellm skips its calculator): the same
     figure litellm's calculator finds for the response, from the price the gateway registered."""
     import litellm
@@ -558,13 +572,17 @@ def test_the_sim_providers_stamp_the_cost_litellm_computes(model: str, monkeypat
     meta = {"build": "b", "scenario_id": "s", "repeat": 1, "try_no": 1}
 
     def cost() -> tuple[float, int, int]:
-        response = asyncio.run(litellm.acompletion(model=model, messages=MESSAGES, max_tokens=64, metadata=meta))
+        response = asyncio.run(
+            litellm.acompletion(model=model, messages=MESSAGES, max_tokens=64, metadata=meta)
+        )
         usage = response.usage
         return response._hidden_params["response_cost"], usage.prompt_tokens, usage.completion_tokens
 
     bare = litellm.ModelResponse()
     bare.usage = litellm.Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15)
-    assert sim._priced(bare, model)._hidden_params["response_cost"] == pytest.approx(10 * PRICE_IN + 5 * PRICE_OUT)
+    assert sim._priced(bare, model)._hidden_params["response_cost"] == pytest.approx(
+        10 * PRICE_IN + 5 * PRICE_OUT
+    )
     stamped = cost()
     monkeypatch.setattr(sim, "_priced", lambda response, _model: response)
     computed = cost()
