@@ -3,8 +3,9 @@
 When a decision is made, `capture` records the current warehouse file of every partition it can read
 (the build's, its baseline's and the baseline's unchanged rebuilds' `scenario_runs`, `judge_verdicts`,
 `noise_bands`, `capability_reports` and `gate_results`, under the judge versions it decides on), each
-hashed in full, and the SHA-256 of those builds' registered manifests. The record is stored in the
-decision row (`release_decisions.evidence`, JSON).
+hashed in full, the SHA-256 of those builds' registered manifests, and the SHA-256 of the project's
+configuration that decides (`CONFIG_PARTS`: evaltrack.yaml, scenarios/, rubrics/, judges/). The record
+is stored in the decision row (`release_decisions.evidence`, JSON).
 
 `check` is what every read of a decision does (`evaltrack release-status`): the decision file and its
 reasons file are hashed in full against the partition manifest (no size or mtime shortcut), then every
@@ -14,8 +15,9 @@ recorded input is looked up again:
   is gone or no longer loads: **damage** (`DecisionDamaged`, exit 4, each named);
 - a partition whose current file is no longer the recorded one (re-materialized after the decision),
   a partition of those builds that appeared after it, a manifest that changed, a different set of
-  judge versions to decide on, or a decision recorded before evidence was kept: **stale** (the decision
-  reads as `none`, exit 2, with the reasons).
+  judge versions to decide on, a configuration that changed (a statistics setting, a scenario, a
+  floor), or a decision recorded before evidence was kept: **stale** (the decision reads as `none`,
+  exit 2, with the reasons).
 
 Only what the partition writer recorded is trusted (`eval_assets.warehouse`); this module never reads
 through a glob. It imports neither pandas, the engine nor Dagster, so a `release-status` stays cheap.
@@ -27,6 +29,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from eval_assets.capability.builds import Builds, judges_for
@@ -71,12 +74,39 @@ def manifest_digest(home: EvalHome, build: str) -> str | None:
         return None
 
 
+CONFIG_PARTS = ("evaltrack.yaml", "scenarios", "rubrics", "judges")
+"""The project files a decision depends on: settings (statistics, bounds), scenarios (their policy and
+the set compared), rubrics (floors, criteria) and judges. Gates are not here: their results are
+evidence of their own (`gate_results`)."""
+
+
+def config_digest(root: Path) -> str:
+    """SHA-256 over every file of `CONFIG_PARTS` under the project `root` (its relative path and
+    bytes, in path order): any edit, addition, removal or rename changes it."""
+    digest = hashlib.sha256()
+    for part in CONFIG_PARTS:
+        top = root / part
+        files = (
+            [top]
+            if top.is_file()
+            else sorted(p for p in top.rglob("*") if p.is_file())
+            if top.is_dir()
+            else []
+        )
+        for path in files:
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 def _applies(entry: Entry, versions: set[str]) -> bool:
     judge_version = entry.partition.get("judge_version")
     return judge_version is None or judge_version in versions
 
 
-def capture(warehouse: Warehouse, home: EvalHome, builds: Iterable[str], versions: Iterable[str]) -> str:
+def capture(
+    warehouse: Warehouse, home: EvalHome, builds: Iterable[str], versions: Iterable[str], project_root: Path
+) -> str:
     """The evidence record (JSON) of a decision about to be made over `builds` under `versions`.
 
     Call it before the decision reads anything: a file rewritten after the capture then makes the
@@ -93,7 +123,9 @@ def capture(warehouse: Warehouse, home: EvalHome, builds: Iterable[str], version
     ]
     manifests = {b: manifest_digest(home, b) for b in of}
     record = {"format": FORMAT, "builds": of, "judge_versions": sorted(wanted), "files": files}
-    return json.dumps({**record, "manifests": manifests}, sort_keys=True)
+    return json.dumps(
+        {**record, "manifests": manifests, "config": config_digest(project_root)}, sort_keys=True
+    )
 
 
 def _decision_files(warehouse: Warehouse, build: str) -> tuple[Entry | None, Entry | None]:
@@ -108,12 +140,14 @@ def check(
     build: str,
     versions_now: Sequence[str],
     manifest_problem: Callable[[str], str | None],
+    config_now: str,
 ) -> CheckedDecision | None:
     """The build's recorded decision, verified (module docstring); None when none was recorded.
 
     `versions_now`: the judge versions the build would be decided on today; `manifest_problem`: for a
-    build of the evidence, why its registered manifest does not load now (None: it loads). Raises
-    DecisionDamaged naming every damaged file or manifest."""
+    build of the evidence, why its registered manifest does not load now (None: it loads);
+    `config_now`: the project's `config_digest` now. Raises DecisionDamaged naming every damaged file
+    or manifest."""
     warehouse.require_manifest()
     decision_file, reasons_file = _decision_files(warehouse, build)
     if decision_file is None:
@@ -131,7 +165,7 @@ def check(
         (r for r in warehouse.read_file(reasons_file.path) if r.get("run_id") == row.get("run_id")),
         key=lambda r: int(r["rank"]),
     )
-    stale = _stale_or_damaged(warehouse, home, row, versions_now, manifest_problem)
+    stale = _stale_or_damaged(warehouse, home, row, versions_now, manifest_problem, config_now)
     return CheckedDecision(row, reasons, stale)
 
 
@@ -141,16 +175,22 @@ def _stale_or_damaged(
     row: Mapping[str, Any],
     versions_now: Sequence[str],
     manifest_problem: Callable[[str], str | None],
+    config_now: str,
 ) -> list[str]:
     build = str(row["build"])
     try:
         record = json.loads(row.get("evidence") or "")
         files, builds = list(record["files"]), list(record["builds"])
         versions, manifests = set(record["judge_versions"]), dict(record["manifests"])
+        config = str(record["config"])
     except (ValueError, TypeError, KeyError):
         return [f"the decision of {build} was recorded without its evidence (an older release)"]
     problems: list[str] = []
     stale: list[str] = []
+    if config != config_now:
+        stale.append(
+            "the project's configuration (evaltrack.yaml, scenarios/, rubrics/ or judges/) changed after the decision"
+        )
     for b in builds:
         digest = manifest_digest(home, b)
         if digest is None:
@@ -226,4 +266,6 @@ def check_decision(
         raise DecisionDamaged(
             [f"the registered manifest of build {build} is damaged: {p}" for p in exc.problems]
         ) from None
-    return check(warehouse, home, build, decision_versions(project, manifest), problem)
+    return check(
+        warehouse, home, build, decision_versions(project, manifest), problem, config_digest(project.root)
+    )

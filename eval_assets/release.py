@@ -385,11 +385,15 @@ def evidence_builds(track: Track, manifest: BuildManifest, baseline: str | None)
     rebuild of the build itself, which a later run of it must not make stale."""
     if baseline is None:
         return [manifest.id]
-    rebuilds = {b for b, m in registered_manifests(track).items() if m.rebuild_of == baseline and b != manifest.id}
+    rebuilds = {
+        b for b, m in registered_manifests(track).items() if m.rebuild_of == baseline and b != manifest.id
+    }
     return sorted({manifest.id, baseline} | rebuilds)
 
 
-@traced("eval.decision", lambda a: {"eval.build": a["build"]}, lambda s: {"eval.decision": str(s["decision"])})
+@traced(
+    "eval.decision", lambda a: {"eval.build": a["build"]}, lambda s: {"eval.decision": str(s["decision"])}
+)
 def run_release_decision(
     track: Track,
     build: str,
@@ -404,7 +408,9 @@ def run_release_decision(
     manifest = track.build(build)  # resolved once for this decision
     baseline = baseline_for(track, manifest)
     versions = decision_versions(track, manifest)
-    inputs = capture(track.warehouse, track.home, evidence_builds(track, manifest, baseline), versions)
+    inputs = capture(
+        track.warehouse, track.home, evidence_builds(track, manifest, baseline), versions, track.project.root
+    )
     decision, baseline = make_decision(track, manifest, extra(), evidence_failure, baseline)
     row = release_decision_row(build, decision, versions, baseline, inputs)
     track.warehouse.write_partition("release_decisions", {"build": build}, [row], run_id)
@@ -611,7 +617,9 @@ def decide_release(
     structured reasons this run wrote, most severe first); markdown: the reasons with links
     (`report_link(judge_version)`) and the plots of each judge version's report.
     `evidence_failure`: the judge versions whose evidence failed or is missing (`make_decision`)."""
-    summary = run_release_decision(track, build, run_id, lambda: [suite_evidence(track, build)], evidence_failure)
+    summary = run_release_decision(
+        track, build, run_id, lambda: [suite_evidence(track, build)], evidence_failure
+    )
     rows = recorded_reasons(track.warehouse, build, run_id)
     plots = track.home.root / "reports" / build
     markdown = reasons_markdown(
@@ -645,7 +653,11 @@ def decision_and_reasons(track: Track, build: str) -> tuple[dict[str, Any] | Non
         ]
     if checked is None:
         return None, []
-    row = {"decision": checked.decision, "baseline": checked.row.get("baseline"), "stale": bool(checked.stale)}
+    row = {
+        "decision": checked.decision,
+        "baseline": checked.row.get("baseline"),
+        "stale": bool(checked.stale),
+    }
     if checked.stale:
         recorded = checked.row["decision"]
         return row, [

@@ -317,6 +317,35 @@ def test_newer_gate_results_or_a_re_materialized_baseline_make_an_allow_stale(
     assert status(home, REBUILD) == 2
 
 
+def test_a_configuration_edited_after_the_decision_makes_an_allow_stale(
+    copy_home: Callable[[str], Path], project: Project, tmp_path: Path
+) -> None:
+    """The decision was made on this checkout's configuration; a copy of it reads the same allow, and
+    any edit of what decides (a scenario, a rubric, evaltrack.yaml) makes it stale, never allow."""
+    home = copy_home("home")
+    copy = tmp_path / "project"
+    for part in ("evaltrack.yaml", "scenarios", "rubrics", "judges"):
+        source = project.root / part
+        copy.mkdir(exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, copy / part)
+    at = ["--project", str(copy), "--home", str(home), "release-status", REBUILD]
+    assert main(at) == 0
+    scenario = next((copy / "scenarios").rglob("*.yaml"))
+    original = scenario.read_text(encoding="utf-8")
+    data = yaml.safe_load(original)
+    scenario.write_text(
+        yaml.safe_dump({**data, "description": data["description"] + " (edited)"}), encoding="utf-8"
+    )
+    assert main(at) == 2
+    scenario.write_text(original, encoding="utf-8")
+    assert main(at) == 0  # the same bytes again: current again
+    settings = copy / "evaltrack.yaml"
+    settings.write_text(
+        settings.read_text(encoding="utf-8") + "\n# a comment is an edit too\n", encoding="utf-8"
+    )
+    assert main(at) == 2
+
+
 def test_a_decision_recorded_without_evidence_is_stale(
     copy_home: Callable[[str], Path], project: Project
 ) -> None:
