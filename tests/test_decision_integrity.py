@@ -418,7 +418,7 @@ def perturbations(draw: st.DrawFn) -> tuple[str, Callable[[Path], None]]:
     )
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(perturbation=perturbations(), name=st.text(alphabet="[]?*{}ab", min_size=1, max_size=6))
 def test_release_status_never_exits_0_for_any_perturbation(
     decided: Path,
