@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import shutil
 from pathlib import Path
 
 import pytest
 
-from eval_assets.cli import main
+from eval_assets.cli import EXITS, main
+from eval_assets.cli import parser as cli_parser
 from eval_assets.home import EvalHome
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,13 +41,17 @@ def test_build_add_rejects_a_bad_manifest_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], home: EvalHome
 ) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text((ROOT / "examples/builds/baseline.yaml").read_text().replace("sim/agent", "nosuchprovider/x"))
+    bad.write_text(
+        (ROOT / "examples/builds/baseline.yaml").read_text().replace("sim/agent", "nosuchprovider/x")
+    )
     assert main(["build", "add", str(bad)]) == 1
     assert "subject.model: unknown model provider 'nosuchprovider'" in capsys.readouterr().err
     assert list(home.builds.iterdir()) == []
 
 
-def test_build_add_registers_the_build_and_its_partition(capsys: pytest.CaptureFixture[str], home: EvalHome) -> None:
+def test_build_add_registers_the_build_and_its_partition(
+    capsys: pytest.CaptureFixture[str], home: EvalHome
+) -> None:
     assert main(["build", "add", str(ROOT / "examples/builds/baseline.yaml")]) == 0
     assert [p.name for p in home.builds.iterdir()] == ["agent-2026-11-28-base.yaml"]
     from eval_assets.cli.orchestrate import instance_for
@@ -53,7 +59,9 @@ def test_build_add_registers_the_build_and_its_partition(capsys: pytest.CaptureF
     assert instance_for(home).has_dynamic_partition("build", "agent-2026-11-28-base")
 
 
-def test_run_on_an_unknown_build_exits_1_with_the_fix(capsys: pytest.CaptureFixture[str], home: EvalHome) -> None:
+def test_run_on_an_unknown_build_exits_1_with_the_fix(
+    capsys: pytest.CaptureFixture[str], home: EvalHome
+) -> None:
     assert main(["run", "--build", "never-registered"]) == 1
     assert "evaltrack build add" in capsys.readouterr().err
 
@@ -100,7 +108,9 @@ def test_release_status_markdown_groups_the_reasons_by_severity_ready_for_a_pull
     assert "{" not in out and max(len(line) for line in out.splitlines()) <= 200
 
 
-def test_release_status_prints_a_table_and_json_for_ci(capsys: pytest.CaptureFixture[str], home: EvalHome) -> None:
+def test_release_status_prints_a_table_and_json_for_ci(
+    capsys: pytest.CaptureFixture[str], home: EvalHome
+) -> None:
     import json
 
     build = _blocked_build(home)
@@ -111,3 +121,32 @@ def test_release_status_prints_a_table_and_json_for_ci(capsys: pytest.CaptureFix
     assert main(["release-status", build, "--format", "json"]) == 1
     record = json.loads(capsys.readouterr().out)
     assert record["decision"] == "block" and record["reasons"][0]["severity"] == "block"
+
+
+def _leaves(p: argparse.ArgumentParser, path: str = "") -> dict[str, argparse.ArgumentParser]:
+    found = {}
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found |= _leaves(child, f"{path} {name}".strip())
+    return found or {path: p}
+
+
+@pytest.mark.parametrize("command", sorted(EXITS))
+def test_each_main_command_s_help_ends_with_its_exit_codes(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli_parser().parse_args([*command.split(), "--help"])
+    shown = "".join(capsys.readouterr().out.split())  # the help wraps lines (at hyphens too)
+    assert "".join(f"exit codes: {EXITS[command]}; 4 internal error; 64 usage".split()) in shown
+    assert done.value.code == (64 if command == "release-status" else 0)
+
+
+def test_every_command_named_in_the_exit_code_table_exists_and_every_positional_has_help() -> None:
+    leaves = _leaves(cli_parser())
+    assert set(EXITS) <= set(leaves)
+    for main_command in ("build add", "run", "report", "release-status"):
+        for action in leaves[main_command]._actions:
+            if action.option_strings == ["--build"] or not action.option_strings:
+                assert action.help, (main_command, action.dest)

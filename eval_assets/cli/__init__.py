@@ -140,7 +140,42 @@ class _Parser(argparse.ArgumentParser):
         super().exit(self.help_exit_code if status == 0 else status, message)
 
 
+# What each command's exit code means, printed at the end of its --help (docs/design.md lists them too).
+# Every command: 4 an internal error (a damaged input, a bug; one line, never a traceback), 64 usage.
+EXITS = {
+    "init": "0 written; 1 DIR is not empty (nothing written)",
+    "validate": "0 valid; 1 problems, each printed as `path: field: message`",
+    "demo": "0 every step materialized (a block is an answer, not a failure); 1 a step failed",
+    "build add": "0 registered; 1 refused, each problem printed (nothing registered)",
+    "run": "0 every step materialized (the decision is printed; `release-status B` exits by it); "
+    "1 a step failed, the build is refused or another run holds its lease",
+    "release-status": "0 allow (only on verified, current evidence); 1 block, or an id the grammar refuses; "
+    "2 no decision yet, or stale; 3 investigate (0 only ever means allow: --help exits 64)",
+    "report": "0 written; 1 unknown build",
+    "compare": "0 compared; 1 refused (across judge versions, an unknown build)",
+    "warehouse verify": "0 every file matches; 4 damage (moved aside, each named)",
+    "bridge run": "0 published; 1 not published or refused; 4 failed",
+    "gates run": "0 nothing blocks; 1 something blocks",
+}
+
+
+def _with_exit_codes(p: argparse.ArgumentParser, path: str = "") -> None:
+    """Append each command's exit codes (`EXITS`) to its --help, walking the sub-commands."""
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                _with_exit_codes(child, f"{path} {name}".strip())
+    if path in EXITS:
+        p.epilog = f"exit codes: {EXITS[path]}; 4 internal error; 64 usage"
+
+
 def parser() -> argparse.ArgumentParser:
+    p = _build_parser()
+    _with_exit_codes(p)
+    return p
+
+
+def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="evaltrack", description=__doc__)
     p.add_argument("--project", help="project root (default: this checkout)")
     p.add_argument("--home", help="EVAL_HOME (default: $EVAL_HOME or .eval_home/)")
@@ -164,10 +199,15 @@ def parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
     build = sub.add_parser("build", help="build registry").add_subparsers(dest="build_command", required=True)
     add = build.add_parser("add", help="register a build manifest")
-    add.add_argument("file")
+    add.add_argument(
+        "file",
+        help="a build manifest (YAML; docs/specs/configuration.md), e.g. examples/builds/baseline.yaml",
+    )
     add.set_defaults(func=cmd_build_add)
     run = sub.add_parser("run", help="materialize everything for one build")
-    run.add_argument("--build", required=True)
+    run.add_argument(
+        "--build", required=True, help="a registered build id (`evaltrack build add FILE` first)"
+    )
     run.add_argument("--judge", help="one judge version (default: every active version)")
     run.add_argument(
         "--fresh", action="store_true", help="pay again with new attempt keys instead of reusing settled ones"
@@ -196,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
     report = sub.add_parser(
         "report", help="a build's self-contained HTML report: decision, reports, scenarios, transcripts"
     )
-    report.add_argument("build")
+    report.add_argument("build", help="a registered build id")
     report.add_argument("--html", required=True, type=Path, metavar="FILE", help="where to write the page")
     report.set_defaults(func=_report)
     cmp = sub.add_parser("compare", help="capability report between two builds under one judge version")
