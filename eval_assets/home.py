@@ -79,7 +79,9 @@ class InstanceStorageError(ValueError):
     """The instance cannot be configured as asked (names the setting or variable, never a URL)."""
 
 
-def instance_storage(instance: InstanceSettings | None = None, environ: Mapping[str, str] | None = None) -> str:
+def instance_storage(
+    instance: InstanceSettings | None = None, environ: Mapping[str, str] | None = None
+) -> str:
     """`sqlite` or `postgres`: $EVAL_DAGSTER_STORAGE when set, else evaltrack.yaml's `instance.storage`."""
     env = os.environ if environ is None else environ
     chosen = env.get(STORAGE_ENV) or (instance.storage if instance is not None else "sqlite")

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from eval_assets.config import Judge, Problem, ProblemsFound, Project, Rubric, read_capped
+from eval_assets.config import Judge, Problem, ProblemsFound, Project, Rubric, has_lone_surrogate, read_capped
 from eval_assets.judging import check_criteria, criteria_problems, strict_json
 from eval_assets.redact import findings, name_problem
 from eval_assets.warehouse import Warehouse
@@ -142,14 +142,6 @@ def credential_shapes(text: str) -> list[str]:
     return findings(text)
 
 
-def _surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 def _printable(text: str) -> str:
     """A problem line that can be printed and stored: a lone surrogate in it shows as its escape."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
@@ -168,7 +160,7 @@ def _text_problems(row: _Row) -> None:
         if isinstance(value, str):
             texts.append((f"criteria.{name}", value))
     for where, text in texts:
-        if _surrogate(text):
+        if has_lone_surrogate(text):
             row.problems.append(
                 (where, "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text")
             )
@@ -211,7 +203,9 @@ def _context(track: Track) -> _Context:
             }
             for r in stored.itertuples()
         },
-        retracted={str(r.retracts): str(r.score_id) for r in stored.itertuples() if isinstance(r.retracts, str)},
+        retracted={
+            str(r.retracts): str(r.score_id) for r in stored.itertuples() if isinstance(r.retracts, str)
+        },
     )
 
 
@@ -259,13 +253,18 @@ def _rubric_of(row: _Row, ctx: _Context, scenario_id: str | None) -> tuple[Rubri
         return None, judge
     rubric = project.rubric_for(judge) if judge is not None else project.rubrics[rkey or ""]
     if judge is not None and rkey is not None and rkey != rubric.key:
-        row.problems.append(("rubric", f"{rkey!r} is not the rubric of {judge.version_id}, which uses {rubric.key}"))
+        row.problems.append(
+            ("rubric", f"{rkey!r} is not the rubric of {judge.version_id}, which uses {rubric.key}")
+        )
         return None, judge
     scenario = project.scenarios.get(scenario_id or "")
     if scenario is not None:
         if judge is not None and judge.name != scenario.judge:
             row.problems.append(
-                ("judge_version", f"scenario {scenario.id} is scored by judge {scenario.judge!r}, not {judge.name!r}")
+                (
+                    "judge_version",
+                    f"scenario {scenario.id} is scored by judge {scenario.judge!r}, not {judge.name!r}",
+                )
             )
             return None, judge
         rubrics_of_scenario = {
@@ -280,7 +279,9 @@ def _rubric_of(row: _Row, ctx: _Context, scenario_id: str | None) -> tuple[Rubri
 def score_id(record: dict[str, Any]) -> str:
     """The content hash identifying a human score row (24 hex digits of sha256 over canonical JSON)."""
     keys = ("build", "scenario_id", "repeat", "rubric", "judge_version", "criteria", "author", "retracts")
-    body = json.dumps({k: record.get(k) for k in keys}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    body = json.dumps(
+        {k: record.get(k) for k in keys}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
     # surrogatepass: a row holding a lone surrogate is refused, but its id is computed before that
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
@@ -341,7 +342,9 @@ def _validate(rows: list[_Row], ctx: _Context, name: str) -> tuple[list[dict[str
             and scenario_id is not None
             and (build, scenario_id, repeat) not in ctx.attempts
         ):
-            row.problems.append(("repeat", f"no stored attempt {build}/{scenario_id}/{repeat} in scenario_runs"))
+            row.problems.append(
+                ("repeat", f"no stored attempt {build}/{scenario_id}/{repeat} in scenario_runs")
+            )
         rubric, judge = _rubric_of(row, ctx, scenario_id)
         values: dict[str, Any] | None = None
         score: float | None = None
@@ -408,7 +411,9 @@ def import_scores(track: Track, path: Path, run_id: str, max_bytes: int | None =
             [_problem(path.name, "<file>", f"{exc} (bounds.max_human_scores_bytes in evaltrack.yaml)")]
         ) from None
     except OSError as exc:
-        raise HumanScoreError([_problem(path.name, "<file>", f"cannot read: {exc.strerror or exc}")]) from None
+        raise HumanScoreError(
+            [_problem(path.name, "<file>", f"cannot read: {exc.strerror or exc}")]
+        ) from None
     try:
         text = raw.decode("utf-8-sig")  # a UTF-8 byte order mark is not part of the first column's name
     except UnicodeDecodeError as exc:

@@ -45,7 +45,13 @@ def scale_spec(rubric: Rubric) -> list[dict[str, Any]]:
 
 
 def render_judge_prompt(
-    judge: Judge, rubric: Rubric, scenario: Scenario, output: str, *, nonce: str, trajectory: str | None = None
+    judge: Judge,
+    rubric: Rubric,
+    scenario: Scenario,
+    output: str,
+    *,
+    nonce: str,
+    trajectory: str | None = None,
 ) -> list[dict[str, str]]:
     """The judge's messages for one subject output. Deterministic for the same inputs.
 
@@ -154,7 +160,9 @@ def echo_reason(text: str, rubric: Rubric, instructions: str | None = None) -> s
     words = _words(text)
     if len(words) < ECHO_MIN_WORDS:
         return None
-    sources = [_runs(judge_instructions(rubric))] + ([_runs(instructions)] if instructions is not None else [])
+    sources = [_runs(judge_instructions(rubric))] + (
+        [_runs(instructions)] if instructions is not None else []
+    )
     for i in range(len(words) - ECHO_MIN_WORDS + 1):
         if any(tuple(words[i : i + ECHO_MIN_WORDS]) in runs for runs in sources):
             quoted = " ".join(words[i : i + 8])

@@ -55,11 +55,16 @@ def grouped_reasons(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[t
     return [(s, list(by_severity[s].items())) for s in order if s in by_severity]
 
 
+def png_uri(png: bytes) -> str:
+    """The data: URI of PNG bytes (a plot inlined in Markdown metadata or an HTML page)."""
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
 def png_data_uri(path: Path) -> str | None:
     """A data: URI of the PNG at `path` (None when it does not exist)."""
     if not path.is_file():
         return None
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
+    return png_uri(path.read_bytes())
 
 
 def reasons_markdown(

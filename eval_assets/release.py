@@ -7,7 +7,6 @@ the candidate's judge version is refused with the fix, never silently compared u
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,6 +25,7 @@ from eval_assets.present import (
     board_markdown,
     check_description,
     png_data_uri,
+    png_uri,
     reason_counts,
     reasons_markdown,
     recorded_reasons,
@@ -679,7 +679,7 @@ def checked_decision(track: Track, build: str) -> CheckedDecision | None:
 
 
 def png_markdown(png: bytes) -> str:
-    return f"![capability report](data:image/png;base64,{base64.b64encode(png).decode()})"
+    return f"![capability report]({png_uri(png)})"
 
 
 def dumps(value: Any) -> str:

@@ -14,7 +14,6 @@ PNG (EVAL_HOME/reports/trend/<judge version>.png). A trend never feeds a release
 
 from __future__ import annotations
 
-import base64
 import io
 import math
 from collections.abc import Mapping, Sequence
@@ -27,6 +26,7 @@ from matplotlib.figure import Figure
 
 from eval_assets.bridge import calibration_row, offset_interval, to_new_scale
 from eval_assets.capability.rows import Summary
+from eval_assets.present import png_uri
 
 if TYPE_CHECKING:
     from eval_assets.capability.track import Track
@@ -291,6 +291,6 @@ def materialize_score_trend(track: Track, version: str, run_id: str) -> Summary:
     markdown = (
         f"**Score trend under {version}** (builds in registration order)\n\n"
         "| # | build | point | mean score | scored by | note |\n| --- | --- | --- | --- | --- | --- |\n"
-        f"{table}\n\n![score trend](data:image/png;base64,{base64.b64encode(png).decode()})\n"
+        f"{table}\n\n![score trend]({png_uri(png)})\n"
     )
     return Summary(values, markdown, {"plot_file": plot})

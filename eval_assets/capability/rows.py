@@ -104,7 +104,6 @@ def scenario_run_rows(build: BuildManifest, results: Sequence[SubjectResult]) ->
     return exclude_stopped_scenarios(rows)
 
 
-
 def judge_verdict_rows(
     build_id: str,
     judge: Judge,

@@ -178,13 +178,7 @@ def _materialize(
         # would print each failure with its stack frames, so it shows only CRITICAL
         # (not release_approval's refusal of a build that may not ship: that is its answer, printed
         # as the step's line; the run page keeps it)
-        run_config={
-            "loggers": {
-                "console": {
-                    "config": {"log_level": "CRITICAL"}
-                }
-            }
-        },
+        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
     )
     # and its origin in the run's record (what Dagster itself stores for a run launched from the UI)
     instance.run_storage.replace_job_origin(result.dagster_run, origin)

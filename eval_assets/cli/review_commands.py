@@ -69,8 +69,10 @@ def cmd_review_fill(args: argparse.Namespace) -> int:
     except JournalError as exc:
         return _refused(str(exc))
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(summary.by_reason.items())) or "nothing"
-    print(f"review fill over {len(summary.builds)} build(s): {summary.proposed} proposed ({reasons}); "
-          f"{summary.added} new item(s) queued")
+    print(
+        f"review fill over {len(summary.builds)} build(s): {summary.proposed} proposed ({reasons}); "
+        f"{summary.added} new item(s) queued"
+    )
     return 0
 
 
@@ -143,11 +145,12 @@ def cmd_review_list(args: argparse.Namespace) -> int:
     for i in items:
         state = i.state_at(now)
         who = i.claimed_by if state == "claimed" else i.done_by if state == "done" else ""
-        print(f"{i.item_id}  {state:<7} {i.reason:<19} {i.build} {i.judge_version} {i.scenario_id}/{i.repeat} {who or ''}")
+        print(
+            f"{i.item_id}  {state:<7} {i.reason:<19} {i.build} {i.judge_version} {i.scenario_id}/{i.repeat} {who or ''}"
+        )
     counts = {s: sum(1 for i in items if i.state_at(now) == s) for s in ("open", "claimed", "done")}
     print(", ".join(f"{n} {s}" for s, n in counts.items()))
     return 0
-
 
 
 COMMANDS = {

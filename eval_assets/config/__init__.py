@@ -53,7 +53,7 @@ from ._settings import (
     cron_problem,
     provider_pool,
 )
-from ._yaml import MAX_YAML_BYTES, YamlRefused, parse_yaml, read_capped, read_yaml_file
+from ._yaml import MAX_YAML_BYTES, YamlRefused, has_lone_surrogate, parse_yaml, read_capped, read_yaml_file
 
 __all__ = [
     "RESERVED_IDS",
@@ -80,6 +80,7 @@ __all__ = [
     "read_registry",
     "MAX_YAML_BYTES",
     "YamlRefused",
+    "has_lone_surrogate",
     "parse_yaml",
     "read_capped",
     "read_yaml_file",

@@ -127,8 +127,6 @@ def validate_model(model: type[M], data: Any, shown: str) -> tuple[M | None, lis
         return None, problems
 
 
-
-
 def load_file(model: type[M], path: Path, root: Path | None = None) -> tuple[M | None, list[Problem]]:
     """Read and validate one YAML file as `model`; the problems name `path` relative to `root`."""
     shown = relative_shown(path, root) if root else str(path)

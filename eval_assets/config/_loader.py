@@ -99,7 +99,11 @@ def load_project(root: Path, *, check_registry: bool = True) -> Project:
     if not root.is_dir() or not any((root / sub).is_dir() for sub in ("scenarios", "judges")):
         # never an empty project read as valid (a mistyped --project, an installed package's own root)
         raise ConfigError(
-            [Problem(str(root), "<project>", "not a project directory: it has neither scenarios/ nor judges/")]
+            [
+                Problem(
+                    str(root), "<project>", "not a project directory: it has neither scenarios/ nor judges/"
+                )
+            ]
         )
     problems: list[Problem] = []
     sources: dict[str, Path] = {}

@@ -38,7 +38,9 @@ class Project:
         the project's judges (several providers: one pool named for all of them); scenario_runs joins
         `instance.pools.subject_provider`'s, since builds (and their subjects) are registered later.
         """
-        judges = provider_pool(j.model.partition("/")[0] for j in self.judges.values()) if self.judges else None
+        judges = (
+            provider_pool(j.model.partition("/")[0] for j in self.judges.values()) if self.judges else None
+        )
         subjects = provider_pool([self.settings.instance.pools.subject_provider])
         return {
             "scenario_runs": subjects,

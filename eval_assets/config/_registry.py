@@ -91,7 +91,9 @@ def identity(judge: Judge, rubric: Rubric) -> dict[str, str]:
         # declared order kept: a label scale's order is part of what the judge is shown
         # a flag at its default is left out: adding it did not change any recorded version's content
         "rubric_content": _canonical(
-            rubric.model_dump(mode="json", exclude=None if rubric.judge_sees_trajectory else {"judge_sees_trajectory"}),
+            rubric.model_dump(
+                mode="json", exclude=None if rubric.judge_sees_trajectory else {"judge_sees_trajectory"}
+            ),
             sort_keys=False,
         ),
         "params": _canonical(judge.params, sort_keys=True),

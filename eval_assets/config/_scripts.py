@@ -52,7 +52,9 @@ def script_problems(root: Path) -> list[Problem]:
         if not path.is_file() or path.name.startswith("."):  # dotfiles: a recording being staged
             continue
         if path.suffix != ".yaml":
-            problems.append(Problem(f"{SCRIPTS_DIR}/{path.name}", "<file>", "only .yaml files are read: rename it"))
+            problems.append(
+                Problem(f"{SCRIPTS_DIR}/{path.name}", "<file>", "only .yaml files are read: rename it")
+            )
             continue
         problems += load_script(root, path.stem)[1]
     return problems

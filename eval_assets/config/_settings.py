@@ -105,8 +105,8 @@ class Pools(Strict):
     default_limit: Annotated[int, Field(ge=1, le=1000)] = Field(
         default=2, description="limit of a provider's pool that `limits` does not name"
     )
-    limits: dict[Annotated[str, Field(pattern=r"^[a-z0-9_.-]+$")], Annotated[int, Field(ge=1, le=1000)]] = Field(
-        default_factory=dict, description="provider -> limit (e.g. {openai: 1})"
+    limits: dict[Annotated[str, Field(pattern=r"^[a-z0-9_.-]+$")], Annotated[int, Field(ge=1, le=1000)]] = (
+        Field(default_factory=dict, description="provider -> limit (e.g. {openai: 1})")
     )
     subject_provider: Annotated[str, Field(pattern=r"^[a-z0-9_.-]+$")] = Field(
         default="sim",
@@ -135,7 +135,9 @@ class InstanceSettings(Strict):
         several providers takes the smallest. Pools not here keep dagster.yaml's default_limit."""
         out = {}
         for pool in set(pools):
-            named = [self.pools.limits[p] for p in pool.removeprefix("llm/").split("+") if p in self.pools.limits]
+            named = [
+                self.pools.limits[p] for p in pool.removeprefix("llm/").split("+") if p in self.pools.limits
+            ]
             if named:
                 out[pool] = min(named)
         return out

@@ -163,12 +163,13 @@ def data_issues(data: Any) -> list[tuple[str, str]]:
         if isinstance(value, float) and not math.isfinite(value):
             spelled = ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
             issues.append((where, f"{spelled} is not a finite number"))
-        elif isinstance(value, str) and _has_surrogate(value):
+        elif isinstance(value, str) and has_lone_surrogate(value):
             issues.append((where, "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text"))
     return issues
 
 
-def _has_surrogate(text: str) -> bool:
+def has_lone_surrogate(text: str) -> bool:
+    """Whether `text` holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not storable text."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

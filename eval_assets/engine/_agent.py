@@ -102,7 +102,9 @@ def load_entrypoint(entrypoint: str, search: tuple[str, ...] = ()) -> Callable[[
     (the project root). Raises ImportError/AttributeError/TypeError with a one-line message."""
     module_name, _, attr = entrypoint.partition(":")
     if module_name.split(".")[0].startswith("dagster") or module_name.startswith(_WIRING):
-        raise ImportError(f"{entrypoint}: an agent entry point is never Dagster or the track's Dagster wiring")
+        raise ImportError(
+            f"{entrypoint}: an agent entry point is never Dagster or the track's Dagster wiring"
+        )
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError:
@@ -166,7 +168,9 @@ class AgentEndpoint:
         self.base_url = ""
 
     @contextlib.asynccontextmanager
-    async def session(self, scenario: Scenario, spec: CallSpec, call: AgentCall) -> AsyncIterator[AgentSession]:
+    async def session(
+        self, scenario: Scenario, spec: CallSpec, call: AgentCall
+    ) -> AsyncIterator[AgentSession]:
         async with self._lock:
             if self._users == 0:
                 await self._start()
@@ -202,7 +206,11 @@ class AgentEndpoint:
 
     def _authorized(self, request: Any) -> AgentSession | None:
         header = str(request.headers.get("Authorization", ""))
-        return self._sessions.get(header.removeprefix("Bearer ").strip()) if header.startswith("Bearer ") else None
+        return (
+            self._sessions.get(header.removeprefix("Bearer ").strip())
+            if header.startswith("Bearer ")
+            else None
+        )
 
     async def _models(self, request: Any) -> Any:
         from aiohttp import web
@@ -308,7 +316,10 @@ async def _completion(request: Any, model: str, index: int, result: CallResult, 
         "total_tokens": result.prompt_tokens + result.completion_tokens,
     }
     if not stream:
-        message: dict[str, Any] = {"role": "assistant", "content": result.text if not calls else (result.text or None)}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": result.text if not calls else (result.text or None),
+        }
         if calls:
             message["tool_calls"] = calls
         return web.json_response(
@@ -395,7 +406,10 @@ async def run_agent(
             failure = ("agent_http", str(exc))
         except Exception as exc:  # the agent's own failure: one line, no traceback
             first = (str(exc).strip().splitlines() or [""])[0][:300]
-            failure = ("agent_raised", redact(f"{type(exc).__name__}: {first}" if first else type(exc).__name__))
+            failure = (
+                "agent_raised",
+                redact(f"{type(exc).__name__}: {first}" if first else type(exc).__name__),
+            )
         records = tuple(session.records)
         summed = CallResult(
             "ok",
@@ -434,7 +448,9 @@ async def _invoke(agent: Agent, task: AgentTask, search: tuple[str, ...]) -> Age
         async with httpx.AsyncClient(timeout=agent.timeout_s, trust_env=False) as client:
             response = await client.post(agent.http, json=task.to_json())
     except httpx.ConnectError as exc:
-        raise AgentUnreachable(f"agent at {agent.http} refused the connection: {type(exc).__name__}") from None
+        raise AgentUnreachable(
+            f"agent at {agent.http} refused the connection: {type(exc).__name__}"
+        ) from None
     if response.status_code != 200:
         raise _HttpStatus(f"agent at {agent.http} answered HTTP {response.status_code}")
     try:

@@ -296,13 +296,20 @@ async def _subject_answer(engine: Engine, ref: AttemptRef, scenario: Scenario, s
         )
         result, misses, turns, last_tries = run.call, run.replay_misses, run.turns, run.last_tries
         call_ids = tuple(
-            str(c["id"]) for m in run.messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []
+            str(c["id"])
+            for m in run.messages
+            if m.get("role") == "assistant"
+            for c in m.get("tool_calls") or []
         )
     else:
         result, misses, call_ids = await engine.call(ref, spec, policy=policy), 0, ()
         turns, last_tries = 1, result.tries
     if result.status != "ok" or result.text is None:
-        why = f"{result.error_kind}: {result.error}" if result.status == "error" else str(result.excluded_reason)
+        why = (
+            f"{result.error_kind}: {result.error}"
+            if result.status == "error"
+            else str(result.excluded_reason)
+        )
         return _Answer(None, misses, result.tries, call_ids, why, turns=turns, last_tries=last_tries)
     failures = (
         result.policy_failures
@@ -431,7 +438,9 @@ def _execute(
     gateway.price(judge.model)
     rubric = _rubric_for(project, judge)
     nonce = fence_nonce(CASE_FENCE_SECRET, case.id)
-    spec = judge_spec(judge, rubric, scenario, output, nonce=nonce, build=build, repeat=repeat, timeout_s=timeout)
+    spec = judge_spec(
+        judge, rubric, scenario, output, nonce=nonce, build=build, repeat=repeat, timeout_s=timeout
+    )
     reply = asyncio.run(engine.call(attempt_ref(build, scenario.id, repeat, "judge", judge.version_id), spec))
     if reply.status != "ok":
         raise CaseError(f"case {case.id}: judge call failed: {reply.error_kind}: {reply.error}")

@@ -142,13 +142,17 @@ def record_script(
     root = project.root
     name = name or case_id
     if labels := findings(name):  # a file name is an identifier: refused, never redacted
-        raise RecordRefused(f"the script name looks like a credential ({', '.join(labels)}); nothing was written")
+        raise RecordRefused(
+            f"the script name looks like a credential ({', '.join(labels)}); nothing was written"
+        )
     try:
         target = script_file(root, name)
     except ValueError as exc:
         raise RecordRefused(str(exc)) from None
     if target.exists() and not force:
-        raise RecordRefused(f"{target.relative_to(root)} exists: a recording never overwrites a script (use --force)")
+        raise RecordRefused(
+            f"{target.relative_to(root)} exists: a recording never overwrites a script (use --force)"
+        )
     case = find_case(root, project, case_id)
     scenario: Scenario
     if case.scenario is not None:
@@ -182,8 +186,13 @@ def record_script(
         spec = subject_spec(subject, scenario, build=RECORD_BUILD, repeat=1, timeout_s=one_try.timeout_s)
         if scenario.tools:
             run = asyncio.run(
-                replay_loop(scenario, spec, lambda turn, s: engine.call(AttemptRef(
-                    RECORD_BUILD, scenario.id, 1, "subject", None, generation, turn), s))
+                replay_loop(
+                    scenario,
+                    spec,
+                    lambda turn, s: engine.call(
+                        AttemptRef(RECORD_BUILD, scenario.id, 1, "subject", None, generation, turn), s
+                    ),
+                )
             )
             result, messages = run.call, run.messages
         else:
@@ -192,14 +201,24 @@ def record_script(
     finally:
         journal.close()
     if result.status != "ok" or result.text is None:
-        why = f"{result.error_kind}: {result.error}" if result.status == "error" else str(result.excluded_reason)
-        raise RecordRefused(f"the live run of case {case_id} against {model} failed ({why}); nothing was written")
+        why = (
+            f"{result.error_kind}: {result.error}"
+            if result.status == "error"
+            else str(result.excluded_reason)
+        )
+        raise RecordRefused(
+            f"the live run of case {case_id} against {model} failed ({why}); nothing was written"
+        )
     turns = _turns(tuple(messages), len(spec.messages))
-    data = {"description": f"Recorded from case {case_id} against {model}; review before use.", "turns": turns}
+    data = {
+        "description": f"Recorded from case {case_id} against {model}; review before use.",
+        "turns": turns,
+    }
     script, found = validate_model(ModelScript, data, str(target.relative_to(root)))
     if script is None:
         raise RecordRefused(
-            "the recording does not fit the script shape; nothing was written: " + "; ".join(str(p) for p in found)
+            "the recording does not fit the script shape; nothing was written: "
+            + "; ".join(str(p) for p in found)
         )
     text = _render(data, case_id=case_id, model=model, at=clock())
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,9 @@ litellm.suppress_debug_info = True
 # litellm warns once per registered custom price about cache pricing it cannot know; not actionable here.
 logging.getLogger("LiteLLM").setLevel(logging.ERROR)
 # litellm logs raw provider responses (at DEBUG); a provider may echo the key in them.
-redact_logs("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "openai", "httpx", "httpcore", "eval_assets")
+redact_logs(
+    "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "openai", "httpx", "httpcore", "eval_assets"
+)
 litellm.telemetry = False
 litellm.drop_params = False
 litellm.set_verbose = False
@@ -119,7 +121,9 @@ def retry_after_s(exc: BaseException, now: datetime | None = None) -> float | No
         headers = getattr(getattr(exc, "response", None), "headers", None)
     if headers is None or not hasattr(headers, "items"):
         return None
-    wanted = {str(k).lower(): v for k, v in headers.items() if str(k).lower() in ("retry-after", "retry-after-ms")}
+    wanted = {
+        str(k).lower(): v for k, v in headers.items() if str(k).lower() in ("retry-after", "retry-after-ms")
+    }
     millis = _number(wanted.get("retry-after-ms"))
     if millis is not None:
         return millis / 1000.0
@@ -241,7 +245,9 @@ class ModelGateway:
         if provider != SCRIPT_PROVIDER:
             return {}
         if self._scripts is None:
-            raise LookupError(f"no script source: the gateway was built without one, so {model!r} has no script")
+            raise LookupError(
+                f"no script source: the gateway was built without one, so {model!r} has no script"
+            )
         return {"script": self._scripts(name).model_dump(mode="json")}
 
     async def call(self, spec: CallSpec) -> CallOutcome:
@@ -304,7 +310,9 @@ class ModelGateway:
         return CallOutcome(
             ok=True,
             text=str(content) if content is not None else "",
-            raw_text=str(raw) if (raw := getattr(response.choices[0].message, "content", None)) is not None else "",
+            raw_text=str(raw)
+            if (raw := getattr(response.choices[0].message, "content", None)) is not None
+            else "",
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             cost_usd=self.cost(spec.model, prompt_tokens, completion_tokens),

@@ -125,7 +125,9 @@ def _turn_kind(value: Any) -> str | None:
 
 
 Turn = Annotated[
-    Annotated[TextTurn, Tag("text")] | Annotated[ToolCallsTurn, Tag("tool_calls")] | Annotated[FailureTurn, Tag("error")],
+    Annotated[TextTurn, Tag("text")]
+    | Annotated[ToolCallsTurn, Tag("tool_calls")]
+    | Annotated[FailureTurn, Tag("error")],
     Discriminator(
         _turn_kind,
         custom_error_type="turn_kind",

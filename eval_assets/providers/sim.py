@@ -395,7 +395,13 @@ class ScriptModel(_SimProvider):
     PROVIDER, KNOBS = SCRIPT_PROVIDER, frozenset()
 
     async def astreaming(  # type: ignore[override]
-        self, model: str, messages: list, *args: Any, optional_params: dict, litellm_params: Any = None, **kwargs: Any
+        self,
+        model: str,
+        messages: list,
+        *args: Any,
+        optional_params: dict,
+        litellm_params: Any = None,
+        **kwargs: Any,
     ) -> AsyncIterator[Any]:
         knobs = {k: v for k, v in dict(optional_params).items() if k not in ("stream", "stream_options")}
         _unknown(knobs, self.KNOBS, self.PROVIDER)
@@ -438,7 +444,14 @@ class ScriptModel(_SimProvider):
 
 def _chunk(text: str, *, finished: bool, finish_reason: str = "") -> dict[str, Any]:
     """One litellm GenericStreamingChunk."""
-    return {"text": text, "tool_use": None, "is_finished": finished, "finish_reason": finish_reason, "usage": None, "index": 0}
+    return {
+        "text": text,
+        "tool_use": None,
+        "is_finished": finished,
+        "finish_reason": finish_reason,
+        "usage": None,
+        "index": 0,
+    }
 
 
 def _respond_tool_calls(
@@ -450,7 +463,9 @@ def _respond_tool_calls(
     message = model_response.choices[0].message
     message.content = text
     message.tool_calls = [
-        ChatCompletionMessageToolCall(id=cid, type="function", function=Function(name=name, arguments=arguments))
+        ChatCompletionMessageToolCall(
+            id=cid, type="function", function=Function(name=name, arguments=arguments)
+        )
         for cid, name, arguments in calls
     ]
     model_response.choices[0].finish_reason = "tool_calls"

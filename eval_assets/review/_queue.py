@@ -68,7 +68,8 @@ def sample(verdicts: pd.DataFrame, rate: float, seed: int) -> pd.DataFrame:
         ]
     ).sort_values(["build", "judge_version", "_rank"], kind="stable")
     picked = [
-        group.head(math.ceil(rate * len(group))) for _, group in ranked.groupby(["build", "judge_version"], sort=True)
+        group.head(math.ceil(rate * len(group)))
+        for _, group in ranked.groupby(["build", "judge_version"], sort=True)
     ]
     return pd.concat(picked).drop(columns="_rank")
 
@@ -100,7 +101,14 @@ def bridge_disagreements(track: Track, judge_to: str, top_n: int) -> list[NewIte
         gaps.append((-abs(gap), str(r.build), str(r.scenario_id), int(r.repeat), gap))
     gaps.sort()
     return [
-        _new("bridge_disagreement", b, judge_to, s, rep, f"{old.version_id} -> {judge_to}: {gap:+.3f} points after offset")
+        _new(
+            "bridge_disagreement",
+            b,
+            judge_to,
+            s,
+            rep,
+            f"{old.version_id} -> {judge_to}: {gap:+.3f} points after offset",
+        )
         for _, b, s, rep, gap in gaps[:top_n]
     ]
 
@@ -116,7 +124,14 @@ def candidates(track: Track, build: str) -> list[NewItem]:
         [build],
     )
     out = [
-        _new("parse_failed", build, str(r.judge_version), str(r.scenario_id), int(r.repeat), str(r.failure_reason))
+        _new(
+            "parse_failed",
+            build,
+            str(r.judge_version),
+            str(r.scenario_id),
+            int(r.repeat),
+            str(r.failure_reason),
+        )
         for r in verdicts.itertuples()
         if r.status == "failed"
     ]
@@ -124,7 +139,14 @@ def candidates(track: Track, build: str) -> list[NewItem]:
         out += [i for i in bridge_disagreements(track, jv, settings.bridge_top_n) if i.build == build]
     picked = sample(verdicts[verdicts["status"] == "scored"], settings.sample_rate, settings.sample_seed)
     out += [
-        _new("sample", build, str(r.judge_version), str(r.scenario_id), int(r.repeat), f"seed {settings.sample_seed}")
+        _new(
+            "sample",
+            build,
+            str(r.judge_version),
+            str(r.scenario_id),
+            int(r.repeat),
+            f"seed {settings.sample_seed}",
+        )
         for r in picked.itertuples()
     ]
     return out
@@ -144,8 +166,10 @@ class FillSummary:
 def open_store(track: Track, clock: Any = None) -> ReviewStore:
     """The queue in the track's journal database, with the project's claim TTL."""
     ttl = track.project.settings.review.claim_ttl_s
-    return ReviewStore(track.journal_url, claim_ttl_s=ttl) if clock is None else ReviewStore(
-        track.journal_url, claim_ttl_s=ttl, clock=clock
+    return (
+        ReviewStore(track.journal_url, claim_ttl_s=ttl)
+        if clock is None
+        else ReviewStore(track.journal_url, claim_ttl_s=ttl, clock=clock)
     )
 
 
@@ -231,7 +255,9 @@ class SubmitResult:
     already: bool
 
 
-def submit(track: Track, store: ReviewStore, item_id: str, reviewer: str, scores: dict[str, Any]) -> SubmitResult:
+def submit(
+    track: Track, store: ReviewStore, item_id: str, reviewer: str, scores: dict[str, Any]
+) -> SubmitResult:
     """Validate `scores` against the item's rubric (the verdict parser's checks: every criterion, no
     other, each in its scale) and store them as the reviewer's human score; then mark the item done.
 

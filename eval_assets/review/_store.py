@@ -49,7 +49,9 @@ _ITEMS = sa.Table(
     sa.Column("done_at", sa.Double, nullable=True),
     sa.Column("score_id", sa.String, nullable=True),
     sa.CheckConstraint("state IN ('open', 'claimed', 'done')", name="ck_review_state"),
-    sa.CheckConstraint("reason IN ('parse_failed', 'bridge_disagreement', 'sample')", name="ck_review_reason"),
+    sa.CheckConstraint(
+        "reason IN ('parse_failed', 'bridge_disagreement', 'sample')", name="ck_review_reason"
+    ),
     sa.Index("ix_review_items_pick", "state", "priority", "enqueued_at"),
     sa.Index("ix_review_items_build", "build"),
 )
@@ -121,9 +123,7 @@ def _item(m: Any) -> ReviewItem:
 
 
 def _claimable(now: float) -> sa.ColumnElement[bool]:
-    return sa.or_(
-        _ITEMS.c.state == "open", sa.and_(_ITEMS.c.state == "claimed", _ITEMS.c.expires_at <= now)
-    )
+    return sa.or_(_ITEMS.c.state == "open", sa.and_(_ITEMS.c.state == "claimed", _ITEMS.c.expires_at <= now))
 
 
 class ReviewStore:
@@ -144,7 +144,9 @@ class ReviewStore:
             raise JournalError(f"cannot open the review queue: {str(exc).splitlines()[0]}") from exc
         if missing := sorted(set(_COLUMNS) - present):
             self._engine.dispose()
-            raise JournalError(f"the table {TABLE_NAME} lacks columns {missing}: written by an incompatible version")
+            raise JournalError(
+                f"the table {TABLE_NAME} lacks columns {missing}: written by an incompatible version"
+            )
 
     def close(self) -> None:
         self._engine.dispose()
@@ -224,7 +226,9 @@ class ReviewStore:
         if item.claimed_by == reviewer and item.state_at(self.now()) == "claimed":
             return ClaimOutcome("held", item, f"you already hold {item_id} until {iso(item.expires_at)}")
         return ClaimOutcome(
-            "taken", item, f"item {item_id} is taken: claimed by {item.claimed_by} until {iso(item.expires_at)}"
+            "taken",
+            item,
+            f"item {item_id} is taken: claimed by {item.claimed_by} until {iso(item.expires_at)}",
         )
 
     def claim_next(self, reviewer: str, *, build: str | None = None) -> ClaimOutcome:
@@ -243,7 +247,9 @@ class ReviewStore:
             held = conn.execute(mine.order_by(_ITEMS.c.claimed_at).limit(1)).mappings().first()
             if held is not None:
                 item = _item(held)
-                return ClaimOutcome("held", item, f"you already hold {item.item_id} until {iso(item.expires_at)}")
+                return ClaimOutcome(
+                    "held", item, f"you already hold {item.item_id} until {iso(item.expires_at)}"
+                )
             candidates = list(
                 conn.execute(
                     open_.order_by(_ITEMS.c.priority, _ITEMS.c.enqueued_at, _ITEMS.c.item_id).limit(64)
@@ -282,7 +288,9 @@ class ReviewStore:
         if item is None:
             raise ReviewError(f"no review item {item_id!r}")
         if item.state != "claimed" or item.claimed_by != reviewer or item.state_at(self.now()) != "claimed":
-            raise ReviewError(f"item {item_id} is {self._whose(item)}: claim it first (`evaltrack review next`)")
+            raise ReviewError(
+                f"item {item_id} is {self._whose(item)}: claim it first (`evaltrack review next`)"
+            )
         return item
 
     def complete(self, item_id: str, reviewer: str, score_id: str) -> ReviewItem:
@@ -325,7 +333,9 @@ def _check_reviewer(reviewer: str) -> None:
     if (why := name_problem(reviewer)) is not None:
         raise ReviewError(f"reviewer: {why}")
     if not reviewer.strip() or reviewer != reviewer.strip() or len(reviewer) > 200:
-        raise ReviewError(f"reviewer {reviewer!r}: give a name (no surrounding spaces, at most 200 characters)")
+        raise ReviewError(
+            f"reviewer {reviewer!r}: give a name (no surrounding spaces, at most 200 characters)"
+        )
 
 
 def rows_of(items: Sequence[ReviewItem]) -> list[dict[str, Any]]:

@@ -60,13 +60,9 @@ class AttemptKey:
         return self.key
 
 
-
 def _check_key_part(name: str, value: object) -> None:
     if not isinstance(value, str) or not _KEY_PART.fullmatch(value):
         raise ValueError(f"{name} must be a non-empty string without '/', '#' or whitespace, not {value!r}")
-
-
-
 
 
 def attempt_id(build: str, scenario_id: str, repeat: int) -> str:

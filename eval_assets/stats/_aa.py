@@ -162,7 +162,9 @@ def binomial_draws(rng: np.random.Generator, n: np.ndarray, prob: np.ndarray) ->
     return out
 
 
-def chi_square_variance_draws(rng: np.random.Generator, var: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
+def chi_square_variance_draws(
+    rng: np.random.Generator, var: np.ndarray, n: np.ndarray, k: np.ndarray
+) -> np.ndarray:
     """Sample variances s_i^2 chi2(n-1)/(n-1), NaN below 2 repeats.
 
     chi2 with d (whole) df is 2 x the sum of d // 2 standard exponentials, plus a squared standard

@@ -488,7 +488,9 @@ def _evidence_finding(outcome: Outcome, base: pd.DataFrame, cand: pd.DataFrame) 
         problems.append(f"{n} scenarios compared (need {MIN_SCENARIOS})")
     if ev.thin_share[0] > MAX_THIN_SHARE:
         base_thin, cand_thin = ev.thin_share_base[0], ev.thin_share_cand[0]
-        thin = " and the ".join(r for r, share in (("baseline", base_thin), ("candidate", cand_thin)) if share > 0)
+        thin = " and the ".join(
+            r for r, share in (("baseline", base_thin), ("candidate", cand_thin)) if share > 0
+        )
         problems.append(
             f"{ev.thin_share[0]:.0%} of compared scenarios have fewer than {MIN_REPEATS} scored repeats in a "
             f"build, thin in the {thin} (baseline {base_thin:.0%}, candidate {cand_thin:.0%}; "

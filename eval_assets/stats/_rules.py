@@ -470,9 +470,7 @@ def concentrated_test(tests: ScenarioTests, exclude: np.ndarray | None = None) -
         valid &= ~exclude
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a row without a valid scenario has no centre
-        centre = (
-            np.median(d, axis=1) if valid.all() else np.nanmedian(np.where(valid, d, np.nan), axis=1)
-        )
+        centre = np.median(d, axis=1) if valid.all() else np.nanmedian(np.where(valid, d, np.nan), axis=1)
         z = np.where(valid, (d - centre[:, None]) / tests.se, 0.0)
         u = np.where(valid, t_to_normal(z, tests.df), 0.0)
     u = np.where(valid, np.clip(u, -40.0, 40.0), np.nan)
@@ -665,8 +663,14 @@ def holm_blocks(tests: ScenarioTests, p_beyond: np.ndarray, conc: Concentrated, 
     inf = np.inf
     with np.errstate(invalid="ignore", divide="ignore"):
         blocks = [
-            (np.where(np.isfinite(p_beyond), p_beyond / budget.w_mean, inf), np.isfinite(p_beyond) * budget.w_mean),
-            (np.where(np.isfinite(conc.p) & (w_conc > 0), conc.p / w_conc, inf), np.isfinite(conc.p) * w_conc),
+            (
+                np.where(np.isfinite(p_beyond), p_beyond / budget.w_mean, inf),
+                np.isfinite(p_beyond) * budget.w_mean,
+            ),
+            (
+                np.where(np.isfinite(conc.p) & (w_conc > 0), conc.p / w_conc, inf),
+                np.isfinite(conc.p) * w_conc,
+            ),
             (
                 np.min(np.where(tested, tests.p_drop, inf), axis=1) * m / budget.w_drop,
                 n_tested * (budget.w_drop / m),

@@ -26,7 +26,10 @@ def summary_markdown(report: CapabilityReport) -> str:
         f"- optimal repeats per scenario (Cochran, equal costs): {_repeats(report.optimal_repeats)}",
         *(
             f"- {role}: {_intervals(figures)}"
-            for role, figures in (("candidate", report.candidate_intervals), ("baseline", report.baseline_intervals))
+            for role, figures in (
+                ("candidate", report.candidate_intervals),
+                ("baseline", report.baseline_intervals),
+            )
             if figures is not None
         ),
         "",

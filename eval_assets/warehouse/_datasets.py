@@ -16,8 +16,6 @@ if TYPE_CHECKING:  # pandas is imported where frames are made (~0.5 s CPU): rele
     import pandas as pd
 
 
-
-
 class WarehouseError(Exception):
     """A write or catalog step that could not complete; nothing half-written is visible."""
 
@@ -237,7 +235,10 @@ DATASETS: dict[str, Dataset] = {
                 ("published", "BOOLEAN"),
                 ("reasons", "VARCHAR"),
                 ("offset_points", "DOUBLE"),  # the offset in rubric points (`unit`)
-                ("offset", "DOUBLE"),  # the same value under its old name (needs quoting in SQL); dropped next release
+                (
+                    "offset",
+                    "DOUBLE",
+                ),  # the same value under its old name (needs quoting in SQL); dropped next release
                 ("ci_low", "DOUBLE"),
                 ("ci_high", "DOUBLE"),
                 ("half_width", "DOUBLE"),

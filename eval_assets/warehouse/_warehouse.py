@@ -52,7 +52,6 @@ if TYPE_CHECKING:  # pandas is imported where frames are made (~0.5 s CPU): rele
     import pandas as pd
 
 
-
 @dataclass(frozen=True)
 class Damage:
     """A damaged partition file, as the manifest records it."""
@@ -196,6 +195,7 @@ class Warehouse:
         written_at: int | None = None,
     ) -> Path:
         import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
+
         ds = self.datasets[dataset]
         if set(partition) != set(ds.partition_by):
             raise WarehouseError(f"{dataset}: partition must be {ds.partition_by}, got {tuple(partition)}")
@@ -400,6 +400,7 @@ class Warehouse:
 
     def _ensure_schema_file(self, ds: Dataset) -> None:
         import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
+
         schema_file = self.data / ds.name / "_schema" / "empty.parquet"
         if not schema_file.exists():
             self._write_file(ds, pd.DataFrame(columns=[c for c, _ in ds.all_columns]), schema_file)
@@ -411,7 +412,9 @@ class Warehouse:
         if not self.manifest_path.exists():
             stray = next(iter(self.data.rglob("*.parquet")), None) if self.data.is_dir() else None
             if stray is not None:
-                raise ManifestError(self.manifest_path, f"missing, while {stray.relative_to(self.data)} exists")
+                raise ManifestError(
+                    self.manifest_path, f"missing, while {stray.relative_to(self.data)} exists"
+                )
         try:
             with self._manifest() as con:
                 con.execute(MANIFEST_SCHEMA)

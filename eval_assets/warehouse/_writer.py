@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # pandas is imported where frames are made (~0.5 s CPU): rele
     import pandas as pd
 
 
-
 def write_file(
     data: Path,
     manifest_path: Path,

@@ -141,7 +141,9 @@ def fence_inputs(ctx: GateContext) -> st.SearchStrategy[tuple[str, str, str]]:
     fragments, the nonce of an arbitrary secret and attempt; the content may even hold the nonce
     (as if guessed) in a forged closing line."""
     hostile = st.lists(st.one_of(st.sampled_from(_HOSTILE), st.text(max_size=6)), max_size=12).map("".join)
-    nonces = st.tuples(st.binary(min_size=16, max_size=64), st.text(max_size=40)).map(lambda p: fence_nonce(*p))
+    nonces = st.tuples(st.binary(min_size=16, max_size=64), st.text(max_size=40)).map(
+        lambda p: fence_nonce(*p)
+    )
 
     def forged(drawn: tuple[str, str, str]) -> st.SearchStrategy[tuple[str, str, str]]:
         label, content, nonce = drawn

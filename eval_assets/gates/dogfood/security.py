@@ -196,7 +196,11 @@ class EchoingProvider:
                         "created": 1_764_460_800,
                         "model": "gpt-4o-mini",
                         "choices": [
-                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": text},
+                                "finish_reason": "stop",
+                            }
                         ],
                         "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
                     },
@@ -326,8 +330,16 @@ def _materialize(track: Any, tmp: Path, provider: EchoingProvider) -> dict[str, 
     sim_knobs = {"skill": 0.7, "seed": 3, "error_rate": 0.3, "policy_violation_rate": 0.5}
     subjects: dict[str, dict[str, object]] = {
         SIM_BUILD: {"model": "sim/agent", "family": "sim", "params": sim_knobs},
-        HTTP_400_BUILD: {"model": "openai/gpt-4o-mini", "family": "openai", "api_base": provider.base("e400")},
-        HTTP_ECHO_BUILD: {"model": "openai/gpt-4o-mini", "family": "openai", "api_base": provider.base("e200")},
+        HTTP_400_BUILD: {
+            "model": "openai/gpt-4o-mini",
+            "family": "openai",
+            "api_base": provider.base("e400"),
+        },
+        HTTP_ECHO_BUILD: {
+            "model": "openai/gpt-4o-mini",
+            "family": "openai",
+            "api_base": provider.base("e200"),
+        },
     }
     summaries = {}
     for n, (build_id, subject) in enumerate(subjects.items()):
@@ -461,4 +473,3 @@ def no_secret_checked_in(ctx: GateContext) -> Outcome:
     if findings:
         return Outcome.failed(f"{len(findings)} credential(s) in {listed} files", findings)
     return Outcome.ok(f"{scanned} file(s) scanned {listed}, nothing the redaction would remove")
-
