@@ -80,11 +80,17 @@ class DeclaredIn(_Strict):
         return f"{self.document}#{self.heading}"
 
 
-class _GateFields(_Strict):
+class _Common(BaseModel):
+    """The fields every gate has, whatever its kind."""
+
     id: Id
     milestone: Annotated[int, Field(ge=0)]
     declared_in: DeclaredIn
     statement: str = Field(min_length=1)
+
+
+class _GateFields(_Common):
+    model_config = _Strict.model_config
     check: CallablePath
 
 
@@ -150,14 +156,10 @@ class SuiteTest(_Strict):
     milestone: Annotated[int, Field(ge=0)] = 0
 
 
-class _LenientCommon(BaseModel):
-    """The fields every gate has, for reporting them when the kind itself is missing or unknown."""
+class _LenientCommon(_Common):
+    """The common fields alone, for reporting them when the kind itself is missing or unknown."""
 
     model_config = ConfigDict(extra="ignore")
-    id: Id
-    milestone: Annotated[int, Field(ge=0)]
-    declared_in: DeclaredIn
-    statement: str = Field(min_length=1)
     check: CallablePath
 
 
