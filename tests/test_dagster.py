@@ -212,3 +212,17 @@ def test_the_code_location_has_named_jobs_owners_and_a_freshness_expectation() -
         assert "owners=" not in text and "kinds=" not in text and "freshness_policy=" not in text, module
     workspace = (Path(__file__).resolve().parents[1] / "workspace.yaml").read_text()
     assert "location_name: eval_track" in workspace
+
+
+def test_each_job_selects_exactly_what_the_one_selection_table_says() -> None:
+    """defs/selections.py is the one table of job selections; the jobs and the CLI's steps read it."""
+    from eval_assets.cli.orchestrate import load_definitions
+    from eval_assets.defs.selections import JOB_OF, JOBS
+
+    repository = load_definitions().get_repository_def()
+    for name, assets in JOBS.items():
+        job = repository.get_job(name)
+        selected = {key.to_user_string() for key in job.asset_layer.selected_asset_keys}
+        assert selected == set(assets), name
+    for asset, name in JOB_OF.items():
+        assert asset in JOBS[name]

@@ -26,6 +26,7 @@ from dagster._core.workspace.load import location_origins_from_yaml_paths
 from eval_assets.bridge import BRIDGE_BUILDS_TAG
 from eval_assets.config import Project, load_project
 from eval_assets.definitions import defs
+from eval_assets.defs.selections import JOB_OF, PER_BUILD_FINAL_ASSETS, PER_JUDGE_ASSETS
 from eval_assets.home import EvalHome, operator_instance, project_root
 from eval_assets.redact import redact, without_traceback
 from eval_assets.spend import pid_alive
@@ -44,24 +45,6 @@ class StepResult:
     # release_approval refused a build that may not ship (its decision is not allow): the step did
     # what it is for, so the command does not count it as a failure
     withheld: bool = False
-
-
-PER_JUDGE_ASSETS = ("judge_verdicts", "cost_ledger", "noise_bands", "capability_report")
-PER_BUILD_FINAL_ASSETS = ("deterministic_suite", "release_decision", "release_approval")
-# the named job each step runs in (eval_assets/defs/jobs.py), so the UI never says "Jobless"
-JOB_OF = {
-    "scenario_runs": "capability_track",
-    "judge_verdicts": "judge_and_report",
-    "cost_ledger": "judge_and_report",
-    "noise_bands": "judge_and_report",
-    "capability_report": "judge_and_report",
-    "deterministic_suite": "deterministic_suite_job",
-    "release_decision": "release_decision_job",
-    "release_approval": "release_decision_job",
-    "release_board": "release_board_job",
-    "score_trend": "score_trend_job",
-    "calibration_offsets": "bridge_run_job",
-}
 
 
 def plain_key(key: str) -> str:
