@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import duckdb
@@ -21,7 +24,11 @@ def test_build_materializes_through_dagster_with_counts_in_metadata(project: Pro
     build = track.register_build(project.root / "examples" / "builds" / "baseline.yaml")
     versions = [j.version_id for j in track.judges_for(build)]
     steps = materialize_build(home, build.id, versions)
-    assert [s.assets[-1] for s in steps[-3:]] == ["deterministic_suite", "release_decision", "release_approval"]
+    assert [s.assets[-1] for s in steps[-3:]] == [
+        "deterministic_suite",
+        "release_decision",
+        "release_approval",
+    ]
     # the baseline decides nothing: its approval is withheld (a failed step, not a failed command)
     assert [s.success for s in steps] == [True] * (1 + len(versions) + 2) + [False], [s.error for s in steps]
     assert steps[-1].withheld and not any(s.withheld for s in steps[:-1])
@@ -226,3 +233,60 @@ def test_each_job_selects_exactly_what_the_one_selection_table_says() -> None:
         assert selected == set(assets), name
     for asset, name in JOB_OF.items():
         assert asset in JOBS[name]
+
+
+SNAPSHOT = Path(__file__).resolve().parent / "snapshots" / "definitions.json"
+
+
+def definitions_snapshot() -> dict[str, Any]:
+    """The code location's graph as a reviewer reads it: every asset (group, owners, kinds,
+    partitioning, upstream assets, automation), check (asset, blocking), job (selection), schedule
+    (cron, job) and sensor (kind, default status)."""
+    from eval_assets.cli.orchestrate import load_definitions
+
+    repository = load_definitions().get_repository_def()
+    graph = repository.asset_graph
+    assets = {}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        condition = node.automation_condition
+        assets[key.to_user_string()] = {
+            "group": node.group_name,
+            "owners": sorted(node.owners),
+            "kinds": sorted(node.kinds),
+            "partitions": type(node.partitions_def).__name__ if node.partitions_def else None,
+            "upstream": sorted(k.to_user_string() for k in node.parent_keys),
+            "automation": type(condition).__name__ if condition else None,
+        }
+    checks = {
+        f"{spec.asset_key.to_user_string()}:{spec.name}": {"blocking": spec.blocking}
+        for spec in (graph.get_check_spec(k) for k in graph.asset_check_keys)
+    }
+    jobs = {
+        job.name: sorted(k.to_user_string() for k in job.asset_layer.selected_asset_keys)
+        for job in repository.get_all_jobs()
+        if not job.name.startswith("__")
+    }
+    schedules = {s.name: {"cron": s.cron_schedule, "job": s.job_name} for s in repository.schedule_defs}
+    sensors = {
+        s.name: {"kind": type(s).__name__, "default": s.default_status.value} for s in repository.sensor_defs
+    }
+    return {
+        "assets": dict(sorted(assets.items())),
+        "checks": dict(sorted(checks.items())),
+        "jobs": dict(sorted(jobs.items())),
+        "schedules": dict(sorted(schedules.items())),
+        "sensors": dict(sorted(sensors.items())),
+    }
+
+
+def test_the_loaded_definitions_match_the_reviewed_snapshot() -> None:
+    """A change to the graph (an asset, a check, a job, a schedule, a sensor, a group or owner) is a
+    reviewed diff of tests/snapshots/definitions.json; write the new one with
+    `EVALTRACK_UPDATE_SNAPSHOT=1 .venv/bin/pytest tests/test_dagster.py -k snapshot` and review it."""
+    now = json.dumps(definitions_snapshot(), indent=2, sort_keys=False) + "\n"
+    if os.environ.get("EVALTRACK_UPDATE_SNAPSHOT") == "1":
+        SNAPSHOT.write_text(now, encoding="utf-8")
+    assert SNAPSHOT.read_text(encoding="utf-8") == now, (
+        "the code location changed: review and update the snapshot"
+    )
