@@ -85,15 +85,8 @@ def config_digest(root: Path) -> str:
     bytes, in path order): any edit, addition, removal or rename changes it."""
     digest = hashlib.sha256()
     for part in CONFIG_PARTS:
-        top = root / part
-        files = (
-            [top]
-            if top.is_file()
-            else sorted(p for p in top.rglob("*") if p.is_file())
-            if top.is_dir()
-            else []
-        )
-        for path in files:
+        top = root / part  # a file (evaltrack.yaml) or a directory; rglob of a file or nothing is empty
+        for path in sorted(p for p in (top, *top.rglob("*")) if p.is_file()):
             digest.update(path.relative_to(root).as_posix().encode() + b"\0")
             digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
