@@ -219,6 +219,9 @@ def test_the_code_location_has_named_jobs_owners_and_a_freshness_expectation() -
         assert "owners=" not in text and "kinds=" not in text and "freshness_policy=" not in text, module
     workspace = (Path(__file__).resolve().parents[1] / "workspace.yaml").read_text()
     assert "location_name: eval_track" in workspace
+    # the checkout is a project like one `evaltrack init` writes: the same location, named once in each
+    shipped = Path(__file__).resolve().parents[1] / "eval_assets/cli/project_template/workspace.yaml"
+    assert shipped.read_text() == workspace
 
 
 def test_each_job_selects_exactly_what_the_one_selection_table_says() -> None:

@@ -11,16 +11,12 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.remote_origin import (
-    ManagedGrpcPythonEnvCodeLocationOrigin,
-    RemoteJobOrigin,
-    RemoteRepositoryOrigin,
-)
+from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.load import location_origins_from_yaml_paths
 
 from eval_assets.bridge import BRIDGE_BUILDS_TAG
@@ -113,20 +109,17 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
 
 
 REPOSITORY = "__repository__"  # the name Dagster gives the repository of a `@dg.definitions` location
-LOCATION = "eval_track"  # workspace.yaml's location_name (the repository's and `evaltrack init`'s)
+# the location `evaltrack init` writes, shipped in the package: the origin of a project without its own
+SHIPPED_WORKSPACE = Path(__file__).with_name("project_template") / "workspace.yaml"
 
 
 def job_origin(job_name: str) -> RemoteJobOrigin:
     """The origin the UI gives a run of `job_name` launched from its code location (workspace.yaml's
     `eval_track`): a run carrying it shows on the location's Overview, job pages and timeline."""
     workspace = project_root() / "workspace.yaml"
-    if workspace.is_file():
-        [location] = location_origins_from_yaml_paths([str(workspace)])
-    else:  # a project without one (an installed package's own root has none): the shipped location
-        location = ManagedGrpcPythonEnvCodeLocationOrigin(
-            LoadableTargetOrigin(module_name="eval_assets.definitions", working_directory="."),
-            location_name=LOCATION,
-        )
+    if not workspace.is_file():  # a project without one (an installed package's own root has none)
+        workspace = SHIPPED_WORKSPACE
+    [location] = location_origins_from_yaml_paths([str(workspace)])
     return RemoteJobOrigin(RemoteRepositoryOrigin(location, REPOSITORY), job_name)
 
 
