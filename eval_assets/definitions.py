@@ -37,9 +37,8 @@ def defs() -> dg.Definitions:
     # module is imported: the CLI imports it before `--project` has set EVAL_PROJECT_ROOT
     from eval_assets.defs.owners import OWNERS
 
-    if (
-        PACKAGE.parent / "pyproject.toml"
-    ).is_file():  # a checkout: [tool.dg] in pyproject.toml names the tree
+    if (PACKAGE.parent / "pyproject.toml").is_file():
+        # a checkout: [tool.dg] in pyproject.toml names the tree
         loaded = dg.load_from_defs_folder(path_within_project=PACKAGE)
     else:  # an installed wheel has no pyproject.toml: the same tree, named as pyproject.toml names it
         loaded = dg.ComponentTree(
