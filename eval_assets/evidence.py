@@ -12,7 +12,8 @@ reasons file are hashed in full against the partition manifest (no size or mtime
 recorded input is looked up again:
 
 - a file whose bytes no longer hash to what was recorded, a missing or damaged file, a manifest that
-  is gone or no longer loads: **damage** (`DecisionDamaged`, exit 4, each named);
+  is gone or no longer loads, an `allow` whose reasons are not all `info` (a decision file rewritten
+  after an explicit `warehouse verify --rebuild`): **damage** (`DecisionDamaged`, exit 4, each named);
 - a partition whose current file is no longer the recorded one (re-materialized after the decision),
   a partition of those builds that appeared after it, a manifest that changed, a different set of
   judge versions to decide on, a configuration that changed (a statistics setting, a scenario, a
@@ -158,6 +159,19 @@ def check(
         (r for r in warehouse.read_file(reasons_file.path) if r.get("run_id") == row.get("run_id")),
         key=lambda r: int(r["rank"]),
     )
+    not_info = any(r.get("severity") != "info" for r in reasons)
+    if row.get("decision") == "allow" and (not_info or (not reasons and row.get("evidence"))):
+        # this release writes an allow with its reasons, every one `info`: an allow beside a block,
+        # investigate or none reason (or, with evidence, beside none at all) was not written that way.
+        # An older release's allow (no evidence, its reasons under another run id) reads as stale.
+        worst = sorted({str(r.get("severity")) for r in reasons if r.get("severity") != "info"}) or [
+            "no reason"
+        ]
+        raise DecisionDamaged(
+            [
+                f"{decision_file.path}: an allow recorded beside {', '.join(worst)} in its reasons: not as written"
+            ]
+        )
     stale = _stale_or_damaged(warehouse, home, row, versions_now, manifest_problem, config_now)
     return CheckedDecision(row, reasons, stale)
 

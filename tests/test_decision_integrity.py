@@ -346,6 +346,24 @@ def test_a_configuration_edited_after_the_decision_makes_an_allow_stale(
     assert main(at) == 2
 
 
+def test_an_allow_rewritten_over_a_decision_whose_reasons_do_not_allow_it_exits_4(
+    copy_home: Callable[[str], Path], project: Project
+) -> None:
+    """A decision file re-trusted by `warehouse verify --rebuild` after it was rewritten: the baseline's
+    `none` turned into `allow`, run id and evidence kept, beside its own `none` reasons."""
+    home = copy_home("home")
+    track = Track(project, EvalHome(home))
+    [row] = track.warehouse.query(
+        "SELECT * EXCLUDE (written_at) FROM release_decisions WHERE build = ?", [BASE]
+    ).to_dict("records")
+    run_id = row.pop("run_id")
+    track.warehouse.write_partition(
+        "release_decisions", {"build": BASE}, [{**row, "decision": "allow"}], run_id
+    )
+    assert status(home, BASE) == 4
+    assert status(home, REBUILD) == 0  # a real allow (its reasons all info) still reads as allow
+
+
 def test_a_decision_recorded_without_evidence_is_stale(
     copy_home: Callable[[str], Path], project: Project
 ) -> None:
