@@ -46,33 +46,42 @@ def _restore_process_env() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _no_dagster_instance_context_across_modules() -> Iterator[None]:
-    """Before a module's fixtures (the code location loaded once per module), finalize the test contexts
-    earlier tests never exited (the garbage collector would run their out-of-order resets at a random
-    later moment) and start with no defs-state storage; see the per-test fixture below."""
+def _no_dagster_instance_left_entered(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module fails if one of its tests entered a Dagster instance and never exited it.
+
+    Entering a DagsterInstance (`with instance:`, or a schedule/sensor context opening its instance
+    from a ref) sets a process-wide context variable to the instance's defs-state storage, which holds
+    only a weak reference to the instance. A context never exited is reset when the garbage collector
+    finalizes it, at a random later moment, to the storage of an instance that is gone: the next
+    definitions load in that xdist worker then fails with "undefined DagsterInstance weakref", in
+    whichever test happens to run then. So every context a test opens is exited (`with
+    dg.build_schedule_context(...) as context:`), and this checks it: after the module's tests, with
+    every unreachable context finalized, no storage is left in the variable.
+    """
     if "dagster" not in sys.modules:
         yield
         return
     import gc
 
-    from dagster._core.storage.defs_state.base import set_defs_state_storage
+    from dagster._core.storage.defs_state.base import DefsStateStorage, set_defs_state_storage
 
     gc.collect()
     with set_defs_state_storage(None):
         yield
+        gc.collect()
+        left = DefsStateStorage.get()
+    if left is not None:
+        pytest.fail(
+            f"{request.module.__name__}: a test entered a Dagster instance (or a schedule/sensor context "
+            "that opened one) and never exited it; exit it with `with`",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(autouse=True)
 def _no_dagster_instance_context_across_tests() -> Iterator[None]:
-    """Every test starts with no Dagster defs-state storage in context and leaves none behind.
-
-    Entering a DagsterInstance (`with instance:`, or a sensor/schedule test context resolving its
-    instance from a ref) sets a process-wide context variable to the instance's defs-state storage,
-    which holds only a weak reference to the instance. A context that is never exited leaves it set
-    after the instance is gone, and the next definitions load in that xdist worker fails with
-    "undefined DagsterInstance weakref": which test that hits depended on the order. Dagster offers
-    no public way to reset it, so this goes through the module that owns the variable.
-    """
+    """Every test starts with no Dagster defs-state storage in context and leaves none behind (see
+    `_no_dagster_instance_left_entered`: a context finalized late cannot reach the next test)."""
     if "dagster" not in sys.modules:  # nothing of Dagster's is loaded, so nothing can have leaked
         yield
         return

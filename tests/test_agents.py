@@ -23,6 +23,7 @@ from eval_assets.engine import (
     AgentUnreachable,
     Engine,
     SubjectResult,
+    load_entrypoint,
     parse_agent_result,
 )
 from eval_assets.providers.gateway import ModelGateway
@@ -131,14 +132,15 @@ def test_streamed_calls_answer_the_same_text_as_the_journal_holds(project: Proje
 def test_http_agent_gets_the_task_as_json_and_its_calls_go_through_the_endpoint(
     project: Project, tmp_path: Path
 ) -> None:
-    from examples.agents import tool_agent  # type: ignore[import-not-found]
-
+    # the example agent, found the way the engine finds it (the project root on the search path), so the
+    # test does not depend on whether an earlier test in this worker already put the root on sys.path
+    run_agent = load_entrypoint(EXAMPLE["entrypoint"], search=(str(ROOT),))
     seen: list[dict[str, Any]] = []
 
     async def handle(request: web.Request) -> web.Response:
         task = await request.json()
         seen.append(task)
-        return web.json_response(await tool_agent.run(SimpleNamespace(**task)))
+        return web.json_response(await run_agent(SimpleNamespace(**task)))
 
     async def main() -> SubjectResult:
         app = web.Application()

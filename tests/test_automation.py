@@ -260,8 +260,8 @@ def evaluate_release_sensor(
     resources["track"] = track_resource or TrackResource(
         eval_home=os.environ["EVAL_HOME"], project_root=os.environ["EVAL_PROJECT_ROOT"]
     )
-    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)
-    result = release_block_sensor(context)
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as context:
+        result = release_block_sensor(context)
     assert isinstance(result, dg.SensorResult)
     for event in result.asset_events or []:
         instance.report_runless_asset_event(event)
@@ -383,10 +383,12 @@ TICK = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 def evaluate_nightly(
     instance: dg.DagsterInstance, track_resource: TrackResource
 ) -> dg.RunRequest | dg.SkipReason:
-    context = dg.build_schedule_context(
+    # exited here: the context opens its own instance from the ref, and an instance never exited leaves
+    # its defs-state storage in Dagster's context variable for the next definitions load in this worker
+    with dg.build_schedule_context(
         instance=instance, scheduled_execution_time=TICK, resources={"track": track_resource}
-    )
-    return nightly_capability_track(context)  # type: ignore[no-any-return]
+    ) as context:
+        return nightly_capability_track(context)  # type: ignore[no-any-return]
 
 
 def registered_in_order(track: Track, builds: list[str]) -> None:
