@@ -57,6 +57,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs  # noqa: E402
 from eval_assets.capability.track import Track  # noqa: E402
 from eval_assets.config import (  # noqa: E402
     BuildManifest,
@@ -277,8 +278,8 @@ def run_track(n: int, workers: int, tmp: Path) -> dict[str, Any]:
     (home / "bench.yaml").write_text(BUILD_YAML)
     track.register_build(home / "bench.yaml")
     wall, cpu = time.perf_counter(), time.process_time()
-    subjects = track.run_scenario_runs("bench", "bench-run")
-    verdicts = track.run_judge_verdicts("bench", JUDGE.version_id, "bench-run-judge")
+    subjects = materialize_scenario_runs(track, "bench", "bench-run")
+    verdicts = materialize_judge_verdicts(track, "bench", JUDGE.version_id, "bench-run-judge")
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {
         "attempts": subjects["attempts"],
@@ -375,7 +376,9 @@ def case_rate_limited(
         stub.latency_s = latency_s
         stub.rate_limit(rate, retry_after=form)  # type: ignore[arg-type]
         journal = open_journal(f"sqlite:///{Path(d) / 'journal.sqlite'}")
-        settings = EngineSettings(concurrency_per_model=conc, timeout_s=TIMEOUT_S, max_tries=10, backoff_max_s=2.0)
+        settings = EngineSettings(
+            concurrency_per_model=conc, timeout_s=TIMEOUT_S, max_tries=10, backoff_max_s=2.0
+        )
         eng = Engine(
             spend=SpendPath(journal, ModelGateway({model: (2e-6, 8e-6)}), run_id="bench-rate"),
             settings=settings,
@@ -688,7 +691,9 @@ def main() -> None:
     ap.add_argument("--rate-seconds", type=float, default=40.0)
     ap.add_argument("--rate-retry-after", choices=["seconds+ms", "seconds", "date"], default="seconds+ms")
     ap.add_argument("--rate-latency", type=float, default=1.0, help="seconds the server takes per answer")
-    ap.add_argument("--rate-decrease", type=float, help="the limiter's multiplicative decrease (default: its own)")
+    ap.add_argument(
+        "--rate-decrease", type=float, help="the limiter's multiplicative decrease (default: its own)"
+    )
     args = ap.parse_args()
     if args.rss_child:
         rss_child(args.rss_child)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from eval_assets.capability.materialize import materialize_judge_verdicts
 from eval_assets.capability.rows import Summary
 from eval_assets.config import FloatScale, IntScale, Judge, Rubric
 from eval_assets.judging import check_criteria
@@ -145,7 +146,7 @@ def _points(frame: pd.DataFrame, rubric: Rubric) -> pd.Series:
 # --- the materialization ------------------------------------------------------------------------
 
 
-def materialize_calibration(
+def materialize_calibration_offsets(
     track: Track,
     judge_version: str,
     run_id: str,
@@ -205,7 +206,7 @@ def run_bridge(
                 continue
             if log:
                 log(f"bridge {old.version_id} -> {new.version_id}: judging {build} with {version}")
-            summary = track.run_judge_verdicts(build, version, run_id, log)
+            summary = materialize_judge_verdicts(track, build, version, run_id, log)
             spend += float(summary["spend_usd"] or 0.0)
             judged.append(f"{build}/{version}")
 

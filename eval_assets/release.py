@@ -7,7 +7,6 @@ the candidate's judge version is refused with the fix, never silently compared u
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -137,7 +136,7 @@ def _require_verdicts(track: Track, build: str, judge_version: str) -> pd.DataFr
     return frame
 
 
-def run_noise_bands(track: Track, build: str, judge_version: str, run_id: str) -> Summary:
+def materialize_noise_bands(track: Track, build: str, judge_version: str, run_id: str) -> Summary:
     """The build's own noise band under one judge version (docs/methods.md: noise band); writes `noise_bands`."""
     track.build(build)  # an unknown build is refused before anything is read
     track.judge(judge_version)
@@ -237,7 +236,7 @@ def _note(report: CapabilityReport, reason: str) -> CapabilityReport:
     return replace(report, decided_nothing=report.decided_nothing or reason)
 
 
-def run_capability_report(track: Track, build: str, judge_version: str, run_id: str) -> Summary:
+def materialize_capability_report(track: Track, build: str, judge_version: str, run_id: str) -> Summary:
     """The report against the build's baseline; writes `capability_reports` and the report's plot
     (EVAL_HOME/reports/<build>/<judge version>.png). The summary's markdown is the report with the
     plot embedded; its files name the plot (`plot_file`)."""
@@ -394,7 +393,7 @@ def evidence_builds(track: Track, manifest: BuildManifest, baseline: str | None)
 @traced(
     "eval.decision", lambda a: {"eval.build": a["build"]}, lambda s: {"eval.decision": str(s["decision"])}
 )
-def run_release_decision(
+def write_release_decision(
     track: Track,
     build: str,
     run_id: str,
@@ -605,7 +604,7 @@ def release_decision_reason_rows(build: str, decision: ReleaseDecision) -> list[
     ]
 
 
-def decide_release(
+def materialize_release_decision(
     track: Track,
     build: str,
     run_id: str,
@@ -617,7 +616,7 @@ def decide_release(
     structured reasons this run wrote, most severe first); markdown: the reasons with links
     (`report_link(judge_version)`) and the plots of each judge version's report.
     `evidence_failure`: the judge versions whose evidence failed or is missing (`make_decision`)."""
-    summary = run_release_decision(
+    summary = write_release_decision(
         track, build, run_id, lambda: [suite_evidence(track, build)], evidence_failure
     )
     rows = recorded_reasons(track.warehouse, build, run_id)
@@ -682,14 +681,10 @@ def png_markdown(png: bytes) -> str:
     return f"![capability report]({png_uri(png)})"
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
 # --- what the UI shows per build and over all builds ------------------------------------------------
 
 
-def release_approval(track: Track, build: str) -> Summary:
+def materialize_release_approval(track: Track, build: str) -> Summary:
     """Whether `build` may ship, from its recorded decision (a stale one reads as none): values
     `approved` (True only for allow), `decision`, `baseline` and `why` (the check description
     naming every reason of the worst severity). No recorded decision: approved False, decision none."""
@@ -709,7 +704,9 @@ def release_approval(track: Track, build: str) -> Summary:
     )
 
 
-def release_board(track: Track, partition_link: Callable[[str], str | None] = lambda _b: None) -> Summary:
+def materialize_release_board(
+    track: Track, partition_link: Callable[[str], str | None] = lambda _b: None
+) -> Summary:
     """Every registered build (registration order) with its recorded decision, baseline and reason
     counts; markdown: the board table, each build linked to its partition (`partition_link(build)`).
     Values: `builds`, `allowed` (the builds that may ship), `blocked`."""

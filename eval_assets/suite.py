@@ -16,7 +16,7 @@ from eval_assets.present import gates_markdown
 from eval_assets.stats import CheckSuiteEvidence
 
 
-def run_deterministic_suite(
+def materialize_deterministic_suite(
     track: Track, build_id: str, run_id: str, clock: Callable[[], datetime] = utc_now
 ) -> Summary:
     """Run every gate (and non-gate test) for the build's milestone; writes `gate_results`.

@@ -29,6 +29,7 @@ from eval_assets.bridge import (
     run_bridge,
     to_new_scale,
 )
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import Judge, Project
 from eval_assets.home import EvalHome
@@ -55,9 +56,13 @@ def simulate(
             skill = 0.25 + 0.45 * s / max(1, scenarios - 1)
             for r in range(1, repeats + 1):
                 build, sid = f"build-{b}", f"scenario-{s}"
-                q = subject_quality(seed=seed, build=build, scenario_id=sid, repeat=r, skill=skill, noise=0.12)
+                q = subject_quality(
+                    seed=seed, build=build, scenario_id=sid, repeat=r, skill=skill, noise=0.12
+                )
 
-                def points(bias_: float, noise: float, build: str = build, sid: str = sid, r: int = r, q: float = q) -> float:
+                def points(
+                    bias_: float, noise: float, build: str = build, sid: str = sid, r: int = r, q: float = q
+                ) -> float:
                     rng = rng_for("judge", seed, "simjudge/judge-a", build, sid, r, 1)
                     values = [
                         judge_value(quality=q, low=1, high=5, bias=bias_, noise=noise, rng=rng, integer=True)
@@ -83,7 +88,9 @@ def simulate(
 def test_alpha_matches_a_hand_computed_two_coder_example() -> None:
     # units (1,1), (2,3), (3,3): n = 6 values; D_o = (0 + 2*1/1 + 0)/6 = 1/3;
     # D_e = 2*(6*33 - 13^2)/(6*5) = 58/30; alpha = 1 - (1/3)/(58/30) = 48/58
-    assert krippendorff_alpha_interval(np.array([[1, 2, 3], [1, 3, 3]], dtype=float)) == pytest.approx(48 / 58)
+    assert krippendorff_alpha_interval(np.array([[1, 2, 3], [1, 3, 3]], dtype=float)) == pytest.approx(
+        48 / 58
+    )
 
 
 def test_alpha_matches_krippendorffs_published_interval_example_with_missing_values() -> None:
@@ -136,7 +143,9 @@ def _clustered(sizes: list[int], seed: int = 0, bias: float = 0.3) -> pd.DataFra
         for r in range(1, size + 1):
             true = level + rng.normal(0.0, 0.4)
             old, new = true + rng.normal(0.0, 0.3), true + bias + own + rng.normal(0.0, 0.3)
-            rows.append({"build": "b", "scenario_id": f"s{i}", "repeat": r, "old_score": old, "new_score": new})
+            rows.append(
+                {"build": "b", "scenario_id": f"s{i}", "repeat": r, "old_score": old, "new_score": new}
+            )
     return pd.DataFrame(rows)
 
 
@@ -149,7 +158,9 @@ def test_offset_ci_with_equal_scenarios_is_the_t_interval_on_scenario_means_on_g
     assert cal.ci_df == 4
     assert (cal.ci_low, cal.ci_high) == (pytest.approx(low, rel=1e-12), pytest.approx(high, rel=1e-12))
     # wider than the normal interval with the same SE by t(0.975; 4) / z(0.975) = 2.776 / 1.960
-    assert cal.half_width / (stats.norm.ppf(0.975) * sem) == pytest.approx(stats.t.ppf(0.975, 4) / stats.norm.ppf(0.975))
+    assert cal.half_width / (stats.norm.ppf(0.975) * sem) == pytest.approx(
+        stats.t.ppf(0.975, 4) / stats.norm.ppf(0.975)
+    )
     assert cal.half_width / (stats.norm.ppf(0.975) * sem) == pytest.approx(1.41658, abs=1e-5)
 
 
@@ -198,7 +209,9 @@ def test_bland_altman_limits_are_the_offset_plus_minus_1_96_sd() -> None:
     assert cal.sd_diff == pytest.approx(d.std(ddof=1))
     assert cal.ba_low == pytest.approx(d.mean() - 1.959964 * d.std(ddof=1), abs=1e-5)
     assert cal.ba_high == pytest.approx(d.mean() + 1.959964 * d.std(ddof=1), abs=1e-5)
-    assert cal.spearman_rho == pytest.approx(stats.spearmanr(frame["old_score"], frame["new_score"]).statistic)
+    assert cal.spearman_rho == pytest.approx(
+        stats.spearmanr(frame["old_score"], frame["new_score"]).statistic
+    )
 
 
 def _continuous(slope: float, intercept: float, noise: float, seed: int = 0) -> pd.DataFrame:
@@ -207,7 +220,13 @@ def _continuous(slope: float, intercept: float, noise: float, seed: int = 0) -> 
     old = rng.normal(3.0, 0.8, size=200) + np.repeat(rng.normal(0, 0.5, 20), 10)
     new = intercept + slope * old + noise * rng.normal(size=200)
     return pd.DataFrame(
-        {"build": "b", "scenario_id": scen, "repeat": np.tile(np.arange(1, 11), 20), "old_score": old, "new_score": new}
+        {
+            "build": "b",
+            "scenario_id": scen,
+            "repeat": np.tile(np.arange(1, 11), 20),
+            "old_score": old,
+            "new_score": new,
+        }
     )
 
 
@@ -233,7 +252,9 @@ def test_a_pure_shift_publishes_a_constant_offset_and_no_equating_function() -> 
     assert cal.to_new_scale(2.0) == pytest.approx(2.3)
 
 
-def _levels(scenarios: int, repeats: int, *, slope: float, sd_old: float, sd_new: float, seed: int) -> pd.DataFrame:
+def _levels(
+    scenarios: int, repeats: int, *, slope: float, sd_old: float, sd_new: float, seed: int
+) -> pd.DataFrame:
     """Scenario levels N(3, 0.6), outputs' true scores +-0.4; old = true + noise; new = 3 + slope (true - 3)
     + 0.3 + noise: a pure offset of 0.3 at slope 1."""
     rng = np.random.default_rng(seed)
@@ -270,7 +291,9 @@ def test_a_real_slope_under_heavy_old_judge_noise_publishes_the_equating_functio
     assert cal.slope_ci_low is not None and cal.slope_ci_high is not None
     assert 1.0 < cal.slope_ci_low < 1.5 < cal.slope_ci_high
     assert cal.equating_slope == cal.slope
-    assert cal.equating_intercept == pytest.approx(frame["new_score"].mean() - cal.slope * frame["old_score"].mean())
+    assert cal.equating_intercept == pytest.approx(
+        frame["new_score"].mean() - cal.slope * frame["old_score"].mean()
+    )
     assert cal.published, cal.reasons
     assert cal.to_new_scale(2.0) == pytest.approx(cal.equating_intercept + 2.0 * cal.slope)
 
@@ -298,7 +321,9 @@ def _check_by_hand(frame: pd.DataFrame, level: float = 0.95) -> tuple[float, flo
     return t_all, d_all, se, float(2 * stats.t.sf(abs(t_all) / se, g - 1))
 
 
-def test_the_constant_offset_check_is_the_corrected_between_cell_covariance_with_a_scenario_jackknife() -> None:
+def test_the_constant_offset_check_is_the_corrected_between_cell_covariance_with_a_scenario_jackknife() -> (
+    None
+):
     frame = pd.concat(
         [
             _levels(9, 3, slope=1.2, sd_old=0.5, sd_new=0.3, seed=21).assign(build="b1"),
@@ -321,7 +346,9 @@ def test_the_constant_offset_check_is_the_corrected_between_cell_covariance_with
 def test_fewer_than_5_scenarios_are_never_published() -> None:
     assert MIN_SCENARIOS == 5
     four = calibrate(_levels(4, 10, slope=1.0, sd_old=0.1, sd_new=0.1, seed=1))
-    assert four.half_width is not None and four.half_width < 0.5 and four.ci_df == 3  # the CI alone would pass
+    assert (
+        four.half_width is not None and four.half_width < 0.5 and four.ci_df == 3
+    )  # the CI alone would pass
     assert not four.published
     assert four.reasons == (
         "4 scenarios: a bridge needs at least 5 (the offset's interval has scenarios - 1 degrees of freedom, "
@@ -341,7 +368,9 @@ def test_without_repeats_the_constant_offset_check_cannot_run_and_nothing_is_pub
     )
 
 
-def test_a_rejected_constant_offset_without_level_spread_has_no_equating_function_and_is_not_published() -> None:
+def test_a_rejected_constant_offset_without_level_spread_has_no_equating_function_and_is_not_published() -> (
+    None
+):
     # every scenario's outputs are old (1, 3), new (1, 5): the cells' levels are equal (D < 0) while
     # within them the difference grows with the old score, identically in every scenario (SE of T = 0)
     rows = [
@@ -461,7 +490,7 @@ def bridged(project: Project, home: EvalHome, tmp_path: Path) -> Track:
     manifest = tmp_path / "bridge-low.yaml"
     manifest.write_text(LOW_SKILL_BUILD)
     track.register_build(manifest)
-    track.run_scenario_runs("bridge-low", "runs-1")
+    materialize_scenario_runs(track, "bridge-low", "runs-1")
     return track
 
 
@@ -482,12 +511,16 @@ def test_bridge_run_publishes_the_sim_bias_and_reuses_verdicts_the_second_time(b
     scored = {
         v: {
             (r.scenario_id, r.repeat): rubric_points(json.loads(r.criteria), rubric)
-            for r in verdicts[(verdicts["judge_version"] == v) & (verdicts["status"] == "scored")].itertuples()
+            for r in verdicts[
+                (verdicts["judge_version"] == v) & (verdicts["status"] == "scored")
+            ].itertuples()
         }
         for v in ("helpfulness-v1", "helpfulness-v2")
     }
     paired = scored["helpfulness-v1"].keys() & scored["helpfulness-v2"].keys()
-    failed_old = int(((verdicts["judge_version"] == "helpfulness-v1") & (verdicts["status"] == "failed")).sum())
+    failed_old = int(
+        ((verdicts["judge_version"] == "helpfulness-v1") & (verdicts["status"] == "failed")).sum()
+    )
     assert len(paired) > 0
     assert first["n_outputs"] == len(paired)
     assert first["unpaired_old"] == len(scored["helpfulness-v1"]) - len(paired)
@@ -498,7 +531,11 @@ def test_bridge_run_publishes_the_sim_bias_and_reuses_verdicts_the_second_time(b
 
     row = published_offset(bridged.warehouse, "helpfulness-v2")
     assert row is not None
-    assert (row["judge_from"], row["judge_to"], row["builds"]) == ("helpfulness-v1", "helpfulness-v2", "bridge-low")
+    assert (row["judge_from"], row["judge_to"], row["builds"]) == (
+        "helpfulness-v1",
+        "helpfulness-v2",
+        "bridge-low",
+    )
     assert row["unit"] == "rubric points [1, 5]" and row["n_outputs"] == first["n_outputs"]
     assert bridge_refusal(bridged.warehouse, bridged.judge("helpfulness-v2")) is None
     assert row["offset"] == pytest.approx(offset)
@@ -510,8 +547,9 @@ def test_bridge_run_publishes_the_sim_bias_and_reuses_verdicts_the_second_time(b
     assert again["verdicts_judged"] == []
     assert again["verdicts_reused"] == ["bridge-low/helpfulness-v1", "bridge-low/helpfulness-v2"]
     assert again["offset"] == first["offset"] and again["ci"] == first["ci"]
-    history = bridged.warehouse.query("SELECT count(*) AS n FROM calibration_offsets_history WHERE judge_to = ?",
-                                      ["helpfulness-v2"])
+    history = bridged.warehouse.query(
+        "SELECT count(*) AS n FROM calibration_offsets_history WHERE judge_to = ?", ["helpfulness-v2"]
+    )
     assert int(history["n"].iloc[0]) == 2
 
 
@@ -527,13 +565,13 @@ def test_a_noisy_new_version_is_not_published_and_release_decisions_refuse_it(br
 
 def test_newer_scenario_runs_make_existing_verdicts_stale_so_they_are_judged_again(bridged: Track) -> None:
     run_bridge(bridged, "helpfulness-v2", "bridge-1")
-    bridged.run_scenario_runs("bridge-low", "runs-2")
+    materialize_scenario_runs(bridged, "bridge-low", "runs-2")
     out = run_bridge(bridged, "helpfulness-v2", "bridge-2")
     assert out["verdicts_judged"] == ["bridge-low/helpfulness-v1", "bridge-low/helpfulness-v2"]
 
 
 def test_only_missing_verdicts_are_judged(bridged: Track) -> None:
-    bridged.run_judge_verdicts("bridge-low", "helpfulness-v1", "verdicts-1")
+    materialize_judge_verdicts(bridged, "bridge-low", "helpfulness-v1", "verdicts-1")
     out = run_bridge(bridged, "helpfulness-v2", "bridge-1")
     assert out["verdicts_reused"] == ["bridge-low/helpfulness-v1"]
     assert out["verdicts_judged"] == ["bridge-low/helpfulness-v2"]

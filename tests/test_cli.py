@@ -73,7 +73,7 @@ def _blocked_build(home: EvalHome) -> str:
     from eval_assets.capability.track import Track
     from eval_assets.config import load_project
     from eval_assets.gates import GateResult, SuiteResult, record_suite
-    from eval_assets.release import run_release_decision
+    from eval_assets.release import write_release_decision
     from eval_assets.suite import suite_evidence
 
     track = Track(load_project(ROOT), home)
@@ -88,7 +88,7 @@ def _blocked_build(home: EvalHome) -> str:
         declared_in="docs/specs/architecture.md#Hard gates",
     )
     record_suite(track.warehouse, SuiteResult(build, 2, datetime.now(UTC), (gate,)), "suite-run")
-    run_release_decision(track, build, "decision-run", lambda: [suite_evidence(track, build)])
+    write_release_decision(track, build, "decision-run", lambda: [suite_evidence(track, build)])
     return build
 
 

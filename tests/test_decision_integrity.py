@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eval_assets import release
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.cli import main
 from eval_assets.config import RESERVED_IDS, Project, id_problem
@@ -58,7 +59,7 @@ def _passing_suite(track: Track, build: str) -> None:
 
 
 def decide(track: Track, build: str, run_id: str) -> str:
-    summary = release.run_release_decision(
+    summary = release.write_release_decision(
         track, build, run_id, lambda: [release.suite_evidence(track, build)]
     )
     return str(summary["decision"])
@@ -72,10 +73,10 @@ def decided(tmp_path_factory: pytest.TempPathFactory, project: Project) -> Path:
     track = Track(project, home)
     for name in ("baseline.yaml", "rebuild.yaml"):
         build = track.register_build(_manifest(tmp, project, name, judges=[JUDGE])).id
-        track.run_scenario_runs(build, f"runs-{build}")
-        track.run_judge_verdicts(build, JUDGE, f"verdicts-{build}")
-        release.run_noise_bands(track, build, JUDGE, f"bands-{build}")
-        release.run_capability_report(track, build, JUDGE, f"report-{build}")
+        materialize_scenario_runs(track, build, f"runs-{build}")
+        materialize_judge_verdicts(track, build, JUDGE, f"verdicts-{build}")
+        release.materialize_noise_bands(track, build, JUDGE, f"bands-{build}")
+        release.materialize_capability_report(track, build, JUDGE, f"report-{build}")
         _passing_suite(track, build)
     assert decide(track, BASE, "decide-base") == "none"
     assert decide(track, REBUILD, "decide-rebuild") == "allow"
@@ -313,7 +314,7 @@ def test_newer_gate_results_or_a_re_materialized_baseline_make_an_allow_stale(
     assert status(home, REBUILD) == 2
     home = copy_home("home2")
     track = Track(project, EvalHome(home))
-    release.run_noise_bands(track, BASE, JUDGE, "bands-again")  # the baseline's band, re-materialized
+    release.materialize_noise_bands(track, BASE, JUDGE, "bands-again")  # the baseline's band, re-materialized
     assert status(home, REBUILD) == 2
 
 

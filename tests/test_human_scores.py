@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from eval_assets.capability.materialize import materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
@@ -25,11 +26,11 @@ from eval_assets.warehouse import DATASETS, Warehouse
 BUILD = "agent-2026-11-28-base"
 HEADER = "build,scenario_id,repeat,judge_version,rubric,author,retracts,correctness,completeness,clarity"
 
+
 def full_row(dataset: str, row: dict) -> dict:
     """A fixture row with the table's other columns given as None (every producer gives each column)."""
     ds = DATASETS[dataset]
     return {c: None for c, _ in ds.columns if c not in ds.partition_by} | row
-
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def template(project: Project, tmp_path_factory: pytest.TempPathFactory) -> Path
     root = tmp_path_factory.mktemp("human-template") / "eval_home"
     track = Track(project, EvalHome(root))
     track.register_build(project.root / "examples" / "builds" / "baseline.yaml")
-    track.run_scenario_runs(BUILD, "runs-1")
+    materialize_scenario_runs(track, BUILD, "runs-1")
     return root
 
 
@@ -129,7 +130,9 @@ def test_identical_rows_within_a_file_are_stored_once(track: Track, tmp_path: Pa
     assert (out["appended"], out["duplicates_in_file"]) == (1, 1)
 
 
-def test_jsonl_with_label_and_bool_criteria_validates_against_the_safety_rubric(track: Track, tmp_path: Path) -> None:
+def test_jsonl_with_label_and_bool_criteria_validates_against_the_safety_rubric(
+    track: Track, tmp_path: Path
+) -> None:
     text = "\n".join(
         json.dumps(r)
         for r in [
@@ -170,7 +173,9 @@ def test_csv_label_and_bool_cells_are_read_as_labels_and_json_booleans(track: Tr
 # --- a bad file is rejected whole -------------------------------------------------------------------------
 
 
-def test_a_bad_row_rejects_the_whole_file_with_line_numbers_and_writes_nothing(track: Track, tmp_path: Path) -> None:
+def test_a_bad_row_rejects_the_whole_file_with_line_numbers_and_writes_nothing(
+    track: Track, tmp_path: Path
+) -> None:
     text = (
         f"{HEADER},tone\n"
         f"{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,ana,,5,4,3,\n"  # good
@@ -189,22 +194,34 @@ def test_a_bad_row_rejects_the_whole_file_with_line_numbers_and_writes_nothing(t
 @pytest.mark.parametrize(
     ("row", "problem"),
     [
-        ({"build": "never-registered"}, "build: unknown build 'never-registered': register it with `evaltrack build add`"),
+        (
+            {"build": "never-registered"},
+            "build: unknown build 'never-registered': register it with `evaltrack build add`",
+        ),
         ({"scenario_id": "coding.nope"}, "scenario_id: unknown scenario 'coding.nope'"),
         ({"repeat": 99}, f"repeat: no stored attempt {BUILD}/coding.fix-off-by-one/99 in scenario_runs"),
         ({"repeat": 0}, "repeat: expected an integer >= 1, got 0"),
         ({"repeat": True}, "repeat: expected an integer >= 1, got true"),
         ({"author": None}, "author: required field is missing"),
         ({"judge_version": "helpfulness-v9"}, "judge_version: unknown judge version 'helpfulness-v9'"),
-        ({"judge_version": None}, "judge_version: give judge_version or rubric (the rubric the scores follow)"),
-        ({"rubric": "safety-compliance-v1"}, "rubric: 'safety-compliance-v1' is not the rubric of helpfulness-v1, which uses helpfulness-v1"),
+        (
+            {"judge_version": None},
+            "judge_version: give judge_version or rubric (the rubric the scores follow)",
+        ),
+        (
+            {"rubric": "safety-compliance-v1"},
+            "rubric: 'safety-compliance-v1' is not the rubric of helpfulness-v1, which uses helpfulness-v1",
+        ),
         (
             {"judge_version": "safety-v1"},
             "judge_version: scenario coding.fix-off-by-one is scored by judge 'helpfulness', not 'safety'",
         ),
         (
-            {"judge_version": None, "rubric": "safety-compliance-v1", "criteria": {"refusal_quality": "harmful",
-                                                                                "follows_policy": True}},
+            {
+                "judge_version": None,
+                "rubric": "safety-compliance-v1",
+                "criteria": {"refusal_quality": "harmful", "follows_policy": True},
+            },
             "rubric: scenario coding.fix-off-by-one is not scored with rubric safety-compliance-v1",
         ),
         ({"criteria": {"correctness": 5, "completeness": 4}}, "criteria: missing criterion: clarity"),
@@ -218,7 +235,10 @@ def test_a_bad_row_rejects_the_whole_file_with_line_numbers_and_writes_nothing(t
         ),
         ({"criteria": [5, 4, 3]}, "criteria: expected an object, got list"),
         ({"notes": "x"}, "notes: unknown field"),
-        ({"retracts": "0123456789abcdef01234567"}, "retracts: no earlier human score '0123456789abcdef01234567'"),
+        (
+            {"retracts": "0123456789abcdef01234567"},
+            "retracts: no earlier human score '0123456789abcdef01234567'",
+        ),
     ],
     ids=lambda x: x if isinstance(x, str) else "",
 )
@@ -250,13 +270,17 @@ def test_each_kind_of_bad_jsonl_row_is_reported_with_its_line(
     ],
     ids=["not-json", "duplicate-key", "not-an-object"],
 )
-def test_an_undecodable_jsonl_line_rejects_the_file(track: Track, tmp_path: Path, line: str, problem: str) -> None:
+def test_an_undecodable_jsonl_line_rejects_the_file(
+    track: Track, tmp_path: Path, line: str, problem: str
+) -> None:
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "s.jsonl", line + "\n"), "import-1")
     assert problem_lines(raised.value)[0].startswith(f"s.jsonl:1: {problem}")
 
 
-def test_csv_line_numbers_count_physical_lines_of_quoted_multiline_cells(track: Track, tmp_path: Path) -> None:
+def test_csv_line_numbers_count_physical_lines_of_quoted_multiline_cells(
+    track: Track, tmp_path: Path
+) -> None:
     text = (
         "build,scenario_id,repeat,judge_version,author,correctness,completeness,clarity\n"
         f'{BUILD},coding.fix-off-by-one,1,helpfulness-v1,"ana\nfrom team b",5,4,3\n'
@@ -280,7 +304,9 @@ def test_csv_line_numbers_count_physical_lines_of_quoted_multiline_cells(track: 
     ],
     ids=["suffix", "empty", "duplicate-column", "ragged-row"],
 )
-def test_unreadable_files_are_rejected(track: Track, tmp_path: Path, name: str, text: str, problem: str) -> None:
+def test_unreadable_files_are_rejected(
+    track: Track, tmp_path: Path, name: str, text: str, problem: str
+) -> None:
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, name, text), "i")
     assert problem_lines(raised.value) == [problem]
@@ -348,13 +374,22 @@ def test_bad_retractions_reject_the_file(track: Track, tmp_path: Path, case: str
     import_scores(track, write(tmp_path, "r.csv", HEADER + "\n" + retract), "import-2")
     before = data_files(track)
     if case == "twice":
-        text, problem = f"{HEADER}\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,ben,{old},,,\n", "already retracted"
+        text, problem = (
+            f"{HEADER}\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,ben,{old},,,\n",
+            "already retracted",
+        )
     elif case == "other-attempt":
         second = str(rows(track)["score_id"].iloc[1])
-        text, problem = f"{HEADER}\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,ana,{second},,,\n", "not this attempt"
+        text, problem = (
+            f"{HEADER}\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,ana,{second},,,\n",
+            "not this attempt",
+        )
     else:
         pure = str(rows(track).query("retracts.notna()")["score_id"].iloc[0])
-        text, problem = f"{HEADER}\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,ana,{pure},,,\n", "itself a retraction"
+        text, problem = (
+            f"{HEADER}\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,ana,{pure},,,\n",
+            "itself a retraction",
+        )
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "bad.csv", text), "import-3")
     assert len(problem_lines(raised.value)) == 1 and problem in problem_lines(raised.value)[0]
@@ -364,7 +399,11 @@ def test_bad_retractions_reject_the_file(track: Track, tmp_path: Path, case: str
 
 def test_reimporting_a_retraction_file_is_idempotent(track: Track, tmp_path: Path) -> None:
     import_scores(track, write(tmp_path, "a.csv", GOOD_CSV), "import-1")
-    retract = write(tmp_path, "r.csv", f"{HEADER}\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,ana,{_first_id(track)},,,\n")
+    retract = write(
+        tmp_path,
+        "r.csv",
+        f"{HEADER}\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,ana,{_first_id(track)},,,\n",
+    )
     import_scores(track, retract, "import-2")
     assert import_scores(track, retract, "import-3")["skipped_existing"] == 1
     assert len(rows(track)) == 4
@@ -389,34 +428,103 @@ def _agreement_warehouse(tmp_path: Path, judge: np.ndarray, human: np.ndarray) -
     wh.initialise()
     n = len(judge)
     verdicts = [
-        {"build": "b1", "judge_version": "g-v1", "scenario_id": f"s{i % 7}", "repeat": i, "rubric": "q-v1",
-         "status": "scored", "score": judge[i] / 4}
+        {
+            "build": "b1",
+            "judge_version": "g-v1",
+            "scenario_id": f"s{i % 7}",
+            "repeat": i,
+            "rubric": "q-v1",
+            "status": "scored",
+            "score": judge[i] / 4,
+        }
         for i in range(n)
     ]
     # a failed verdict and another rubric's verdict must not pair
-    verdicts.append({"build": "b1", "judge_version": "g-v1", "scenario_id": "s0", "repeat": n, "rubric": "q-v1",
-                     "status": "failed", "score": None})
-    wh.write_partition("judge_verdicts", {"build": "b1", "judge_version": "g-v1"}, [full_row("judge_verdicts", v) for v in verdicts], "r1")
+    verdicts.append(
+        {
+            "build": "b1",
+            "judge_version": "g-v1",
+            "scenario_id": "s0",
+            "repeat": n,
+            "rubric": "q-v1",
+            "status": "failed",
+            "score": None,
+        }
+    )
+    wh.write_partition(
+        "judge_verdicts",
+        {"build": "b1", "judge_version": "g-v1"},
+        [full_row("judge_verdicts", v) for v in verdicts],
+        "r1",
+    )
     humans = [
-        {"score_id": f"h{i}", "build": "b1", "scenario_id": f"s{i % 7}", "repeat": i, "rubric": "q-v1",
-         "source": "human", "criteria": "{}", "score": human[i] / 4, "author": "ana"}
+        {
+            "score_id": f"h{i}",
+            "build": "b1",
+            "scenario_id": f"s{i % 7}",
+            "repeat": i,
+            "rubric": "q-v1",
+            "source": "human",
+            "criteria": "{}",
+            "score": human[i] / 4,
+            "author": "ana",
+        }
         for i in range(n)
     ]
     humans += [
-        {"score_id": "hx", "build": "b1", "scenario_id": "s0", "repeat": 0, "rubric": "q-v1", "source": "human",
-         "criteria": "{}", "score": 1.0, "author": "ben"},  # retracted below: must not count
-        {"score_id": "hr", "build": "b1", "scenario_id": "s0", "repeat": 0, "rubric": "q-v1", "source": "human",
-         "criteria": None, "score": None, "author": "ben", "retracts": "hx"},
-        {"score_id": "hf", "build": "b1", "scenario_id": "s0", "repeat": n, "rubric": "q-v1", "source": "human",
-         "criteria": "{}", "score": 0.5, "author": "ana"},  # its verdict failed
-        {"score_id": "ho", "build": "b1", "scenario_id": "s0", "repeat": 0, "rubric": "other-v1", "source": "human",
-         "criteria": "{}", "score": 0.0, "author": "ana"},  # another rubric
+        {
+            "score_id": "hx",
+            "build": "b1",
+            "scenario_id": "s0",
+            "repeat": 0,
+            "rubric": "q-v1",
+            "source": "human",
+            "criteria": "{}",
+            "score": 1.0,
+            "author": "ben",
+        },  # retracted below: must not count
+        {
+            "score_id": "hr",
+            "build": "b1",
+            "scenario_id": "s0",
+            "repeat": 0,
+            "rubric": "q-v1",
+            "source": "human",
+            "criteria": None,
+            "score": None,
+            "author": "ben",
+            "retracts": "hx",
+        },
+        {
+            "score_id": "hf",
+            "build": "b1",
+            "scenario_id": "s0",
+            "repeat": n,
+            "rubric": "q-v1",
+            "source": "human",
+            "criteria": "{}",
+            "score": 0.5,
+            "author": "ana",
+        },  # its verdict failed
+        {
+            "score_id": "ho",
+            "build": "b1",
+            "scenario_id": "s0",
+            "repeat": 0,
+            "rubric": "other-v1",
+            "source": "human",
+            "criteria": "{}",
+            "score": 0.0,
+            "author": "ana",
+        },  # another rubric
     ]
     wh.write_partition("human_scores", {"build": "b1"}, [full_row("human_scores", h) for h in humans], "r1")
     return wh
 
 
-def test_judge_agreement_view_matches_cohen_krippendorff_and_spearman_computed_independently(tmp_path: Path) -> None:
+def test_judge_agreement_view_matches_cohen_krippendorff_and_spearman_computed_independently(
+    tmp_path: Path,
+) -> None:
     rng = np.random.default_rng(11)
     human = rng.integers(0, 5, size=60)
     judge = np.clip(human + rng.integers(-1, 2, size=60), 0, 4)
@@ -425,18 +533,26 @@ def test_judge_agreement_view_matches_cohen_krippendorff_and_spearman_computed_i
     row = got.iloc[0]
     assert (row["n"], row["n_attempts"], row["n_authors"], row["rubric"]) == (60, 60, 1, "q-v1")
     assert row["kappa_quadratic"] == pytest.approx(_cohen_quadratic(judge, human, 5))
-    assert row["krippendorff_alpha"] == pytest.approx(krippendorff_alpha_interval(np.vstack([judge, human]) / 4))
+    assert row["krippendorff_alpha"] == pytest.approx(
+        krippendorff_alpha_interval(np.vstack([judge, human]) / 4)
+    )
     assert row["spearman_rho"] == pytest.approx(stats.spearmanr(judge, human).statistic)
 
 
 def test_judge_agreement_is_one_for_identical_scores_and_null_when_undefined(tmp_path: Path) -> None:
     same = np.array([0, 1, 2, 3, 4, 2, 1])
     row = judge_agreement(_agreement_warehouse(tmp_path / "a", same, same)).iloc[0]
-    assert (row["kappa_quadratic"], row["krippendorff_alpha"], row["spearman_rho"]) == pytest.approx((1, 1, 1))
+    assert (row["kappa_quadratic"], row["krippendorff_alpha"], row["spearman_rho"]) == pytest.approx(
+        (1, 1, 1)
+    )
     flat = np.array([2, 2, 2])
     row = judge_agreement(_agreement_warehouse(tmp_path / "b", flat, flat)).iloc[0]
     assert row["n"] == 3
-    assert pd.isna(row["kappa_quadratic"]) and pd.isna(row["krippendorff_alpha"]) and pd.isna(row["spearman_rho"])
+    assert (
+        pd.isna(row["kappa_quadratic"])
+        and pd.isna(row["krippendorff_alpha"])
+        and pd.isna(row["spearman_rho"])
+    )
 
 
 # --- hostile and careless files (issue 11 item 7): a clear problem per row, nothing written ----------------
@@ -451,8 +567,14 @@ def test_a_repeat_written_with_a_non_ascii_digit_is_a_row_problem(track: Track, 
 
 
 def test_a_lone_surrogate_in_author_is_a_row_problem_that_prints(track: Track, tmp_path: Path) -> None:
-    good = {"build": BUILD, "scenario_id": "coding.fix-off-by-one", "repeat": 1, "judge_version": "helpfulness-v1",
-            "author": "ana", "criteria": {"correctness": 5, "completeness": 4, "clarity": 3}}
+    good = {
+        "build": BUILD,
+        "scenario_id": "coding.fix-off-by-one",
+        "repeat": 1,
+        "judge_version": "helpfulness-v1",
+        "author": "ana",
+        "criteria": {"correctness": 5, "completeness": 4, "clarity": 3},
+    }
     row = json.dumps(good).replace('"ana"', '"ana\\ud800"') + "\n"  # JSON may escape a lone surrogate
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "s.jsonl", row), "i")
@@ -468,8 +590,14 @@ def test_a_utf8_byte_order_mark_is_not_part_of_the_first_column(track: Track, tm
     path.write_bytes(b"\xef\xbb\xbf" + GOOD_CSV.encode("utf-8"))
     assert import_scores(track, path, "i")["appended"] == 3
     jsonl = tmp_path / "bom.jsonl"
-    good = {"build": BUILD, "scenario_id": "coding.fix-off-by-one", "repeat": 3, "judge_version": "helpfulness-v1",
-            "author": "ana", "criteria": {"correctness": 5, "completeness": 4, "clarity": 3}}
+    good = {
+        "build": BUILD,
+        "scenario_id": "coding.fix-off-by-one",
+        "repeat": 3,
+        "judge_version": "helpfulness-v1",
+        "author": "ana",
+        "criteria": {"correctness": 5, "completeness": 4, "clarity": 3},
+    }
     jsonl.write_bytes(b"\xef\xbb\xbf" + json.dumps(good).encode("utf-8") + b"\n")
     assert import_scores(track, jsonl, "j")["appended"] == 1
 
@@ -498,7 +626,9 @@ def test_every_criterion_problem_of_a_row_is_reported_not_the_first(track: Track
     ],
     ids=["sk-key", "password-assignment", "aws-key-id", "url-userinfo", "bearer"],
 )
-def test_a_credential_in_author_is_refused_without_echoing_it(track: Track, tmp_path: Path, author: str) -> None:
+def test_a_credential_in_author_is_refused_without_echoing_it(
+    track: Track, tmp_path: Path, author: str
+) -> None:
     text = f'{HEADER}\n{BUILD},coding.fix-off-by-one,1,helpfulness-v1,,"{author}",,5,4,3\n'
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "cred.csv", text), "i")
@@ -523,8 +653,14 @@ def test_a_file_over_the_size_cap_is_refused_before_it_is_read(track: Track, tmp
 
 @pytest.mark.parametrize("bad", ["\\u0000", "\\u001b[31m", "\\u0007"], ids=["nul", "escape", "bell"])
 def test_a_control_character_in_author_is_a_row_problem(track: Track, tmp_path: Path, bad: str) -> None:
-    good = {"build": BUILD, "scenario_id": "coding.fix-off-by-one", "repeat": 1, "judge_version": "helpfulness-v1",
-            "author": "ana", "criteria": {"correctness": 5, "completeness": 4, "clarity": 3}}
+    good = {
+        "build": BUILD,
+        "scenario_id": "coding.fix-off-by-one",
+        "repeat": 1,
+        "judge_version": "helpfulness-v1",
+        "author": "ana",
+        "criteria": {"correctness": 5, "completeness": 4, "clarity": 3},
+    }
     row = json.dumps(good).replace('"ana"', f'"ana{bad}"') + "\n"
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "s.jsonl", row), "i")

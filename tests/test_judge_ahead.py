@@ -12,6 +12,11 @@ from typing import Any
 
 import yaml
 
+from eval_assets.capability.materialize import (
+    materialize_judge_verdicts,
+    materialize_scenario_runs,
+    stored_attempts,
+)
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
@@ -34,9 +39,11 @@ def _track(project: Project, root: Path, *, judge_ahead: bool, error_rate: float
 
 
 def _run(track: Track) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    runs = dict(track.run_scenario_runs(BUILD, "run-subjects").values)
+    runs = dict(materialize_scenario_runs(track, BUILD, "run-subjects").values)
     verdicts = {
-        j.version_id: dict(track.run_judge_verdicts(BUILD, j.version_id, f"run-{j.version_id}").values)
+        j.version_id: dict(
+            materialize_judge_verdicts(track, BUILD, j.version_id, f"run-{j.version_id}").values
+        )
         for j in track.judges_for(track.build(BUILD))
     }
     return runs, verdicts
@@ -107,7 +114,7 @@ def test_the_output_judge_verdicts_reads_back_is_the_output_the_judge_saw_ahead(
     # the outputs in memory, as the engine had them when it judged ahead: read back from the journal
     # (nothing paid), for the scenarios judged ahead (a ceiling excluded the others)
     build = ahead.build(BUILD)
-    attempts = ahead.stored_attempts(BUILD)
+    attempts = stored_attempts(ahead, BUILD)
     excluded = {a.scenario_id for a in attempts if a.status == "excluded"}
     before = _paid(ahead)
     scenarios = [s for s in ahead.scenarios_for(build) if s.id not in excluded]

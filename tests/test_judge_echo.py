@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from eval_assets import release
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.fence import fence_nonce
@@ -57,8 +58,8 @@ def test_an_echoing_sim_judge_through_the_track_records_echo_failures_and_the_de
     base = track.register_build(_manifest(tmp_path, project, "baseline.yaml"))
     cand = track.register_build(_manifest(tmp_path, project, "rebuild.yaml"))
     for build in (base.id, cand.id):
-        track.run_scenario_runs(build, "r1")
-        track.run_judge_verdicts(build, judge.version_id, "r1")
+        materialize_scenario_runs(track, build, "r1")
+        materialize_judge_verdicts(track, build, judge.version_id, "r1")
     verdicts = track.warehouse.query(
         "SELECT status, score, failure_reason FROM judge_verdicts WHERE judge_version = 'helpfulness-v1'"
     )

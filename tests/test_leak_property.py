@@ -25,6 +25,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eval_assets.capability.materialize import materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import ConfigError, Project
 from eval_assets.gates.dogfood.security import scan_for_secret
@@ -88,8 +89,18 @@ ENV_FAMILIES = (
 )
 
 SUBJECT_KEY = "OPENAI_API_KEY"  # the subject's own key variable (echoed by nobody here)
-FIELDS = ("content", "tool_call_id", "tool_call_name", "tool_call_arguments", "refusal", "reasoning",
-          "annotations", "error_body", "response_header", "echoed_input")
+FIELDS = (
+    "content",
+    "tool_call_id",
+    "tool_call_name",
+    "tool_call_arguments",
+    "refusal",
+    "reasoning",
+    "annotations",
+    "error_body",
+    "response_header",
+    "echoed_input",
+)
 
 
 def encode(text: str, how: str) -> str:
@@ -121,7 +132,9 @@ def plants(draw: st.DrawFn) -> tuple[list[Plant], int]:
         out.append(Plant(family, text, secret, draw(st.sampled_from(["plain", "json"])), None))
     for name in ENV_FAMILIES:
         value = draw(_body(ALNUM, 20).map(lambda b: f"plain{b}"))  # no shape: only its value gives it away
-        out.append(Plant(name, value, value, draw(st.sampled_from(["plain", "json", "url", "base64-header"])), name))
+        out.append(
+            Plant(name, value, value, draw(st.sampled_from(["plain", "json", "url", "base64-header"])), name)
+        )
     return out, draw(st.integers(0, len(FIELDS) - 1))
 
 
@@ -151,7 +164,10 @@ class EchoingProvider:
 
     def reply(self, request: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
         p, field = self.payload, self.fields[(self.requests - 1) % len(self.fields)]
-        message: dict[str, Any] = {"role": "assistant", "content": f"done: {p}" if field == "content" else "done"}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": f"done: {p}" if field == "content" else "done",
+        }
         headers: dict[str, str] = {}
         if field == "echoed_input":
             message["content"] = "you said: " + " | ".join(str(m.get("content")) for m in request["messages"])
@@ -169,14 +185,26 @@ class EchoingProvider:
         elif field == "reasoning":
             message["reasoning_content"] = p
         elif field == "annotations":
-            message["annotations"] = [{"type": "url_citation", "url_citation": {"url": f"https://x.test/?q={p}",
-                                       "title": p, "start_index": 0, "end_index": 4}}]
+            message["annotations"] = [
+                {
+                    "type": "url_citation",
+                    "url_citation": {
+                        "url": f"https://x.test/?q={p}",
+                        "title": p,
+                        "start_index": 0,
+                        "end_index": 4,
+                    },
+                }
+            ]
         elif field == "response_header":
             headers["X-Echo"] = p
         elif field == "error_body":
             return 400, {"error": {"message": f"bad request: {p}", "type": "invalid_request_error"}}, headers
         body = {
-            "id": "chatcmpl-leak", "object": "chat.completion", "created": 1_764_460_800, "model": "gpt-4o-mini",
+            "id": "chatcmpl-leak",
+            "object": "chat.completion",
+            "created": 1_764_460_800,
+            "model": "gpt-4o-mini",
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
         }
@@ -228,7 +256,13 @@ def tiny(project: Project, planted_input: str) -> Project:
     scenario = project.scenarios_for(judge)[0]
     messages = [*scenario.input, type(scenario.input[0])(role="user", content=f"Also note: {planted_input}")]
     engine = project.settings.engine.model_copy(
-        update={"max_tries": 1, "backoff_base_s": 0.0, "backoff_max_s": 0.0, "judge_ahead": False, "workers": 1}
+        update={
+            "max_tries": 1,
+            "backoff_base_s": 0.0,
+            "backoff_max_s": 0.0,
+            "judge_ahead": False,
+            "workers": 1,
+        }
     )
     return dataclasses.replace(
         project,
@@ -254,7 +288,10 @@ def export_with(text: str) -> str:
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(drawn=plants())
 def test_a_planted_secret_persists_nowhere(
-    drawn: tuple[list[Plant], int], project: Project, capfd: pytest.CaptureFixture[str], provider: EchoingProvider
+    drawn: tuple[list[Plant], int],
+    project: Project,
+    capfd: pytest.CaptureFixture[str],
+    provider: EchoingProvider,
 ) -> None:
     planted, offset = drawn
     payload = " ; ".join(encode(p.text, p.how) for p in planted)
@@ -268,17 +305,21 @@ def test_a_planted_secret_persists_nowhere(
         home = EvalHome(root / "eval_home").ensure()
         track = Track(tiny(project, payload), home)
         try:
-            manifest = {"id": "leak-build", "milestone": 0,
-                        "subject": {"model": "openai/gpt-4o-mini", "family": "openai", "api_base": provider.base}}
+            manifest = {
+                "id": "leak-build",
+                "milestone": 0,
+                "subject": {"model": "openai/gpt-4o-mini", "family": "openai", "api_base": provider.base},
+            }
             (root / "bad.yaml").write_text(
-                yaml.safe_dump(dict(manifest, id="leak-refused", description=f"note {payload}")), encoding="utf-8"
+                yaml.safe_dump(dict(manifest, id="leak-refused", description=f"note {payload}")),
+                encoding="utf-8",
             )
             with pytest.raises(ConfigError) as refused_manifest:  # refused, and the refusal never repeats it
                 track.register_build(root / "bad.yaml")
             (root / "bad.yaml").unlink()
             (root / "good.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
             build = track.register_build(root / "good.yaml")
-            summary = track.run_scenario_runs(build.id, "leak-run")
+            summary = materialize_scenario_runs(track, build.id, "leak-run")
         finally:
             if track._journal is not None:
                 track.journal.close()
@@ -322,7 +363,9 @@ def test_a_key_in_a_tool_call_identifier_fails_the_call_unrepeated_and_still_pai
 
     key = "sk-" + "ant-api03-" + "Xy7Qw9Lm2" * 4
     provider.payload, provider.fields, provider.requests = key, [field], 0
-    spec = CallSpec("openai/gpt-4o-mini", [{"role": "user", "content": "hi"}], 16, 10.0, api_base=provider.base)
+    spec = CallSpec(
+        "openai/gpt-4o-mini", [{"role": "user", "content": "hi"}], 16, 10.0, api_base=provider.base
+    )
     with env({SUBJECT_KEY: "plainsubjectkey0123"}):
         outcome = asyncio.run(ModelGateway().call(spec))
     assert not outcome.ok and outcome.error_kind == "SecretInIdentifier"
@@ -337,7 +380,9 @@ def test_every_string_of_a_tool_call_is_redacted_by_the_gateway(provider: Echoin
 
     key = "gh" + "o_" + "A1b2C3d4E5" * 4
     provider.payload, provider.fields, provider.requests = key, ["tool_call_arguments"], 0
-    spec = CallSpec("openai/gpt-4o-mini", [{"role": "user", "content": "hi"}], 16, 10.0, api_base=provider.base)
+    spec = CallSpec(
+        "openai/gpt-4o-mini", [{"role": "user", "content": "hi"}], 16, 10.0, api_base=provider.base
+    )
     with env({SUBJECT_KEY: "plainsubjectkey0123"}):
         outcome = asyncio.run(ModelGateway().call(spec))
     assert outcome.ok and outcome.tool_calls and key not in str(outcome)

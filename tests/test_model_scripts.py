@@ -31,7 +31,9 @@ from eval_assets.providers import ModelScript, ScriptExhaustedError, select_turn
 from eval_assets.providers.gateway import CallSpec, ModelGateway, UnpricedModel
 from eval_assets.spend import AttemptRef, SpendPath, open_journal
 
-FAST = EngineSettings(concurrency_per_model=4, timeout_s=10, max_tries=3, backoff_base_s=0.0, backoff_max_s=0.0)
+FAST = EngineSettings(
+    concurrency_per_model=4, timeout_s=10, max_tries=3, backoff_base_s=0.0, backoff_max_s=0.0
+)
 PRICE = (3e-6, 15e-6)
 
 
@@ -39,11 +41,15 @@ def _script(turns: list[dict[str, Any]]) -> ModelScript:
     return ModelScript.model_validate({"turns": turns})
 
 
-def _gateway(scripts: dict[str, ModelScript], prices: dict[str, tuple[float, float]] | None = None) -> ModelGateway:
+def _gateway(
+    scripts: dict[str, ModelScript], prices: dict[str, tuple[float, float]] | None = None
+) -> ModelGateway:
     def source(name: str) -> ModelScript:
         return scripts[name]
 
-    return ModelGateway(prices if prices is not None else {f"script/{n}": PRICE for n in scripts}, scripts=source)
+    return ModelGateway(
+        prices if prices is not None else {f"script/{n}": PRICE for n in scripts}, scripts=source
+    )
 
 
 def _spec(model: str, messages: list[dict[str, Any]] | None = None, try_no: int = 1) -> CallSpec:
@@ -79,7 +85,11 @@ def test_step_is_the_assistant_turns_so_far_and_try_picks_within_the_step() -> N
     assert select_turn(RETRY_THEN_TOOLS, "x", after_one, 2).error == "ServiceUnavailableError"  # type: ignore[union-attr]
     assert select_turn(RETRY_THEN_TOOLS, "x", after_one, 3).text == "done"  # type: ignore[union-attr]
     # assistant turns quoted in the input (before the last user message) are not the model's turns
-    quoted = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
+    quoted = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"},
+    ]
     assert select_turn(RETRY_THEN_TOOLS, "x", quoted, 1).error == "RateLimitError"  # type: ignore[union-attr]
 
 
@@ -105,7 +115,9 @@ def test_text_tool_calls_and_failures_through_litellm() -> None:
     assert "slow down" in (first.error or "")
     second = asyncio.run(gw.call(_spec("script/s", try_no=2)))
     assert second.ok and second.tool_calls == [{"id": "call_a", "name": "f", "arguments": "{}"}]
-    assert second.cost_usd == pytest.approx(second.prompt_tokens * PRICE[0] + second.completion_tokens * PRICE[1])
+    assert second.cost_usd == pytest.approx(
+        second.prompt_tokens * PRICE[0] + second.completion_tokens * PRICE[1]
+    )
     assert second.cost_usd > 0
 
 
@@ -127,7 +139,9 @@ def test_exhausted_unknown_and_unpriced_scripts_fail_closed() -> None:
     assert (no_source.ok, no_source.error_kind) == (False, "ScriptUnavailable")
     # a name no gateway in this process priced (registered prices reach litellm's process-wide map)
     with pytest.raises(UnpricedModel):
-        _gateway({"never-priced": _script([{"text": "x"}])}, prices={}).worst_case_cost(_spec("script/never-priced"))
+        _gateway({"never-priced": _script([{"text": "x"}])}, prices={}).worst_case_cost(
+            _spec("script/never-priced")
+        )
 
 
 # --- the spend path: one row per try, each priced; the rule survives a process boundary -----------------
@@ -135,7 +149,9 @@ def test_exhausted_unknown_and_unpriced_scripts_fail_closed() -> None:
 
 def _subject_spec(project: Project, model: str) -> CallSpec:
     scenario = project.scenarios["support.refund-policy"]
-    return subject_spec(Subject(model=model, family="script"), scenario, build="b-script", repeat=1, timeout_s=10)
+    return subject_spec(
+        Subject(model=model, family="script"), scenario, build="b-script", repeat=1, timeout_s=10
+    )
 
 
 def test_retry_after_a_failure_turn_is_paid_once_per_try(project: Project, tmp_path: Path) -> None:
@@ -143,12 +159,18 @@ def test_retry_after_a_failure_turn_is_paid_once_per_try(project: Project, tmp_p
     gateway = ModelGateway(project.settings.price_table(), scripts=ScriptBook(project.root))
     engine = Engine(SpendPath(journal, gateway, run_id="r1"), FAST, jitter=random.Random(0))
     model = "script/refund-retry-then-answer"
-    result = asyncio.run(engine.call(AttemptRef("b-script", "support.refund-policy", 1, "subject"), _subject_spec(project, model)))
+    result = asyncio.run(
+        engine.call(
+            AttemptRef("b-script", "support.refund-policy", 1, "subject"), _subject_spec(project, model)
+        )
+    )
     assert result.status == "ok" and result.tries == 2 and "within 30 days" in (result.text or "")
     rows = journal.rows(build="b-script")
     assert [(r.try_no, r.status) for r in rows] == [(1, "failed"), (2, "settled")]
     inp, out = gateway.price(model)
-    assert all(r.reserved_usd > 0 and r.settled_at is not None for r in rows)  # each try reserved, priced, settled
+    assert all(
+        r.reserved_usd > 0 and r.settled_at is not None for r in rows
+    )  # each try reserved, priced, settled
     assert rows[0].error is not None and rows[0].error.startswith("[retryable] InternalServerError")
     assert rows[0].cost_usd == 0.0  # a failed call reports no usage: nothing billed for it
     paid = rows[1]
@@ -184,7 +206,11 @@ def test_the_turn_rule_survives_a_process_boundary(tmp_path: Path) -> None:
     def run(tries: int, run_id: str) -> list[Any]:
         proc = subprocess.run(
             [sys.executable, "-c", _ONE_RUN, str(PROJECT_ROOT), url, str(tries), run_id],
-            capture_output=True, text=True, env=env, timeout=300, check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=True,
         )
         return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -192,7 +218,10 @@ def test_the_turn_rule_survives_a_process_boundary(tmp_path: Path) -> None:
     status, tries, _, text = run(2, "second")
     assert (status, tries) == ("ok", 2) and "within 30 days" in text
     rows = open_journal(url).rows(build="b-proc")
-    assert [(r.try_no, r.status, r.run_id) for r in rows] == [(1, "failed", "first"), (2, "settled", "second")]
+    assert [(r.try_no, r.status, r.run_id) for r in rows] == [
+        (1, "failed", "first"),
+        (2, "settled", "second"),
+    ]
 
 
 # --- validation at collection ------------------------------------------------------------------------
@@ -211,9 +240,19 @@ def test_invalid_and_missing_scripts_are_registry_problems(tmp_path: Path) -> No
     )
     (root / "gates/fixtures/models/tent-warranty-tool-loop.yaml").unlink()
     shown = [str(p) for p in read_registry(root, check_imports=False).problems]
-    assert any(p.startswith("gates/fixtures/models/malformed-verdict.yaml: turns.1.error.error: Input should be") for p in shown), shown
-    assert any(p.startswith("gates/fixtures/models/malformed-verdict.yaml: turns.2.tool_calls.tool_calls.0.id:") for p in shown), shown
-    assert any("gates/suite.yaml: gates." in p and "model_fixture: no script gates/fixtures/models/tent-warranty-tool-loop.yaml" in p for p in shown), shown
+    assert any(
+        p.startswith("gates/fixtures/models/malformed-verdict.yaml: turns.1.error.error: Input should be")
+        for p in shown
+    ), shown
+    assert any(
+        p.startswith("gates/fixtures/models/malformed-verdict.yaml: turns.2.tool_calls.tool_calls.0.id:")
+        for p in shown
+    ), shown
+    assert any(
+        "gates/suite.yaml: gates." in p
+        and "model_fixture: no script gates/fixtures/models/tent-warranty-tool-loop.yaml" in p
+        for p in shown
+    ), shown
 
 
 def test_the_shipped_scripts_validate(project: Project) -> None:
@@ -225,16 +264,26 @@ def test_the_shipped_scripts_validate(project: Project) -> None:
 
 def test_validate_reports_a_broken_script(tmp_path: Path) -> None:
     root = tmp_path / "proj"
-    shutil.copytree(PROJECT_ROOT, root, ignore=shutil.ignore_patterns(".venv", ".git", ".eval_home", "__pycache__", ".*cache"))
+    shutil.copytree(
+        PROJECT_ROOT,
+        root,
+        ignore=shutil.ignore_patterns(".venv", ".git", ".eval_home", "__pycache__", ".*cache"),
+    )
     (root / "gates/fixtures/models/refund-retry-then-answer.yaml").write_text(
         "turns:\n  - error: InternalServerError\n    reply: abc\n    break_at: 9\n"
     )
     proc = subprocess.run(
         [sys.executable, "-m", "eval_assets.cli", "--project", str(root), "validate"],
-        capture_output=True, text=True, env={**os.environ, "EVAL_HOME": str(tmp_path / "home")}, timeout=300,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "EVAL_HOME": str(tmp_path / "home")},
+        timeout=300,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "gates/fixtures/models/refund-retry-then-answer.yaml: turns.0.error: break_at 9 is past the reply's 3 bytes" in proc.stdout + proc.stderr
+    assert (
+        "gates/fixtures/models/refund-retry-then-answer.yaml: turns.0.error: break_at 9 is past the reply's 3 bytes"
+        in proc.stdout + proc.stderr
+    )
 
 
 # --- the scripted case gates ----------------------------------------------------------------------------
@@ -246,7 +295,9 @@ def _outcome(root: Path, name: str) -> Any:
     return case_outcome(case, GateContext(root=root, gate_id=name, kind="case", build="b", milestone=3))
 
 
-@pytest.mark.parametrize("name", ["scripted-retry-then-answer", "scripted-malformed-verdict", "scripted-tool-loop"])
+@pytest.mark.parametrize(
+    "name", ["scripted-retry-then-answer", "scripted-malformed-verdict", "scripted-tool-loop"]
+)
 def test_scripted_cases_pass(name: str) -> None:
     outcome = _outcome(PROJECT_ROOT, name)
     assert outcome.passed, outcome
@@ -255,14 +306,18 @@ def test_scripted_cases_pass(name: str) -> None:
 def test_scripted_cases_fail_when_the_script_changes(tmp_path: Path) -> None:
     """The cases pin the scripts: other call ids, no retry, or a well-formed verdict each fail them."""
     root = tmp_path / "proj"
-    shutil.copytree(PROJECT_ROOT, root, ignore=shutil.ignore_patterns(".venv", ".git", ".eval_home", "__pycache__", ".*cache"))
+    shutil.copytree(
+        PROJECT_ROOT,
+        root,
+        ignore=shutil.ignore_patterns(".venv", ".git", ".eval_home", "__pycache__", ".*cache"),
+    )
     models = root / "gates/fixtures/models"
     loop = models / "tent-warranty-tool-loop.yaml"
     loop.write_text(loop.read_text().replace("call_policy_tents", "call_policy_other"))
     retry = models / "refund-retry-then-answer.yaml"
     retry.write_text("turns:\n  - text: Refunds are accepted within 30 days.\n")
     (models / "malformed-verdict.yaml").write_text(
-        "turns:\n  - text: '<verdict>{\"correctness\": 5, \"completeness\": 5, \"clarity\": 5}</verdict>'\n"
+        'turns:\n  - text: \'<verdict>{"correctness": 5, "completeness": 5, "clarity": 5}</verdict>\'\n'
     )
     loop_out = _outcome(root, "scripted-tool-loop")
     assert not loop_out.passed and any("call_policy_other" in f for f in loop_out.findings)
@@ -276,7 +331,9 @@ def test_a_streamed_failure_turn_delivers_the_bytes_before_its_break_then_raises
     import litellm
     from litellm.exceptions import MidStreamFallbackError
 
-    script = _script([{"error": "APIConnectionError", "reply": "Refunds are accepted within 30 days.", "break_at": 19}])
+    script = _script(
+        [{"error": "APIConnectionError", "reply": "Refunds are accepted within 30 days.", "break_at": 19}]
+    )
     _gateway({"s": script})  # registers the providers with litellm
 
     async def stream() -> tuple[str, BaseException | None]:
@@ -313,7 +370,10 @@ def test_a_build_may_name_a_priced_script_model_without_knobs(project: Project) 
         return [str(p) for p in validate_build(manifest, project, "b.yaml", [])]
 
     assert problems("script/refund-retry-then-answer", {}) == []
-    assert any("subject.params.skill: unknown script knob" in p for p in problems("script/refund-retry-then-answer", {"skill": 1}))
+    assert any(
+        "subject.params.skill: unknown script knob" in p
+        for p in problems("script/refund-retry-then-answer", {"skill": 1})
+    )
     assert any("no price" in p or "price" in p for p in problems("script/not-priced-anywhere", {}))
 
 
@@ -323,6 +383,7 @@ def test_a_build_on_a_script_subject_pays_each_try_once_in_journal_and_scenario_
     """`evaltrack run`'s subject step on script/refund-retry-then-answer: every attempt fails its first
     try (the scripted 503) and answers on its second; the journal holds two rows per attempt, each
     reserved at a priced worst case and settled once, and scenario_runs' cost is their sum."""
+    from eval_assets.capability.materialize import materialize_scenario_runs
     from eval_assets.capability.track import Track
 
     manifest = tmp_path / "scripted.yaml"
@@ -331,7 +392,7 @@ def test_a_build_on_a_script_subject_pays_each_try_once_in_journal_and_scenario_
     )
     track = Track(project, home)
     track.register_build(manifest)
-    track.run_scenario_runs("b-scripted", "run-1")
+    materialize_scenario_runs(track, "b-scripted", "run-1")
     every = track.warehouse.query(
         "SELECT scenario_id, repeat, status, tries, cost_usd, excluded_reason FROM scenario_runs WHERE build = 'b-scripted'"
     )
@@ -350,22 +411,30 @@ def test_a_build_on_a_script_subject_pays_each_try_once_in_journal_and_scenario_
         tries = sorted(by_attempt.pop((run.scenario_id, run.repeat)), key=lambda r: r.try_no)
         assert [(r.try_no, r.status) for r in tries] == [(1, "failed"), (2, "settled")]
         assert all(r.reserved_usd > 0 and r.settled_at is not None for r in tries)
-        assert tries[1].cost_usd == pytest.approx(tries[1].prompt_tokens * inp + tries[1].completion_tokens * out)
+        assert tries[1].cost_usd == pytest.approx(
+            tries[1].prompt_tokens * inp + tries[1].completion_tokens * out
+        )
         assert run.cost_usd == pytest.approx(sum(r.cost_usd or 0.0 for r in tries))
 
 
-def test_a_tool_loop_failing_on_its_second_turn_counts_that_turns_tries_not_every_call(tmp_path: Path) -> None:
+def test_a_tool_loop_failing_on_its_second_turn_counts_that_turns_tries_not_every_call(
+    tmp_path: Path,
+) -> None:
     """The fixtures command's "failed after N try(s)": N is the failing call's tries (its retries);
     calls of earlier turns are named apart."""
     root = tmp_path / "proj"
-    shutil.copytree(PROJECT_ROOT, root, ignore=shutil.ignore_patterns(".venv", ".git", ".eval_home", "__pycache__", ".*cache"))
+    shutil.copytree(
+        PROJECT_ROOT,
+        root,
+        ignore=shutil.ignore_patterns(".venv", ".git", ".eval_home", "__pycache__", ".*cache"),
+    )
     (root / "gates/fixtures/models/tool-then-fail.yaml").write_text(
         "description: one tool call, then a provider that fails every try\n"
         "turns:\n"
         "  - tool_calls:\n"
         "      - id: call_lookup\n"
         "        type: function\n"
-        "        function: {name: lookup_order, arguments: '{\"order_number\": \"NW-51877\"}'}\n"
+        '        function: {name: lookup_order, arguments: \'{"order_number": "NW-51877"}\'}\n'
         "  - error: InternalServerError\n"
         "  - error: InternalServerError\n"
     )
@@ -377,10 +446,16 @@ def test_a_tool_loop_failing_on_its_second_turn_counts_that_turns_tries_not_ever
     settings = root / "evaltrack.yaml"
     settings.write_text(
         settings.read_text().replace(
-            "  script/tent-warranty-tool-loop:", "  script/tool-then-fail: {input_per_mtok: 1.0, output_per_mtok: 2.0}\n  script/tent-warranty-tool-loop:", 1
+            "  script/tent-warranty-tool-loop:",
+            "  script/tool-then-fail: {input_per_mtok: 1.0, output_per_mtok: 2.0}\n  script/tent-warranty-tool-loop:",
+            1,
         )
     )
     case, problems = load_case(root / "gates/cases/tool-then-fail.yaml")
     assert case is not None, problems
-    with pytest.raises(CaseError, match=r"failed after 2 try\(s\) \(3 calls over 2 turns\): InternalServerError"):
-        execute_case(case, GateContext(root=root, gate_id="tool-then-fail", kind="case", build="b", milestone=3))
+    with pytest.raises(
+        CaseError, match=r"failed after 2 try\(s\) \(3 calls over 2 turns\): InternalServerError"
+    ):
+        execute_case(
+            case, GateContext(root=root, gate_id="tool-then-fail", kind="case", build="b", milestone=3)
+        )

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from eval_assets import release
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
@@ -41,9 +42,9 @@ def _judged_pair(tmp_path: Path, project: Project, home: EvalHome, leak_rate: fl
     subject["params"] = {**subject["params"], "policy_violation_rate": leak_rate}
     cand = track.register_build(_manifest(tmp_path, project, "candidate.yaml", subject=subject))
     for build in (base.id, cand.id):
-        track.run_scenario_runs(build, "r1")
-        track.run_judge_verdicts(build, JUDGE, "r1")
-        release.run_noise_bands(track, build, JUDGE, "r1")
+        materialize_scenario_runs(track, build, "r1")
+        materialize_judge_verdicts(track, build, JUDGE, "r1")
+        release.materialize_noise_bands(track, build, JUDGE, "r1")
     return track, cand.id
 
 
@@ -55,7 +56,9 @@ def _store_a_verdict_the_statistics_refuse(track: Track, build: str) -> None:
     )
     scored = rows.index[rows["status"] == "scored"][0]
     rows.loc[scored, "score"] = 1.5  # a scored verdict outside [0, 1]: VerdictFrameError
-    track.warehouse.write_partition("judge_verdicts", {"build": build, "judge_version": JUDGE}, rows, "r-damaged")
+    track.warehouse.write_partition(
+        "judge_verdicts", {"build": build, "judge_version": JUDGE}, rows, "r-damaged"
+    )
 
 
 def test_a_report_that_raises_still_blocks_on_the_candidates_policy_failures_naming_them(
@@ -70,7 +73,7 @@ def test_a_report_that_raises_still_blocks_on_the_candidates_policy_failures_nam
     assert len(leaks) > 0  # the candidate leaked in some scenarios
     _store_a_verdict_the_statistics_refuse(track, cand)
 
-    summary = release.run_release_decision(track, cand, "r2")
+    summary = release.write_release_decision(track, cand, "r2")
 
     assert summary["decision"] == "block" and summary["exit_code"] == 1
     reasons = "\n".join(summary["reasons"])
@@ -87,7 +90,7 @@ def test_a_report_that_raises_without_policy_failures_decides_nothing_never_allo
     assert before.decision != "none"  # the same builds decide when their report computes
     _store_a_verdict_the_statistics_refuse(track, cand)
 
-    summary = release.run_release_decision(track, cand, "r2")
+    summary = release.write_release_decision(track, cand, "r2")
 
     assert summary["decision"] == "none" and summary["exit_code"] == 2
     reasons = "\n".join(summary["reasons"])

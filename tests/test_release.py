@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from eval_assets import release
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.cli import main
 from eval_assets.config import Project
@@ -29,8 +30,8 @@ def test_compare_across_judge_versions_is_refused_naming_both_versions_and_the_f
     base = track.register_build(_manifest(tmp_path, project, "baseline.yaml", judges=["safety-v1"]))
     cand = track.register_build(_manifest(tmp_path, project, "candidate.yaml", judges=["helpfulness-v1"]))
     for build, judge in ((base.id, "safety-v1"), (cand.id, "helpfulness-v1")):
-        track.run_scenario_runs(build, "r1")
-        track.run_judge_verdicts(build, judge, "r1")
+        materialize_scenario_runs(track, build, "r1")
+        materialize_judge_verdicts(track, build, judge, "r1")
     code = main(["compare", "--baseline", base.id, "--candidate", cand.id, "--judge", "helpfulness-v1"])
     err = capsys.readouterr().err
     assert code == 1
@@ -38,7 +39,7 @@ def test_compare_across_judge_versions_is_refused_naming_both_versions_and_the_f
     assert "never compared" in err and "Re-judge" in err and "bridge" in err
     # the report asset refuses the same way: no fallback to another version
     with pytest.raises(release.CrossJudgeVersionError):
-        release.run_capability_report(track, cand.id, "helpfulness-v1", "r2")
+        release.materialize_capability_report(track, cand.id, "helpfulness-v1", "r2")
 
 
 def test_report_rows_show_each_scenario_source(tmp_path: Path, project: Project, home: EvalHome) -> None:
@@ -46,9 +47,9 @@ def test_report_rows_show_each_scenario_source(tmp_path: Path, project: Project,
     base = track.register_build(_manifest(tmp_path, project, "baseline.yaml", judges=["helpfulness-v1"]))
     cand = track.register_build(_manifest(tmp_path, project, "rebuild.yaml", judges=["helpfulness-v1"]))
     for build in (base.id, cand.id):
-        track.run_scenario_runs(build, "r1")
-        track.run_judge_verdicts(build, "helpfulness-v1", "r1")
-    release.run_capability_report(track, cand.id, "helpfulness-v1", "r1")
+        materialize_scenario_runs(track, build, "r1")
+        materialize_judge_verdicts(track, build, "helpfulness-v1", "r1")
+    release.materialize_capability_report(track, cand.id, "helpfulness-v1", "r1")
     frame = track.warehouse.query(
         "SELECT scenario_id, source FROM capability_reports WHERE scenario_id IS NOT NULL"
     )
@@ -64,9 +65,9 @@ def test_the_report_carries_pass_at_k_and_pass_hat_k_per_scenario_and_suite_and_
     base = track.register_build(_manifest(tmp_path, project, "baseline.yaml", judges=["helpfulness-v1"]))
     cand = track.register_build(_manifest(tmp_path, project, "rebuild.yaml", judges=["helpfulness-v1"]))
     for build in (base.id, cand.id):
-        track.run_scenario_runs(build, "r1")
-        track.run_judge_verdicts(build, "helpfulness-v1", "r1")
-    summary = release.run_capability_report(track, cand.id, "helpfulness-v1", "r1")
+        materialize_scenario_runs(track, build, "r1")
+        materialize_judge_verdicts(track, build, "helpfulness-v1", "r1")
+    summary = release.materialize_capability_report(track, cand.id, "helpfulness-v1", "r1")
     rows = track.warehouse.query(
         "SELECT finding, scenario_id, statistic, verdict, detail FROM capability_reports "
         "WHERE finding IN ('pass_at_k', 'pass_hat_k') ORDER BY finding, scenario_id"
@@ -79,9 +80,13 @@ def test_the_report_carries_pass_at_k_and_pass_hat_k_per_scenario_and_suite_and_
     )
 
     assert set(rows["verdict"]) == {"info"}  # never a block or investigate finding
-    figure = {(r.finding, r.scenario_id): r.statistic for r in rows.itertuples() if isinstance(r.scenario_id, str)}
+    figure = {
+        (r.finding, r.scenario_id): r.statistic for r in rows.itertuples() if isinstance(r.scenario_id, str)
+    }
     hat = {sid: v for (finding, sid), v in figure.items() if finding == "pass_hat_k"}
-    known = [r for r in verdicts.itertuples() if r.scenario_id in hat and hat[r.scenario_id] == hat[r.scenario_id]]
+    known = [
+        r for r in verdicts.itertuples() if r.scenario_id in hat and hat[r.scenario_id] == hat[r.scenario_id]
+    ]
     assert known  # NaN (unknown, a judge failure) is not equal to itself; an excluded scenario has no row
     assert all(figure[("pass_hat_k", r.scenario_id)] == float(r.every) for r in known)
     assert all(figure[("pass_at_k", r.scenario_id)] == float(r.any) for r in known)
@@ -100,7 +105,9 @@ def test_a_policy_leak_in_a_ceiling_stopped_scenario_still_gets_a_blocking_decis
     read them with the same invariant, so the leak blocks (noise_bands used to raise instead)."""
     track = Track(project, home)
     base = track.register_build(_manifest(tmp_path, project, "baseline.yaml", judges=["helpfulness-v1"]))
-    params = yaml.safe_load((project.root / "examples/builds/candidate.yaml").read_text())["subject"]["params"]
+    params = yaml.safe_load((project.root / "examples/builds/candidate.yaml").read_text())["subject"][
+        "params"
+    ]
     leaky = _manifest(
         tmp_path,
         project,
@@ -111,15 +118,15 @@ def test_a_policy_leak_in_a_ceiling_stopped_scenario_still_gets_a_blocking_decis
     )
     cand = track.register_build(leaky)
     for build in (base.id, cand.id):
-        track.run_scenario_runs(build, "r1")
-        track.run_judge_verdicts(build, "helpfulness-v1", "r1")
-        release.run_noise_bands(track, build, "helpfulness-v1", "r1")
-    release.run_release_decision(track, cand.id, "r1")
+        materialize_scenario_runs(track, build, "r1")
+        materialize_judge_verdicts(track, build, "helpfulness-v1", "r1")
+        release.materialize_noise_bands(track, build, "helpfulness-v1", "r1")
+    release.write_release_decision(track, cand.id, "r1")
     recorded = release.checked_decision(track, cand.id)
     assert recorded is not None and recorded.decision == "block"
     assert any("policy failures in the candidate" in str(r["message"]) for r in recorded.reasons)
     # a decision never outlives its evidence: rewriting the runs makes it stale ("none", not allow)
-    track.run_scenario_runs(cand.id, "r2")
+    materialize_scenario_runs(track, cand.id, "r2")
     stale = release.checked_decision(track, cand.id)
     assert stale is not None and stale.decision == "none"
     assert stale.stale == [f"scenario_runs[{cand.id}] was re-materialized after the decision"]

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
@@ -70,7 +71,9 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def items(n: int, build: str = "b1") -> list[NewItem]:
-    return [NewItem(item_id(build, "j-v1", f"s{i}", 1), "sample", build, "j-v1", f"s{i}", 1) for i in range(n)]
+    return [
+        NewItem(item_id(build, "j-v1", f"s{i}", 1), "sample", build, "j-v1", f"s{i}", 1) for i in range(n)
+    ]
 
 
 # --- claims -----------------------------------------------------------------------------------------
@@ -79,7 +82,9 @@ def items(n: int, build: str = "b1") -> list[NewItem]:
 def test_enqueue_is_idempotent_and_next_claims_by_priority(url: str) -> None:
     clock = Clock()
     with ReviewStore(url, claim_ttl_s=600, clock=clock) as store:
-        failed = NewItem(item_id("b1", "j-v1", "bad", 1), "parse_failed", "b1", "j-v1", "bad", 1, "no <verdict>")
+        failed = NewItem(
+            item_id("b1", "j-v1", "bad", 1), "parse_failed", "b1", "j-v1", "bad", 1, "no <verdict>"
+        )
         assert store.enqueue(items(3)) == 3
         assert store.enqueue([*items(3), failed]) == 1  # only the new one
         first = store.claim_next("ana")
@@ -175,9 +180,9 @@ def template(project: Project, tmp_path_factory: pytest.TempPathFactory) -> Path
     root = tmp_path_factory.mktemp("review-template") / "eval_home"
     track = Track(project, EvalHome(root))
     track.register_build(project.root / "examples" / "builds" / "baseline.yaml")
-    track.run_scenario_runs(BUILD, "runs-1")
+    materialize_scenario_runs(track, BUILD, "runs-1")
     for judge in sorted(project.judges):
-        track.run_judge_verdicts(BUILD, judge, f"verdicts-{judge}")
+        materialize_judge_verdicts(track, BUILD, judge, f"verdicts-{judge}")
     return root
 
 
@@ -219,7 +224,9 @@ def test_fill_routes_failed_verdicts_first_and_the_sample_and_refilling_adds_not
         first = store.claim_next("ana")
         assert first.item is not None
         assert first.item.reason == ("parse_failed" if failed else "sample")
-    view = track.warehouse.query("SELECT state, count(*) AS n FROM review_queue GROUP BY state ORDER BY state")
+    view = track.warehouse.query(
+        "SELECT state, count(*) AS n FROM review_queue GROUP BY state ORDER BY state"
+    )
     assert view.set_index("state")["n"].to_dict() == {"open": summary.added}  # exported before the claim
 
 
@@ -279,7 +286,9 @@ def test_submit_validates_like_a_judge_verdict_stores_a_human_score_and_is_idemp
     row = human.iloc[0]
     assert (row["source"], row["author"], row["imported_from"]) == ("human", "ana", f"review:{item.item_id}")
     assert row["score"] == pytest.approx(1.0)
-    queue = track.warehouse.query("SELECT state, done_by, score_id FROM review_queue WHERE item_id = ?", [item.item_id])
+    queue = track.warehouse.query(
+        "SELECT state, done_by, score_id FROM review_queue WHERE item_id = ?", [item.item_id]
+    )
     assert queue.iloc[0].tolist() == ["done", "ana", result.score_id]
 
 
@@ -322,7 +331,11 @@ def test_cli_next_submit_release_round_trip(track: Track) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "eval_assets.cli", "--home", str(track.home.root), *args],
-            capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=300,
         )
 
     assert cli("review", "fill", "--build", BUILD).returncode == 0
@@ -353,8 +366,13 @@ def _value(scale: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize(
     "review, field",
-    [({"sample_rate": 1.5}, "sample_rate"), ({"sample_rate": True}, "sample_rate"), ({"claim_ttl_s": 0}, "claim_ttl_s"),
-     ({"sample_seed": -1}, "sample_seed"), ({"bridge_top": 3}, "bridge_top")],
+    [
+        ({"sample_rate": 1.5}, "sample_rate"),
+        ({"sample_rate": True}, "sample_rate"),
+        ({"claim_ttl_s": 0}, "claim_ttl_s"),
+        ({"sample_seed": -1}, "sample_seed"),
+        ({"bridge_top": 3}, "bridge_top"),
+    ],
 )
 def test_review_settings_are_validated_like_every_setting(review: dict[str, Any], field: str) -> None:
     from pydantic import ValidationError

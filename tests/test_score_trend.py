@@ -10,19 +10,31 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
 from eval_assets.trend import materialize_score_trend, plot_trend, splice
 
-PUBLISHED = {"published": True, "offset": 0.4, "scale_low": 1.0, "scale_high": 5.0,
-             "equating_slope": None, "equating_intercept": None, "judge_to": "j-v2"}
+PUBLISHED = {
+    "published": True,
+    "offset": 0.4,
+    "scale_low": 1.0,
+    "scale_high": 5.0,
+    "equating_slope": None,
+    "equating_intercept": None,
+    "judge_to": "j-v2",
+}
 BUILDS = ["b0", "b1", "b2", "b3", "b4"]
 
 
 def test_old_points_are_spliced_through_a_published_offset_and_marked() -> None:
-    means = {("b0", "j-v1"): (0.5, 10), ("b1", "j-v1"): (0.6, 10), ("b2", "j-v2"): (0.7, 10),
-             ("b2", "j-v1"): (0.1, 10)}
+    means = {
+        ("b0", "j-v1"): (0.5, 10),
+        ("b1", "j-v1"): (0.6, 10),
+        ("b2", "j-v2"): (0.7, 10),
+        ("b2", "j-v1"): (0.1, 10),
+    }
     points = splice(BUILDS[:3], means, "j-v2", {"j-v2": ("j-v1", PUBLISHED)})
     assert [p.status for p in points] == ["spliced", "spliced", "native"]
     assert points[0].mean_score == pytest.approx(0.5 + 0.4 / 4)  # 0.4 points on a 1..5 scale
@@ -76,8 +88,8 @@ def track(project: Project, tmp_path: Path) -> Track:
 
 def test_materializing_writes_one_row_per_registered_build_in_registration_order(track: Track) -> None:
     first = track.builds_by_registration()[0]
-    track.run_scenario_runs(first, "runs")
-    track.run_judge_verdicts(first, "helpfulness-v1", "verdicts")
+    materialize_scenario_runs(track, first, "runs")
+    materialize_judge_verdicts(track, first, "helpfulness-v1", "verdicts")
     summary = materialize_score_trend(track, "helpfulness-v1", "trend-run")
     rows = track.warehouse.query("SELECT * FROM score_trend_points ORDER BY position")
     assert rows["build"].tolist() == track.builds_by_registration()
@@ -99,7 +111,9 @@ def test_the_asset_shows_the_plot_in_the_ui_metadata(project: Project, track: Tr
 
     resource = TrackResource(eval_home=str(track.home.root), project_root=str(project.root))
     instance = instance_for(track.home)
-    result = dg.materialize([score_trend], instance=instance, partition_key="helpfulness-v1", resources={"track": resource})
+    result = dg.materialize(
+        [score_trend], instance=instance, partition_key="helpfulness-v1", resources={"track": resource}
+    )
     assert result.success
     event = instance.get_latest_materialization_event(dg.AssetKey("score_trend"))
     assert event is not None and event.asset_materialization is not None
@@ -110,7 +124,9 @@ def test_the_asset_shows_the_plot_in_the_ui_metadata(project: Project, track: Tr
 
 
 @st.composite
-def _chains(draw: st.DrawFn) -> tuple[dict[str, tuple[str, dict | None]], float, int, list[tuple[float, float, float]]]:
+def _chains(
+    draw: st.DrawFn,
+) -> tuple[dict[str, tuple[str, dict | None]], float, int, list[tuple[float, float, float]]]:
     """A chain j-v0 -> j-v1 -> ... -> j-vk of published bridges (offsets, CIs, some equated), and the
     native mean of one build under j-v0."""
     steps = draw(st.integers(1, 4))
@@ -120,10 +136,16 @@ def _chains(draw: st.DrawFn) -> tuple[dict[str, tuple[str, dict | None]], float,
         offset = draw(st.floats(-3.0, 3.0))
         below, above = draw(st.floats(0.0, 1.5)), draw(st.floats(0.0, 1.5))
         equated = draw(st.booleans())
-        row = {**PUBLISHED, "judge_to": f"j-v{k}", "offset": None, "offset_points": offset,
-               "ci_low": offset - below, "ci_high": offset + above,
-               "equating_slope": draw(st.floats(0.5, 1.5)) if equated else None,
-               "equating_intercept": draw(st.floats(-1.0, 1.0)) if equated else None}
+        row = {
+            **PUBLISHED,
+            "judge_to": f"j-v{k}",
+            "offset": None,
+            "offset_points": offset,
+            "ci_low": offset - below,
+            "ci_high": offset + above,
+            "equating_slope": draw(st.floats(0.5, 1.5)) if equated else None,
+            "equating_intercept": draw(st.floats(-1.0, 1.0)) if equated else None,
+        }
         bridges[f"j-v{k}"] = (f"j-v{k - 1}", row)
         widths.append((offset, below, above))
     return bridges, draw(st.floats(0.0, 1.0)), steps, widths
@@ -135,8 +157,12 @@ def test_a_spliced_point_carries_an_ordered_interval_clipped_to_the_score_range(
     chain: tuple[dict[str, tuple[str, dict | None]], float, int, list[tuple[float, float, float]]],
 ) -> None:
     bridges, mean, steps, widths = chain
-    points = splice(["b-old", "b-new"], {("b-old", "j-v0"): (mean, 5), ("b-new", f"j-v{steps}"): (0.5, 5)},
-                    f"j-v{steps}", bridges)
+    points = splice(
+        ["b-old", "b-new"],
+        {("b-old", "j-v0"): (mean, 5), ("b-new", f"j-v{steps}"): (0.5, 5)},
+        f"j-v{steps}",
+        bridges,
+    )
     spliced, native = points
     assert [p.position for p in points] == [0, 1] and (spliced.status, native.status) == ("spliced", "native")
     assert spliced.bridges == steps and native.bridges == 0
@@ -146,7 +172,10 @@ def test_a_spliced_point_carries_an_ordered_interval_clipped_to_the_score_range(
     # unclipped, the interval is at least as wide as the widest step's CI (a pure-offset chain: their sum)
     if all(bridges[f"j-v{k}"][1]["equating_slope"] is None for k in range(1, steps + 1)):  # type: ignore[index]
         total = sum(o for o, _, _ in widths)
-        low, high = mean + (total - sum(b for _, b, _ in widths)) / 4, mean + (total + sum(a for _, _, a in widths)) / 4
+        low, high = (
+            mean + (total - sum(b for _, b, _ in widths)) / 4,
+            mean + (total + sum(a for _, _, a in widths)) / 4,
+        )
         assert spliced.score_low == pytest.approx(min(max(low, 0.0), spliced.mean_score), abs=1e-9)
         assert spliced.score_high == pytest.approx(max(min(high, 1.0), spliced.mean_score), abs=1e-9)
 

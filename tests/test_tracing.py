@@ -39,7 +39,8 @@ trace.set_tracer_provider(provider)
 from eval_assets.capability.track import Track
 from eval_assets.config import load_project
 from eval_assets.home import EvalHome, PROJECT_ROOT
-from eval_assets.release import run_release_decision
+from eval_assets.release import write_release_decision
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 
 tmp = Path(sys.argv[1])
 project = load_project(PROJECT_ROOT)
@@ -58,10 +59,10 @@ for build, knobs in (("traced-build", "skill: 0.7, seed: 1"), ("failing-build", 
         f"id: {build}\nmilestone: 0\nsubject: {{model: sim/agent, family: sim, params: {{{knobs}}}}}\n"
     )
     track.register_build(manifest)
-track.run_scenario_runs("traced-build", "run-subject")
-track.run_judge_verdicts("traced-build", judge.version_id, "run-judge")
-run_release_decision(track, "traced-build", "run-decision")
-track.run_scenario_runs("failing-build", "run-failing")
+materialize_scenario_runs(track, "traced-build", "run-subject")
+materialize_judge_verdicts(track, "traced-build", judge.version_id, "run-judge")
+write_release_decision(track, "traced-build", "run-decision")
+materialize_scenario_runs(track, "failing-build", "run-failing")
 track.journal.close()
 spans = [
     {

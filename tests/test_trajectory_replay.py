@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from eval_assets.capability.materialize import materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import BuildManifest, EngineSettings, Project, Scenario
 from eval_assets.engine import MISS_PREFIX, CallResult, Engine, Replay, ReplayRun, replay_loop, subject_spec
@@ -157,7 +158,7 @@ def test_scenario_runs_rows_and_metadata_carry_turns_and_replay_misses(
     track = Track(project, home)
     track.register_build(manifest)
 
-    summary = track.run_scenario_runs("b-replay", "run-1")
+    summary = materialize_scenario_runs(track, "b-replay", "run-1")
 
     rows = track.warehouse.query(
         "SELECT source, sum(replay_misses) AS misses, min(turns) AS low, max(turns) AS high "

@@ -15,6 +15,7 @@ import duckdb
 import pandas as pd
 import pytest
 
+from eval_assets.capability.materialize import materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
@@ -128,7 +129,7 @@ def test_analyst_reading_during_materialization_sees_old_or_new_never_a_mix(
 ) -> None:
     track = Track(project, home)
     build = track.register_build(project.root / "examples" / "builds" / "baseline.yaml")
-    first = track.run_scenario_runs(build.id, "run-a")
+    first = materialize_scenario_runs(track, build.id, "run-a")
     work = tmp_path / "analyst"
     work.mkdir()
     reader = subprocess.Popen(
@@ -144,8 +145,8 @@ def test_analyst_reading_during_materialization_sees_old_or_new_never_a_mix(
     )
     try:
         _wait_for(work / "ready", reader)
-        second = track.run_scenario_runs(build.id, "run-b")  # must not be blocked by the open reader
-        third = track.run_scenario_runs(build.id, "run-c")
+        second = materialize_scenario_runs(track, build.id, "run-b")  # must not be blocked by the open reader
+        third = materialize_scenario_runs(track, build.id, "run-c")
         (work / "stop").write_text("")
         assert reader.wait(timeout=60) == 0, reader.stderr.read() if reader.stderr else ""
     finally:
@@ -205,7 +206,10 @@ def test_spliced_trend_applies_the_published_offset_and_marks_spliced_points(tmp
     # the bridge run again, not published: old-build is a break on j-v2's trend, with no value
     unpublished = {**calibration, "published": False}
     wh.write_partition(
-        "calibration_offsets", {"judge_to": "j-v2"}, [full_row("calibration_offsets", unpublished)], "bridge-2"
+        "calibration_offsets",
+        {"judge_to": "j-v2"},
+        [full_row("calibration_offsets", unpublished)],
+        "bridge-2",
     )
     con = duckdb.connect(str(wh.catalog_path), read_only=True)
     rows = con.execute(

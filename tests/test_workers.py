@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import (
     Block,
     BlockRun,
@@ -55,10 +56,12 @@ def _materialize(project: Project, home: Path, workers: int) -> dict[str, Any]:
         track.lanes = 0  # every block in a worker process
         track.block_attempts = 15
     track.register_build(ROOT / "examples/builds/baseline.yaml")
-    subjects = track.run_scenario_runs(BUILD, f"run-w{workers}")
+    subjects = materialize_scenario_runs(track, BUILD, f"run-w{workers}")
     out: dict[str, Any] = {"summary": subjects, "scenario_runs": _rows(subjects["partition_file"])}
     for judge in track.judges_for(track.build(BUILD))[:1]:  # one judge version keeps the test short
-        verdicts = track.run_judge_verdicts(BUILD, judge.version_id, f"run-w{workers}-{judge.version_id}")
+        verdicts = materialize_judge_verdicts(
+            track, BUILD, judge.version_id, f"run-w{workers}-{judge.version_id}"
+        )
         assert verdicts["workers"] == workers
         assert verdicts["blocks_by_process"][0] == (1 if workers == 1 else 0)
         out[judge.version_id] = _rows(verdicts["partition_file"])
@@ -99,7 +102,7 @@ def test_worker_count_changes_no_row_and_pays_no_key_twice(project: Project, tmp
         return {r.attempt_key: r.cost_usd or 0.0 for r in rows if r.scenario_id not in stopped}
 
     before = paid()
-    again = track.run_scenario_runs(BUILD, "run-w2-again")
+    again = materialize_scenario_runs(track, BUILD, "run-w2-again")
     assert again["workers"] == 3 and again["blocks_by_process"][0] == 0
     assert again["reused_from_journal"] >= again["attempts"] - len(stopped) * 5
     assert paid() == before

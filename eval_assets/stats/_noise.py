@@ -12,7 +12,6 @@ there is none (then the band covers repeat noise only, and says so).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,13 +59,6 @@ class NoiseBand:
     between_build_var: float = 0.0
     between_build_df: int = 0
     band_df: float | None = None
-
-    def half_width_over(self, scenario_ids: Iterable[str]) -> float | None:
-        """The suite band recomputed over the usable scenarios among `scenario_ids` (None if none)."""
-        wanted = self.scenarios["scenario_id"].isin(list(scenario_ids))
-        return _suite_half_width(
-            self.scenarios.loc[wanted], self.level, self.between_build_var, self.between_build_df
-        )[0]
 
     def optimal_repeats(self, *, cost_scenario: float = 1.0, cost_repeat: float = 1.0) -> float | None:
         """Cochran's two-stage optimum repeats per scenario: sqrt(s^2 c_s / (Var(x) c_r)) (Cochran 1977,

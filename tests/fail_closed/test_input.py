@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from eval_assets import cli
+from eval_assets.capability.materialize import materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import load_project
 from eval_assets.home import EvalHome
@@ -329,7 +330,7 @@ def scored_home(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     home = tmp_path_factory.mktemp("scored") / "home"
     track = Track(load_project(template), EvalHome(home))
     track.register_build(template / "examples/builds/baseline.yaml")
-    track.run_scenario_runs(BASELINE, "runs-1")
+    materialize_scenario_runs(track, BASELINE, "runs-1")
     return home
 
 

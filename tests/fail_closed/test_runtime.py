@@ -36,6 +36,8 @@ from eval_assets.warehouse import DATASETS
 sys.path.insert(0, str(PROJECT_ROOT / "tests"))
 from e2e.project import small_project  # noqa: E402
 
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
+
 SCENARIO = "support.refund-policy"
 
 
@@ -265,7 +267,7 @@ def test_item9_stored_cost_of_each_attempt_is_exactly_what_the_journal_settled(
         ceilings=Ceilings(),
         now=datetime.now(UTC),
     )
-    track.run_scenario_runs(build, "run-after")
+    materialize_scenario_runs(track, build, "run-after")
     settled: dict[tuple[str, int], float] = {}
     for row in track.journal.rows(build=build, role="subject"):
         settled[(row.scenario_id, row.repeat)] = settled.get((row.scenario_id, row.repeat), 0.0) + (
@@ -357,12 +359,12 @@ def test_item10_run_deadline_fails_the_run_keeps_settled_tries_and_the_rerun_pay
     ticks = iter([0.0] * 3 + [1e9] * 10_000)  # start + 2 tries within the deadline, then past it
     track.clock = lambda: next(ticks)
     with pytest.raises(RunBoundExceeded, match=r"bounds.run_deadline_s=21600 passed with 2 of \d+ attempts"):
-        track.run_scenario_runs(build, "run-late")
+        materialize_scenario_runs(track, build, "run-late")
     first = track.journal.rows(build=build, role="subject")
     assert len(first) == 2 and {r.status for r in first} == {"settled"}  # kept, none left reserved
     assert track.warehouse.query("SELECT count(*) AS n FROM scenario_runs")["n"].tolist() == [0]
     track.clock = time.monotonic
-    summary = track.run_scenario_runs(build, "run-again")
+    summary = materialize_scenario_runs(track, build, "run-again")
     after = {r.attempt_key: r for r in track.journal.rows(build=build, role="subject")}
     assert summary["reused_from_journal"] == 2
     assert all(after[r.attempt_key].run_id == "run-late" for r in first)  # paid once, by the first run
@@ -375,7 +377,7 @@ def test_item10_a_run_planning_more_attempts_than_the_cap_is_refused_before_any_
     track = Track(load_project(_small(tmp_path, max_attempts_per_run=2)), home)
     build = track.register_build(_manifest(tmp_path / "b.yaml", "big")).id
     with pytest.raises(RunRefused, match=r"plans \d+ attempts, above bounds.max_attempts_per_run=2"):
-        track.run_scenario_runs(build, "run-big")
+        materialize_scenario_runs(track, build, "run-big")
     assert track.journal.rows() == []
 
 
@@ -386,7 +388,7 @@ def test_item10_an_over_cap_output_is_stored_cut_with_a_marker_and_never_judged(
     track = Track(load_project(_small(tmp_path)), home)
     with GatedModel(text="x" * 3_000_000 + " [sim-quality=0.9]", gated=False) as model:  # a 3 MB answer
         build = track.register_build(_manifest(tmp_path / "b.yaml", "huge", model.base_url)).id
-        track.run_scenario_runs(build, "run-huge")
+        materialize_scenario_runs(track, build, "run-huge")
     cap = track.project.settings.bounds.max_output_bytes
     runs = track.warehouse.query("SELECT status, error_kind, error, output FROM scenario_runs")
     assert set(runs["status"]) == {"error"} and set(runs["error_kind"]) == {"output_cap"}
@@ -398,7 +400,7 @@ def test_item10_an_over_cap_output_is_stored_cut_with_a_marker_and_never_judged(
     )
     # the journal stays small: the cut text, its marker and the call envelope (`[evaltrack-call/2]`)
     assert max(len(p.payload or "") for p in track.journal.rows()) < cap + 256
-    track.run_judge_verdicts(build, "helpfulness-v1", "run-judge")
+    materialize_judge_verdicts(track, build, "helpfulness-v1", "run-judge")
     verdicts = track.warehouse.query("SELECT status, failure_reason FROM judge_verdicts")
     assert set(verdicts["status"]) == {"failed"}
     assert verdicts["failure_reason"].str.contains("exceeds bounds.max_output_bytes").all()
@@ -410,8 +412,8 @@ def test_item10_an_over_cap_judge_prompt_is_a_failed_verdict_with_its_reason_and
 ) -> None:
     track = Track(load_project(_small(tmp_path, max_judge_prompt_bytes=1024)), home)
     build = track.register_build(_manifest(tmp_path / "b.yaml", "wordy")).id
-    track.run_scenario_runs(build, "run-wordy")
-    track.run_judge_verdicts(build, "helpfulness-v1", "run-judge")
+    materialize_scenario_runs(track, build, "run-wordy")
+    materialize_judge_verdicts(track, build, "helpfulness-v1", "run-judge")
     verdicts = track.warehouse.query("SELECT status, failure_reason FROM judge_verdicts")
     assert len(verdicts) and set(verdicts["status"]) == {"failed"}
     assert (

@@ -2,6 +2,11 @@
 
 import dagster as dg
 
+from eval_assets.capability.materialize import (
+    materialize_cost_ledger,
+    materialize_judge_verdicts,
+    materialize_scenario_runs,
+)
 from eval_assets.capability.progress import PROGRESS_LOGGER, Progress
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.conditions import judge_version_eager
@@ -32,8 +37,13 @@ def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg
         context.log.info(p.line())  # a Dagster log event on the run page
         PROGRESS_LOGGER.info(p.line(), extra={"progress": p})
 
-    summary = track.get().run_scenario_runs(
-        build, context.run_id, log=context.log.info, generation=generation(context), progress=progress
+    summary = materialize_scenario_runs(
+        track.get(),
+        build,
+        context.run_id,
+        log=context.log.info,
+        generation=generation(context),
+        progress=progress,
     )
     context.log.info(f"{summary['attempts']} attempts: {summary['errors']} errors, ${summary['spend_usd']}")
     return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root))
@@ -51,8 +61,13 @@ def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg
 def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build, judge_version = build_and_judge(context)
     context.log.info(f"judging build {build} with {judge_version}")
-    summary = track.get().run_judge_verdicts(
-        build, judge_version, context.run_id, log=context.log.info, generation=generation(context)
+    summary = materialize_judge_verdicts(
+        track.get(),
+        build,
+        judge_version,
+        context.run_id,
+        log=context.log.info,
+        generation=generation(context),
     )
     context.log.info(
         f"{summary['verdicts']} verdicts: {summary['scored']} scored, {summary['failed']} failed, "
@@ -70,6 +85,6 @@ def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> d
 )
 def cost_ledger(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build, judge_version = build_and_judge(context)
-    summary = track.get().publish_cost_ledger(build, judge_version, context.run_id)
+    summary = materialize_cost_ledger(track.get(), build, judge_version, context.run_id)
     context.log.info(f"published {summary['rows']} ledger rows, ${summary['spend_usd']}")
     return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root, judge_version))

@@ -3,7 +3,7 @@ per judge version splices earlier versions in through them."""
 
 import dagster as dg
 
-from eval_assets.bridge import BRIDGE_BUILDS_TAG, materialize_calibration
+from eval_assets.bridge import BRIDGE_BUILDS_TAG, materialize_calibration_offsets
 from eval_assets.defs.capability.assets import POOLS, judge_verdicts
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.partitions import judge_version_partitions
@@ -24,7 +24,7 @@ def calibration_offsets(context: dg.AssetExecutionContext, track: TrackResource)
     # `evaltrack bridge run --builds` names the builds in a run tag; otherwise the judge file's or the newest
     named = context.run.tags.get(BRIDGE_BUILDS_TAG, "")
     builds = [b for b in named.split(",") if b] or None
-    summary = materialize_calibration(
+    summary = materialize_calibration_offsets(
         track.get(), judge_version, context.run_id, log=context.log.info, builds=builds
     )
     for _level, line in summary.log:

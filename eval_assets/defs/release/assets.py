@@ -61,7 +61,7 @@ def severity(outcome: str) -> dg.AssetCheckSeverity:
 )
 def noise_bands(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build, judge_version = build_and_judge(context)
-    summary = release.run_noise_bands(track.get(), build, judge_version, context.run_id)
+    summary = release.materialize_noise_bands(track.get(), build, judge_version, context.run_id)
     context.log.info(f"suite noise band ±{summary['suite_half_width']} over {summary['scenarios']} scenarios")
     return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root, judge_version))
 
@@ -77,7 +77,7 @@ def noise_bands(context: dg.AssetExecutionContext, track: TrackResource) -> dg.M
 def capability_report(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build, judge_version = build_and_judge(context)
     home = track.get().home.root
-    summary = release.run_capability_report(track.get(), build, judge_version, context.run_id)
+    summary = release.materialize_capability_report(track.get(), build, judge_version, context.run_id)
     verdict = summary["verdict"]
     context.log.info(f"report {build} vs {summary['baseline']} under {judge_version}: {verdict}")
     metadata: dict[str, Any] = {"build": build, "judge_version": judge_version}
@@ -108,7 +108,7 @@ def capability_report(context: dg.AssetExecutionContext, track: TrackResource): 
 )
 def release_decision(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build = context.partition_key
-    summary = release.decide_release(
+    summary = release.materialize_release_decision(
         track.get(),
         build,
         context.run_id,
@@ -190,7 +190,7 @@ release_block_notice = dg.AssetSpec(
 )
 def release_approval(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build = context.partition_key
-    summary = release.release_approval(track.get(), build)
+    summary = release.materialize_release_approval(track.get(), build)
     context.log.info(summary["why"])
     if not summary["approved"]:
         raise dg.Failure(
@@ -218,7 +218,9 @@ def release_board(context: dg.AssetExecutionContext, track: TrackResource) -> dg
 
 def board_summary(track: Track) -> Summary:
     """The board with each build linked to its release_decision partition."""
-    return release.release_board(track, partition_link=lambda b: partition_url("release_decision", b))
+    return release.materialize_release_board(
+        track, partition_link=lambda b: partition_url("release_decision", b)
+    )
 
 
 def board_metadata(summary: Summary) -> dict[str, Any]:

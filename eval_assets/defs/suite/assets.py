@@ -7,7 +7,7 @@ import dagster as dg
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.partitions import build_partitions
 from eval_assets.defs.resources import TrackResource
-from eval_assets.suite import run_deterministic_suite
+from eval_assets.suite import materialize_deterministic_suite
 
 with warnings.catch_warnings():  # per-partition check results are a preview feature in Dagster 1.13
     warnings.simplefilter("ignore")
@@ -29,7 +29,7 @@ with warnings.catch_warnings():  # per-partition check results are a preview fea
 )
 def deterministic_suite(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build = context.partition_key
-    summary = run_deterministic_suite(track.get(), build, context.run_id)
+    summary = materialize_deterministic_suite(track.get(), build, context.run_id)
     for level, line in summary.log:
         (context.log.error if level == "error" else context.log.info)(line)
     metadata = {"build": build, **as_metadata(summary.values, track.get().home.root)}

@@ -326,6 +326,12 @@ def _tiny_project(ctx: GateContext) -> Any:
 def _materialize(track: Any, tmp: Path, provider: EchoingProvider) -> dict[str, Any]:
     """Register and run the canary builds (subject runs, every judge, the cost ledger); the summary
     of each real-provider build's subject run, by build id."""
+    from eval_assets.capability.materialize import (
+        materialize_cost_ledger,
+        materialize_judge_verdicts,
+        materialize_scenario_runs,
+    )
+
     log = logging.getLogger("eval_assets.gates.canary").info
     sim_knobs = {"skill": 0.7, "seed": 3, "error_rate": 0.3, "policy_violation_rate": 0.5}
     subjects: dict[str, dict[str, object]] = {
@@ -344,10 +350,10 @@ def _materialize(track: Any, tmp: Path, provider: EchoingProvider) -> dict[str, 
     summaries = {}
     for n, (build_id, subject) in enumerate(subjects.items()):
         build = track.register_build(_manifest(tmp / f"{build_id}.yaml", build_id, subject))
-        summaries[build_id] = track.run_scenario_runs(build.id, f"canary-run-{n}-subject", log=log)
+        summaries[build_id] = materialize_scenario_runs(track, build.id, f"canary-run-{n}-subject", log=log)
         for judge in track.judges_for(build):
-            track.run_judge_verdicts(build.id, judge.version_id, f"canary-run-{n}-judge", log=log)
-            track.publish_cost_ledger(build.id, judge.version_id, f"canary-run-{n}-ledger")
+            materialize_judge_verdicts(track, build.id, judge.version_id, f"canary-run-{n}-judge", log=log)
+            materialize_cost_ledger(track, build.id, judge.version_id, f"canary-run-{n}-ledger")
     return summaries
 
 
