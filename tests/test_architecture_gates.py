@@ -17,6 +17,7 @@ from eval_assets.gates import GateContext, Outcome
 from eval_assets.gates.dogfood.architecture import (
     FORBIDDEN_EDGES,
     domain_never_imports_dagster,
+    floors,
     import_graph,
     one_partition_writer,
 )
@@ -29,7 +30,7 @@ def package(root: Path, modules: dict[str, str]) -> Path:
         "__init__.py": "",
         "orchestrate.py": "import dagster\n\n\ndef materialize():\n    return dagster.__name__\n",
         "clean.py": "import json\n\n\ndef dump(x):\n    return json.dumps(x)\n",
-        "warehouse/_writer.py": 'def write(con, path):\n    con.execute(f"COPY t TO \'{path}\' (FORMAT parquet)")\n',
+        "warehouse/_writer.py": "def write(con, path):\n    con.execute(f\"COPY t TO '{path}' (FORMAT parquet)\")\n",
         **modules,
     }
     for name, text in files.items():
@@ -69,7 +70,10 @@ def test_dagster_imported_under_a_computed_name_is_caught_by_importing_the_modul
     outcome = run(domain_never_imports_dagster, root)
     assert not outcome.passed
     assert outcome.findings[0] == "eval_assets/sneaky.py:4 imports dagster"  # the name resolved statically
-    assert [f.split(":")[0] for f in outcome.findings[1:]] == ["eval_assets.sneaky", "eval_assets.uses_sneaky"]
+    assert [f.split(":")[0] for f in outcome.findings[1:]] == [
+        "eval_assets.sneaky",
+        "eval_assets.uses_sneaky",
+    ]
 
 
 def test_an_unchanged_tree_is_probed_once_per_process_and_a_changed_file_is_probed_again(
@@ -179,7 +183,9 @@ def test_a_parquet_write_outside_the_warehouse_fails_the_writer_gate(
     assert not any("warehouse/_writer.py" in f for f in outcome.findings)  # the one writer may write
 
 
-def test_a_file_changed_between_two_runs_in_one_process_is_read_again_by_the_writer_gate(tmp_path: Path) -> None:
+def test_a_file_changed_between_two_runs_in_one_process_is_read_again_by_the_writer_gate(
+    tmp_path: Path,
+) -> None:
     """The parsed trees are shared between checks and runs: a changed file must never be judged by its old tree."""
     root = package(tmp_path, {"export.py": "def export(frame, path):\n    return path\n"})
     assert run(one_partition_writer, root).passed
@@ -195,9 +201,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def tree_copy(root: Path, planted: dict[str, str]) -> Path:
-    """The shipped eval_assets/ (sources only) under `root`, with `planted` lines appended to files
+    """The shipped eval_assets/ (sources only) and docs/design.md under `root`, with `planted` lines appended to files
     (path relative to `root`; a file that does not exist is created)."""
     shutil.copytree(REPO / "eval_assets", root / "eval_assets", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "docs").mkdir(exist_ok=True)
+    shutil.copy(REPO / "docs/design.md", root / "docs/design.md")  # the floors table
     for name, text in planted.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +217,7 @@ def tree_copy(root: Path, planted: dict[str, str]) -> Path:
 def test_the_shipped_tree_passes_the_import_graph_gate() -> None:
     outcome = run(import_graph, REPO)
     assert outcome.passed, outcome.findings
-    assert "no cycle, no private import across a package boundary" in outcome.message
+    assert "no cycle, none up the floors of docs/design.md, no private import across a package boundary" in outcome.message
 
 
 def test_an_unchanged_copy_of_the_tree_passes_the_import_graph_gate(tmp_path: Path) -> None:
@@ -238,7 +246,7 @@ def test_a_planted_private_import_across_a_package_fails_the_import_graph_gate(t
     root = tree_copy(
         tmp_path,
         {
-            "eval_assets/report.py": "from eval_assets.spend._journal import SpendJournal\n",
+            "eval_assets/release.py": "from eval_assets.spend._journal import SpendJournal\n",
             "tests/test_planted.py": "from eval_assets.config._files import Problem\n",
             # inside its own package a private module is fine
             "eval_assets/spend/_planted.py": "from ._journal import SpendJournal\n",
@@ -247,7 +255,8 @@ def test_a_planted_private_import_across_a_package_fails_the_import_graph_gate(t
     outcome = run(import_graph, root)
     assert not outcome.passed
     assert sorted(outcome.findings) == [
-        "eval_assets.report:1 imports eval_assets.spend._journal, private to eval_assets.spend: use its face",
+        f"eval_assets.release:{len((root / 'eval_assets/release.py').read_text().splitlines())} imports "
+        "eval_assets.spend._journal, private to eval_assets.spend: use its face",
         "tests.test_planted:1 imports eval_assets.config._files, private to eval_assets.config: use its face",
     ]
 
@@ -268,3 +277,46 @@ def test_the_import_graph_gate_statement_lists_every_forbidden_edge() -> None:
     (statement,) = [g["statement"] for g in gates if g["id"] == "arch.import-graph"]
     listed = [part.strip().rstrip(".") for part in statement.split(":", 1)[1].split(";") if "->" in part]
     assert listed == [f"{a} -> {b}" for a, b, _ in FORBIDDEN_EDGES]
+
+
+def test_a_planted_import_up_the_floors_fails_the_import_graph_gate_even_inside_a_function(
+    tmp_path: Path,
+) -> None:
+    """A statistics module (leaves) asking the release floor for a materialization closes no cycle
+    and names no forbidden edge: only the floors catch it."""
+    planted = "\n\ndef late():\n    from eval_assets.release import materialize_noise_bands\n"
+    root = tree_copy(tmp_path, {"eval_assets/stats/_planted.py": planted})
+    outcome = run(import_graph, root)
+    assert not outcome.passed
+    assert outcome.findings == (
+        "eval_assets.stats._planted:4 imports eval_assets.release: up the floors (stats/ on leaves -> release.py on release)",
+    )
+
+
+def test_a_module_in_no_room_of_the_design_and_a_room_naming_no_module_fail_the_import_graph_gate(
+    tmp_path: Path,
+) -> None:
+    root = tree_copy(tmp_path, {"eval_assets/latency.py": "VALUE = 1\n"})
+    design = root / "docs/design.md"
+    design.write_text(design.read_text().replace("`notify.py`, ", "`notify.py`, `gone.py`, "))
+    outcome = run(import_graph, root)
+    assert not outcome.passed
+    assert outcome.findings == (
+        "docs/design.md: room `gone.py` names no module",
+        "eval_assets.latency: on no floor of docs/design.md's table: add its room to a floor",
+    )
+
+
+def test_without_the_design_floors_table_the_import_graph_gate_fails(tmp_path: Path) -> None:
+    root = tree_copy(tmp_path, {})
+    design = root / "docs/design.md"
+    design.write_text(design.read_text().replace("| floor | rooms |", "| storey | rooms |"))
+    outcome = run(import_graph, root)
+    assert not outcome.passed
+    assert outcome.findings[0].startswith("docs/design.md: no floors table")
+
+
+def test_every_room_of_the_design_floors_table_is_on_exactly_one_floor() -> None:
+    rooms = [room for _, named in floors(REPO) for room in named]
+    assert [f for f, _ in floors(REPO)] == ["wiring", "release", "track", "run", "leaves"]
+    assert len(rooms) == len(set(rooms))

@@ -14,7 +14,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from eval_assets.gates._outcome import GateContext, Outcome
@@ -344,14 +344,19 @@ def assets_have_descriptions(ctx: GateContext) -> Outcome:
 
 # --- the import graph ----------------------------------------------------------------------------
 
-# Imports that would tie a lower floor to a higher one, each a former tie of the import circle:
-# (importer, imported, why). A module matches a name when it is that module or inside that package.
+# The floors are the design's table (docs/design.md, "| floor | rooms | what they hold |"), top floor
+# first: the gate reads it there, so the table and the check cannot drift apart.
+DESIGN = "docs/design.md"
+_FLOORS_HEAD = re.compile(r"^\|\s*floor\s*\|\s*rooms\s*\|")
+_ROOM = re.compile(r"`([A-Za-z0-9_./]+)`")
+
+# Imports within one floor that would tie a lower room to a higher one, each a former tie of the
+# import circle: (importer, imported, why). A module matches a name when it is that module or inside
+# that package. An import up the floors needs no entry here: the floors forbid it.
 FORBIDDEN_EDGES: tuple[tuple[str, str, str], ...] = (
-    ("eval_assets.config", "eval_assets.gates", "the scenario schema owns the assertion format"),
     ("eval_assets.config", "eval_assets.providers.gateway", "the loader checks providers by name only"),
     ("eval_assets.config._registry", "eval_assets.config._loader", "the registry is read by the loader"),
     ("eval_assets.providers", "eval_assets.config", "providers import only leaves"),
-    ("eval_assets.providers", "eval_assets.spend", "the gateway scrubs with the one redaction"),
     ("eval_assets.spend", "eval_assets.engine", "attempt identity lives in spend._keys"),
     ("eval_assets.engine", "eval_assets.trajectory", "the runtime Replay lives in the engine"),
     ("eval_assets.trajectory", "eval_assets.gates", "the raw-log rule lives in the domain"),
@@ -448,15 +453,79 @@ def _cycles(edges: Iterable[tuple[str, str, int]]) -> list[list[str]]:
     return sorted(out)
 
 
+def floors(root: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """The design's floors table: (floor, its rooms as written: `release.py`, `gates/dogfood/`), top
+    floor first; [] when the table is not there."""
+    path = root / DESIGN
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    start = next((i for i, line in enumerate(lines) if _FLOORS_HEAD.match(line)), None)
+    if start is None:
+        return []
+    table = []
+    for line in lines[start + 2 :]:  # past the head and its `| --- |` rule
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) < 2:
+            break
+        table.append((cells[0], tuple(_ROOM.findall(cells[1]))))
+    return table
+
+
+def _room_module(room: str) -> str:
+    """`release.py` -> eval_assets.release, `gates/dogfood/` -> eval_assets.gates.dogfood."""
+    return ".".join([PACKAGE, *room.removesuffix("/").removesuffix(".py").split("/")])
+
+
+def floor_of(module: str, table: Sequence[tuple[str, tuple[str, ...]]]) -> tuple[int, str] | None:
+    """(floor index, top floor 0; room) of a module: the room naming the longest part of its name;
+    None on no floor. The package's own (empty) face is on every floor."""
+    best: tuple[int, str, int] | None = None
+    for index, (_, rooms) in enumerate(table):
+        for room in rooms:
+            name = _room_module(room)
+            if _within(module, name) and (best is None or len(name) > best[2]):
+                best = (index, room, len(name))
+    return None if best is None else (best[0], best[1])
+
+
+def _floor_findings(
+    known: Mapping[str, Path], edges: Iterable[tuple[str, str, int]], root: Path
+) -> list[str]:
+    """A room on no floor, a floor's room that names no module, and every import up the floors."""
+    table = floors(root)
+    if not table:
+        return [
+            f"{DESIGN}: no floors table ('| floor | rooms | what they hold |'): the floors cannot be checked"
+        ]
+    findings = []
+    rooms = {room for _, named in table for room in named}
+    modules = [m for m in known if m != PACKAGE]
+    findings += sorted(
+        f"{DESIGN}: room `{room}` names no module"
+        for room in rooms
+        if not any(_within(m, _room_module(room)) for m in modules)
+    )
+    unplaced = sorted({m for m in modules if floor_of(m, table) is None})
+    findings += [f"{m}: on no floor of {DESIGN}'s table: add its room to a floor" for m in unplaced]
+    for importer, imported, line in edges:
+        low, high = floor_of(importer, table), floor_of(imported, table)
+        if imported != PACKAGE and low is not None and high is not None and high[0] < low[0]:
+            findings.append(
+                f"{importer}:{line} imports {imported}: up the floors ({low[1]} on {table[low[0]][0]} "
+                f"-> {high[1]} on {table[high[0]][0]})"
+            )
+    return findings
+
+
 def import_graph(ctx: GateContext) -> Outcome:
-    """The import graph of eval_assets/ (read from the source, nothing imported) has no cycle; no
-    module imports a `_private` module of a package it is not inside (tests/ and benchmarks/ are
-    inside none: they use the faces); and no import runs along a FORBIDDEN_EDGES pair."""
+    """The import graph of eval_assets/ (read from the source, nothing imported) has no cycle; every
+    module is in a room of the design's floors table and no import runs up the floors; no module
+    imports a `_private` module of a package it is not inside (tests/ and benchmarks/ are inside
+    none: they use the faces); and no import runs along a FORBIDDEN_EDGES pair."""
     known = _modules(ctx.root, PACKAGE)
     if not known:
         return Outcome.failed(f"no Python files found under {PACKAGE}/: the walk would prove nothing")
     edges = _import_edges(ctx.root, sorted(known.values()), known)
-    findings = []
+    findings = _floor_findings(known, edges, ctx.root)
     for component in _cycles(edges):
         ties = sorted({f"{a} -> {b}" for a, b, _ in edges if a in component and b in component})
         findings.append(f"import cycle of {len(component)} module(s): {'; '.join(ties)}")
@@ -471,8 +540,8 @@ def import_graph(ctx: GateContext) -> Outcome:
     if findings:
         return Outcome.failed(f"{len(findings)} import-graph finding(s)", findings)
     return Outcome.ok(
-        f"{len(known)} module(s), {len(edges)} import(s): no cycle, no private import across a package "
-        f"boundary, none of {len(FORBIDDEN_EDGES)} forbidden edges"
+        f"{len(known)} module(s), {len(edges)} import(s): no cycle, none up the floors of {DESIGN}, no "
+        f"private import across a package boundary, none of {len(FORBIDDEN_EDGES)} forbidden edges"
     )
 
 
