@@ -22,7 +22,7 @@ from dagster._core.workspace.load import location_origins_from_yaml_paths
 from eval_assets.bridge import BRIDGE_BUILDS_TAG
 from eval_assets.config import Project, load_project
 from eval_assets.definitions import defs
-from eval_assets.defs.selections import JOB_OF, PER_BUILD_FINAL_ASSETS, PER_JUDGE_ASSETS
+from eval_assets.defs.selections import JOB_OF, PER_BUILD_FINAL_ASSETS, PER_BUILD_RUN_ASSETS, PER_JUDGE_ASSETS
 from eval_assets.home import EvalHome, operator_instance, project_root
 from eval_assets.redact import redact, without_traceback
 from eval_assets.spend import pid_alive
@@ -219,7 +219,7 @@ def materialize_build(
     instance = instance_for(home)
     defs = load_definitions()
     register_partition(instance, build_id)
-    steps: list[tuple[list[str], str | dg.MultiPartitionKey | None]] = [(["scenario_runs"], build_id)]
+    steps: list[tuple[list[str], str | dg.MultiPartitionKey | None]] = [(list(PER_BUILD_RUN_ASSETS), build_id)]
     for jv in judge_versions:
         steps.append((list(PER_JUDGE_ASSETS), dg.MultiPartitionKey({"build": build_id, "judge_version": jv})))
     steps += [([asset], build_id) for asset in PER_BUILD_FINAL_ASSETS]

@@ -36,6 +36,9 @@ JOB_OF: Mapping[str, str] = MappingProxyType(
 """asset -> the smallest job that selects it: the job a CLI step of that asset runs in (so the UI never
 says "Jobless")."""
 
+PER_BUILD_RUN_ASSETS = tuple(a for a in JOBS[CAPABILITY_TRACK] if a not in JOBS[DETERMINISTIC_SUITE])
+"""The build's first step: its subject runs and whatever is made from them alone."""
+
 PER_JUDGE_ASSETS = JOBS[JUDGING]
 """One step per build × judge version."""
 
