@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from gates_fixtures import checks
 from gates_fixtures.build import REPO, converted_case, gate, project_copy, suite_test, write_registry
+from shared import full_row
 
 from eval_assets.config import BuildManifest, Subject
 from eval_assets.gates import (
@@ -25,15 +26,9 @@ from eval_assets.gates import (
     stored_evidence,
 )
 from eval_assets.stats import decide
-from eval_assets.warehouse import DATASETS, Warehouse
+from eval_assets.warehouse import Warehouse
 
 SIM_SUBJECT = Subject(model="sim/agent", family="sim", params={"skill": 0.8, "noise": 0.0, "seed": 1})
-
-def full_row(dataset: str, row: dict) -> dict:
-    """A fixture row with the table's other columns given as None (every producer gives each column)."""
-    ds = DATASETS[dataset]
-    return {c: None for c, _ in ds.columns if c not in ds.partition_by} | row
-
 
 
 @pytest.fixture(autouse=True)
@@ -229,7 +224,9 @@ def test_a_property_driver_that_reports_no_trial_count_fails(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(("predicate", "status"), [("records", "pass"), ("records_and_is_small", "fail")])
-def test_the_same_property_draws_the_same_trials_every_run(tmp_path: Path, predicate: str, status: str) -> None:
+def test_the_same_property_draws_the_same_trials_every_run(
+    tmp_path: Path, predicate: str, status: str
+) -> None:
     """Derandomized: two runs draw exactly the same values, in the same order (every generated
     example and, for a failing property, every shrink step), and end with the same row."""
     first = only(run(tmp_path, [property_gate("integers", predicate, 100)]))
@@ -605,7 +602,9 @@ def test_the_canary_gate_finds_a_key_that_reached_a_warehouse_row() -> None:
     assert "OPENAI_API_KEY" not in os.environ or not os.environ["OPENAI_API_KEY"].startswith("sk-canary-")
 
 
-def test_the_dagster_canary_gate_without_its_hook_fails_when_no_network_run_was_recorded(tmp_path: Path) -> None:
+def test_the_dagster_canary_gate_without_its_hook_fails_when_no_network_run_was_recorded(
+    tmp_path: Path,
+) -> None:
     missing = tmp_path / "ci" / "suite-no-network.json"
     result = run_suite(
         read_registry(REPO),

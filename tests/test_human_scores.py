@@ -7,46 +7,32 @@ own copy of that EVAL_HOME, so imports never leak between tests.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from shared import BASELINE, baseline_home, full_row, track_on_copy
 
-from eval_assets.capability.materialize import materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
-from eval_assets.home import EvalHome
 from eval_assets.human_scores import HumanScoreError, import_scores, judge_agreement, score_id
 from eval_assets.stats import krippendorff_alpha_interval
-from eval_assets.warehouse import DATASETS, Warehouse
+from eval_assets.warehouse import Warehouse
 
-BUILD = "agent-2026-11-28-base"
+BUILD = BASELINE
 HEADER = "build,scenario_id,repeat,judge_version,rubric,author,retracts,correctness,completeness,clarity"
-
-
-def full_row(dataset: str, row: dict) -> dict:
-    """A fixture row with the table's other columns given as None (every producer gives each column)."""
-    ds = DATASETS[dataset]
-    return {c: None for c, _ in ds.columns if c not in ds.partition_by} | row
 
 
 @pytest.fixture(scope="module")
 def template(project: Project, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("human-template") / "eval_home"
-    track = Track(project, EvalHome(root))
-    track.register_build(project.root / "examples" / "builds" / "baseline.yaml")
-    materialize_scenario_runs(track, BUILD, "runs-1")
-    return root
+    return baseline_home(project, tmp_path_factory.mktemp("human-template") / "eval_home", judged=False)
 
 
 @pytest.fixture
 def track(project: Project, template: Path, tmp_path: Path) -> Track:
-    root = tmp_path / "eval_home"
-    shutil.copytree(template, root)
-    return Track(project, EvalHome(root))
+    return track_on_copy(project, template, tmp_path)
 
 
 def problem_lines(error: HumanScoreError) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared import BASELINE, baseline_home, track_on_copy
 
-from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
-from eval_assets.home import EvalHome
 from eval_assets.human_scores import HumanScoreError
 from eval_assets.review import (
     NewItem,
@@ -44,7 +42,7 @@ except ImportError:  # pragma: no cover
     from pg import PostgresCluster, running_cluster  # type: ignore[no-redef]
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-BUILD = "agent-2026-11-28-base"
+BUILD = BASELINE
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -177,20 +175,12 @@ def test_a_claim_lapses_after_its_ttl_and_only_its_holder_can_release_or_complet
 
 @pytest.fixture(scope="module")
 def template(project: Project, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("review-template") / "eval_home"
-    track = Track(project, EvalHome(root))
-    track.register_build(project.root / "examples" / "builds" / "baseline.yaml")
-    materialize_scenario_runs(track, BUILD, "runs-1")
-    for judge in sorted(project.judges):
-        materialize_judge_verdicts(track, BUILD, judge, f"verdicts-{judge}")
-    return root
+    return baseline_home(project, tmp_path_factory.mktemp("review-template") / "eval_home", judged=True)
 
 
 @pytest.fixture
 def track(project: Project, template: Path, tmp_path: Path) -> Track:
-    root = tmp_path / "eval_home"
-    shutil.copytree(template, root)
-    return Track(project, EvalHome(root))
+    return track_on_copy(project, template, tmp_path)
 
 
 def test_the_sample_is_seeded_per_build_and_judge_version_and_ignores_row_order(track: Track) -> None:

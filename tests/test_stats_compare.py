@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from matplotlib import image
 from scipy import stats
+from shared import frame_from
 
 from eval_assets.release import CAPABILITY_REPORT_COLUMNS, finding_rows
 from eval_assets.stats import (
@@ -29,21 +30,6 @@ from eval_assets.stats import (
 
 FLOOR = 0.15
 SCORE_FINDINGS = ("mean_drop", "p10", "floor_drop")
-
-
-def frame_from(scores: np.ndarray, ids: list[str] | None = None) -> pd.DataFrame:
-    """A scored frame from an (n_scenarios, n_repeats) score array."""
-    n, k = scores.shape
-    ids = ids or [f"s{i:03d}" for i in range(n)]
-    return pd.DataFrame(
-        {
-            "scenario_id": np.repeat(ids, k),
-            "repeat": np.tile(np.arange(k), n),
-            "status": "scored",
-            "score": scores.ravel(),
-            "policy_failures": 0,
-        }
-    )
 
 
 def draws(skills: np.ndarray, seed: int, k: int = 5, sd: float = 0.05) -> np.ndarray:
@@ -258,7 +244,11 @@ def test_bad_input_gives_a_report_that_decided_nothing_with_no_fabricated_figure
     )
     assert report.decided_nothing is not None and message in report.decided_nothing
     assert report.verdict == "none" and no_scores(report)
-    assert not any(isinstance(v, float) and math.isnan(v) for f in report.findings for v in (f.statistic, f.p_value, f.q_value))
+    assert not any(
+        isinstance(v, float) and math.isnan(v)
+        for f in report.findings
+        for v in (f.statistic, f.p_value, f.q_value)
+    )
     decision = decide([report])
     assert (decision.decision, decision.exit_code) == ("none", 2)
     assert message in decision.reasons[0].message and "j-v1" in decision.reasons[0].source

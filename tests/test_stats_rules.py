@@ -10,9 +10,9 @@ import math
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy import stats
+from shared import frame_from
 
 from eval_assets.capability.track import exclude_stopped_scenarios
 from eval_assets.stats import (
@@ -34,20 +34,6 @@ from eval_assets.stats import (
 )
 
 FLOOR = 0.2
-
-
-def frame_from(scores: np.ndarray, ids: list[str] | None = None) -> pd.DataFrame:
-    n, k = scores.shape
-    ids = ids or [f"s{i:03d}" for i in range(n)]
-    return pd.DataFrame(
-        {
-            "scenario_id": np.repeat(ids, k),
-            "repeat": np.tile(np.arange(k), n),
-            "status": "scored",
-            "score": scores.ravel(),
-            "policy_failures": 0,
-        }
-    )
 
 
 def draws(skills: np.ndarray, seed: int, k: int, sd: float = 0.1) -> np.ndarray:

@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
+from shared import full_row
 
 from eval_assets.capability.materialize import materialize_scenario_runs
 from eval_assets.capability.track import Track
@@ -22,12 +23,6 @@ from eval_assets.home import EvalHome
 from eval_assets.warehouse import DATASETS, Dataset, Warehouse, WarehouseError
 
 HERE = Path(__file__).parent
-
-
-def full_row(dataset: str, row: dict) -> dict:
-    """A fixture row with the table's other columns given as None (every producer gives each column)."""
-    ds = DATASETS[dataset]
-    return {c: None for c, _ in ds.columns if c not in ds.partition_by} | row
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:

@@ -31,10 +31,10 @@ from eval_assets.cli import main
 from eval_assets.config import ConfigError, Project, load_project
 from eval_assets.home import PROJECT_ROOT, EvalHome
 from eval_assets.spend import AttemptRef, Ceilings
-from eval_assets.warehouse import DATASETS
 
 sys.path.insert(0, str(PROJECT_ROOT / "tests"))
 from e2e.project import small_project  # noqa: E402
+from shared import full_row
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 
@@ -42,12 +42,6 @@ SCENARIO = "support.refund-policy"
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-
-def full_row(dataset: str, row: dict) -> dict:
-    """A fixture row with the table's other columns given as None (every producer gives each column)."""
-    ds = DATASETS[dataset]
-    return {c: None for c, _ in ds.columns if c not in ds.partition_by} | row
 
 
 def _small(tmp_path: Path, **bounds: Any) -> Path:
