@@ -36,7 +36,7 @@ def _agent_project(dest: Path) -> Path:
 def _run(project: Path, home: Path) -> subprocess.Popen:
     exe = Path(sys.executable).with_name("evaltrack")
     return subprocess.Popen(
-        [str(exe), "--project", str(project), "--home", str(home), "run", "--build", BUILD_ID, "--judge", JUDGE],
+        [str(exe), "--project", str(project), "--home", str(home), "run", "--build", BUILD_ID, "--judge-version", JUDGE],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

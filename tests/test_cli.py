@@ -150,3 +150,69 @@ def test_every_command_named_in_the_exit_code_table_exists_and_every_positional_
         for action in leaves[main_command]._actions:
             if action.option_strings == ["--build"] or not action.option_strings:
                 assert action.help, (main_command, action.dest)
+
+
+# Renamed options (issue 30): the old spelling still parses to the same value for one release, says on
+# stderr what to write instead, and is hidden from --help.
+OLD_SPELLINGS = [
+    (
+        ["run", "--build", "b1", "--judge", "helpfulness-v1"],
+        "judge_version",
+        "helpfulness-v1",
+        "--judge-version",
+    ),
+    (["run", "--build", "b1", "--json"], "format", "json", "--format json"),
+    (["demo", "--json"], "format", "json", "--format json"),
+    (
+        ["compare", "--baseline", "a", "--candidate", "b", "--judge", "helpfulness-v1"],
+        "judge_version",
+        "helpfulness-v1",
+        "--judge-version",
+    ),
+    (
+        ["trajectory", "convert", "x.jsonl", "--out", "o", "--judge", "safety"],
+        "judge_name",
+        "safety",
+        "--judge-name",
+    ),
+    (["review", "next", "--reviewer", "ana", "--json"], "format", "json", "--format json"),
+    (["gates", "run", "--build", "m.yaml"], "manifest", "m.yaml", "--manifest"),
+    (["gates", "run", "--milestone", "0", "--json"], "format", "json", "--format json"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "dest", "value", "new"),
+    OLD_SPELLINGS,
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_an_old_option_spelling_parses_to_the_new_one_and_says_so(
+    argv: list[str], dest: str, value: str, new: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = next(
+        a for a in argv if a in ("--judge", "--json", "--build") and not (a == "--build" and argv[0] == "run")
+    )
+    args = cli_parser().parse_args(argv)
+    assert getattr(args, dest) == value
+    err = capsys.readouterr().err
+    assert f"{old} is deprecated, use {new}" in err
+    new_argv = [new.split()[0] if a == old else a for a in argv]
+    if new == "--format json":
+        new_argv[new_argv.index("--format") + 1 : new_argv.index("--format") + 1] = ["json"]
+    assert getattr(cli_parser().parse_args(new_argv), dest) == value
+    assert capsys.readouterr().err == ""
+
+
+def test_old_spellings_are_hidden_from_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    shown = capsys.readouterr().out
+    assert "--judge-version" in shown and "--format" in shown
+    assert "--json" not in shown and "--judge " not in shown
+
+
+def test_compare_without_a_judge_version_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], home: EvalHome
+) -> None:
+    assert main(["compare", "--baseline", "a", "--candidate", "b"]) == 64
+    assert "--judge-version" in capsys.readouterr().err

@@ -93,10 +93,10 @@ def test_kill_9_mid_materialization_then_resume_pays_no_attempt_twice(tmp_path: 
     for home in (clean, crashed):
         Track(loaded, EvalHome(home)).register_build(project / "crash-build.yaml")
 
-    _finish(_evaltrack(project, clean, "run", "--build", BUILD_ID, "--judge", JUDGE))
+    _finish(_evaltrack(project, clean, "run", "--build", BUILD_ID, "--judge-version", JUDGE))
     uninterrupted = _ledger(clean)
 
-    victim = _evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge", JUDGE)
+    victim = _evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge-version", JUDGE)
     deadline = time.monotonic() + 300
     while _settled_subject_calls(crashed) < 20:  # halfway through the 83 subject calls
         assert victim.poll() is None, victim.communicate()[0]
@@ -108,7 +108,7 @@ def test_kill_9_mid_materialization_then_resume_pays_no_attempt_twice(tmp_path: 
     in_flight = [r for r in at_kill if r[1] == "reserved"]
     assert 0 < len([r for r in at_kill if r[1] == "settled"]) < len(uninterrupted)
 
-    out = _finish(_evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge", JUDGE))
+    out = _finish(_evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge-version", JUDGE))
     resumed = _ledger(crashed)
     reused = re.search(r"scenario_runs +\d+/\d+ attempts .* · (\d+) reused", out)
     assert reused is not None and int(reused.group(1)) > 0, out

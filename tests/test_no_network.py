@@ -285,9 +285,9 @@ def _evaltrack(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_gates_run_prints_the_rows_and_exits_by_what_blocks() -> None:
-    ran = _evaltrack("--milestone", "0", "--only", "suite.registry-matches-specs", "--json")
+    ran = _evaltrack("--milestone", "0", "--only", "suite.registry-matches-specs", "--format", "json")
     nothing = _evaltrack("--milestone", "0", "--only", "no.such.gate")
-    both = _evaltrack("--milestone", "0", "--build", str(REPO / "examples" / "builds" / "baseline.yaml"))
+    both = _evaltrack("--milestone", "0", "--manifest", str(REPO / "examples" / "builds" / "baseline.yaml"))
 
     report = json.loads(ran.stdout)
     assert ran.returncode == 0 and report["exit_code"] == 0, ran.stderr
@@ -295,7 +295,7 @@ def test_gates_run_prints_the_rows_and_exits_by_what_blocks() -> None:
         ("suite.registry-matches-specs", "pass")
     ]
     assert nothing.returncode == 1 and "no gate matched" in nothing.stderr
-    assert both.returncode == 1 and "exactly one of --build FILE and --milestone N" in both.stderr
+    assert both.returncode == 1 and "exactly one of --manifest FILE and --milestone N" in both.stderr
 
 
 def test_the_dagster_canary_project_has_one_two_repeat_scenario_per_judge_and_no_gates(tmp_path: Path) -> None:

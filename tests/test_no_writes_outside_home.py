@@ -88,7 +88,7 @@ def test_demo_trend_bridge_and_no_network_suite_write_nothing_into_the_checkout(
     )
     assert where.stdout.strip() == str(copy / "eval_assets" / "__init__.py"), where.stderr[-2000:]
 
-    demo = _run(copy, env, evaltrack, "demo", "--json")
+    demo = _run(copy, env, evaltrack, "demo", "--format", "json")
     assert demo.returncode == 0, demo.stderr[-3000:]
     decisions = {
         b["build"]: b["decision"] for b in json.loads(demo.stdout.strip().splitlines()[-1])["builds"]

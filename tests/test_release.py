@@ -32,7 +32,7 @@ def test_compare_across_judge_versions_is_refused_naming_both_versions_and_the_f
     for build, judge in ((base.id, "safety-v1"), (cand.id, "helpfulness-v1")):
         materialize_scenario_runs(track, build, "r1")
         materialize_judge_verdicts(track, build, judge, "r1")
-    code = main(["compare", "--baseline", base.id, "--candidate", cand.id, "--judge", "helpfulness-v1"])
+    code = main(["compare", "--baseline", base.id, "--candidate", cand.id, "--judge-version", "helpfulness-v1"])
     err = capsys.readouterr().err
     assert code == 1
     assert "helpfulness-v1" in err and "safety-v1" in err

@@ -329,7 +329,7 @@ def test_cli_next_submit_release_round_trip(track: Track) -> None:
         )
 
     assert cli("review", "fill", "--build", BUILD).returncode == 0
-    shown = cli("review", "next", "--reviewer", "ana", "--json")
+    shown = cli("review", "next", "--reviewer", "ana", "--format", "json")
     assert shown.returncode == 0, shown.stderr
     doc = json.loads(shown.stdout)
     assert "weight" not in shown.stdout

@@ -293,7 +293,7 @@ def test_the_command_converts_and_refuses_with_exit_codes(
 
     assert main([*args, str(planted_sk_key(tmp_path)), "--out", str(out)]) == 1
     assert ":4: looks like a credential" in capsys.readouterr().err and not out.exists()
-    assert main([*args, str(EXPORT), "--out", str(out), "--judge", "nobody"]) == 1
+    assert main([*args, str(EXPORT), "--out", str(out), "--judge-name", "nobody"]) == 1
     assert "unknown judge 'nobody'" in capsys.readouterr().err and not out.exists()
 
     assert main([*args, str(EXPORT), "--out", str(out)]) == 0

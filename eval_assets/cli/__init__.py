@@ -140,6 +140,44 @@ class _Parser(argparse.ArgumentParser):
         super().exit(self.help_exit_code if status == 0 else status, message)
 
 
+class _OldSpelling(argparse.Action):
+    """An option's spelling from before a rename, accepted for one more release: it stores into the
+    new option's destination (`value`, when the old spelling was a flag: `--json` is `--format json`)
+    and says on stderr what to write instead. Hidden from --help."""
+
+    def __init__(
+        self, option_strings: list[str], dest: str, new: str = "", value: str | None = None, **kw: object
+    ):
+        self.new, self.value = new, value
+        super().__init__(option_strings, dest, nargs=0 if value is not None else None, **kw)  # type: ignore[arg-type]
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"{parser.prog}: {option_string} is deprecated, use {self.new} (accepted until the next release)",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, self.value if self.value is not None else values)
+
+
+def _old_spelling(
+    p: argparse.ArgumentParser, old: str, new: str, dest: str, value: str | None = None
+) -> None:
+    p.add_argument(old, dest=dest, action=_OldSpelling, new=new, value=value, help=argparse.SUPPRESS)
+
+
+def _format_option(p: argparse.ArgumentParser, *choices: str) -> None:
+    """The one output flag, `--format` (text by default); `--json`, its old spelling, still works."""
+    p.add_argument("--format", choices=choices, default="text", help=f"output: {', '.join(choices)}")
+    if "json" in choices:
+        _old_spelling(p, "--json", "--format json", "format", value="json")
+
+
 # What each command's exit code means, printed at the end of its --help (docs/design.md lists them too).
 # Every command: 4 an internal error (a damaged input, a bug; one line, never a traceback), 64 usage.
 EXITS = {
@@ -193,9 +231,7 @@ def _build_parser() -> argparse.ArgumentParser:
         func=_validate
     )
     demo = sub.add_parser("demo", help="register the example builds and materialize the whole graph")
-    demo.add_argument(
-        "--json", action="store_true", help="print one JSON document (for CI) instead of tables"
-    )
+    _format_option(demo, "text", "json")
     demo.set_defaults(func=_demo)
     build = sub.add_parser("build", help="build registry").add_subparsers(dest="build_command", required=True)
     add = build.add_parser("add", help="register a build manifest")
@@ -208,7 +244,10 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--build", required=True, help="a registered build id (`evaltrack build add FILE` first)"
     )
-    run.add_argument("--judge", help="one judge version (default: every active version)")
+    run.add_argument(
+        "--judge-version", dest="judge_version", help="one judge version (default: every active version)"
+    )
+    _old_spelling(run, "--judge", "--judge-version", "judge_version")
     run.add_argument(
         "--fresh", action="store_true", help="pay again with new attempt keys instead of reusing settled ones"
     )
@@ -217,7 +256,7 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="when another run of this build holds its lease, wait for it (default: refuse at once)",
     )
-    run.add_argument("--json", action="store_true", help="print one JSON document (for CI) instead of tables")
+    _format_option(run, "text", "json")
     run.set_defaults(func=_run)
     status = sub.add_parser(
         "release-status",
@@ -226,12 +265,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     status.help_exit_code = exit_codes.USAGE  # it exits 0 only for allow, so not for its help either
     status.add_argument("build", help="a build id (the id grammar: docs/specs/configuration.md)")
-    status.add_argument(
-        "--format",
-        choices=("text", "markdown", "json"),
-        default="text",
-        help="text (a table), markdown (ready to paste into a pull request) or json",
-    )
+    _format_option(status, "text", "markdown", "json")  # markdown: ready to paste into a pull request
     status.set_defaults(func=_release_status)
     report = sub.add_parser(
         "report", help="a build's self-contained HTML report: decision, reports, scenarios, transcripts"
@@ -242,7 +276,8 @@ def _build_parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="capability report between two builds under one judge version")
     cmp.add_argument("--baseline", required=True)
     cmp.add_argument("--candidate", required=True)
-    cmp.add_argument("--judge", required=True, help="judge version, e.g. helpfulness-v1")
+    cmp.add_argument("--judge-version", dest="judge_version", help="judge version, e.g. helpfulness-v1")
+    _old_spelling(cmp, "--judge", "--judge-version", "judge_version")
     cmp.set_defaults(func=_compare)
     trajectory = sub.add_parser("trajectory", help="trajectory export → converted cases").add_subparsers(
         dest="trajectory_command", required=True
@@ -254,8 +289,12 @@ def _build_parser() -> argparse.ArgumentParser:
     convert.add_argument("export", help="the redacted trajectory export (JSONL)")
     convert.add_argument("--out", required=True, help="output directory, e.g. scenarios/converted/")
     convert.add_argument(
-        "--judge", default="helpfulness", help="judge name of every case (default: helpfulness)"
+        "--judge-name",
+        dest="judge_name",
+        default="helpfulness",
+        help="judge name of every case (default: helpfulness)",
     )
+    _old_spelling(convert, "--judge", "--judge-name", "judge_name")
     convert.add_argument("--suite", default="converted", help="suite of every case (default: converted)")
     convert.set_defaults(func=_trajectory_convert)
     judges = sub.add_parser("judges", help="judge registry").add_subparsers(
@@ -295,7 +334,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     nxt.add_argument("--reviewer", required=True)
     nxt.add_argument("--item", help="claim this item instead of the next open one")
-    nxt.add_argument("--json", action="store_true", help="print the item as JSON")
+    _format_option(nxt, "text", "json")
     submit = review.add_parser(
         "submit", help="store your scores for a claimed item (validated; all or nothing)"
     )
@@ -321,14 +360,15 @@ def _build_parser() -> argparse.ArgumentParser:
         "run",
         help="run the gate registry for a build manifest or a milestone; exit 0 none blocks, 1 some block",
     )
-    grun.add_argument("--build", help="a build manifest (its milestone and subject)")
+    grun.add_argument("--manifest", help="a build manifest file (its milestone and subject)")
+    _old_spelling(grun, "--build", "--manifest", "manifest")
     grun.add_argument("--milestone", type=int, help="a milestone (no build, no subject)")
     grun.add_argument("--only", action="append", help="run only this id (repeatable)")
     grun.add_argument("--exclude", action="append", help="leave this id out (repeatable)")
     grun.add_argument(
         "--kind", action="append", help="run only this kind: structural, property, corpus, case, test"
     )
-    grun.add_argument("--json", action="store_true", help="print one JSON document")
+    _format_option(grun, "text", "json")
     grun.set_defaults(func=_gates_run)
     gates.add_parser(
         "no-network",
@@ -364,13 +404,13 @@ def _build_parser() -> argparse.ArgumentParser:
         nargs="+",
         help="builds to bridge over (default: the judge file's bridge_builds, else the newest 3)",
     )
-    brun.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    _format_option(brun, "text", "markdown", "json")
     brun.set_defaults(func=_bridge_run)
     trend = sub.add_parser(
         "trend", help="draw and print the score trend over the registered builds (splices, intervals, breaks)"
     )
     trend.add_argument("--judge", help="a judge version or judge name (default: every active version)")
-    trend.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    _format_option(trend, "text", "markdown", "json")
     trend.set_defaults(func=_trend)
     ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)

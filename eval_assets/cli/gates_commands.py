@@ -15,12 +15,12 @@ from .common import print_problems, project_of
 
 
 def cmd_gates_run(args: argparse.Namespace) -> int:
-    if (args.build is None) == (args.milestone is None):
-        print("error: give exactly one of --build FILE and --milestone N", file=sys.stderr)
+    if (args.manifest is None) == (args.milestone is None):
+        print("error: give exactly one of --manifest FILE and --milestone N", file=sys.stderr)
         return 1
     try:
         project = project_of(args)
-        manifest = load_build(Path(args.build).resolve(), project) if args.build else None
+        manifest = load_build(Path(args.manifest).resolve(), project) if args.manifest else None
     except ConfigError as exc:
         return print_problems(exc)
     registry = read_registry(project.root)
@@ -35,7 +35,7 @@ def cmd_gates_run(args: argparse.Namespace) -> int:
         kinds=set(args.kind) if args.kind else None,
     )
     code = 1 if result.blocking or not result.results else 0
-    if args.json:
+    if args.format == "json":
         rows = [
             {
                 "gate_id": r.gate_id,

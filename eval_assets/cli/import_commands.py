@@ -21,7 +21,7 @@ def cmd_trajectory_convert(args: argparse.Namespace) -> int:
         report = convert_export(
             Path(args.export),
             Path(args.out),
-            judge=args.judge,
+            judge=args.judge_name,
             suite=args.suite,
             known_judges=sorted({j.name for j in project.active_judges}),
             max_bytes=project.settings.bounds.max_trajectory_bytes,

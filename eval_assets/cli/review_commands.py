@@ -90,7 +90,7 @@ def cmd_review_next(args: argparse.Namespace) -> int:
         return _refused(str(exc))
     if outcome.status not in ("claimed", "held"):
         return _refused(outcome.message)
-    if args.json:
+    if args.format == "json":
         print(json.dumps({"status": outcome.status, **shown}, indent=2))
     else:
         print(outcome.message)

@@ -12,6 +12,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TextIO
 
+from eval_assets import exit_codes
 from eval_assets.capability.progress import PROGRESS_LOGGER
 from eval_assets.capability.track import Track, TrackError
 from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, print_problems, project_of
@@ -245,8 +246,8 @@ def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     try:
         track = Track(project_of(args), home_of(args))
-        if args.judge:
-            track.judge(args.judge)
+        if args.judge_version:
+            track.judge(args.judge_version)
         manifest = track.build(args.build)
         track.journal  # noqa: B018  (an unreachable or locked journal fails here, before any model call)
     except ConfigError as exc:
@@ -260,7 +261,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     # One run per build, asset and partition: the leases of every paying step are taken
     # here, in one global order, before any call; the steps (this process) hold them re-entrantly.
-    versions = [args.judge] if args.judge else [j.version_id for j in track.judges_for(manifest)]
+    versions = (
+        [args.judge_version] if args.judge_version else [j.version_id for j in track.judges_for(manifest)]
+    )
     targets = [("scenario_runs", args.build)] + [("judge_verdicts", f"{args.build}|{v}") for v in versions]
     try:
         with ExitStack() as leases:
@@ -268,12 +271,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                 leases.enter_context(
                     track.lease(args.build, asset, partition, None, wait=args.wait, on_wait=waiting)
                 )
-            ok, steps = _run_builds(args, track, [args.build], args.judge, fresh=args.fresh, quiet=args.json)
+            ok, steps = _run_builds(
+                args, track, [args.build], args.judge_version, fresh=args.fresh, quiet=args.format == "json"
+            )
     except (TrackError, JournalError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     record = _decision_record(track, args.build)
-    if args.json:
+    if args.format == "json":
         print(json.dumps({"ok": ok, "builds": [{**steps[0], **record}]}, default=str, sort_keys=True))
     else:
         _print_decisions([record], track.home.root)
@@ -293,7 +298,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             build_ids.append(manifest.id)
     except ConfigError as exc:
         return print_problems(exc)
-    ok, steps = _run_builds(args, track, build_ids, None, quiet=args.json)
+    ok, steps = _run_builds(args, track, build_ids, None, quiet=args.format == "json")
     records = [_decision_record(track, b) for b in build_ids]
     # the score trend of each active judge version over the builds just run (a plot in the UI)
     trends = materialize_trends(home, [j.version_id for j in project.active_judges])
@@ -303,7 +308,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         + (f"{t.metadata['score_trend'].get('plot_file')}" if t.success else f"FAILED ({t.error})")
         for t in trends
     ]
-    if args.json:
+    if args.format == "json":
         builds = [{**s, **r} for s, r in zip(steps, records, strict=True)]
         print(
             json.dumps(
@@ -361,13 +366,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    if not args.judge_version:  # not `required=`: its old spelling, --judge, fills it too
+        print(
+            "evaltrack compare: error: the following arguments are required: --judge-version", file=sys.stderr
+        )
+        return exit_codes.USAGE
     try:
         track = Track(project_of(args), home_of(args))
         track.build(args.baseline)
         candidate = track.build(args.candidate)  # resolved once, passed down
         if _report_damage(track, [args.baseline, args.candidate]):
             return EXIT_INTERNAL_ERROR
-        run = build_report(track, candidate, args.judge, args.baseline)
+        run = build_report(track, candidate, args.judge_version, args.baseline)
     except ConfigError as exc:
         return print_problems(exc)
     except (CrossJudgeVersionError, TrackError) as exc:

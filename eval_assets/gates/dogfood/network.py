@@ -133,9 +133,10 @@ def _run_build(root: Path, manifest: Path, *, all_gates: bool) -> dict[str, Any]
     """The suite for one example build in a child `evaltrack gates run` (its exit code is recorded)."""
     command = [sys.executable, "-m", "eval_assets.cli", "--project", str(root), "gates", "run"]
     command += [
-        "--build",
+        "--manifest",
         str(manifest),
-        "--json",
+        "--format",
+        "json",
         *(a for g in RECORDING_EXCLUDES for a in ("--exclude", g)),
     ]
     if not all_gates:
