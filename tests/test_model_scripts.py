@@ -27,7 +27,7 @@ from eval_assets.config import (
 from eval_assets.engine import Engine, subject_spec
 from eval_assets.gates import CaseError, GateContext, case_outcome, execute_case, load_case, read_registry
 from eval_assets.home import PROJECT_ROOT
-from eval_assets.providers import ModelScript, ScriptExhaustedError, select_turn
+from eval_assets.providers import ModelScript, NoScriptTurn, select_turn
 from eval_assets.providers.gateway import CallSpec, ModelGateway, UnpricedModel
 from eval_assets.spend import AttemptRef, SpendPath, open_journal
 
@@ -95,13 +95,13 @@ def test_step_is_the_assistant_turns_so_far_and_try_picks_within_the_step() -> N
 
 def test_an_exhausted_script_is_an_error_never_a_silent_stop() -> None:
     two_assistant = [{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]
-    with pytest.raises(ScriptExhaustedError, match="2 assistant turn"):
+    with pytest.raises(NoScriptTurn, match="2 assistant turn"):
         select_turn(RETRY_THEN_TOOLS, "x", two_assistant, 1)
-    with pytest.raises(ScriptExhaustedError, match="this is try 3"):
+    with pytest.raises(NoScriptTurn, match="this is try 3"):
         select_turn(RETRY_THEN_TOOLS, "x", [{"role": "user", "content": "q"}], 3)
     trailing = _script([{"text": "a"}, {"error": "Timeout"}])
     assert select_turn(trailing, "x", [{"role": "assistant", "content": "a"}], 1).error == "Timeout"  # type: ignore[union-attr]
-    with pytest.raises(ScriptExhaustedError):
+    with pytest.raises(NoScriptTurn):
         select_turn(trailing, "x", [{"role": "assistant", "content": "a"}], 2)
 
 

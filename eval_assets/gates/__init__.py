@@ -21,7 +21,6 @@ from ._quarantine import (
     WarehouseQuarantineStore,
     quarantine_at,
 )
-from ._record import RECORD_BUILD, Recording, RecordRefused, find_case, record_script
 from ._records import gate_result_rows, materialize_suite, quarantine_rows, record_suite, stored_evidence
 from ._registry import (
     KINDS,
@@ -41,6 +40,7 @@ from ._registry import (
 )
 from ._results import EVIDENCE_SOURCE, GateResult, Status, SuiteResult
 from ._runner import CONVERTED_GLOB, run_suite
+from ._script_recording import RECORD_BUILD, Recording, RecordRefused, find_case, record_script
 
 __all__ = [
     "ASSERTION_KINDS",

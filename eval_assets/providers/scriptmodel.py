@@ -152,7 +152,7 @@ class ModelScript(_Strict):
         return out if out[-1] else out[:-1]
 
 
-class ScriptExhaustedError(Exception):
+class NoScriptTurn(Exception):
     """A call the script has no turn for: an explicit error, never a silent stop."""
 
 
@@ -170,17 +170,17 @@ def assistant_turns(messages: Sequence[Any]) -> int:
 
 
 def select_turn(script: ModelScript, name: str, messages: Sequence[Any], try_no: int) -> Turn:
-    """The turn that answers this call (see the module doc). Raises ScriptExhaustedError."""
+    """The turn that answers this call (see the module doc). Raises NoScriptTurn."""
     steps = script.steps()
     step = assistant_turns(messages)
     if step >= len(steps):
-        raise ScriptExhaustedError(
+        raise NoScriptTurn(
             f"script {name!r} is exhausted: the conversation holds {step} assistant turn(s) after its last "
             f"user message and the script has {len(steps)} step(s)"
         )
     turns = steps[step]
     if try_no < 1 or try_no > len(turns):
-        raise ScriptExhaustedError(
+        raise NoScriptTurn(
             f"script {name!r} is exhausted: step {step} has {len(turns)} turn(s) and this is try {try_no}"
         )
     return turns[try_no - 1]

@@ -43,7 +43,7 @@ from .scriptmodel import (
     SCRIPT_PROVIDER,
     FailureTurn,
     ModelScript,
-    ScriptExhaustedError,
+    NoScriptTurn,
     TextTurn,
     select_turn,
 )
@@ -381,7 +381,7 @@ def _script_turn(model: str, messages: list, who: dict[str, Any]) -> Any:
     script = ModelScript.model_validate(who["script"])
     try:
         return select_turn(script, model, messages, int(who["try_no"] or 1))
-    except ScriptExhaustedError as exc:
+    except NoScriptTurn as exc:
         raise ScriptExhausted(message=str(exc), model=model, llm_provider=SCRIPT_PROVIDER) from None
 
 

@@ -54,7 +54,7 @@ from ._rules import (
     Budget,
     Concentrated,
     Moments,
-    Outcome,
+    RuleOutcome,
     concentrated_test,
     evaluate,
     holm_inputs,
@@ -478,8 +478,8 @@ def _policy_finding(base: pd.DataFrame | None, cand: pd.DataFrame) -> Finding:
     )
 
 
-def _evidence_finding(outcome: Outcome, base: pd.DataFrame, cand: pd.DataFrame) -> Finding:
-    """Investigate when the rules found the evidence insufficient (`Evidence.insufficient`, the rule
+def _evidence_finding(outcome: RuleOutcome, base: pd.DataFrame, cand: pd.DataFrame) -> Finding:
+    """Investigate when the rules found the evidence insufficient (`Sufficiency.insufficient`, the rule
     the A/A simulation counts too), naming each limit passed and the build it was passed in."""
     ev = outcome.evidence
     n = int(ev.n_scenarios[0])
@@ -531,7 +531,7 @@ class _PerScenario:
     drivers: np.ndarray  # bool: concentrated-drop drivers (centred normal score below DRIVER_Z)
 
 
-def _beyond_blocked(outcome: Outcome, rejected: np.ndarray, m: int, budget: Budget) -> Concentrated:
+def _beyond_blocked(outcome: RuleOutcome, rejected: np.ndarray, m: int, budget: Budget) -> Concentrated:
     """The concentrated-drop test once more without the scenarios blocked on their own: one collapsed
     scenario alone makes S large, and is already named; the concentrated drop is reported (and its
     drivers named) only when it still holds without them (dropping a rejection keeps FWER control)."""
@@ -545,7 +545,7 @@ def _beyond_blocked(outcome: Outcome, rejected: np.ndarray, m: int, budget: Budg
 
 
 def _per_scenario(
-    outcome: Outcome, rejected: np.ndarray, m: int, budget: Budget, concentrated: Concentrated
+    outcome: RuleOutcome, rejected: np.ndarray, m: int, budget: Budget, concentrated: Concentrated
 ) -> _PerScenario:
     tests = outcome.tests
     p = tests.p_drop[0]
@@ -620,7 +620,7 @@ def _scenario_findings(per: _PerScenario, paired: pd.DataFrame, floor: float | N
 
 
 def _mean_finding(
-    outcome: Outcome,
+    outcome: RuleOutcome,
     blocked: bool,
     budget: Budget,
     band: NoiseBand,
@@ -708,7 +708,7 @@ def _percent(rate: float | None) -> str:
     return "n/a" if rate is None else f"{rate:.1%}"
 
 
-def _score_verdict(outcome: Outcome) -> str:
+def _score_verdict(outcome: RuleOutcome) -> str:
     if outcome.block[0]:
         return "block"
     return "investigate" if outcome.flag[0] else "ok"
@@ -718,7 +718,7 @@ def _sensitivity(
     base: pd.DataFrame,
     cand: pd.DataFrame,
     ids: pd.Index,
-    original: Outcome,
+    original: RuleOutcome,
     settings: _Settings,
     between: float,
     between_df: int,

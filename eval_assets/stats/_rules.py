@@ -540,7 +540,7 @@ def bh_any(p: np.ndarray, q: float) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class Sufficiency:
     """Evidence sufficiency per replication (R,): the reasons a report cannot be trusted to allow."""
 
     n_scenarios: np.ndarray
@@ -565,7 +565,7 @@ MAX_THIN_SHARE: Final = 0.10  # more compared scenarios than this below MIN_REPE
 MAX_UNSCORED_SHARE: Final = 0.20  # more failed/excluded verdict rows than this in a build: insufficient
 
 
-def evidence(base: Moments, cand: Moments, paired: np.ndarray) -> Evidence:
+def evidence(base: Moments, cand: Moments, paired: np.ndarray) -> Sufficiency:
     """Sufficiency figures over the (R, m) paired mask, the shares over every verdict row of a build."""
     n_pairs = paired.sum(axis=1)
     thin_base, thin_cand = paired & (base.n < MIN_REPEATS), paired & (cand.n < MIN_REPEATS)
@@ -580,7 +580,7 @@ def evidence(base: Moments, cand: Moments, paired: np.ndarray) -> Evidence:
             / np.where(np.nansum(b.rows, axis=1) > 0, np.nansum(b.rows, axis=1), np.nan)
             for b in (base, cand)
         ]
-    return Evidence(
+    return Sufficiency(
         n_pairs,
         thin_shares[0],
         np.nan_to_num(shares[0], nan=1.0),
@@ -591,13 +591,13 @@ def evidence(base: Moments, cand: Moments, paired: np.ndarray) -> Evidence:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RuleOutcome:
     """Everything the rules decided, per replication. (R,) unless noted."""
 
     tests: ScenarioTests
     mean: MeanTest
     concentrated: Concentrated
-    evidence: Evidence
+    evidence: Sufficiency
     p_beyond: np.ndarray  # as the rules use it (see mean_rule_p)
     p_drop: np.ndarray
     block_scores: np.ndarray  # bool: any blocking hypothesis rejected
@@ -713,7 +713,7 @@ def evaluate(
     between_df: int = 0,
     level: float = 0.95,
     binary_test: BinaryTest = "fisher",
-) -> Outcome:
+) -> RuleOutcome:
     """Run every score rule on (R, m) moments; see the module docstring for the error budget.
 
     `binary_test` other than "fisher" only for the calibration benchmark's trade-off table."""
@@ -727,4 +727,4 @@ def evaluate(
     block = holm_blocks(tests, p_beyond, conc, budget)
     flag_mean = p_drop < budget.report_flag
     flag_bh = bh_any(tests.p_drop, budget.report_flag)
-    return Outcome(tests, mean, conc, ev, p_beyond, p_drop, block, flag_mean, flag_bh, ev.insufficient())
+    return RuleOutcome(tests, mean, conc, ev, p_beyond, p_drop, block, flag_mean, flag_bh, ev.insufficient())
