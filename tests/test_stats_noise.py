@@ -105,6 +105,27 @@ def test_scenarios_with_fewer_than_two_scored_repeats_are_reported_unusable_not_
     assert any("fewer than 2 scored repeats" in note for note in band.notes)
 
 
+@pytest.mark.parametrize("lonely", [10, 11, 12])
+def test_the_note_on_left_out_scenarios_names_ten_and_counts_the_rest(lonely: int) -> None:
+    """Ten left-out scenarios are named; from the eleventh on, the note says how many more."""
+    ids = [f"z{i:02d}" for i in range(lonely)]
+    band = noise_band(verdicts({"a": [0.4, 0.6], "b": [0.5, 0.7], **{i: [0.5] for i in ids}}))
+    more = f" and {lonely - 10} more" if lonely > 10 else ""
+    assert band.notes[0] == (
+        f"{lonely} scenario(s) with fewer than 2 scored repeats left out of the band: {', '.join(ids[:10])}{more}"
+    )
+
+
+def test_the_notes_say_why_there_is_no_band_or_no_between_variance() -> None:
+    assert noise_band(verdicts({"a": [0.5]})).notes[:2] == (
+        "1 scenario(s) with fewer than 2 scored repeats left out of the band: a",
+        "no scenario has 2 scored repeats: no band",
+    )
+    assert noise_band(verdicts({"a": [0.4, 0.6]})).notes[:1] == (
+        "one usable scenario: no between-scenario variance",
+    )
+
+
 def test_negative_between_scenario_variance_is_floored_at_zero_and_flagged() -> None:
     same_mean = {f"s{i}": list(np.roll([0.3, 0.4, 0.5, 0.6, 0.7], i)) for i in range(6)}
     band = noise_band(verdicts(same_mean))
