@@ -14,6 +14,7 @@ from scipy import stats
 from eval_assets.release import NOISE_BAND_COLUMNS, noise_band_rows
 from eval_assets.stats import (
     VerdictFrameError,
+    between_build_variance,
     bootstrap_noise_band,
     noise_band,
     validate_verdicts,
@@ -267,3 +268,55 @@ def test_a_registered_rebuild_adds_its_run_to_run_variance_to_the_band() -> None
     assert wide.half_width > 3 * plain.half_width
     assert noise_band(build, rebuild=same).half_width < 1.5 * plain.half_width
     assert any("no registered unchanged rebuild" in n for n in plain.notes)
+
+
+def _table(rows: dict[str, tuple[float, float, int]]) -> pd.DataFrame:
+    """A per-scenario table (`scenario_id` -> mean, variance, n_scored), as `between_build_variance` reads it."""
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["mean", "variance", "n_scored"])
+
+
+def test_between_build_variance_is_half_the_shift_squared_less_the_repeat_noise_over_shared_scenarios() -> (
+    None
+):
+    """tau^2 = (D^2 - V_w) / 2 by hand: D = 0.3 over a, b, c (scored >= 2 times in both builds, c exactly
+    twice in each); e (once in the build) and f (only in the build) and d (only in the rebuild) do not count."""
+    build = _table(
+        {
+            "a": (0.5, 0.01, 5),
+            "b": (0.6, 0.02, 4),
+            "c": (0.7, 0.03, 2),
+            "e": (0.3, math.nan, 1),
+            "f": (0.9, 0.05, 5),
+        }
+    )
+    rebuild = _table(
+        {
+            "a": (0.8, 0.02, 5),
+            "b": (0.9, 0.01, 5),
+            "c": (1.0, 0.04, 2),
+            "d": (0.1, 0.01, 5),
+            "e": (0.5, 0.01, 2),
+        }
+    )
+    within = (0.01 / 5 + 0.02 / 5 + 0.02 / 4 + 0.01 / 5 + 0.03 / 2 + 0.04 / 2) / 3**2
+    tau2, df = between_build_variance(build, rebuild)
+    assert tau2 == pytest.approx((0.3**2 - within) / 2.0, rel=1e-12) and df == 1
+
+
+def test_between_build_variance_needs_two_shared_scenarios_and_is_never_negative() -> None:
+    two = _table({"a": (0.5, 0.01, 2), "b": (0.6, 0.01, 2)})
+    assert between_build_variance(two, _table({"a": (0.5, 0.01, 2), "b": (0.6, 0.01, 2)})) == (
+        0.0,
+        1,
+    )  # floored
+    assert between_build_variance(two, _table({"a": (0.9, 0.01, 2)})) == (
+        0.0,
+        0,
+    )  # one shared: nothing measured
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, 1.5, -0.1])
+def test_a_confidence_level_outside_0_1_is_refused(level: float) -> None:
+    with pytest.raises(ValueError) as refused:
+        noise_band(verdicts({"a": [0.4, 0.6], "b": [0.5, 0.7]}), level=level)
+    assert str(refused.value) == f"confidence level must be in (0, 1), got {level}"

@@ -25,11 +25,10 @@ _SCENARIO_COLUMNS = ("scenario_id", "mean", "variance", "n_repeats", "half_width
 _ELEMENTS_PER_CHUNK = 4_000_000  # bounds the bootstrap's working memory (~32 MB per array)
 
 
-def z_for(level: float) -> float:
-    """The two-sided normal quantile for a confidence `level` in (0, 1) (1.95996... at 0.95)."""
+def _check_level(level: float) -> None:
+    """A confidence `level` is in (0, 1), both ends excluded."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1), got {level}")
-    return float(stats.norm.ppf(0.5 + level / 2.0))
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,7 @@ def band_from_table(
     table: pd.DataFrame, *, level: float = 0.95, between_build: tuple[float, int] = (0.0, 0)
 ) -> NoiseBand:
     """`noise_band` from per-scenario aggregates (`_frame.scenario_table`) already computed."""
-    z_for(level)
+    _check_level(level)
     table = table.loc[table["n_scored"] > 0]
     per = pd.DataFrame(
         {
