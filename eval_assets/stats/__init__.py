@@ -34,10 +34,8 @@ from ._intervals import (
     suite_mean_interval,
 )
 from ._noise import (
-    BootstrapBand,
     NoiseBand,
     between_build_variance,
-    bootstrap_noise_band,
     noise_band,
 )
 from ._plot import SCORE_RANGE, clipped_band, plot_report
@@ -103,7 +101,6 @@ __all__ = [
     "EXIT_CODES",
     "SCENARIO_PLOT_COLUMNS",
     "SCIPY_BCA_MAX_N",
-    "BootstrapBand",
     "Calibration",
     "CalibrationFrameError",
     "CapabilityReport",
@@ -121,7 +118,6 @@ __all__ = [
     "Severity",
     "FindingVerdict",
     "VerdictFrameError",
-    "bootstrap_noise_band",
     "calibrate",
     "compare",
     "decide",

@@ -18,11 +18,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._frame import scenario_table, scored_matrix, validate_verdicts
+from ._frame import scenario_table, validate_verdicts
 from ._rules import band_half_width
 
 _SCENARIO_COLUMNS = ("scenario_id", "mean", "variance", "n_repeats", "half_width")
-_ELEMENTS_PER_CHUNK = 4_000_000  # bounds the bootstrap's working memory (~32 MB per array)
 
 
 def _check_level(level: float) -> None:
@@ -66,19 +65,6 @@ class NoiseBand:
         if self.within_var is None or not self.between_var:
             return None
         return math.sqrt(self.within_var * cost_scenario / (self.between_var * cost_repeat))
-
-
-@dataclass(frozen=True)
-class BootstrapBand:
-    """A noise-band half-width estimated by resampling repeats within scenarios.
-
-    `half_width` is None when no scenario has >= 2 scored repeats.
-    """
-
-    half_width: float | None
-    n_boot: int
-    level: float
-    small_sample_adjusted: bool
 
 
 def noise_band(
@@ -164,64 +150,6 @@ def band_from_table(
         between_build_df=int(between_build[1]),
         band_df=band_df,
     )
-
-
-def bootstrap_noise_band(
-    verdicts: pd.DataFrame,
-    n_boot: int,
-    rng: np.random.Generator,
-    *,
-    level: float = 0.95,
-    small_sample_adjust: bool = True,
-) -> BootstrapBand:
-    """The suite band by simulation: two re-runs drawn by resampling repeats WITHIN each scenario.
-
-    Each bootstrap replicate draws K_i repeats with replacement from every usable scenario, twice,
-    and records the difference of the two suite means; the half-width is half the central `level`
-    percentile interval of those differences. Scenarios are never resampled (that would count the
-    within-scenario variance twice, docs/methods.md: noise band). Resampling K values with replacement has variance
-    (K-1)/K times the ddof=1 variance (-11% in half-width at K=5); with `small_sample_adjust` the
-    deviations from each scenario mean are first scaled by sqrt(K/(K-1)) so that the bootstrap
-    targets the same variance as the closed form. Uses only scenarios with >= 2 scored repeats.
-    """
-    if n_boot < 2:
-        raise ValueError("n_boot must be at least 2")
-    frame = validate_verdicts(verdicts)
-    table = scenario_table(frame)
-    ids = table.index[table["n_scored"] >= 2]
-    if len(ids) == 0:
-        return BootstrapBand(None, n_boot, level, small_sample_adjust)
-    values = scored_matrix(frame, ids)
-    counts = np.sum(~np.isnan(values), axis=1)
-    if small_sample_adjust:
-        centre = np.nanmean(values, axis=1, keepdims=True)
-        values = centre + (values - centre) * np.sqrt(counts / (counts - 1.0))[:, None]
-    differences = np.concatenate(
-        [
-            _resampled_suite_means(values, counts, size, rng)
-            - _resampled_suite_means(values, counts, size, rng)
-            for size in _chunks(n_boot, max(1, _ELEMENTS_PER_CHUNK // values.size))
-        ]
-    )
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(differences, [tail, 1.0 - tail])
-    return BootstrapBand(float((high - low) / 2.0), n_boot, level, small_sample_adjust)
-
-
-def _resampled_suite_means(
-    values: np.ndarray, counts: np.ndarray, size: int, rng: np.random.Generator
-) -> np.ndarray:
-    """`size` suite means, each from K_i repeats per scenario drawn with replacement (vectorised)."""
-    n, width = values.shape
-    picks = (rng.random((size, n, width)) * counts[None, :, None]).astype(np.int64)
-    drawn = np.take_along_axis(values[None, :, :], picks, axis=2)
-    mask = np.arange(width)[None, None, :] < counts[None, :, None]
-    scenario_means = np.where(mask, drawn, 0.0).sum(axis=2) / counts[None, :]
-    return scenario_means.mean(axis=1)
-
-
-def _chunks(total: int, chunk: int) -> list[int]:
-    return [min(chunk, total - start) for start in range(0, total, chunk)]
 
 
 def _suite_half_width(
