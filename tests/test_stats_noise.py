@@ -294,6 +294,12 @@ def test_a_registered_rebuild_adds_its_run_to_run_variance_to_the_band() -> None
     assert wide.half_width > 3 * plain.half_width
     assert noise_band(build, rebuild=same).half_width < 1.5 * plain.half_width
     assert any("no registered unchanged rebuild" in n for n in plain.notes)
+    assert not any("no registered unchanged rebuild" in n for n in wide.notes)
+    assert wide.between_build_var < 0.01  # about 0.05^2 / 2: the variance, not its 1 degree of freedom
+    # without a rebuild the band's df is Welch-Satterthwaite's over the scenarios' repeat variances
+    per = build.groupby("scenario_id")["score"].agg(["var", "count"])
+    u = 2 * per["var"] / per["count"]
+    assert plain.band_df == pytest.approx(u.sum() ** 2 / (u**2 / (per["count"] - 1)).sum(), rel=1e-9)
 
 
 def _table(rows: dict[str, tuple[float, float, int]]) -> pd.DataFrame:
