@@ -653,3 +653,56 @@ def test_a_control_character_in_author_is_a_row_problem(track: Track, tmp_path: 
     [line] = problem_lines(raised.value)
     assert line.startswith("s.jsonl:1: author: holds an unprintable character (U+00")
     assert data_files(track) == []
+
+
+def test_judge_agreement_per_criterion_pairs_each_criterion_and_matches_krippendorff_computed_independently(
+    tmp_path: Path,
+) -> None:
+    """Criterion `a`: the human gives the judge's values (alpha 1); `b`: values that differ, alpha as the
+    statistics module computes it; `c`: only the judge gives it (no pair, no row)."""
+    rng = np.random.default_rng(5)
+    a = rng.integers(1, 6, size=20)
+    b_judge = rng.integers(1, 6, size=20)
+    b_human = np.clip(b_judge + rng.integers(-1, 2, size=20), 1, 5)
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+    verdicts = [
+        {
+            "build": "b1",
+            "judge_version": "g-v1",
+            "scenario_id": f"s{i % 4}",
+            "repeat": i,
+            "rubric": "q-v1",
+            "status": "scored",
+            "score": 0.5,
+            "criteria": json.dumps({"a": int(a[i]), "b": int(b_judge[i]), "c": 3}),
+        }
+        for i in range(20)
+    ]
+    wh.write_partition(
+        "judge_verdicts",
+        {"build": "b1", "judge_version": "g-v1"},
+        [full_row("judge_verdicts", v) for v in verdicts],
+        "r1",
+    )
+    humans = [
+        {
+            "score_id": f"h{i}",
+            "build": "b1",
+            "scenario_id": f"s{i % 4}",
+            "repeat": i,
+            "rubric": "q-v1",
+            "source": "human",
+            "criteria": json.dumps({"a": int(a[i]), "b": int(b_human[i])}),
+            "score": 0.5,
+            "author": "ana",
+        }
+        for i in range(20)
+    ]
+    wh.write_partition("human_scores", {"build": "b1"}, [full_row("human_scores", h) for h in humans], "r1")
+    rows = wh.query("SELECT * FROM judge_agreement_criteria").set_index("criterion")
+    assert list(rows.index) == ["a", "b"] and set(rows["n"]) == {20} and set(rows["rubric"]) == {"q-v1"}
+    assert rows.loc["a", "krippendorff_alpha"] == pytest.approx(1.0)
+    assert rows.loc["b", "krippendorff_alpha"] == pytest.approx(
+        krippendorff_alpha_interval(np.vstack([b_judge, b_human]).astype(float))
+    )
