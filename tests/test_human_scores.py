@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -409,9 +410,23 @@ def _cohen_quadratic(a: np.ndarray, b: np.ndarray, k: int) -> float:
     return float(1 - (w * observed).sum() / (w * expected).sum())
 
 
-def _agreement_warehouse(tmp_path: Path, judge: np.ndarray, human: np.ndarray) -> Warehouse:
+def _pairs_warehouse(
+    tmp_path: Path, verdicts: list[dict[str, Any]], humans: list[dict[str, Any]]
+) -> Warehouse:
+    """A warehouse holding build b1's verdicts of judge g-v1 and its human scores (other columns None)."""
     wh = Warehouse(tmp_path / "wh")
     wh.initialise()
+    wh.write_partition(
+        "judge_verdicts",
+        {"build": "b1", "judge_version": "g-v1"},
+        [full_row("judge_verdicts", v) for v in verdicts],
+        "r1",
+    )
+    wh.write_partition("human_scores", {"build": "b1"}, [full_row("human_scores", h) for h in humans], "r1")
+    return wh
+
+
+def _agreement_warehouse(tmp_path: Path, judge: np.ndarray, human: np.ndarray) -> Warehouse:
     n = len(judge)
     verdicts = [
         {
@@ -436,12 +451,6 @@ def _agreement_warehouse(tmp_path: Path, judge: np.ndarray, human: np.ndarray) -
             "status": "failed",
             "score": None,
         }
-    )
-    wh.write_partition(
-        "judge_verdicts",
-        {"build": "b1", "judge_version": "g-v1"},
-        [full_row("judge_verdicts", v) for v in verdicts],
-        "r1",
     )
     humans = [
         {
@@ -504,8 +513,7 @@ def _agreement_warehouse(tmp_path: Path, judge: np.ndarray, human: np.ndarray) -
             "author": "ana",
         },  # another rubric
     ]
-    wh.write_partition("human_scores", {"build": "b1"}, [full_row("human_scores", h) for h in humans], "r1")
-    return wh
+    return _pairs_warehouse(tmp_path, verdicts, humans)
 
 
 def test_judge_agreement_view_matches_cohen_krippendorff_and_spearman_computed_independently(
@@ -664,8 +672,6 @@ def test_judge_agreement_per_criterion_pairs_each_criterion_and_matches_krippend
     a = rng.integers(1, 6, size=20)
     b_judge = rng.integers(1, 6, size=20)
     b_human = np.clip(b_judge + rng.integers(-1, 2, size=20), 1, 5)
-    wh = Warehouse(tmp_path / "wh")
-    wh.initialise()
     verdicts = [
         {
             "build": "b1",
@@ -679,12 +685,6 @@ def test_judge_agreement_per_criterion_pairs_each_criterion_and_matches_krippend
         }
         for i in range(20)
     ]
-    wh.write_partition(
-        "judge_verdicts",
-        {"build": "b1", "judge_version": "g-v1"},
-        [full_row("judge_verdicts", v) for v in verdicts],
-        "r1",
-    )
     humans = [
         {
             "score_id": f"h{i}",
@@ -699,7 +699,7 @@ def test_judge_agreement_per_criterion_pairs_each_criterion_and_matches_krippend
         }
         for i in range(20)
     ]
-    wh.write_partition("human_scores", {"build": "b1"}, [full_row("human_scores", h) for h in humans], "r1")
+    wh = _pairs_warehouse(tmp_path, verdicts, humans)
     rows = wh.query("SELECT * FROM judge_agreement_criteria").set_index("criterion")
     assert list(rows.index) == ["a", "b"] and set(rows["n"]) == {20} and set(rows["rubric"]) == {"q-v1"}
     assert rows.loc["a", "krippendorff_alpha"] == pytest.approx(1.0)
