@@ -206,14 +206,24 @@ def shifted(
 
 
 def cell(
-    rng: np.random.Generator, model: str, m: int, k: int, reps: int, binary_test: BinaryTest = "fisher"
+    rng: np.random.Generator,
+    model: str,
+    m: int,
+    k: int,
+    reps: int,
+    binary_test: BinaryTest = "fisher",
+    *,
+    budget: Budget | None = None,
+    own_variance_tail: float = 1.0,
 ) -> dict[str, float]:
+    """A/A and power rates of one cell. `budget` (weights) and `own_variance_tail` other than the rule's
+    only for the trade-off curves of `benchmarks/power_tradeoff.py`."""
+    budget = budget or Budget()
     skills, sd = skills_for(rng, model, reps, m), sds_for(rng, model, reps, m)
     kinds = shapes_for(rng, model, reps, m)
     base = moments(draw(rng, model, skills, sd, k, kinds))
-    aa = evaluate(
-        base, moments(draw(rng, model, skills, sd, k, kinds)), FLOOR, Budget(), binary_test=binary_test
-    )
+    cand = moments(draw(rng, model, skills, sd, k, kinds))
+    aa = evaluate(base, cand, FLOOR, budget, binary_test=binary_test, own_variance_tail=own_variance_tail)
     p = aa.mean.p_drop[np.isfinite(aa.mean.p_drop)]
     row = {
         "aa_block": float(aa.block.mean()),
@@ -223,7 +233,9 @@ def cell(
     band = realised_band(base)
     for condition in POWER:
         cand = moments(draw(rng, model, shifted(condition, skills, band, model, sd, kinds), sd, k, kinds))
-        outcome = evaluate(base, cand, FLOOR, Budget(), binary_test=binary_test)
+        outcome = evaluate(
+            base, cand, FLOOR, budget, binary_test=binary_test, own_variance_tail=own_variance_tail
+        )
         row[condition] = float(outcome.block.mean())
         if condition == "band3":
             # the drop the candidate's scores actually show, in bands (clipping at 0 and 1 absorbs part

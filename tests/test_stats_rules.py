@@ -323,3 +323,41 @@ def test_the_fast_first_holm_step_agrees_with_weighted_holm_over_every_blocking_
     assert 0.1 < slow.mean() < 0.9  # both outcomes occur
     assert fast.tolist() == slow.tolist()
     assert evaluate(base, cand, FLOOR, budget).block.tolist() == slow.tolist()
+
+
+def _moments(values: np.ndarray) -> Moments:
+    """(1, m) moments of an (m, k) score array, one replication."""
+    n = np.full((1, values.shape[0]), float(values.shape[1]))
+    return Moments(
+        n=n,
+        mean=values.mean(axis=1)[None, :],
+        var=values.var(axis=1, ddof=1)[None, :],
+        below=(values < FLOOR).sum(axis=1)[None, :].astype(float),
+        rows=n,
+    )
+
+
+def test_the_own_variance_tail_family_contains_the_rule_and_moderates_only_the_non_outliers() -> None:
+    """q = 1 (the rule): a scenario noisier than its posterior keeps its own variance on its own df.
+    q < 1 (the trade-off curve of benchmarks/power_tradeoff.py): it keeps it only when its variance is an
+    outlier of the prior at tail q; a mildly noisier scenario is moderated (more df), a wild one is not."""
+    rng = np.random.default_rng(11)
+    skills = rng.uniform(0.6, 0.9, 40)
+    base, cand = draws(skills, 1, 5, sd=0.08), draws(skills, 2, 5, sd=0.08)
+    base[0] = skills[0] + np.array([-0.1, 0.1, -0.1, 0.1, 0.0])  # mildly noisier than the rest
+    cand[0] = skills[0] + np.array([0.1, -0.1, 0.1, -0.1, 0.0])
+    base[1] = skills[1] + np.array([-0.5, 0.5, -0.5, 0.5, 0.0]).clip(-skills[1], 1 - skills[1])  # wild
+    cand[1] = skills[1] + np.array([0.5, -0.5, 0.5, -0.5, 0.0]).clip(-skills[1], 1 - skills[1])
+    b, c = _moments(base), _moments(cand)
+    rule = scenario_tests(b, c, FLOOR)
+    same = scenario_tests(b, c, FLOOR, own_variance_tail=1.0)
+    np.testing.assert_array_equal(rule.p_drop, same.p_drop)
+    np.testing.assert_array_equal(rule.df, same.df)
+    own_df = 8.0  # 4 + 4: both builds' repeats, no prior
+    assert rule.df[0, 0] == own_df and rule.df[0, 1] == own_df  # the rule: both keep their own variance
+    tight = scenario_tests(b, c, FLOOR, own_variance_tail=0.05)
+    assert tight.df[0, 0] > own_df  # moderated: not an outlier of the prior at 5%
+    assert tight.se[0, 0] < rule.se[0, 0]
+    assert tight.df[0, 1] == own_df and tight.se[0, 1] == rule.se[0, 1]  # an outlier keeps its own
+    outcome = evaluate(b, c, FLOOR, Budget(), own_variance_tail=0.05)
+    np.testing.assert_array_equal(outcome.tests.df, tight.df)

@@ -219,11 +219,18 @@ class ScenarioTests:
 
 
 def scenario_tests(
-    base: Moments, cand: Moments, floor: float | None, binary_test: BinaryTest = "fisher"
+    base: Moments,
+    cand: Moments,
+    floor: float | None,
+    binary_test: BinaryTest = "fisher",
+    own_variance_tail: float = 1.0,
 ) -> ScenarioTests:
     """Moderated t per scenario (variances borrowed across scenarios), Fisher floor test, collapse flag.
 
     Pass/fail scenarios (`pass_fail_scenarios`) get the exact `binary_test` instead of the moderated t.
+    A scenario noisier than its posterior keeps its own variance when its variance's upper tail under the
+    prior, P(F(d, d0) >= s²/s0²), is below `own_variance_tail`; the rule is 1.0 (always), smaller values
+    only for the calibration benchmark's trade-off curve (`benchmarks/power_tradeoff.py`).
     """
     d_each = np.where(np.isfinite(base.var), base.n - 1, 0) + np.where(np.isfinite(cand.var), cand.n - 1, 0)
     pooled_ss = np.nan_to_num(base.var * (base.n - 1)) + np.nan_to_num(cand.var * (cand.n - 1))
@@ -241,6 +248,14 @@ def scenario_tests(
         # moderation only ever raises a variance: a scenario noisier than the prior keeps its own
         # (one inverse-chi-squared prior cannot describe a suite with a few very noisy scenarios)
         own_wins = np.nan_to_num(pooled) > post
+        if own_variance_tail < 1.0:
+            ratio = np.nan_to_num(pooled) / s0
+            tail = np.where(
+                np.isfinite(d0),
+                stats.f.sf(ratio, np.maximum(d_each, 1), np.where(np.isfinite(d0), d0, 1.0)),
+                stats.chi2.sf(ratio * d_each, np.maximum(d_each, 1)),
+            )
+            own_wins &= tail < own_variance_tail
         post = np.where(own_wins, pooled, post)
         scale = np.sqrt(1.0 / base.n + 1.0 / cand.n)
         se = np.sqrt(post) * scale
@@ -713,14 +728,16 @@ def evaluate(
     between_df: int = 0,
     level: float = 0.95,
     binary_test: BinaryTest = "fisher",
+    own_variance_tail: float = 1.0,
 ) -> RuleOutcome:
     """Run every score rule on (R, m) moments; see the module docstring for the error budget.
 
-    `binary_test` other than "fisher" only for the calibration benchmark's trade-off table."""
+    `binary_test` other than "fisher" and `own_variance_tail` below 1 only for the calibration
+    benchmarks' trade-off tables (`scenario_tests`)."""
     paired = (base.n >= 1) & (cand.n >= 1)
     ev = evidence(base, cand, paired)
     base, cand = _masked(base, paired), _masked(cand, paired)
-    tests = scenario_tests(base, cand, floor, binary_test)
+    tests = scenario_tests(base, cand, floor, binary_test, own_variance_tail)
     mean = mean_test(tests, base, between, between_df, level)
     p_beyond, p_drop = mean_rule_p(mean)
     conc = concentrated_test(tests)
