@@ -6,7 +6,11 @@
 
 Stricter than `helm lint`: a key the schema does not declare is reported even where the schema would let
 it pass (pydantic-generated schemas leave `additionalProperties` open, so a misspelt or invented key such
-as `dagsterInstance` is silently ignored by the chart). Follows local `$ref`s, `allOf`/`anyOf`/`oneOf`
+as `dagsterInstance` is silently ignored by the chart). An object that declares properties is closed here
+whether `additionalProperties` is absent (pydantic 1) or `true` (pydantic 2 writes that for a model with
+extra="allow", such as the chart's root and `ingress`); only an object that declares none (a free-form map
+such as `additionalInstanceConfig` or `dagsterDaemon.runMonitoring`) takes any key, and nothing below such
+a key is checked. Follows local `$ref`s (`#/definitions/...` and `#/$defs/...`), `allOf`/`anyOf`/`oneOf`
 and `if`/`then` branches (the chart's run launcher and run coordinator are such conditionals); checks each
 value's JSON type and enum. Below an external `$ref` (the Kubernetes object schemas the chart points at by
 URL) nothing is checked: those keys are counted and listed as such. Exit 0 when no key is unknown and no
@@ -114,9 +118,15 @@ def check(value: Any, node: Schema, walker: SchemaWalker, path: str, report: Rep
                 check(sub, items[0], walker, f"{path}[{i}]", report)
 
 
+# The value schema of a free-form map's key: any key below it is accepted and nothing is checked.
+_FREE: Schema = {"additionalProperties": True}
+
+
 def _child(branches: list[Schema], key: str) -> Schema | None:
     """The schema of `key` under these branches: every branch that declares it (a conditional's `then`
-    adds properties to the same key), else an open map's value schema; None: undeclared."""
+    adds properties to the same key), else an open map's value schema; None: undeclared. A branch that
+    declares properties is a model, closed whatever its `additionalProperties` says (pydantic 2 writes
+    `true` for extra="allow"); one that declares none is a free-form map."""
     declared = [b["properties"][key] for b in branches if key in b.get("properties", {})]
     if declared:
         return declared[0] if len(declared) == 1 else {"allOf": declared}
@@ -124,8 +134,8 @@ def _child(branches: list[Schema], key: str) -> Schema | None:
         extra = b.get("additionalProperties")
         if isinstance(extra, Mapping):
             return extra
-        if extra is True or (extra is None and not b.get("properties") and b.get("type") == "object"):
-            return {}  # a free-form map (e.g. annotations, env): any key, value unchecked
+        if extra is not False and not b.get("properties") and (extra is True or b.get("type") == "object"):
+            return _FREE  # a free-form map (e.g. additionalInstanceConfig, runMonitoring): any key
     return None
 
 

@@ -139,6 +139,40 @@ def test_every_key_is_checked_and_an_undeclared_key_is_reported_even_where_the_s
     assert [p.split(":")[0] for p in report.wrong_type] == ["global.postgresqlSecretName", "runLauncher.type"]
 
 
+# The shape pydantic 2 gives the chart's schema (chart releases of 2025-26): `$defs`, and
+# `additionalProperties: true` on models with extra="allow" (the root, `ingress`) beside their declared
+# properties, and on free-form maps (`additionalInstanceConfig`, `dagsterDaemon.runMonitoring`) without any.
+SCHEMA_PYDANTIC2 = {
+    "additionalProperties": True,
+    "type": "object",
+    "properties": {
+        "ingress": {"$ref": "#/$defs/Ingress"},
+        "additionalInstanceConfig": {
+            "anyOf": [{"additionalProperties": True, "type": "object"}, {"type": "null"}]
+        },
+    },
+    "$defs": {
+        "Ingress": {
+            "additionalProperties": True,
+            "type": "object",
+            "properties": {"enabled": {"type": "boolean"}},
+        },
+    },
+}
+
+
+def test_a_model_open_to_extra_keys_still_reports_them_and_a_free_form_map_takes_nested_keys() -> None:
+    values = {
+        "ingress": {"enabled": False},
+        "additionalInstanceConfig": {"run_monitoring": {"enabled": True, "poll_interval_seconds": 30}},
+    }
+    report = check_helm_values.check_values(values, SCHEMA_PYDANTIC2)
+    assert report.ok and report.unknown == [] and report.checked == 6
+    bad = {**values, "dagsterInstance": "postgres", "ingress": {"enabled": False, "hosts": []}}
+    report = check_helm_values.check_values(bad, SCHEMA_PYDANTIC2)
+    assert report.unknown == ["ingress.hosts", "dagsterInstance"]
+
+
 def test_the_checker_refuses_an_unreadable_schema_naming_the_file(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     schema = tmp_path / "values.schema.json"
     schema.write_text("{not json")
