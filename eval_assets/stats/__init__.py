@@ -4,6 +4,13 @@ Pure typed Python over pandas/numpy/scipy (docs/methods.md): no Dagster, no Duck
 Inputs are verdict frames of one build under one judge version (see `validate_verdicts`).
 """
 
+from ._agreement import (
+    AGREEMENT_LEVEL,
+    AGREEMENT_N_BOOT,
+    AGREEMENT_SEED,
+    AgreementInterval,
+    cluster_bootstrap_alpha,
+)
 from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates, binomial_draws, chi_square_variance_draws
 from ._bootstrap import SCIPY_BCA_MAX_N, Interval, mean_interval, quantile_interval
 from ._calibration import (
@@ -62,6 +69,11 @@ from ._rules import (
 from ._summary import summary_markdown
 
 __all__ = [
+    "AGREEMENT_LEVEL",
+    "AGREEMENT_N_BOOT",
+    "AGREEMENT_SEED",
+    "AgreementInterval",
+    "cluster_bootstrap_alpha",
     "Reliability",
     "reliability",
     "reliability_markdown",

@@ -1,0 +1,115 @@
+"""Coverage of the judge-human agreement interval (`eval_assets.stats.cluster_bootstrap_alpha`, the
+reference the `judge_agreement` views are tested against) at 10, 30 and 100 scenarios.
+
+    .venv/bin/python benchmarks/agreement_coverage.py [--reps 1000] [--seed 20261204]
+
+Generative model (one replication = one set of reviewed outputs): G scenarios, each with m outputs
+reviewed (m uniform on 1..8, so scenarios weigh unequally). Scenario level u ~ N(0, 1), output quality
+t = u + N(0, 0.5^2); the human scores h = t + N(0, 0.4^2); the judge scores j = t + b + c + N(0, 0.4^2)
+with a constant bias b = 0.2 and a scenario-specific disagreement c ~ N(0, 0.4^2) shared by every output
+of the scenario (what makes pairs of one scenario dependent). Shapes: `continuous` (as drawn) and
+`5-level` (both scores cut into five levels at the quantiles 0.1, 0.3, 0.6, 0.85 of t and mapped to
+0, 0.25, .., 1, as a 1-5 rubric criterion). The true alpha is the population value, computed on
+2,000,000 scenarios of the same model (continuous: also in closed form, printed beside it).
+
+A cell's coverage is the share of replications whose 95% interval holds the true alpha, with its Monte
+Carlo SE; `rows` is the same percentile bootstrap resampling pairs instead of scenarios (what the views
+must not do). Replications whose alpha is undefined count as misses. Goal: >= 93% (the project's bar
+for intervals) in every cluster cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+
+from eval_assets.stats import AGREEMENT_N_BOOT, AGREEMENT_SEED, cluster_bootstrap_alpha
+from eval_assets.stats._agreement import alpha_from_sums
+
+SIZES = (10, 30, 100)
+SHAPES = ("continuous", "5-level")
+BIAS, SD_SCENARIO, SD_OUTPUT, SD_HUMAN, SD_JUDGE, SD_CLUSTER = 0.2, 1.0, 0.5, 0.4, 0.4, 0.4
+CUTS = np.array([0.1, 0.3, 0.6, 0.85])
+MAX_M = 8
+
+
+def _draw(rng: np.random.Generator, g: int, shape: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    m = rng.integers(1, MAX_M + 1, size=g)
+    cluster = np.repeat(np.arange(g), m)
+    u = rng.normal(0.0, SD_SCENARIO, g)[cluster]
+    c = rng.normal(0.0, SD_CLUSTER, g)[cluster]
+    t = u + rng.normal(0.0, SD_OUTPUT, len(cluster))
+    h = t + rng.normal(0.0, SD_HUMAN, len(cluster))
+    j = t + BIAS + c + rng.normal(0.0, SD_JUDGE, len(cluster))
+    if shape == "5-level":
+        sd_t = math.hypot(SD_SCENARIO, SD_OUTPUT)
+        edges = np.quantile(rng.normal(0.0, sd_t, 1_000_000), CUTS)
+        h = np.searchsorted(edges, h) / 4.0
+        j = np.searchsorted(edges, j) / 4.0
+    return j, h, cluster
+
+
+def _true_alpha(shape: str, seed: int) -> float:
+    j, h, _ = _draw(np.random.default_rng([seed, 1, SHAPES.index(shape)]), 2_000_000, shape)
+    sums = np.array([len(j), j.sum(), h.sum(), (j * j).sum(), (h * h).sum(), ((j - h) ** 2).sum()])
+    return float(alpha_from_sums(sums))
+
+
+def _closed_form() -> float:
+    var_t = SD_SCENARIO**2 + SD_OUTPUT**2
+    msd = BIAS**2 + SD_CLUSTER**2 + SD_JUDGE**2 + SD_HUMAN**2
+    expected = (var_t + SD_CLUSTER**2 + SD_JUDGE**2) + (var_t + SD_HUMAN**2) + BIAS**2 / 2
+    return 1.0 - msd / expected
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=20261204)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    print(
+        f"replications {args.reps} per cell, bootstrap {AGREEMENT_N_BOOT} replicates (seed {AGREEMENT_SEED}), "
+        f"percentile 95%, outputs per scenario U{{1..{MAX_M}}}, bias {BIAS}, sd scenario {SD_SCENARIO}, "
+        f"output {SD_OUTPUT}, human {SD_HUMAN}, judge {SD_JUDGE}, scenario disagreement {SD_CLUSTER}; "
+        f"benchmark seed {args.seed}"
+    )
+    print("| shape | true alpha | scenarios | pairs (mean) | mean alpha | clusters: coverage | below | above | mean width | rows: coverage |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for shape in SHAPES:
+        truth = _true_alpha(shape, args.seed)
+        label = f"{truth:.4f}" + (f" (closed form {_closed_form():.4f})" if shape == "continuous" else "")
+        for g in SIZES:
+            rng = np.random.default_rng([args.seed, g, SHAPES.index(shape)])
+            hit = below = above = hit_rows = 0
+            widths, alphas, pairs = [], [], []
+            for _ in range(args.reps):
+                j, h, cluster = _draw(rng, g, shape)
+                got = cluster_bootstrap_alpha(j, h, cluster)
+                rows = cluster_bootstrap_alpha(j, h, cluster, resample="rows")
+                pairs.append(len(j))
+                if got.alpha is not None:
+                    alphas.append(got.alpha)
+                if got.low is not None and got.high is not None:
+                    widths.append(got.high - got.low)
+                    hit += got.low <= truth <= got.high
+                    below += truth < got.low
+                    above += truth > got.high
+                if rows.low is not None and rows.high is not None:
+                    hit_rows += rows.low <= truth <= rows.high
+            cov = hit / args.reps
+            se = math.sqrt(cov * (1 - cov) / args.reps)
+            cov_rows = hit_rows / args.reps
+            print(
+                f"| {shape} | {label} | {g} | {np.mean(pairs):.1f} | {np.mean(alphas):.4f} | "
+                f"{100 * cov:.1f}% ± {100 * se:.1f} | {100 * below / args.reps:.1f}% | "
+                f"{100 * above / args.reps:.1f}% | {np.mean(widths):.3f} | {100 * cov_rows:.1f}% |"
+            )
+    print(f"runtime {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

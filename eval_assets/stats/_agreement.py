@@ -1,0 +1,140 @@
+"""Judge-human agreement with a cluster-bootstrap interval (clusters = scenarios).
+
+The warehouse views `judge_agreement` and `judge_agreement_criteria` compute the same thing in DuckDB
+SQL; this module is their reference (a test holds the two to the same numbers) and what the coverage
+benchmark (`benchmarks/agreement_coverage.py`) measures.
+
+alpha is Krippendorff's interval alpha for two coders with every pair complete, from six sums over
+the pairs (n, sum j, sum h, sum j^2, sum h^2, sum (j - h)^2):
+    alpha = 1 - msd / (2 s^2),  msd = sum (j - h)^2 / n,
+    s^2 = (sum j^2 + sum h^2 - (sum j + sum h)^2 / (2n)) / (2n - 1)   (the pooled variance of 2n values),
+undefined (NaN / None) when n < 2 or s^2 <= 1e-12.
+
+The bootstrap resamples SCENARIOS with replacement: replicate b draws G clusters, draw j being
+cluster `draw(seed, b, j) % G` of the scenarios sorted by id, where draw is the first 15 hex digits of
+sha256("agreement-bootstrap/<seed>/<b>/<j>") read as an integer: a hash both Python and DuckDB
+compute, so the view and this module draw the same clusters. A replicate's sums are the drawn
+clusters' sums (a cluster drawn twice counts twice). The interval is the percentile interval (linear
+interpolation, as numpy and DuckDB's quantile_cont compute it) of the replicates whose alpha is
+defined; `n_boot` says how many those were.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import numpy as np
+
+AGREEMENT_SEED: Final = 25  # the bootstrap's named seed (the views hold the same number)
+AGREEMENT_N_BOOT: Final = 1000
+AGREEMENT_LEVEL: Final = 0.95
+DRAW_LABEL: Final = "agreement-bootstrap"
+_MIN_VAR: Final = 1e-12
+
+
+@dataclass(frozen=True)
+class AgreementInterval:
+    """alpha on the pairs with its cluster-bootstrap percentile interval.
+
+    `low`/`high` are None when alpha is undefined or there are fewer than two scenarios; `n_boot` is
+    the number of replicates whose alpha was defined (of `n_drawn`)."""
+
+    alpha: float | None
+    low: float | None
+    high: float | None
+    n_pairs: int
+    n_scenarios: int
+    n_boot: int
+    n_drawn: int
+
+
+def draw(seed: int, b: int, j: int) -> int:
+    """The hash behind draw j of replicate b (a non-negative 60-bit integer); the cluster is `% G`."""
+    key = f"{DRAW_LABEL}/{seed}/{b}/{j}".encode()
+    return int(hashlib.sha256(key).hexdigest()[:15], 16)
+
+
+_RAW: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _raw_draws(seed: int, n_boot: int, g: int) -> np.ndarray:
+    """(n_boot, >= g) hashes `draw(seed, b, j)`; kept per (seed, n_boot) and grown as wider ones are asked."""
+    have = _RAW.get((seed, n_boot))
+    if have is None or have.shape[1] < g:
+        width = max(g, 0 if have is None else 2 * have.shape[1])
+        have = np.array([[draw(seed, b, j) for j in range(width)] for b in range(n_boot)], dtype=np.int64)
+        _RAW[(seed, n_boot)] = have
+    return have
+
+
+def draw_matrix(seed: int, n_boot: int, g: int) -> np.ndarray:
+    """(n_boot, g) cluster indices: row b is replicate b's g draws, `draw(seed, b, j) % g`."""
+    if g < 1 or n_boot < 1:
+        raise ValueError(f"need g >= 1 and n_boot >= 1, got g={g}, n_boot={n_boot}")
+    return _raw_draws(seed, n_boot, g)[:, :g] % g
+
+
+def alpha_from_sums(sums: np.ndarray) -> np.ndarray:
+    """alpha for each row of `sums` (..., 6): n, sum j, sum h, sum j^2, sum h^2, sum (j - h)^2; NaN
+    where undefined (n < 2 or no pooled variance)."""
+    s = np.asarray(sums, dtype=float)
+    n, sj, sh, sjj, shh, sdd = (s[..., i] for i in range(6))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pooled = (sjj + shh - (sj + sh) ** 2 / (2.0 * n)) / (2.0 * n - 1.0)
+        alpha = 1.0 - (sdd / n) / (2.0 * pooled)
+    return np.where((n >= 2) & (pooled > _MIN_VAR), alpha, np.nan)
+
+
+def cluster_sums(judge: np.ndarray, human: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted cluster labels, (G, 6) sums per cluster) of the pairs."""
+    j = np.asarray(judge, dtype=float)
+    h = np.asarray(human, dtype=float)
+    labels, codes = np.unique(np.asarray(clusters).astype(str), return_inverse=True)
+    g = len(labels)
+    cols = [np.ones_like(j), j, h, j * j, h * h, (j - h) ** 2]
+    sums = np.stack([np.bincount(codes, weights=c, minlength=g) for c in cols], axis=1)
+    return labels, sums
+
+
+def cluster_bootstrap_alpha(
+    judge: np.ndarray,
+    human: np.ndarray,
+    clusters: np.ndarray,
+    *,
+    seed: int = AGREEMENT_SEED,
+    n_boot: int = AGREEMENT_N_BOOT,
+    level: float = AGREEMENT_LEVEL,
+    resample: Literal["clusters", "rows"] = "clusters",
+) -> AgreementInterval:
+    """Krippendorff's interval alpha of the (judge, human) pairs with its percentile bootstrap interval.
+
+    `clusters` gives each pair's scenario. `resample="rows"` treats every pair as its own cluster (the
+    naive bootstrap; used by the coverage benchmark to show what ignoring scenarios costs). Raises
+    ValueError when the arrays differ in length or hold a non-finite value."""
+    j = np.asarray(judge, dtype=float)
+    h = np.asarray(human, dtype=float)
+    c = np.asarray(clusters)
+    if not (len(j) == len(h) == len(c)):
+        raise ValueError(f"judge, human and clusters differ in length: {len(j)}, {len(h)}, {len(c)}")
+    if not (np.isfinite(j).all() and np.isfinite(h).all()):
+        raise ValueError("judge and human scores must be finite")
+    if resample == "rows":
+        c = np.array([f"{i:012d}" for i in range(len(j))])
+    _, sums = cluster_sums(j, h, c)
+    point = alpha_from_sums(sums.sum(axis=0)) if len(j) else np.float64(np.nan)
+    alpha = None if np.isnan(point) else float(point)
+    g = len(sums)
+    if alpha is None or g < 2:
+        return AgreementInterval(alpha, None, None, len(j), g, 0, 0)
+    idx = draw_matrix(seed, n_boot, g)
+    flat = (np.arange(n_boot)[:, None] * g + idx).ravel()
+    counts = np.bincount(flat, minlength=n_boot * g).reshape(n_boot, g).astype(float)
+    reps = alpha_from_sums(counts @ sums)
+    ok = reps[~np.isnan(reps)]
+    if len(ok) == 0:
+        return AgreementInterval(alpha, None, None, len(j), g, 0, n_boot)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(ok, [tail, 1.0 - tail])
+    return AgreementInterval(alpha, float(low), float(high), len(j), g, len(ok), n_boot)
