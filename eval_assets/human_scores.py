@@ -437,24 +437,28 @@ def record_score(
     build: str,
     scenario_id: str,
     repeat: int,
-    judge_version: str,
+    judge_version: str | None,
     author: str,
     criteria: dict[str, Any],
     origin: str,
     run_id: str,
+    rubric: str | None = None,
 ) -> dict[str, Any]:
     """One human score given outside a file (the review queue), validated exactly as an imported row
     (rubric values with the verdict parser's checks, the attempt, the author, no credential) and
-    appended to `human_scores` with `imported_from = origin`. Idempotent: the same values by the same
-    author for the same attempt are one score_id, stored once. Raises HumanScoreError (nothing written).
-    Returns the import's counts plus `score_id`."""
+    appended to `human_scores` with `imported_from = origin`. The score is under `rubric`, or under
+    `judge_version`'s rubric (both given: they must agree), as for an imported row. Idempotent: the
+    same values by the same author for the same attempt are one score_id, stored once. Raises
+    HumanScoreError (nothing written). Returns the import's counts plus `score_id`."""
     fields = {
         "build": build,
         "scenario_id": scenario_id,
         "repeat": repeat,
         "judge_version": judge_version,
+        "rubric": rubric,
         "author": author,
     }
+    fields = {k: v for k, v in fields.items() if v is not None}
     ctx = _context(track)
     records, problems = _validate([_Row(1, fields, dict(criteria))], ctx, origin)
     if problems:

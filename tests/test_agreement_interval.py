@@ -16,8 +16,13 @@ import pandas as pd
 import pytest
 from shared import full_row
 
-from eval_assets.stats import AGREEMENT_N_BOOT, AGREEMENT_SEED, cluster_bootstrap_alpha
-from eval_assets.stats._agreement import draw, draw_matrix
+from eval_assets.stats import (
+    AGREEMENT_N_BOOT,
+    AGREEMENT_SEED,
+    bootstrap_draw,
+    cluster_bootstrap_alpha,
+    draw_matrix,
+)
 from eval_assets.warehouse import Warehouse
 
 
@@ -120,9 +125,9 @@ def test_duckdb_and_python_draw_the_same_clusters(tmp_path: Path) -> None:
         "SELECT b, j, ('0x' || substr(sha256('agreement-bootstrap/25/' || b || '/' || j), 1, 15))::BIGINT AS u "
         "FROM range(3) t(b), range(4) s(j) ORDER BY b, j"
     )
-    assert list(got["u"]) == [draw(AGREEMENT_SEED, b, j) for b in range(3) for j in range(4)]
+    assert list(got["u"]) == [bootstrap_draw(AGREEMENT_SEED, b, j) for b in range(3) for j in range(4)]
     key = f"agreement-bootstrap/{AGREEMENT_SEED}/2/3".encode()
-    assert draw(AGREEMENT_SEED, 2, 3) == int(hashlib.sha256(key).hexdigest()[:15], 16)
+    assert bootstrap_draw(AGREEMENT_SEED, 2, 3) == int(hashlib.sha256(key).hexdigest()[:15], 16)
     assert (draw_matrix(AGREEMENT_SEED, 3, 4) == got["u"].to_numpy().reshape(3, 4) % 4).all()
 
 

@@ -4,14 +4,18 @@ Pure typed Python over pandas/numpy/scipy (docs/methods.md): no Dagster, no Duck
 Inputs are verdict frames of one build under one judge version (see `validate_verdicts`).
 """
 
+from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates, binomial_draws, chi_square_variance_draws
 from ._agreement import (
     AGREEMENT_LEVEL,
     AGREEMENT_N_BOOT,
     AGREEMENT_SEED,
     AgreementInterval,
+    alpha_from_sums,
+    bootstrap_draw,
     cluster_bootstrap_alpha,
+    cluster_sums,
+    draw_matrix,
 )
-from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates, binomial_draws, chi_square_variance_draws
 from ._bootstrap import SCIPY_BCA_MAX_N, Interval, mean_interval, quantile_interval
 from ._calibration import (
     CALIBRATION_COLUMNS,
@@ -73,7 +77,11 @@ __all__ = [
     "AGREEMENT_N_BOOT",
     "AGREEMENT_SEED",
     "AgreementInterval",
+    "alpha_from_sums",
+    "bootstrap_draw",
     "cluster_bootstrap_alpha",
+    "cluster_sums",
+    "draw_matrix",
     "Reliability",
     "reliability",
     "reliability_markdown",

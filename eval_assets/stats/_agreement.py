@@ -11,7 +11,7 @@ the pairs (n, sum j, sum h, sum j^2, sum h^2, sum (j - h)^2):
 undefined (NaN / None) when n < 2 or s^2 <= 1e-12.
 
 The bootstrap resamples SCENARIOS with replacement: replicate b draws G clusters, draw j being
-cluster `draw(seed, b, j) % G` of the scenarios sorted by id, where draw is the first 15 hex digits of
+cluster `bootstrap_draw(seed, b, j) % G` of the scenarios sorted by id, where draw is the first 15 hex digits of
 sha256("agreement-bootstrap/<seed>/<b>/<j>") read as an integer: a hash both Python and DuckDB
 compute, so the view and this module draw the same clusters. A replicate's sums are the drawn
 clusters' sums (a cluster drawn twice counts twice). The interval is the percentile interval (linear
@@ -50,7 +50,7 @@ class AgreementInterval:
     n_drawn: int
 
 
-def draw(seed: int, b: int, j: int) -> int:
+def bootstrap_draw(seed: int, b: int, j: int) -> int:
     """The hash behind draw j of replicate b (a non-negative 60-bit integer); the cluster is `% G`."""
     key = f"{DRAW_LABEL}/{seed}/{b}/{j}".encode()
     return int(hashlib.sha256(key).hexdigest()[:15], 16)
@@ -60,17 +60,19 @@ _RAW: dict[tuple[int, int], np.ndarray] = {}
 
 
 def _raw_draws(seed: int, n_boot: int, g: int) -> np.ndarray:
-    """(n_boot, >= g) hashes `draw(seed, b, j)`; kept per (seed, n_boot) and grown as wider ones are asked."""
+    """(n_boot, >= g) hashes `bootstrap_draw(seed, b, j)`; kept per (seed, n_boot) and grown as wider ones are asked."""
     have = _RAW.get((seed, n_boot))
     if have is None or have.shape[1] < g:
         width = max(g, 0 if have is None else 2 * have.shape[1])
-        have = np.array([[draw(seed, b, j) for j in range(width)] for b in range(n_boot)], dtype=np.int64)
+        have = np.array(
+            [[bootstrap_draw(seed, b, j) for j in range(width)] for b in range(n_boot)], dtype=np.int64
+        )
         _RAW[(seed, n_boot)] = have
     return have
 
 
 def draw_matrix(seed: int, n_boot: int, g: int) -> np.ndarray:
-    """(n_boot, g) cluster indices: row b is replicate b's g draws, `draw(seed, b, j) % g`."""
+    """(n_boot, g) cluster indices: row b is replicate b's g draws, `bootstrap_draw(seed, b, j) % g`."""
     if g < 1 or n_boot < 1:
         raise ValueError(f"need g >= 1 and n_boot >= 1, got g={g}, n_boot={n_boot}")
     return _raw_draws(seed, n_boot, g)[:, :g] % g
