@@ -43,6 +43,7 @@ import pandas as pd
 from eval_assets.config import Judge, Problem, ProblemsFound, Project, Rubric, has_lone_surrogate, read_capped
 from eval_assets.judging import check_criteria, criteria_problems, strict_json
 from eval_assets.redact import findings, name_problem
+from eval_assets.stats import AGREEMENT_FEW_SCENARIOS
 from eval_assets.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -498,3 +499,35 @@ def judge_agreement(warehouse: Warehouse) -> pd.DataFrame:
     """The `judge_agreement` view: per judge version, n, kappa_quadratic, krippendorff_alpha,
     spearman_rho against the current human scores of the same attempts (see warehouse.DERIVED_VIEWS)."""
     return warehouse.query("SELECT * FROM judge_agreement")
+
+
+def _alpha_text(row: Any) -> str:
+    """alpha with its interval as a report shows it (undefined and interval-less cases said in words)."""
+    if pd.isna(row.krippendorff_alpha):
+        return "alpha undefined (under 2 pairs or no spread)"
+    text = f"alpha {row.krippendorff_alpha:.3f}"
+    if pd.isna(row.alpha_lo):
+        return text + " (no interval: one scenario)"
+    return text + f" [{row.alpha_lo:.3f}, {row.alpha_hi:.3f}]"
+
+
+def agreement_markdown(warehouse: Warehouse, judge_version: str) -> str:
+    """The report's lines on how `judge_version` agrees with people: from the `judge_agreement` and
+    `judge_agreement_criteria` views (Krippendorff's interval alpha with its 95% cluster-bootstrap
+    interval over scenarios), on the score and per criterion, with the pairs and scenarios behind it.
+    Says so when no human score of the version's rubric pairs with its verdicts."""
+    score = warehouse.query("SELECT * FROM judge_agreement WHERE judge_version = ?", [judge_version])
+    if score.empty:
+        return f"**Judge-human agreement** ({judge_version}): no human score pairs with its verdicts yet.\n"
+    row = next(score.itertuples())
+    line = (
+        f"**Judge-human agreement** ({judge_version}, rubric {row.rubric}): score {_alpha_text(row)}, "
+        f"95% cluster bootstrap over {row.n_scenarios} scenarios, {row.n} pairs ({row.n_review} from review)"
+    )
+    if row.n_scenarios < AGREEMENT_FEW_SCENARIOS:
+        line += f"; under {AGREEMENT_FEW_SCENARIOS} scenarios the interval is too narrow (docs/methods.md)"
+    criteria = warehouse.query(
+        "SELECT * FROM judge_agreement_criteria WHERE judge_version = ? ORDER BY criterion", [judge_version]
+    )
+    parts = [f"{r.criterion} {_alpha_text(r)}" for r in criteria.itertuples()]
+    return line + ".\n" + (f"Per criterion: {'; '.join(parts)}.\n" if parts else "")

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from shared import full_row
 
+from eval_assets.human_scores import agreement_markdown
 from eval_assets.stats import (
     AGREEMENT_N_BOOT,
     AGREEMENT_SEED,
@@ -170,3 +171,23 @@ def test_judge_versions_sharing_a_rubric_each_pair_with_the_one_human_score(tmp_
     assert rows["alpha_lo"].notna().all()
     crit = wh.query("SELECT judge_version, n FROM judge_agreement_criteria ORDER BY judge_version")
     assert list(crit["judge_version"]) == ["g-v1", "g-v2"] and set(crit["n"]) == {len(pairs)}
+
+
+def test_the_report_line_gives_the_views_alpha_interval_pairs_and_scenarios(tmp_path: Path) -> None:
+    pairs = _clustered_pairs(np.random.default_rng(6), 31)
+    wh = _warehouse(tmp_path, pairs)
+    row = wh.query("SELECT * FROM judge_agreement").iloc[0]
+    crit = wh.query("SELECT * FROM judge_agreement_criteria").iloc[0]
+    text = agreement_markdown(wh, "g-v1")
+    assert text == (
+        f"**Judge-human agreement** (g-v1, rubric q-v1): score alpha {row['krippendorff_alpha']:.3f} "
+        f"[{row['alpha_lo']:.3f}, {row['alpha_hi']:.3f}], 95% cluster bootstrap over 31 scenarios, "
+        f"{len(pairs)} pairs (0 from review).\n"
+        f"Per criterion: a alpha {crit['krippendorff_alpha']:.3f} [{crit['alpha_lo']:.3f}, {crit['alpha_hi']:.3f}].\n"
+    )
+    few = agreement_markdown(_warehouse(tmp_path / "few", pairs[pairs["scenario_id"] < "sc-10"]), "g-v1")
+    assert "over 10 scenarios" in few and "under 30 scenarios the interval is too narrow" in few
+    assert (
+        agreement_markdown(wh, "g-v9")
+        == "**Judge-human agreement** (g-v9): no human score pairs with its verdicts yet.\n"
+    )

@@ -6,6 +6,7 @@ Inputs are verdict frames of one build under one judge version (see `validate_ve
 
 from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates, binomial_draws, chi_square_variance_draws
 from ._agreement import (
+    AGREEMENT_FEW_SCENARIOS,
     AGREEMENT_LEVEL,
     AGREEMENT_N_BOOT,
     AGREEMENT_SEED,
@@ -73,6 +74,7 @@ from ._rules import (
 from ._summary import summary_markdown
 
 __all__ = [
+    "AGREEMENT_FEW_SCENARIOS",
     "AGREEMENT_LEVEL",
     "AGREEMENT_N_BOOT",
     "AGREEMENT_SEED",
