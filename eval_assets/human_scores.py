@@ -43,7 +43,6 @@ import pandas as pd
 from eval_assets.config import Judge, Problem, ProblemsFound, Project, Rubric, has_lone_surrogate, read_capped
 from eval_assets.judging import check_criteria, criteria_problems, strict_json
 from eval_assets.redact import findings, name_problem
-from eval_assets.stats import AGREEMENT_FEW_SCENARIOS
 from eval_assets.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -524,8 +523,6 @@ def agreement_markdown(warehouse: Warehouse, judge_version: str) -> str:
         f"**Judge-human agreement** ({judge_version}, rubric {row.rubric}): score {_alpha_text(row)}, "
         f"95% cluster bootstrap over {row.n_scenarios} scenarios, {row.n} pairs ({row.n_review} from review)"
     )
-    if row.n_scenarios < AGREEMENT_FEW_SCENARIOS:
-        line += f"; under {AGREEMENT_FEW_SCENARIOS} scenarios the interval is too narrow (docs/methods.md)"
     criteria = warehouse.query(
         "SELECT * FROM judge_agreement_criteria WHERE judge_version = ? ORDER BY criterion", [judge_version]
     )

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from shared import full_row
 
 from eval_assets.human_scores import agreement_markdown
@@ -23,6 +24,7 @@ from eval_assets.stats import (
     bootstrap_draw,
     cluster_bootstrap_alpha,
     draw_matrix,
+    t975,
 )
 from eval_assets.warehouse import Warehouse
 
@@ -185,9 +187,31 @@ def test_the_report_line_gives_the_views_alpha_interval_pairs_and_scenarios(tmp_
         f"{len(pairs)} pairs (0 from review).\n"
         f"Per criterion: a alpha {crit['krippendorff_alpha']:.3f} [{crit['alpha_lo']:.3f}, {crit['alpha_hi']:.3f}].\n"
     )
-    few = agreement_markdown(_warehouse(tmp_path / "few", pairs[pairs["scenario_id"] < "sc-10"]), "g-v1")
-    assert "over 10 scenarios" in few and "under 30 scenarios the interval is too narrow" in few
+    one = agreement_markdown(_warehouse(tmp_path / "one", pairs[pairs["scenario_id"] == "sc-00"]), "g-v1")
+    assert "(no interval: one scenario)" in one and "over 1 scenarios" in one
     assert (
         agreement_markdown(wh, "g-v9")
         == "**Judge-human agreement** (g-v9): no human score pairs with its verdicts yet.\n"
     )
+
+
+def test_the_t_quantile_the_views_use_is_students_within_1e_4() -> None:
+    got = np.array([t975(df) for df in range(1, 1001)])
+    exact = stats.t.ppf(0.975, np.arange(1, 1001))
+    assert np.max(np.abs(got / exact - 1)) < 1.1e-4
+    assert abs(t975(30) / stats.t.ppf(0.975, 30) - 1) < 1e-7
+
+
+def test_the_interval_is_centred_on_the_bias_corrected_alpha_and_capped_at_one(tmp_path: Path) -> None:
+    """Near-perfect agreement in 8 scenarios: the upper end 2 alpha - mean + t s passes 1 and is capped;
+    the lower end is 2 alpha - mean - t(7) s of the replicates (not their 2.5% quantile)."""
+    rng = np.random.default_rng(12)
+    pairs = _clustered_pairs(rng, 8)
+    pairs["j"] = pairs["h"] + rng.normal(0, 0.01, len(pairs))
+    pairs.loc[pairs["scenario_id"] == "sc-03", "j"] += 0.2  # one scenario disagrees: a skewed bootstrap
+    row = _warehouse(tmp_path, pairs).query("SELECT * FROM judge_agreement").iloc[0]
+    assert row["alpha_hi"] == 1.0
+    pct = cluster_bootstrap_alpha(pairs["j"], pairs["h"], pairs["scenario_id"], interval="percentile")
+    ref = cluster_bootstrap_alpha(pairs["j"], pairs["h"], pairs["scenario_id"])
+    assert row["alpha_lo"] == pytest.approx(ref.low, rel=1e-9)
+    assert pct.low is not None and abs(pct.low - row["alpha_lo"]) > 0.01

@@ -6,7 +6,6 @@ Inputs are verdict frames of one build under one judge version (see `validate_ve
 
 from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates, binomial_draws, chi_square_variance_draws
 from ._agreement import (
-    AGREEMENT_FEW_SCENARIOS,
     AGREEMENT_LEVEL,
     AGREEMENT_N_BOOT,
     AGREEMENT_SEED,
@@ -16,6 +15,7 @@ from ._agreement import (
     cluster_bootstrap_alpha,
     cluster_sums,
     draw_matrix,
+    t975,
 )
 from ._bootstrap import SCIPY_BCA_MAX_N, Interval, mean_interval, quantile_interval
 from ._calibration import (
@@ -74,7 +74,6 @@ from ._rules import (
 from ._summary import summary_markdown
 
 __all__ = [
-    "AGREEMENT_FEW_SCENARIOS",
     "AGREEMENT_LEVEL",
     "AGREEMENT_N_BOOT",
     "AGREEMENT_SEED",
@@ -84,6 +83,7 @@ __all__ = [
     "cluster_bootstrap_alpha",
     "cluster_sums",
     "draw_matrix",
+    "t975",
     "Reliability",
     "reliability",
     "reliability_markdown",

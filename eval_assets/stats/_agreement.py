@@ -14,15 +14,25 @@ The bootstrap resamples SCENARIOS with replacement: replicate b draws G clusters
 cluster `bootstrap_draw(seed, b, j) % G` of the scenarios sorted by id, where draw is the first 15 hex digits of
 sha256("agreement-bootstrap/<seed>/<b>/<j>") read as an integer: a hash both Python and DuckDB
 compute, so the view and this module draw the same clusters. A replicate's sums are the drawn
-clusters' sums (a cluster drawn twice counts twice). The interval is the percentile interval (linear
-interpolation, as numpy and DuckDB's quantile_cont compute it) of the replicates whose alpha is
-defined; `n_boot` says how many those were.
+clusters' sums (a cluster drawn twice counts twice). `n_boot` counts the replicates whose alpha is
+defined; the interval is built from those.
+
+The interval is bias-corrected with a t quantile, not the percentile interval: with the replicates'
+mean m and standard deviation s (n - 1 denominator), it is
+    (2 alpha - m) -/+ t(0.975, G - 1) s,  the upper end capped at 1 (alpha's maximum).
+alpha is biased low in few scenarios and its bootstrap distribution is skewed, so the percentile
+interval sits too low: measured coverage 82-86% at 10 scenarios and 89-92% at 30, against 94-96% and
+93% for this one (benchmarks/agreement_coverage.py, docs/methods.md). The t quantile for G - 1
+degrees of freedom (G scenarios, as the project's other cluster intervals use) is exact for
+df <= 4 and the four-term Cornish-Fisher expansion beyond (relative error <= 1.1e-4 at df 5, below
+1e-8 from df 30), because DuckDB has no t quantile: the views compute the same expression.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Final, Literal
 
 import numpy as np
@@ -31,15 +41,25 @@ AGREEMENT_SEED: Final = 25  # the bootstrap's named seed (the views hold the sam
 AGREEMENT_N_BOOT: Final = 1000
 AGREEMENT_LEVEL: Final = 0.95
 DRAW_LABEL: Final = "agreement-bootstrap"
-# Below this many scenarios the percentile interval undercovers badly (benchmarks/agreement_coverage.py:
-# 82-86% at 10 scenarios, 89-92% at 30): reports say so beside it.
-AGREEMENT_FEW_SCENARIOS: Final = 30
 _MIN_VAR: Final = 1e-12
+_Z975: Final = NormalDist().inv_cdf(0.975)
+_T975_SMALL: Final = {
+    1: 12.706204736174694,
+    2: 4.302652729749462,
+    3: 3.1824463052837078,
+    4: 2.7764451051977934,
+}
+_CF: Final = (
+    (_Z975**3 + _Z975) / 4,
+    (5 * _Z975**5 + 16 * _Z975**3 + 3 * _Z975) / 96,
+    (3 * _Z975**7 + 19 * _Z975**5 + 17 * _Z975**3 - 15 * _Z975) / 384,
+    (79 * _Z975**9 + 776 * _Z975**7 + 1482 * _Z975**5 - 1920 * _Z975**3 - 945 * _Z975) / 92160,
+)
 
 
 @dataclass(frozen=True)
 class AgreementInterval:
-    """alpha on the pairs with its cluster-bootstrap percentile interval.
+    """alpha on the pairs with its cluster-bootstrap interval (bias-corrected t, or percentile).
 
     `low`/`high` are None when alpha is undefined or there are fewer than two scenarios; `n_boot` is
     the number of replicates whose alpha was defined (of `n_drawn`)."""
@@ -51,6 +71,16 @@ class AgreementInterval:
     n_scenarios: int
     n_boot: int
     n_drawn: int
+
+
+def t975(df: int) -> float:
+    """The 0.975 quantile of Student's t with `df` >= 1 degrees of freedom, as the views compute it:
+    exact up to df 4, the Cornish-Fisher expansion in 1/df (four terms) beyond."""
+    if df < 1:
+        raise ValueError(f"df must be >= 1, got {df}")
+    if df in _T975_SMALL:
+        return _T975_SMALL[df]
+    return _Z975 + sum(g / df ** (i + 1) for i, g in enumerate(_CF))
 
 
 def bootstrap_draw(seed: int, b: int, j: int) -> int:
@@ -112,12 +142,14 @@ def cluster_bootstrap_alpha(
     n_boot: int = AGREEMENT_N_BOOT,
     level: float = AGREEMENT_LEVEL,
     resample: Literal["clusters", "rows"] = "clusters",
+    interval: Literal["bias-corrected-t", "percentile"] = "bias-corrected-t",
 ) -> AgreementInterval:
-    """Krippendorff's interval alpha of the (judge, human) pairs with its percentile bootstrap interval.
+    """Krippendorff's interval alpha of the (judge, human) pairs with its cluster-bootstrap interval.
 
     `clusters` gives each pair's scenario. `resample="rows"` treats every pair as its own cluster (the
-    naive bootstrap; used by the coverage benchmark to show what ignoring scenarios costs). Raises
-    ValueError when the arrays differ in length or hold a non-finite value."""
+    naive bootstrap) and `interval="percentile"` takes the replicates' quantiles: both only for the
+    coverage benchmark, to show what the views' choices buy. Raises ValueError when the arrays differ
+    in length or hold a non-finite value."""
     j = np.asarray(judge, dtype=float)
     h = np.asarray(human, dtype=float)
     c = np.asarray(clusters)
@@ -138,8 +170,14 @@ def cluster_bootstrap_alpha(
     counts = np.bincount(flat, minlength=n_boot * g).reshape(n_boot, g).astype(float)
     reps = alpha_from_sums(counts @ sums)
     ok = reps[~np.isnan(reps)]
-    if len(ok) == 0:
-        return AgreementInterval(alpha, None, None, len(j), g, 0, n_boot)
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(ok, [tail, 1.0 - tail])
-    return AgreementInterval(alpha, float(low), float(high), len(j), g, len(ok), n_boot)
+    if len(ok) < 2:
+        return AgreementInterval(alpha, None, None, len(j), g, len(ok), n_boot)
+    if interval == "percentile":
+        tail = (1.0 - level) / 2.0
+        low, high = np.quantile(ok, [tail, 1.0 - tail])
+        return AgreementInterval(alpha, float(low), float(high), len(j), g, len(ok), n_boot)
+    if level != AGREEMENT_LEVEL:
+        raise ValueError(f"the bias-corrected t interval is computed at level {AGREEMENT_LEVEL} only")
+    centre = 2.0 * alpha - float(ok.mean())
+    half = t975(g - 1) * float(ok.std(ddof=1))
+    return AgreementInterval(alpha, centre - half, min(1.0, centre + half), len(j), g, len(ok), n_boot)

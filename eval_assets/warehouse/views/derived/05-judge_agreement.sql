@@ -5,12 +5,14 @@
 -- kappa (exact for one equally spaced ordinal criterion); alpha is Krippendorff's interval
 -- alpha for two coders; spearman_rho is the correlation of mid-ranks. NULL when undefined.
 -- n_review: the pairs whose human score came from the review queue (imported_from 'review:ITEM').
--- alpha_lo / alpha_hi: the 95% percentile interval of a cluster bootstrap of alpha over SCENARIOS
--- (n_scenarios clusters; 1000 replicates, seed 25; replicate b's draw j is the cluster numbered
--- first-15-hex-digits-of sha256('agreement-bootstrap/25/b/j') mod n_scenarios, scenarios numbered in
--- id order), exactly as eval_assets.stats.cluster_bootstrap_alpha computes it (a test holds the two
--- equal). n_boot: the replicates whose alpha was defined; NULL interval and 0 with fewer than two
--- scenarios or no alpha.
+-- alpha_lo / alpha_hi: alpha's 95% interval from a cluster bootstrap over SCENARIOS (n_scenarios = G
+-- clusters; 1000 replicates, seed 25; replicate b's draw j is the cluster numbered
+-- first-15-hex-digits-of sha256('agreement-bootstrap/25/b/j') mod G, scenarios numbered in id order):
+-- bias-corrected with a t quantile, (2 alpha - mean) -/+ t(0.975, G - 1) sd of the replicates, the
+-- upper end capped at 1; t exact to df 4, Cornish-Fisher (four terms) beyond. Exactly as
+-- eval_assets.stats.cluster_bootstrap_alpha computes it (a test holds the two equal; docs/methods.md
+-- says why not the percentile interval). n_boot: the replicates whose alpha was defined; NULL
+-- interval and 0 with fewer than two scenarios or no alpha.
 WITH pairs AS (SELECT v.judge_version, v.rubric, v.scenario_id, v.score AS j, h.score AS h, h.author, h.imported_from, v.build || '/' || v.scenario_id || '/' || CAST(v.repeat AS VARCHAR) AS attempt
 FROM judge_verdicts v
 JOIN human_scores_current h ON v.build = h.build AND v.scenario_id = h.scenario_id AND v.repeat = h.repeat AND v.rubric = h.rubric
@@ -42,13 +44,13 @@ GROUP BY d.judge_version, d.b),
 replicate_alpha AS (SELECT judge_version, CASE WHEN n >= 2 AND pooled_var > 1e-12 THEN 1 - (sdd / n) / (2 * pooled_var) END AS a
 FROM (SELECT *, (sjj + shh - (sj + sh) * (sj + sh) / (2.0 * n)) / (2.0 * n - 1) AS pooled_var
 FROM replicates)),
-boot AS (SELECT judge_version, quantile_cont(a, 0.025) AS lo, quantile_cont(a, 0.975) AS hi, count(a) AS n_boot
+boot AS (SELECT judge_version, avg(a) AS mean_a, stddev_samp(a) AS sd_a, count(a) AS n_boot
 FROM replicate_alpha
 GROUP BY judge_version),
 point AS (SELECT a.*, s.g, CASE WHEN n >= 2 AND pooled_var > 1e-12 THEN 1 - msd / (2 * pooled_var) END AS alpha
 FROM agg a
 JOIN sizes s USING (judge_version))
-SELECT p.judge_version, p.rubric, p.n, p.n_attempts, p.g AS n_scenarios, p.n_authors, p.judge_mean, p.human_mean, CASE WHEN p.n >= 2 AND p.chance_msd > 1e-12 THEN 1 - p.msd / p.chance_msd END AS kappa_quadratic, p.alpha AS krippendorff_alpha, CASE WHEN p.alpha IS NOT NULL AND p.g >= 2 AND b.n_boot > 0 THEN b.lo END AS alpha_lo, CASE WHEN p.alpha IS NOT NULL AND p.g >= 2 AND b.n_boot > 0 THEN b.hi END AS alpha_hi, CASE WHEN p.alpha IS NOT NULL AND p.g >= 2 THEN b.n_boot ELSE 0 END AS n_boot, CASE WHEN p.n >= 2 AND isfinite(p.rho) THEN p.rho END AS spearman_rho, p.n_review
+SELECT p.judge_version, p.rubric, p.n, p.n_attempts, p.g AS n_scenarios, p.n_authors, p.judge_mean, p.human_mean, CASE WHEN p.n >= 2 AND p.chance_msd > 1e-12 THEN 1 - p.msd / p.chance_msd END AS kappa_quadratic, p.alpha AS krippendorff_alpha, CASE WHEN p.alpha IS NOT NULL AND p.g >= 2 AND b.n_boot >= 2 THEN 2 * p.alpha - b.mean_a - (CASE WHEN p.g - 1 = 1 THEN 12.706204736174694 WHEN p.g - 1 = 2 THEN 4.302652729749462 WHEN p.g - 1 = 3 THEN 3.1824463052837078 WHEN p.g - 1 = 4 THEN 2.7764451051977934 ELSE 1.9599639845400536 + 2.3722712302985607 / (p.g - 1) + 2.8224986157396086 / pow(p.g - 1, 2) + 2.555849679507719 / pow(p.g - 1, 3) + 1.5895340533938196 / pow(p.g - 1, 4) END) * b.sd_a END AS alpha_lo, CASE WHEN p.alpha IS NOT NULL AND p.g >= 2 AND b.n_boot >= 2 THEN least(1.0, 2 * p.alpha - b.mean_a + (CASE WHEN p.g - 1 = 1 THEN 12.706204736174694 WHEN p.g - 1 = 2 THEN 4.302652729749462 WHEN p.g - 1 = 3 THEN 3.1824463052837078 WHEN p.g - 1 = 4 THEN 2.7764451051977934 ELSE 1.9599639845400536 + 2.3722712302985607 / (p.g - 1) + 2.8224986157396086 / pow(p.g - 1, 2) + 2.555849679507719 / pow(p.g - 1, 3) + 1.5895340533938196 / pow(p.g - 1, 4) END) * b.sd_a) END AS alpha_hi, CASE WHEN p.alpha IS NOT NULL AND p.g >= 2 THEN b.n_boot ELSE 0 END AS n_boot, CASE WHEN p.n >= 2 AND isfinite(p.rho) THEN p.rho END AS spearman_rho, p.n_review
 FROM point p
 LEFT JOIN boot b USING (judge_version)
 ORDER BY p.judge_version

@@ -3,8 +3,8 @@
 -- score row that gives the criterion; a human score pairs with every judge version using its rubric).
 -- krippendorff_alpha is the interval alpha for two coders, as in judge_agreement, on the criterion's
 -- own scale; NULL when undefined (fewer than 2 pairs, no variance). alpha_lo / alpha_hi / n_boot /
--- n_scenarios: the same cluster bootstrap over scenarios as judge_agreement (1000 replicates, seed 25,
--- the same draws), per judge version x criterion.
+-- n_scenarios: the same cluster-bootstrap interval over scenarios as judge_agreement (1000
+-- replicates, seed 25, the same draws, bias-corrected t), per judge version x criterion.
 WITH judged AS (SELECT build, scenario_id, repeat, rubric, judge_version, criterion, value
 FROM verdict_criteria
 WHERE status = 'scored' AND value IS NOT NULL),
@@ -38,13 +38,13 @@ GROUP BY d.judge_version, d.criterion, d.b),
 replicate_alpha AS (SELECT judge_version, criterion, CASE WHEN n >= 2 AND pooled_var > 1e-12 THEN 1 - (sdd / n) / (2 * pooled_var) END AS a
 FROM (SELECT *, (sjj + shh - (sj + sh) * (sj + sh) / (2.0 * n)) / (2.0 * n - 1) AS pooled_var
 FROM replicates)),
-boot AS (SELECT judge_version, criterion, quantile_cont(a, 0.025) AS lo, quantile_cont(a, 0.975) AS hi, count(a) AS n_boot
+boot AS (SELECT judge_version, criterion, avg(a) AS mean_a, stddev_samp(a) AS sd_a, count(a) AS n_boot
 FROM replicate_alpha
 GROUP BY judge_version, criterion),
 point AS (SELECT a.*, s.g, CASE WHEN n >= 2 AND pooled_var > 1e-12 THEN 1 - msd / (2 * pooled_var) END AS alpha
 FROM agg a
 JOIN sizes s USING (judge_version, criterion))
-SELECT p.judge_version, p.rubric, p.criterion, p.n, p.g AS n_scenarios, p.judge_mean, p.human_mean, p.alpha AS krippendorff_alpha, CASE WHEN p.alpha IS NOT NULL AND p.g >= 2 AND b.n_boot > 0 THEN b.lo END AS alpha_lo, CASE WHEN p.alpha IS NOT NULL AND p.g >= 2 AND b.n_boot > 0 THEN b.hi END AS alpha_hi, CASE WHEN p.alpha IS NOT NULL AND p.g >= 2 THEN b.n_boot ELSE 0 END AS n_boot
+SELECT p.judge_version, p.rubric, p.criterion, p.n, p.g AS n_scenarios, p.judge_mean, p.human_mean, p.alpha AS krippendorff_alpha, CASE WHEN p.alpha IS NOT NULL AND p.g >= 2 AND b.n_boot >= 2 THEN 2 * p.alpha - b.mean_a - (CASE WHEN p.g - 1 = 1 THEN 12.706204736174694 WHEN p.g - 1 = 2 THEN 4.302652729749462 WHEN p.g - 1 = 3 THEN 3.1824463052837078 WHEN p.g - 1 = 4 THEN 2.7764451051977934 ELSE 1.9599639845400536 + 2.3722712302985607 / (p.g - 1) + 2.8224986157396086 / pow(p.g - 1, 2) + 2.555849679507719 / pow(p.g - 1, 3) + 1.5895340533938196 / pow(p.g - 1, 4) END) * b.sd_a END AS alpha_lo, CASE WHEN p.alpha IS NOT NULL AND p.g >= 2 AND b.n_boot >= 2 THEN least(1.0, 2 * p.alpha - b.mean_a + (CASE WHEN p.g - 1 = 1 THEN 12.706204736174694 WHEN p.g - 1 = 2 THEN 4.302652729749462 WHEN p.g - 1 = 3 THEN 3.1824463052837078 WHEN p.g - 1 = 4 THEN 2.7764451051977934 ELSE 1.9599639845400536 + 2.3722712302985607 / (p.g - 1) + 2.8224986157396086 / pow(p.g - 1, 2) + 2.555849679507719 / pow(p.g - 1, 3) + 1.5895340533938196 / pow(p.g - 1, 4) END) * b.sd_a) END AS alpha_hi, CASE WHEN p.alpha IS NOT NULL AND p.g >= 2 THEN b.n_boot ELSE 0 END AS n_boot
 FROM point p
 LEFT JOIN boot b USING (judge_version, criterion)
 ORDER BY p.judge_version, p.criterion
