@@ -3,13 +3,14 @@
 `fill` enqueues, from the warehouse, for each build: the verdicts that failed (status `failed`, with
 an output to score), a seeded sample of the scored outputs per build x rubric (`review.sample_rate`,
 `review.sample_seed`), and the largest disagreements of each bridge run (`review.bridge_top_n`, over
-the run's builds). One item per attempt and rubric: judge versions sharing a rubric share the item and
-its one human score (the agreement views pair it with each of them); the highest-priority reason
-wins and re-filling adds only what is new. Items queued before (keyed by attempt and judge version)
-stay readable, claimable and scorable, and an attempt one of them covers is not queued again. `present` is what a reviewer is
-shown (scenario input, subject output, the rubric's criteria and scales, never its weights, never
-the judge's verdict). `submit` validates the scores with the same checks a model judge's verdict gets
-and stores them through `human_scores.record_score` (source human), then marks the item done.
+the run's builds). One item per attempt and rubric: judge versions sharing a rubric share the item
+and its one human score (the agreement views pair it with each of them); the highest-priority
+reason wins and re-filling adds only what is new. Items queued before (keyed by attempt and judge
+version) stay readable, claimable and scorable, and an attempt one of them covers is not queued
+again. `present` is what a reviewer is shown (scenario input, subject output, the rubric's criteria
+and scales, never its weights, never the judge's verdict). `submit` validates the scores with the
+same checks a model judge's verdict gets and stores them through `human_scores.record_score` (source
+human), then marks the item done.
 Every change is exported to the warehouse's `review_items` dataset (the `review_queue` view), so the
 warehouse stays readable without the journal.
 """
