@@ -437,24 +437,28 @@ def record_score(
     build: str,
     scenario_id: str,
     repeat: int,
-    judge_version: str,
+    judge_version: str | None,
     author: str,
     criteria: dict[str, Any],
     origin: str,
     run_id: str,
+    rubric: str | None = None,
 ) -> dict[str, Any]:
     """One human score given outside a file (the review queue), validated exactly as an imported row
     (rubric values with the verdict parser's checks, the attempt, the author, no credential) and
-    appended to `human_scores` with `imported_from = origin`. Idempotent: the same values by the same
-    author for the same attempt are one score_id, stored once. Raises HumanScoreError (nothing written).
-    Returns the import's counts plus `score_id`."""
+    appended to `human_scores` with `imported_from = origin`. The score is under `rubric`, or under
+    `judge_version`'s rubric (both given: they must agree), as for an imported row. Idempotent: the
+    same values by the same author for the same attempt are one score_id, stored once. Raises
+    HumanScoreError (nothing written). Returns the import's counts plus `score_id`."""
     fields = {
         "build": build,
         "scenario_id": scenario_id,
         "repeat": repeat,
         "judge_version": judge_version,
+        "rubric": rubric,
         "author": author,
     }
+    fields = {k: v for k, v in fields.items() if v is not None}
     ctx = _context(track)
     records, problems = _validate([_Row(1, fields, dict(criteria))], ctx, origin)
     if problems:
@@ -494,3 +498,33 @@ def judge_agreement(warehouse: Warehouse) -> pd.DataFrame:
     """The `judge_agreement` view: per judge version, n, kappa_quadratic, krippendorff_alpha,
     spearman_rho against the current human scores of the same attempts (see warehouse.DERIVED_VIEWS)."""
     return warehouse.query("SELECT * FROM judge_agreement")
+
+
+def _alpha_text(row: Any) -> str:
+    """alpha with its interval as a report shows it (undefined and interval-less cases said in words)."""
+    if pd.isna(row.krippendorff_alpha):
+        return "alpha undefined (under 2 pairs or no spread)"
+    text = f"alpha {row.krippendorff_alpha:.3f}"
+    if pd.isna(row.alpha_lo):
+        return text + " (no interval: one scenario)"
+    return text + f" [{row.alpha_lo:.3f}, {row.alpha_hi:.3f}]"
+
+
+def agreement_markdown(warehouse: Warehouse, judge_version: str) -> str:
+    """The report's lines on how `judge_version` agrees with people: from the `judge_agreement` and
+    `judge_agreement_criteria` views (Krippendorff's interval alpha with its 95% cluster-bootstrap
+    interval over scenarios), on the score and per criterion, with the pairs and scenarios behind it.
+    Says so when no human score of the version's rubric pairs with its verdicts."""
+    score = warehouse.query("SELECT * FROM judge_agreement WHERE judge_version = ?", [judge_version])
+    if score.empty:
+        return f"**Judge-human agreement** ({judge_version}): no human score pairs with its verdicts yet.\n"
+    row = next(score.itertuples())
+    line = (
+        f"**Judge-human agreement** ({judge_version}, rubric {row.rubric}): score {_alpha_text(row)}, "
+        f"95% cluster bootstrap over {row.n_scenarios} scenarios, {row.n} pairs ({row.n_review} from review)"
+    )
+    criteria = warehouse.query(
+        "SELECT * FROM judge_agreement_criteria WHERE judge_version = ? ORDER BY criterion", [judge_version]
+    )
+    parts = [f"{r.criterion} {_alpha_text(r)}" for r in criteria.itertuples()]
+    return line + ".\n" + (f"Per criterion: {'; '.join(parts)}.\n" if parts else "")

@@ -20,6 +20,7 @@ from eval_assets.capability.track import Summary, Track, TrackError
 from eval_assets.config import BuildManifest
 from eval_assets.evidence import CheckedDecision, DecisionDamaged, capture, check_decision
 from eval_assets.evidence import decision_versions as versions_to_decide
+from eval_assets.human_scores import agreement_markdown
 from eval_assets.present import (
     board_markdown,
     check_description,
@@ -258,6 +259,7 @@ def materialize_capability_report(track: Track, build: str, judge_version: str, 
     markdown = summary_markdown(run.report)
     if figures:
         markdown += "\n" + reliability_markdown(figures)
+    markdown += "\n" + agreement_markdown(track.warehouse, judge_version)
     if exemptions:
         markdown += (
             "\n**Provider-family exemptions in force**\n\n" + "\n".join(f"- {e}" for e in exemptions) + "\n"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_assets.capability.track import Track
+from eval_assets.human_scores import agreement_markdown
 from eval_assets.present import SEVERITY_HEADINGS, grouped_reasons, png_data_uri
 from eval_assets.redact import redact
 from eval_assets.spend import TURN_STRIDE, JournalRow, read_payload
@@ -233,6 +234,8 @@ def _reports_html(track: Track, build: str, versions: Sequence[str]) -> str:
             out.append("</table>")
         else:
             out.append("<p>No report was made under this judge version.</p>")
+        agreement = agreement_markdown(track.warehouse, jv).replace("**", "").splitlines()
+        out += [f'<p class="agreement">{shown(line)}</p>' for line in agreement]
     return "\n".join(out)
 
 

@@ -32,7 +32,9 @@ def test_compare_across_judge_versions_is_refused_naming_both_versions_and_the_f
     for build, judge in ((base.id, "safety-v1"), (cand.id, "helpfulness-v1")):
         materialize_scenario_runs(track, build, "r1")
         materialize_judge_verdicts(track, build, judge, "r1")
-    code = main(["compare", "--baseline", base.id, "--candidate", cand.id, "--judge-version", "helpfulness-v1"])
+    code = main(
+        ["compare", "--baseline", base.id, "--candidate", cand.id, "--judge-version", "helpfulness-v1"]
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert "helpfulness-v1" in err and "safety-v1" in err
@@ -96,6 +98,9 @@ def test_the_report_carries_pass_at_k_and_pass_hat_k_per_scenario_and_suite_and_
         "SELECT count(*) AS n FROM capability_reports WHERE finding NOT IN ('pass_at_k', 'pass_hat_k')"
     )
     assert "pass^k" in summary.markdown and summary["findings"] == int(findings["n"][0])
+    assert "**Judge-human agreement** (helpfulness-v1): no human score pairs with its verdicts yet." in (
+        summary.markdown
+    )
 
 
 def test_a_policy_leak_in_a_ceiling_stopped_scenario_still_gets_a_blocking_decision(

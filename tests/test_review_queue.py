@@ -5,6 +5,7 @@ as human scores that `judge_agreement` counts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -16,6 +17,7 @@ from multiprocessing.synchronize import Barrier as ProcessBarrier
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from shared import BASELINE, baseline_home, track_on_copy
 
@@ -29,6 +31,8 @@ from eval_assets.review import (
     candidates,
     fill,
     item_id,
+    judge_version_item_id,
+    keyed_by_rubric,
     open_store,
     parse_scores,
     present,
@@ -183,21 +187,25 @@ def track(project: Project, template: Path, tmp_path: Path) -> Track:
     return track_on_copy(project, template, tmp_path)
 
 
-def test_the_sample_is_seeded_per_build_and_judge_version_and_ignores_row_order(track: Track) -> None:
+def test_the_sample_is_seeded_per_build_and_rubric_and_ignores_row_order(track: Track) -> None:
     verdicts = track.warehouse.query(
-        "SELECT build, judge_version, scenario_id, repeat FROM judge_verdicts WHERE status = 'scored'"
+        "SELECT build, judge_version, rubric, scenario_id, repeat FROM judge_verdicts WHERE status = 'scored'"
     )
-    counts = verdicts.groupby("judge_version").size()
+    counts = verdicts.drop_duplicates(["rubric", "scenario_id", "repeat"]).groupby("rubric").size()
     picked = sample(verdicts, 0.05, 129)
-    assert picked.groupby("judge_version").size().to_dict() == {
-        jv: -(-n * 5 // 100) for jv, n in counts.items()
-    }  # ceil(rate x n) per judge version
+    assert picked.groupby("rubric").size().to_dict() == {
+        rubric: -(-n * 5 // 100) for rubric, n in counts.items()
+    }  # ceil(rate x n) per rubric
     shuffled = sample(verdicts.sample(frac=1.0, random_state=7), 0.05, 129)
-    key = ["judge_version", "scenario_id", "repeat"]
+    key = ["rubric", "scenario_id", "repeat"]
     assert shuffled[key].sort_values(key).values.tolist() == picked[key].sort_values(key).values.tolist()
     other = sample(verdicts, 0.05, 130)
     assert other[key].sort_values(key).values.tolist() != picked[key].sort_values(key).values.tolist()
     assert sample(verdicts, 0.0, 129).empty
+    # a second judge version of the same rubric adds no attempt to the sample: it is drawn per rubric
+    twice = pd.concat([verdicts, verdicts.assign(judge_version=verdicts["judge_version"] + "-copy")])
+    again = sample(twice, 0.05, 129)
+    assert again[key].sort_values(key).values.tolist() == picked[key].sort_values(key).values.tolist()
 
 
 def test_fill_routes_failed_verdicts_first_and_the_sample_and_refilling_adds_nothing(track: Track) -> None:
@@ -391,3 +399,99 @@ def test_a_reviewer_name_with_a_control_character_or_a_credential_is_refused_and
         with pytest.raises(ReviewError):
             store.claim_next(reviewer)
         assert [i.claimed_by for i in store.items()] == [None]
+
+
+# --- one item per output x rubric ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shared_rubric_project(project: Project) -> Project:
+    """The shipped project plus helpfulness-v2: helpfulness-v1 with another seed, on the same rubric."""
+    v1 = project.judges["helpfulness-v1"]
+    v2 = v1.model_copy(update={"version": 2, "params": {**v1.params, "seed": 12}})
+    return dataclasses.replace(project, judges={**project.judges, "helpfulness-v2": v2})
+
+
+@pytest.fixture(scope="module")
+def shared_rubric_template(shared_rubric_project: Project, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("review-shared-rubric") / "eval_home"
+    return baseline_home(shared_rubric_project, root, judged=True)
+
+
+def test_two_judge_versions_of_one_rubric_share_one_item_one_score_and_both_get_agreement(
+    shared_rubric_project: Project, shared_rubric_template: Path, tmp_path: Path
+) -> None:
+    track = track_on_copy(shared_rubric_project, shared_rubric_template, tmp_path)
+    rubric = track.project.rubric_for(track.judge("helpfulness-v2")).key
+    assert rubric == track.project.rubric_for(track.judge("helpfulness-v1")).key
+    with open_store(track) as store:
+        fill(track, store, [BUILD])
+        queued = store.items(build=BUILD)
+        keys = [
+            (track.project.rubric_for(track.judge(i.judge_version)).key, i.scenario_id, i.repeat)
+            for i in queued
+        ]
+        assert len(keys) == len(set(keys))  # one item per attempt and rubric
+        both = track.warehouse.query(
+            "SELECT scenario_id, repeat FROM judge_verdicts WHERE build = ? AND status = 'scored' "
+            "AND judge_version IN ('helpfulness-v1', 'helpfulness-v2') "
+            "GROUP BY scenario_id, repeat HAVING count(DISTINCT judge_version) = 2",
+            [BUILD],
+        )
+        scored_by_both = set(zip(both["scenario_id"], both["repeat"].astype(int), strict=True))
+        item = next(i for i in queued if i.reason == "sample" and (i.scenario_id, i.repeat) in scored_by_both)
+        assert [
+            i.item_id for i in queued if (i.scenario_id, i.repeat) == (item.scenario_id, item.repeat)
+        ] == [item.item_id]
+        assert item.item_id == item_id(BUILD, rubric, item.scenario_id, item.repeat)
+        assert store.claim(item.item_id, "ana").status == "claimed"
+        result = submit(track, store, item.item_id, "ana", _scores(track, item.judge_version, best=True))
+        assert fill(track, store, [BUILD]).added == 0
+    human = track.warehouse.query("SELECT * FROM human_scores")
+    assert len(human) == 1 and human["score_id"].iloc[0] == result.score_id
+    assert (human["rubric"].iloc[0], human["judge_version"].iloc[0]) == (rubric, None)
+    agreement = track.warehouse.query(
+        "SELECT judge_version, n, n_review FROM judge_agreement WHERE rubric = ? ORDER BY judge_version",
+        [rubric],
+    )
+    assert agreement.values.tolist() == [["helpfulness-v1", 1, 1], ["helpfulness-v2", 1, 1]]
+    per_criterion = track.warehouse.query(
+        "SELECT DISTINCT judge_version FROM judge_agreement_criteria WHERE rubric = ? ORDER BY 1", [rubric]
+    )
+    assert list(per_criterion["judge_version"]) == ["helpfulness-v1", "helpfulness-v2"]
+
+
+def test_an_item_queued_per_judge_version_before_is_claimed_scored_and_not_queued_again(track: Track) -> None:
+    """A journal written when items were keyed by attempt x judge version: the old item keeps its id,
+    is claimed and scored as before (its score names the judge version, so its id is unchanged), and
+    filling does not queue its attempt a second time under the rubric."""
+    sampled = [i for i in candidates(track, BUILD) if i.reason == "sample"]
+    first = sampled[0]
+    old_id = judge_version_item_id(BUILD, first.judge_version, first.scenario_id, first.repeat)
+    assert old_id != first.item_id
+    with open_store(track) as store:
+        store.enqueue(
+            [
+                NewItem(
+                    old_id, "sample", BUILD, first.judge_version, first.scenario_id, first.repeat, "seed 129"
+                )
+            ]
+        )
+        summary = fill(track, store, [BUILD])
+        ids = {i.item_id for i in store.items(build=BUILD)}
+        assert old_id in ids and first.item_id not in ids
+        assert summary.added == len(ids) - 1
+        old = store.get(old_id)
+        assert old is not None and not keyed_by_rubric(track, old)
+        assert store.claim(old_id, "ana").status == "claimed"
+        good = _scores(track, first.judge_version, best=True)
+        result = submit(track, store, old_id, "ana", good)
+        assert submit(track, store, old_id, "ana", good).already
+    row = track.warehouse.query("SELECT * FROM human_scores").iloc[0]
+    assert (row["score_id"], row["judge_version"], row["imported_from"]) == (
+        result.score_id,
+        first.judge_version,
+        f"review:{old_id}",
+    )
+    done = track.warehouse.query("SELECT state, score_id FROM review_queue WHERE item_id = ?", [old_id])
+    assert done.iloc[0].tolist() == ["done", result.score_id]

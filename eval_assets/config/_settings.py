@@ -148,7 +148,7 @@ class Review(Strict):
 
     sample_rate: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
         default=0.05,
-        description="share of scored model verdicts per build x judge version sampled for people "
+        description="share of scored attempts per build x rubric sampled for people "
         "(ceil(rate x n) of them, chosen by a seeded hash; 0: no sample)",
     )
     sample_seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = Field(

@@ -1,13 +1,16 @@
 """What the review queue routes to people, what a reviewer sees, and what a submitted score becomes.
 
 `fill` enqueues, from the warehouse, for each build: the verdicts that failed (status `failed`, with
-an output to score), a seeded sample of the scored model verdicts per build x judge version
-(`review.sample_rate`, `review.sample_seed`), and the largest disagreements of each bridge run
-(`review.bridge_top_n`, over the run's builds). One item per attempt and judge version: the
-highest-priority reason wins and re-filling adds only what is new. `present` is what a reviewer is
-shown (scenario input, subject output, the rubric's criteria and scales, never its weights, never
-the judge's verdict). `submit` validates the scores with the same checks a model judge's verdict gets
-and stores them through `human_scores.record_score` (source human), then marks the item done.
+an output to score), a seeded sample of the scored outputs per build x rubric (`review.sample_rate`,
+`review.sample_seed`), and the largest disagreements of each bridge run (`review.bridge_top_n`, over
+the run's builds). One item per attempt and rubric: judge versions sharing a rubric share the item
+and its one human score (the agreement views pair it with each of them); the highest-priority
+reason wins and re-filling adds only what is new. Items queued before (keyed by attempt and judge
+version) stay readable, claimable and scorable, and an attempt one of them covers is not queued
+again. `present` is what a reviewer is shown (scenario input, subject output, the rubric's criteria
+and scales, never its weights, never the judge's verdict). `submit` validates the scores with the
+same checks a model judge's verdict gets and stores them through `human_scores.record_score` (source
+human), then marks the item done.
 Every change is exported to the warehouse's `review_items` dataset (the `review_queue` view), so the
 warehouse stays readable without the journal.
 """
@@ -39,37 +42,64 @@ DATASET = "review_items"
 SAMPLE_LABEL = "review-sample"
 
 
-def item_id(build: str, judge_version: str, scenario_id: str, repeat: int) -> str:
-    """One item per attempt and judge version (16 hex digits of sha256)."""
+def item_id(build: str, rubric: str, scenario_id: str, repeat: int) -> str:
+    """One item per attempt and rubric (16 hex digits of sha256 over the tagged key)."""
+    key = json.dumps(["rubric", build, rubric, scenario_id, repeat], separators=(",", ":"))
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def judge_version_item_id(build: str, judge_version: str, scenario_id: str, repeat: int) -> str:
+    """The id items had when they were keyed by attempt and judge version (journals written before
+    items were keyed by rubric still hold such items; they keep their id)."""
     key = json.dumps([build, judge_version, scenario_id, repeat], separators=(",", ":"))
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def _new(reason: Reason, build: str, jv: str, sid: str, repeat: int, detail: str | None) -> NewItem:
-    return NewItem(item_id(build, jv, sid, repeat), reason, build, jv, sid, repeat, detail)
+def _rubric_key(track: Track, judge_version: str) -> str:
+    return track.project.rubric_for(track.judge(judge_version)).key
 
 
-def sample_rank(seed: int, build: str, judge_version: str, scenario_id: str, repeat: int) -> int:
-    """The attempt's place in the seeded sample order: a hash of the seed and the attempt, so an
-    attempt's rank never depends on which other verdicts exist."""
-    key = json.dumps([SAMPLE_LABEL, seed, build, judge_version, scenario_id, repeat], separators=(",", ":"))
+def keyed_by_rubric(track: Track, item: ReviewItem) -> bool:
+    """Whether `item` is keyed by its rubric (else it was queued per judge version, before)."""
+    return item.item_id == item_id(
+        item.build, _rubric_key(track, item.judge_version), item.scenario_id, item.repeat
+    )
+
+
+def _new(
+    track: Track, reason: Reason, build: str, jv: str, sid: str, repeat: int, detail: str | None
+) -> NewItem:
+    """The item of the attempt under `jv`'s rubric; `jv` is the judge version that routed it."""
+    return NewItem(
+        item_id(build, _rubric_key(track, jv), sid, repeat), reason, build, jv, sid, repeat, detail
+    )
+
+
+def sample_rank(seed: int, build: str, rubric: str, scenario_id: str, repeat: int) -> int:
+    """The attempt's place in the seeded sample order: a hash of the seed and the attempt under its
+    rubric, so an attempt's rank never depends on which other verdicts exist."""
+    key = json.dumps([SAMPLE_LABEL, seed, build, rubric, scenario_id, repeat], separators=(",", ":"))
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
 
 
 def sample(verdicts: pd.DataFrame, rate: float, seed: int) -> pd.DataFrame:
-    """Per (build, judge_version): the ceil(rate x n) scored verdicts of lowest `sample_rank`
-    (none when rate is 0). Same seed and verdicts, same sample, in any row order."""
+    """Per (build, rubric): the ceil(rate x n) of its n scored attempts of lowest `sample_rank` (none
+    when rate is 0), one row per attempt (that of the first judge version in id order that scored it).
+    Same seed and verdicts, same sample, in any row order."""
     if rate <= 0 or verdicts.empty:
         return verdicts.iloc[0:0]
-    ranked = verdicts.assign(
+    attempts = verdicts.sort_values(
+        ["build", "rubric", "scenario_id", "repeat", "judge_version"], kind="stable"
+    ).drop_duplicates(["build", "rubric", "scenario_id", "repeat"])
+    ranked = attempts.assign(
         _rank=[
-            sample_rank(seed, str(r.build), str(r.judge_version), str(r.scenario_id), int(r.repeat))
-            for r in verdicts.itertuples()
+            sample_rank(seed, str(r.build), str(r.rubric), str(r.scenario_id), int(r.repeat))
+            for r in attempts.itertuples()
         ]
-    ).sort_values(["build", "judge_version", "_rank"], kind="stable")
+    ).sort_values(["build", "rubric", "_rank"], kind="stable")
     picked = [
         group.head(math.ceil(rate * len(group)))
-        for _, group in ranked.groupby(["build", "judge_version"], sort=True)
+        for _, group in ranked.groupby(["build", "rubric"], sort=True)
     ]
     return pd.concat(picked).drop(columns="_rank")
 
@@ -102,6 +132,7 @@ def bridge_disagreements(track: Track, judge_to: str, top_n: int) -> list[NewIte
     gaps.sort()
     return [
         _new(
+            track,
             "bridge_disagreement",
             b,
             judge_to,
@@ -117,7 +148,7 @@ def candidates(track: Track, build: str) -> list[NewItem]:
     """Everything `fill` would enqueue for `build`, highest priority first."""
     settings = track.project.settings.review
     verdicts = track.warehouse.query(
-        "SELECT v.build, v.judge_version, v.scenario_id, v.repeat, v.status, v.failure_reason "
+        "SELECT v.build, v.judge_version, v.rubric, v.scenario_id, v.repeat, v.status, v.failure_reason "
         "FROM judge_verdicts v JOIN scenario_runs r USING (build, scenario_id, repeat) "
         "WHERE v.build = ? AND v.source = 'model' AND r.output IS NOT NULL "
         "ORDER BY v.judge_version, v.scenario_id, v.repeat",
@@ -125,6 +156,7 @@ def candidates(track: Track, build: str) -> list[NewItem]:
     )
     out = [
         _new(
+            track,
             "parse_failed",
             build,
             str(r.judge_version),
@@ -140,6 +172,7 @@ def candidates(track: Track, build: str) -> list[NewItem]:
     picked = sample(verdicts[verdicts["status"] == "scored"], settings.sample_rate, settings.sample_seed)
     out += [
         _new(
+            track,
             "sample",
             build,
             str(r.judge_version),
@@ -149,7 +182,10 @@ def candidates(track: Track, build: str) -> list[NewItem]:
         )
         for r in picked.itertuples()
     ]
-    return out
+    first: dict[str, NewItem] = {}
+    for item in out:  # highest priority first: an attempt routed twice under one rubric keeps the first
+        first.setdefault(item.item_id, item)
+    return list(first.values())
 
 
 # --- the queue as a domain object --------------------------------------------------------------
@@ -179,10 +215,30 @@ def export(track: Track, store: ReviewStore, build: str) -> Path:
     return track.warehouse.write_partition(DATASET, {"build": build}, rows, f"review-{uuid.uuid4().hex[:12]}")
 
 
+def _covered(track: Track, store: ReviewStore, build: str) -> tuple[set[str], set[tuple[str, str, int]]]:
+    """The ids of `build`'s queued items and the (rubric, scenario, repeat) they cover (an item of a
+    judge version the project no longer defines covers nothing)."""
+    ids, keys = set(), set()
+    for item in store.items(build=build):
+        ids.add(item.item_id)
+        judge = track.project.judges.get(item.judge_version)
+        if judge is not None:
+            keys.add((track.project.rubric_for(judge).key, item.scenario_id, item.repeat))
+    return ids, keys
+
+
 def fill(track: Track, store: ReviewStore, builds: Sequence[str]) -> FillSummary:
+    """Queue every build's candidates whose attempt no item covers yet under the same rubric (an item
+    keyed by judge version, queued before, covers its attempt under that version's rubric)."""
     proposed: list[NewItem] = []
     for build in builds:
-        proposed += candidates(track, build)
+        ids, covered = _covered(track, store, build)
+        proposed += [
+            i
+            for i in candidates(track, build)
+            if i.item_id in ids
+            or (_rubric_key(track, i.judge_version), i.scenario_id, i.repeat) not in covered
+        ]
     added = store.enqueue(proposed)
     for build in builds:
         export(track, store, build)
@@ -270,6 +326,9 @@ def submit(
         raise ReviewError(f"no review item {item_id!r}")
     judge = track.judge(item.judge_version)
     rubric = track.project.rubric_for(judge)
+    # an item keyed by rubric is scored under the rubric (the score serves every version using it);
+    # one queued per judge version, before, keeps storing that version, so its score id is unchanged
+    scored_under = None if keyed_by_rubric(track, item) else judge.version_id
     problems = criteria_problems(scores, rubric)
     verdict = check_criteria(scores, rubric)
     if problems or verdict.status != "scored":
@@ -283,7 +342,7 @@ def submit(
                 "scenario_id": item.scenario_id,
                 "repeat": item.repeat,
                 "rubric": rubric.key,
-                "judge_version": judge.version_id,
+                "judge_version": scored_under,
                 "criteria": verdict.criteria,
                 "author": reviewer,
                 "retracts": None,
@@ -298,7 +357,8 @@ def submit(
         build=item.build,
         scenario_id=item.scenario_id,
         repeat=item.repeat,
-        judge_version=item.judge_version,
+        judge_version=scored_under,
+        rubric=rubric.key,
         author=reviewer,
         criteria=scores,
         origin=f"review:{item_id}",

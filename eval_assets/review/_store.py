@@ -64,7 +64,8 @@ class ReviewError(Exception):
 
 @dataclass(frozen=True)
 class NewItem:
-    """An item to enqueue (its id is the attempt under one judge version: one item per attempt)."""
+    """An item to enqueue: its id is the attempt under one rubric (`judge_version` is the version that
+    routed it; items enqueued before that change were keyed by attempt and judge version)."""
 
     item_id: str
     reason: Reason

@@ -5,6 +5,18 @@ Inputs are verdict frames of one build under one judge version (see `validate_ve
 """
 
 from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates, binomial_draws, chi_square_variance_draws
+from ._agreement import (
+    AGREEMENT_LEVEL,
+    AGREEMENT_N_BOOT,
+    AGREEMENT_SEED,
+    AgreementInterval,
+    alpha_from_sums,
+    bootstrap_draw,
+    cluster_bootstrap_alpha,
+    cluster_sums,
+    draw_matrix,
+    t975,
+)
 from ._bootstrap import SCIPY_BCA_MAX_N, Interval, mean_interval, quantile_interval
 from ._calibration import (
     CALIBRATION_COLUMNS,
@@ -62,6 +74,16 @@ from ._rules import (
 from ._summary import summary_markdown
 
 __all__ = [
+    "AGREEMENT_LEVEL",
+    "AGREEMENT_N_BOOT",
+    "AGREEMENT_SEED",
+    "AgreementInterval",
+    "alpha_from_sums",
+    "bootstrap_draw",
+    "cluster_bootstrap_alpha",
+    "cluster_sums",
+    "draw_matrix",
+    "t975",
     "Reliability",
     "reliability",
     "reliability_markdown",
