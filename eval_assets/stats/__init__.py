@@ -5,6 +5,7 @@ Inputs are verdict frames of one build under one judge version (see `validate_ve
 """
 
 from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates, binomial_draws, chi_square_variance_draws
+from ._adaptive import AdaptiveDesign, TopUps, obrien_fleming_spent, plan_top_ups
 from ._bootstrap import SCIPY_BCA_MAX_N, Interval, mean_interval, quantile_interval
 from ._calibration import (
     CALIBRATION_COLUMNS,
@@ -18,8 +19,10 @@ from ._compare import (
     SCENARIO_PLOT_COLUMNS,
     CapabilityReport,
     CrossJudgeVersionError,
+    FirstLook,
     ReportVerdict,
     compare,
+    first_look,
 )
 from ._decision import EXIT_CODES, Decision, ReleaseDecision, decide, exit_code
 from ._evidence import CheckOutcome, CheckSuiteEvidence, Evidence, Reason, Severity
@@ -43,11 +46,14 @@ from ._reliability import Reliability, reliability, reliability_markdown
 from ._rules import (
     BinaryTest,
     Budget,
+    Looks,
     Moments,
     binary_drop_p,
     binary_repeats,
     chi_bar_sf,
+    combine_looks,
     concentrated_test,
+    concentrated_without,
     evaluate,
     exact_separation_p,
     holm_blocks,
@@ -62,6 +68,15 @@ from ._rules import (
 from ._summary import summary_markdown
 
 __all__ = [
+    "FirstLook",
+    "first_look",
+    "AdaptiveDesign",
+    "Looks",
+    "TopUps",
+    "combine_looks",
+    "concentrated_without",
+    "obrien_fleming_spent",
+    "plan_top_ups",
     "Reliability",
     "reliability",
     "reliability_markdown",
