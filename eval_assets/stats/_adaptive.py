@@ -111,8 +111,8 @@ def plan_top_ups(
     `base` is the baseline's scored repeats, `interim` the candidate's first `design.start` repeats,
     (R, m) moments over the same scenarios. A scenario is topped up when its comparison is uncertain:
     its first-look drop p (moderated t, or Fisher on pass/fail repeats) or its floor-test p is at most
-    `design.futility`, or it could not be tested (no scored repeat in a build: it gets the maximum, as
-    without a look). Nothing is topped up in a replication whose report already blocks on the first
+    `design.futility`, or the candidate could not be tested in it yet while the baseline scored it (a
+    scenario the baseline never scored cannot be compared at any count: it is not topped up). Nothing is topped up in a replication whose report already blocks on the first
     look with its spent share of alpha (the rules are monotone in the p-values: more repeats cannot
     undo that block). Pure: the same moments give the same plan, so a re-run after a crash plans the
     same top-ups from the same reused verdicts.
@@ -140,7 +140,10 @@ def plan_top_ups(
         binary_test=binary_test,
     )
     with np.errstate(invalid="ignore"):
-        open_drop = ~(raw.tests.p_drop > design.futility)  # NaN (untested) counts as open
+        # a scenario the candidate could not be tested in yet (no scored repeat, or one) is open while
+        # the baseline scored it; one the baseline never scored cannot be compared at any count
+        untested = ~np.isfinite(raw.tests.p_drop) & (np.nan_to_num(base.n) >= 1)
+        open_drop = (raw.tests.p_drop <= design.futility) | untested
         open_floor = np.isfinite(raw.tests.p_floor) & (raw.tests.p_floor <= design.futility)
         # the suite's mean may be beyond the noise band: every scenario carries that test
         open_suite = raw.p_beyond <= design.suite_futility

@@ -864,7 +864,7 @@ def first_look(
 ) -> FirstLook:
     """The scenarios of `candidate` (its first-look verdicts) to top up against `baseline`, under one
     judge version: `plan_top_ups` on the report's own moments. A candidate scenario the baseline did
-    not score cannot be compared: it is topped up (run at the maximum, as without a look)."""
+    not score cannot be compared at any count: it is not topped up."""
     budget = Budget(alpha_block=alpha, alpha_flag=q, n_judge_versions=n_judge_versions)
     base_s = scenario_table(validate_verdicts(baseline), floor)
     cand_s = scenario_table(validate_verdicts(_interim_frame(candidate, design)), floor)

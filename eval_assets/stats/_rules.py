@@ -736,7 +736,7 @@ def combine_looks(
 
     NaN where neither look could test the hypothesis; a share of 0 never rejects on its look."""
     w1, w2 = shares
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         one = np.where(np.isfinite(first), first / w1 if w1 > 0 else np.inf, np.inf)
         two = np.where(looked & np.isfinite(second), second / w2 if w2 > 0 else np.inf, np.inf)
     tested = np.isfinite(first) | (looked & np.isfinite(second))
