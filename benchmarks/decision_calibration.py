@@ -45,7 +45,17 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from eval_assets.stats import BinaryTest, Budget, Moments, compare, decide, evaluate
+from eval_assets.stats import (
+    AdaptiveDesign,
+    BinaryTest,
+    Budget,
+    Moments,
+    compare,
+    decide,
+    evaluate,
+    first_look,
+    plan_top_ups,
+)
 
 FLOOR = 0.2
 SIZES = (12, 22, 50, 200)
@@ -135,7 +145,13 @@ def draw(
     return x
 
 
-def moments(x: np.ndarray) -> Moments:
+def moments(x: np.ndarray, attempted: np.ndarray | None = None) -> Moments:
+    """Per-scenario moments of (reps, m, k) scores; `attempted` (reps, m, k) marks the repeats run
+    (adaptive repeats: the rest were never paid for), default all."""
+    rows = np.full(x.shape[:2], float(x.shape[2]))
+    if attempted is not None:
+        x = np.where(attempted, x, np.nan)
+        rows = attempted.sum(axis=2).astype(float)
     n = np.sum(np.isfinite(x), axis=2).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         total = np.nansum(x, axis=2)
@@ -143,7 +159,7 @@ def moments(x: np.ndarray) -> Moments:
         dev = np.where(np.isfinite(x), x - mean[:, :, None], 0.0)
         var = np.where(n >= 2, (dev**2).sum(axis=2) / np.maximum(n - 1, 1), np.nan)
     below = np.sum(np.isfinite(x) & (x < FLOOR), axis=2).astype(float)
-    return Moments(n, mean, var, below, np.full(n.shape, float(x.shape[2])))
+    return Moments(n, mean, var, below, rows)
 
 
 def realised_band(base: Moments) -> np.ndarray:
@@ -245,17 +261,90 @@ def cell(
     return row
 
 
-def frame(x: np.ndarray) -> pd.DataFrame:
+FIXED_REPEATS = 5  # the default: what adaptive repeats are measured against
+
+
+def adaptive_cell(
+    rng: np.random.Generator, model: str, m: int, reps: int, design: AdaptiveDesign
+) -> dict[str, dict[str, float]]:
+    """Fixed 5 repeats and adaptive repeats side by side on the SAME draws: the baseline runs 5 repeats
+    (a build with a baseline of its own looks; the baseline ran at the fixed count); the candidate's
+    first 5 repeats are the fixed arm, its first `design.start` plus the top-ups `plan_top_ups` chooses
+    the adaptive arm (rated with `design.looks`). Returns per arm and condition the block rate (A/A:
+    block and flag) and the mean paid candidate attempts per scenario ('attempts_<condition>')."""
+    width = max(FIXED_REPEATS, design.maximum)
+    skills, sd = skills_for(rng, model, reps, m), sds_for(rng, model, reps, m)
+    kinds = shapes_for(rng, model, reps, m)
+    base = moments(draw(rng, model, skills, sd, FIXED_REPEATS, kinds))
+    band = realised_band(base)
+    fixed: dict[str, float] = {}
+    adaptive: dict[str, float] = {}
+    budget = Budget()
+    for condition in ("aa", *POWER):
+        latent = skills if condition == "aa" else shifted(condition, skills, band, model, sd, kinds)
+        x = draw(rng, model, latent, sd, width, kinds)
+        repeat = np.arange(width)[None, None, :]
+        first = np.broadcast_to(repeat < FIXED_REPEATS, x.shape)
+        plain = evaluate(base, moments(x, first), FLOOR, budget)
+        interim = moments(x, np.broadcast_to(repeat < design.start, x.shape))
+        plan = plan_top_ups(base, interim, FLOOR, budget, design)
+        ran = repeat < (design.start + plan.repeats)[:, :, None]
+        looks = design.looks(interim, plan.repeats > 0, budget)
+        outcome = evaluate(base, moments(x, ran), FLOOR, budget, looks=looks)
+        fixed[condition] = float(plain.block.mean())
+        adaptive[condition] = float(outcome.block.mean())
+        fixed[f"attempts_{condition}"] = float(FIXED_REPEATS)
+        adaptive[f"attempts_{condition}"] = float(ran.sum(axis=2).mean())
+        if condition == "aa":
+            fixed["aa_flag"], adaptive["aa_flag"] = float(plain.flag.mean()), float(outcome.flag.mean())
+            adaptive["looked_blocked"] = float(plan.blocked.mean())
+    return {"fixed 5": fixed, "adaptive": adaptive}
+
+
+def frame(x: np.ndarray, attempted: np.ndarray | None = None) -> pd.DataFrame:
+    """One build's verdict frame of (m, k) scores, repeats numbered from 1 as the engine numbers them
+    (NaN: a failed verdict); `attempted` (m, k) keeps only the repeats run."""
     m, k = x.shape
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "scenario_id": np.repeat([f"s{i:03d}" for i in range(m)], k),
-            "repeat": np.tile(np.arange(k), m),
+            "repeat": np.tile(np.arange(1, k + 1), m),
             "status": np.where(np.isfinite(x.ravel()), "scored", "failed"),
             "score": x.ravel(),
             "policy_failures": 0,
         }
     )
+    return out if attempted is None else out.loc[attempted.ravel()].reset_index(drop=True)
+
+
+def adaptive_cross_check(
+    rng: np.random.Generator, model: str, m: int, reps: int, design: AdaptiveDesign
+) -> int:
+    """Disagreements between the vectorised adaptive path (`plan_top_ups` + `evaluate` with looks) and
+    `first_look` + compare(design=...) + decide() on the same A/A draws: the top-ups and the decision."""
+    skills, sd = skills_for(rng, model, reps, m), sds_for(rng, model, reps, m)
+    kinds = shapes_for(rng, model, reps, m)
+    xb = draw(rng, model, skills, sd, FIXED_REPEATS, kinds)
+    xc = draw(rng, model, skills, sd, design.maximum, kinds)
+    repeat = np.arange(design.maximum)[None, None, :]
+    base, interim = moments(xb), moments(xc, np.broadcast_to(repeat < design.start, xc.shape))
+    plan = plan_top_ups(base, interim, FLOOR, Budget(), design)
+    ran = repeat < (design.start + plan.repeats)[:, :, None]
+    fast = evaluate(
+        base, moments(xc, ran), FLOOR, Budget(), looks=design.looks(interim, plan.repeats > 0, Budget())
+    )
+    wrong = 0
+    for i in range(reps):
+        first = np.broadcast_to(repeat[0] < design.start, xc[i].shape)
+        look = first_look(frame(xb[i]), frame(xc[i], first), FLOOR, design)
+        topped = {f"s{j:03d}" for j in np.flatnonzero(plan.repeats[i] > 0)}
+        report = compare(
+            frame(xb[i]), frame(xc[i], ran[i]), FLOOR, aa_replications=0, n_resamples=200, design=design
+        )
+        decision = decide([report]).decision
+        expected = "block" if fast.block[i] else "investigate" if fast.flag[i] else "allow"
+        wrong += (decision != expected) or (set(look.top_up) != topped)
+    return wrong
 
 
 def cross_check(rng: np.random.Generator, model: str, m: int, k: int, reps: int) -> int:
@@ -282,6 +371,16 @@ class Cell:
     check: int
     seed: np.random.SeedSequence
     binary_test: BinaryTest = "fisher"
+    design: AdaptiveDesign | None = None  # set: fixed 5 and adaptive repeats side by side
+
+
+def run_adaptive_cell(c: Cell) -> tuple[Cell, dict[str, dict[str, float]], int]:
+    """One grid cell of the adaptive comparison, with its own seed like `run_cell`."""
+    assert c.design is not None
+    rng = np.random.default_rng(c.seed)
+    arms = adaptive_cell(rng, c.model, c.m, c.reps, c.design)
+    wrong = adaptive_cross_check(rng, c.model, c.m, c.check, c.design) if c.check else 0
+    return c, arms, wrong
 
 
 def run_cell(c: Cell) -> tuple[Cell, dict[str, float], int]:
@@ -306,7 +405,9 @@ def wilson(p: float, reps: int, z: float = 1.959963984540054) -> tuple[float, fl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--reps", type=int, default=2000, help="replications per cell (default 2000)")
     parser.add_argument("--seed", type=int, default=20_261_202)
     parser.add_argument("--check", type=int, default=20, help="compare()+decide() cross-check per A/A cell")
@@ -319,8 +420,16 @@ def main() -> None:
         choices=("fisher", "barnard", "moderated"),
         help="per-scenario test on pass/fail repeats (the rule is fisher; the others for the trade-off table)",
     )
+    parser.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="fixed 5 repeats and adaptive repeats (the project's AdaptiveDesign) side by side, K = 5 only",
+    )
     args = parser.parse_args()
     print("Conditions " + __doc__.split("Conditions ")[1].split("Goals")[0].strip())
+    if args.adaptive:
+        adaptive_main(args, parser)
+        return
     print(
         f"replications per cell: {args.reps} (Monte Carlo SE shown as ±, in points of percent); seed {args.seed} "
         f"(one child seed per cell); cross-check {args.check} A/A replications per cell through compare()+decide(); "
@@ -365,6 +474,61 @@ def main() -> None:
         print(f"  {miss}")
 
 
+def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """`--adaptive`: per cell, fixed 5 repeats and adaptive repeats on the same draws, side by side."""
+    design = AdaptiveDesign()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    models = [model for model in args.models.split(",") if model]
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown:
+        parser.error(f"--models: unknown noise model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    print(
+        f"Adaptive repeats: {design} (spending shares w1, w2 = "
+        f"{', '.join(f'{w:.4f}' for w in design.looks(moments(np.zeros((1, 1, 1))), np.zeros((1, 1)), Budget()).shares)}); "
+        f"baseline at {FIXED_REPEATS} repeats; the candidate's first {FIXED_REPEATS} repeats are the fixed arm, its first "
+        f"{design.start} plus plan_top_ups' top-ups the adaptive arm, on the same draws. 'att.' = paid candidate "
+        "attempts per scenario (mean; under each condition in its own column's row below the rates).\n"
+        f"replications per cell: {args.reps}; seed {args.seed} (one child seed per cell); cross-check {args.check} "
+        "A/A replications per cell through first_look() + compare(design) + decide() (top-ups and decision); "
+        f"{args.workers} worker process(es); budget {Budget()}"
+    )
+    grid = [(m, model) for m in sizes for model in models]
+    seeds = np.random.SeedSequence(args.seed).spawn(len(grid))
+    cells = [
+        Cell(m, FIXED_REPEATS, model, args.reps, args.check, seed, design=design)
+        for (m, model), seed in zip(grid, seeds, strict=True)
+    ]
+    print(
+        f"{'scen':>5} {'noise':<13} {'arm':<9} {'att. A/A':>8} {'saved':>6} {'AA block':>9} {'AA flag':>9} "
+        f"{'collapse':>9} {'1x band':>9} {'2x band':>9} {'3x band':>9} {'conc.':>9} {'att. conc':>9} {'check':>6}",
+        flush=True,
+    )
+    started, cpu_started = time.perf_counter(), time.process_time()
+    savings = []
+    with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        for c, arms, wrong in pool.map(run_adaptive_cell, cells):
+            n = c.reps
+            for arm, r in arms.items():
+                saved = 1.0 - r["attempts_aa"] / FIXED_REPEATS
+                if arm == "adaptive":
+                    savings.append(saved)
+                print(
+                    f"{c.m:>5} {c.model:<13} {arm:<9} {r['attempts_aa']:>8.2f} {100 * saved:>5.1f}% "
+                    f"{rate(r['aa'], n):>9} {rate(r['aa_flag'], n):>9} {rate(r['collapse'], n):>9} "
+                    f"{rate(r['band1'], n):>9} {rate(r['band2'], n):>9} {rate(r['band3'], n):>9} "
+                    f"{rate(r['concentrated'], n):>9} {r['attempts_concentrated']:>9.2f} "
+                    + (f"{wrong:>3}/{c.check}" if arm == "adaptive" else ""),
+                    flush=True,
+                )
+    wall = time.perf_counter() - started
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = time.process_time() - cpu_started + children.ru_utime + children.ru_stime
+    print(
+        f"A/A attempts saved by adaptive repeats: {100 * min(savings):.1f}% to {100 * max(savings):.1f}% per cell"
+    )
+    print(f"wall {wall:.0f} s, CPU {cpu:.0f} s (this process and its workers)")
+
+
 def _misses(m: int, k: int, model: str, r: dict[str, float], reps: int) -> list[str]:
     where = f"{m}x{k} {model}"
     out = []
@@ -373,7 +537,11 @@ def _misses(m: int, k: int, model: str, r: dict[str, float], reps: int) -> list[
         low, high = wilson(value, reps)
         sure = high < goal if above else low > goal
         word = "below" if above else "above"
-        note = "the whole interval misses" if sure else f"the interval reaches the goal: not shown to be {word} it"
+        note = (
+            "the whole interval misses"
+            if sure
+            else f"the interval reaches the goal: not shown to be {word} it"
+        )
         out.append(f"{where}: {label} {value:.1%} [{low:.1%}, {high:.1%}] vs goal {goal:.0%}; {note}")
 
     if r["aa_block"] > 0.05:

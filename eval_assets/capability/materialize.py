@@ -9,12 +9,14 @@ No Dagster here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eval_assets.capability._shards import Block, BlockRun, blocks_of
 from eval_assets.capability.errors import RunRefused, TrackError
+from eval_assets.capability.looks import LookPlan, look, plan_run
 from eval_assets.capability.progress import Progress, ProgressMeter
 from eval_assets.capability.rows import (
     Summary,
@@ -24,8 +26,8 @@ from eval_assets.capability.rows import (
     scenario_run_rows,
 )
 from eval_assets.capability.track import Log, Track
-from eval_assets.config import BuildManifest, Judge, Rubric
-from eval_assets.engine import Engine, StoredAttempt
+from eval_assets.config import BuildManifest, Judge, Rubric, Scenario
+from eval_assets.engine import Engine, StoredAttempt, SubjectResult
 from eval_assets.providers.gateway import UnpricedModel
 from eval_assets.tracing import traced
 
@@ -62,39 +64,43 @@ def materialize_scenario_runs(
     """
     build = track.build(build_id)
     scenarios = track.scenarios_for(build)
-    planned = sum(s.repeats for s in scenarios)
+    plan = plan_run(track, build, scenarios)
+    start = plan.start
+    first = scenarios if start is None else [s.model_copy(update={"repeats": start}) for s in scenarios]
+    planned = sum(s.repeats for s in scenarios)  # the most a run may pay: the fixed count
     track.check_plan(build.id, "scenario_runs", planned)
-    processes = track.project.settings.engine.worker_count(planned)
+    processes = track.project.settings.engine.worker_count(sum(s.repeats for s in first))
     engine = track.engine(run_id, log, processes)
     engine.spend.preflight([build.subject.model])
-    by_id = {s.id: s for s in scenarios}
-    blocks = [Block(i, ids) for i, ids in enumerate(blocks_of(scenarios, track.block_attempts))]
+    runs: list[BlockRun[Any]] = []
     with ExitStack() as stack:
         held = stack.enter_context(track.lease(build.id, "scenario_runs", build.id, run_id))
         ahead = _judges_ahead(track, build, engine, stack, run_id, log)
         engine.start_clock()
-        run = track.block_run(
-            engine,
-            blocks,
-            lambda b: engine.run_subjects(
-                build, [by_id[i] for i in b.scenario_ids], generation, judge_ahead=ahead
-            ),
-            (run_id, build.id, None, generation),
-            processes,
-            log,
-            ahead,
-        )
-
-        meter = ProgressMeter(f"scenario_runs {build.id}", planned, progress) if progress else None
-        results = track.block_results(
-            run,
-            held,
-            build.id,
-            "scenario_runs",
-            planned,
-            lambda r: r.call.error_kind == "run_deadline",
-            meter,
-        )
+        phase = _Phase(track, build, held, generation, ahead, processes, run_id, log, progress, runs)
+        if start is None:
+            if log and plan.note != "fixed repeats":
+                log(plan.note)
+            results: Iterator[SubjectResult] = phase.run(engine, scenarios, "scenario_runs")
+        else:
+            done = list(phase.run(engine, first, "scenario_runs (first look)"))
+            # fresh engines from here on: each block run's event loop is closed when it ends
+            looking = track.engine(run_id, log, processes)
+            looking.start_clock(phase.seconds_left)
+            plan = look(track, looking, build, scenarios, done, plan, generation)
+            if log:
+                log(plan.note)
+            topped = [s for s in scenarios if s.id in plan.top_up]
+            more: list[SubjectResult] = []
+            if topped:
+                engine = track.engine(run_id, log, processes)
+                engine.start_clock(looking.seconds_left())
+                more = list(phase.run(engine, topped, "scenario_runs (top-ups)"))
+            by_id = {s.id: s for s in scenarios}
+            kept = [
+                replace(r, scenario=by_id[r.scenario.id]) for r in done if r.scenario.id not in plan.top_up
+            ]
+            results = iter(sorted([*kept, *more], key=lambda r: (r.scenario.id, r.repeat)))
         rows: list[dict[str, Any]] = []  # what the summary needs of each row written
         path = track.warehouse.write_partition_chunks(
             "scenario_runs",
@@ -103,7 +109,7 @@ def materialize_scenario_runs(
                 results,
                 lambda r: r.scenario.id,
                 lambda chunk: scenario_run_rows(build, chunk),
-                ("scenario_id", "status", "policy_failures", "replay_misses", "cost_usd"),
+                ("scenario_id", "repeat", "status", "policy_failures", "replay_misses", "cost_usd"),
                 rows,
             ),
             run_id,
@@ -123,14 +129,79 @@ def materialize_scenario_runs(
             "policy_failures": int(sum(r["policy_failures"] for r in rows)),
             # replay loop: tool calls the recordings did not hold, over every attempt
             "replay_misses": int(sum(r["replay_misses"] for r in rows)),
-            **_process_values(run, processes),
+            **_process_values(runs, processes),
             "spend_usd": round(sum(r["cost_usd"] for r in rows), 6),
             # judge calls made ahead (engine.judge_ahead): their spend is the judge versions', not here
             "judged_ahead": [j.version_id for j, _ in ahead],
-            "judge_calls_ahead": sum(c.judged_ahead for c in run.counters),
+            "judge_calls_ahead": sum(c.judged_ahead for run in runs for c in run.counters),
+            **_adaptive_values(plan, rows, planned),
             "partition_file": str(path),
         }
     )
+
+
+def _adaptive_values(plan: LookPlan, rows: list[dict[str, Any]], fixed: int) -> dict[str, Any]:
+    """The summary's figures on adaptive repeats (none in fixed mode): what the look chose and saved."""
+    if plan.note == "fixed repeats":
+        return {}
+    values: dict[str, Any] = {"adaptive": plan.note, "attempts_fixed_count": fixed}
+    if plan.start is not None:
+        topped = [r for r in rows if r["repeat"] > plan.start]
+        values |= {
+            "adaptive_start": plan.start,
+            "adaptive_baseline": plan.baseline,
+            "topped_up_scenarios": sorted(plan.top_up),
+            "top_up_attempts": len(topped),
+            "attempts_saved": fixed - len(rows),
+            "adaptive_look": plan.per_judge,
+        }
+    return values
+
+
+@dataclass
+class _Phase:
+    """One block run of a subject run's attempts (the whole run, or one phase of adaptive repeats), all
+    under the run's lease and deadline; the block runs are kept in `runs` for the summary."""
+
+    track: Track
+    build: BuildManifest
+    held: Any
+    generation: int
+    ahead: list[tuple[Judge, Rubric]]
+    processes: int
+    run_id: str
+    log: Log | None
+    progress: Callable[[Progress], None] | None
+    runs: list[BlockRun[Any]]
+    seconds_left: float | None = None
+
+    def run(self, engine: Engine, scenarios: Sequence[Scenario], what: str) -> Iterator[SubjectResult]:
+        by_id = {s.id: s for s in scenarios}
+        planned = sum(s.repeats for s in scenarios)
+        blocks = [Block(i, ids) for i, ids in enumerate(blocks_of(scenarios, self.track.block_attempts))]
+        run = self.track.block_run(
+            engine,
+            blocks,
+            lambda b: engine.run_subjects(
+                self.build, [by_id[i] for i in b.scenario_ids], self.generation, judge_ahead=self.ahead
+            ),
+            (self.run_id, self.build.id, None, self.generation),
+            self.processes,
+            self.log,
+            self.ahead,
+        )
+        self.runs.append(run)
+        meter = ProgressMeter(f"{what} {self.build.id}", planned, self.progress) if self.progress else None
+        yield from self.track.block_results(
+            run,
+            self.held,
+            self.build.id,
+            "scenario_runs",
+            planned,
+            lambda r: r.call.error_kind == "run_deadline",
+            meter,
+        )
+        self.seconds_left = engine.seconds_left()
 
 
 def _judges_ahead(
@@ -303,10 +374,16 @@ def materialize_cost_ledger(track: Track, build_id: str, judge_version: str, run
     )
 
 
-def _process_values(run: BlockRun[Any], processes: int) -> dict[str, Any]:
-    """A block run's figures for a materialization's summary, its processes' counters summed."""
+def _process_values(runs: BlockRun[Any] | Sequence[BlockRun[Any]], processes: int) -> dict[str, Any]:
+    """A materialization's block runs' figures for its summary, their processes' counters summed (a
+    subject run with adaptive repeats has two block runs: its blocks are counted per process over both)."""
+    every = [runs] if isinstance(runs, BlockRun) else list(runs)
+    blocks = [0] * max((len(r.counters) for r in every), default=0)
+    for run in every:
+        for i, c in enumerate(run.counters):
+            blocks[i] += c.blocks
     return {
-        "reused_from_journal": sum(c.reused for c in run.counters),
+        "reused_from_journal": sum(c.reused for run in every for c in run.counters),
         "workers": processes,
-        "blocks_by_process": [c.blocks for c in run.counters],  # the calling process first
+        "blocks_by_process": blocks,  # the calling process first
     }

@@ -42,6 +42,7 @@ from ._registry import (
 )
 from ._scripts import SCRIPTS_DIR, ScriptBook, load_script, script_file, script_problems
 from ._settings import (
+    AdaptiveRepeats,
     Bounds,
     EngineSettings,
     InstanceSettings,
@@ -100,6 +101,7 @@ __all__ = [
     "BuildManifest",
     "ConfigError",
     "Criterion",
+    "AdaptiveRepeats",
     "EngineSettings",
     "FloatScale",
     "IntScale",

@@ -197,6 +197,19 @@ def load_project(root: Path, *, check_registry: bool = True) -> Project:
         elif scenario.judge not in active_names:
             problems.append(Problem(shown, "judge", f"judge {scenario.judge!r} has no active version"))
 
+    if settings is not None and settings.repeats == "adaptive":
+        start = settings.adaptive.start
+        short = sorted(key for key, scenario in scenarios.items() if scenario.repeats <= start)
+        if short:
+            named = ", ".join(short[:3]) + (f" and {len(short) - 3} more" if len(short) > 3 else "")
+            problems.append(
+                Problem(
+                    SETTINGS_FILE,
+                    "adaptive.start",
+                    f"{start} is not below the repeats of scenario(s) {named}: adaptive repeats top up to a "
+                    "scenario's `repeats`, so it must exceed the start",
+                )
+            )
     if settings is not None:
         for model in settings.prices:
             if (why := model_provider_problem(model)) is not None:

@@ -211,6 +211,17 @@ class Redaction(Strict):
     )
 
 
+class AdaptiveRepeats(Strict):
+    """Adaptive repeats (`repeats: adaptive`; docs/methods.md): every scenario of a build with a baseline
+    starts at `start` repeats; after one look at them against the baseline, only the scenarios whose
+    comparison is still uncertain are topped up to the scenario's own `repeats`."""
+
+    start: Annotated[int, Field(ge=2, le=99)] = Field(
+        default=3,
+        description="repeats every scenario runs before the look; must be below every scenario's `repeats`",
+    )
+
+
 class Settings(Strict):
     prices: dict[str, Price] = Field(
         default_factory=dict, description="prices for models litellm's own map does not know (e.g. sim/*)"
@@ -221,6 +232,12 @@ class Settings(Strict):
     instance: InstanceSettings = InstanceSettings()
     review: Review = Review()
     redaction: Redaction = Redaction()
+    repeats: Literal["fixed", "adaptive"] = Field(
+        default="fixed",
+        description="fixed: every scenario runs its `repeats` (default 5); adaptive: start at "
+        "`adaptive.start`, look, and top up only the scenarios whose comparison is still uncertain",
+    )
+    adaptive: AdaptiveRepeats = AdaptiveRepeats()
     nightly_cron: str = Field(default="0 2 * * *", description="the nightly schedule, UTC cron")
     owners: list[Annotated[str, Field(pattern=r"^(team:[A-Za-z0-9_.-]+|[^@\s]+@[^@\s]+\.[^@\s]+)$")]] = Field(
         default_factory=lambda: ["team:eval-track"],

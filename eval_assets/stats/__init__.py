@@ -5,6 +5,7 @@ Inputs are verdict frames of one build under one judge version (see `validate_ve
 """
 
 from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates, binomial_draws, chi_square_variance_draws
+from ._adaptive import AdaptiveDesign, TopUps, obrien_fleming_spent, plan_top_ups
 from ._agreement import (
     AGREEMENT_LEVEL,
     AGREEMENT_N_BOOT,
@@ -30,8 +31,10 @@ from ._compare import (
     SCENARIO_PLOT_COLUMNS,
     CapabilityReport,
     CrossJudgeVersionError,
+    FirstLook,
     ReportVerdict,
     compare,
+    first_look,
 )
 from ._decision import EXIT_CODES, Decision, ReleaseDecision, decide, exit_code
 from ._evidence import CheckOutcome, CheckSuiteEvidence, Evidence, Reason, Severity
@@ -55,11 +58,14 @@ from ._reliability import Reliability, reliability, reliability_markdown
 from ._rules import (
     BinaryTest,
     Budget,
+    Looks,
     Moments,
     binary_drop_p,
     binary_repeats,
     chi_bar_sf,
+    combine_looks,
     concentrated_test,
+    concentrated_without,
     evaluate,
     exact_separation_p,
     holm_blocks,
@@ -84,6 +90,15 @@ __all__ = [
     "cluster_sums",
     "draw_matrix",
     "t975",
+    "FirstLook",
+    "first_look",
+    "AdaptiveDesign",
+    "Looks",
+    "TopUps",
+    "combine_looks",
+    "concentrated_without",
+    "obrien_fleming_spent",
+    "plan_top_ups",
     "Reliability",
     "reliability",
     "reliability_markdown",

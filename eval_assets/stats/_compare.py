@@ -27,6 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from ._aa import AA_REPLICATIONS, AA_SEED, aa_rates
+from ._adaptive import AdaptiveDesign, plan_top_ups
 from ._bootstrap import mean_interval, quantile_interval
 from ._evidence import Reason, Severity
 from ._findings import (
@@ -53,9 +54,10 @@ from ._rules import (
     MIN_SCENARIOS,
     Budget,
     Concentrated,
+    Looks,
     Moments,
     RuleOutcome,
-    concentrated_test,
+    concentrated_without,
     evaluate,
     holm_inputs,
     weighted_holm,
@@ -211,6 +213,7 @@ def compare(
     rng: np.random.Generator | int = 0,
     aa_replications: int = AA_REPLICATIONS,
     aa_seed: int = AA_SEED,
+    design: AdaptiveDesign | None = None,
 ) -> CapabilityReport:
     """Compare `candidate` with `baseline` verdicts of one judge version (docs/methods.md).
 
@@ -218,7 +221,9 @@ def compare(
     `n_judge_versions` reports. `band` is the baseline's noise band (computed from `baseline` when
     None; pass one built with a registered rebuild to include run-to-run variance). `floor` None: the
     rubric has no floor. `rng` seeds the bootstrap intervals, `aa_seed` the A/A simulation
-    (`aa_replications` 0 skips it).
+    (`aa_replications` 0 skips it). `design`: the candidate ran with adaptive repeats under this design
+    (its first look = repeats numbered up to `design.start`; a scenario with a higher repeat number was
+    topped up), so every p-value combines the two looks (`_rules.Looks`); None: one look.
 
     Never raises for missing data: no baseline, no verdicts, nothing scored, every repeat excluded or
     fewer than two scenarios in common give a report whose `decided_nothing` says why. Raises
@@ -252,7 +257,10 @@ def compare(
     band = band if band is not None else band_from_table(base_s, level=level)
     between, between_df = band.between_build_var, band.between_build_df
     base_m, cand_m = _moments(base_s, paired.index), _moments(cand_s, paired.index)
-    outcome = evaluate(base_m, cand_m, floor, budget, between=between, between_df=between_df, level=level)
+    looks = None if design is None else _looks(cand, paired.index, floor, design, budget)
+    outcome = evaluate(
+        base_m, cand_m, floor, budget, between=between, between_df=between_df, level=level, looks=looks
+    )
     p, w = holm_inputs(outcome.tests, outcome.p_beyond, outcome.concentrated, budget)
     rejected = weighted_holm(p, w, budget.report_alpha)[0]
     m = len(paired)
@@ -260,7 +268,9 @@ def compare(
     per = _per_scenario(outcome, rejected, m, budget, concentrated)
     generator = np.random.default_rng(rng)
     diff = outcome.tests.difference[0]
-    sensitivity, flips = _sensitivity(base_s, cand_s, paired.index, outcome, settings, between, between_df)
+    sensitivity, flips = _sensitivity(
+        base_s, cand_s, paired.index, outcome, settings, between, between_df, looks
+    )
     aa = aa_rates(
         base_s.loc[paired.index],
         floor,
@@ -538,7 +548,7 @@ def _beyond_blocked(outcome: RuleOutcome, rejected: np.ndarray, m: int, budget: 
     alone = rejected[2 : 2 + m] | rejected[2 + m : 2 + 2 * m] | rejected[2 + 2 * m :]
     if not (rejected[1] and alone.any()):
         return outcome.concentrated
-    again = concentrated_test(outcome.tests, exclude=alone[None, :])
+    again = concentrated_without(outcome, alone[None, :])
     if not again.p[0] <= budget.report_alpha * budget.w_concentrated:
         rejected[1] = False
     return again
@@ -722,13 +732,14 @@ def _sensitivity(
     settings: _Settings,
     between: float,
     between_df: int,
+    looks: Looks | None = None,
 ) -> tuple[str, bool]:
     """Refill the candidate's excluded repeats (worst score, then baseline mean): do the score rules flip?
 
     Runs over every scenario the baseline scored and the candidate has rows for, a scenario the
     candidate lost entirely included.
     """
-    del ids
+    original_ids = ids
     scored = base.index[base["n_scored"] > 0]
     ids = scored[scored.isin(cand.index)]
     rows = cand.loc[ids]
@@ -755,6 +766,7 @@ def _sensitivity(
             between=between,
             between_df=between_df,
             level=settings.level,
+            looks=None if looks is None else _reindexed(looks, original_ids, ids),
         )
         outcomes.append((label, _score_verdict(outcome)))
     flips = [label for label, verdict in outcomes if verdict != before]
@@ -781,3 +793,85 @@ def _scenario_frame(paired: pd.DataFrame, per: _PerScenario, band: NoiseBand) ->
             "verdict": per.table["verdict"].to_numpy(dtype=object),
         }
     ).loc[:, list(SCENARIO_PLOT_COLUMNS)]
+
+
+def _interim_frame(cand: pd.DataFrame, design: AdaptiveDesign) -> pd.DataFrame:
+    """The candidate's verdicts at the first look: its repeats numbered up to `design.start`."""
+    return cand.loc[cand["repeat"] <= design.start]
+
+
+def _topped(cand: pd.DataFrame, ids: pd.Index, design: AdaptiveDesign) -> np.ndarray:
+    """(1, m) bool: the scenarios with a repeat past the first look's (topped up after it)."""
+    later = set(cand.loc[cand["repeat"] > design.start, "scenario_id"])
+    return np.asarray([[sid in later for sid in ids]], dtype=bool)
+
+
+def _interim_moments(
+    cand: pd.DataFrame, ids: pd.Index, floor: float | None, design: AdaptiveDesign
+) -> Moments:
+    """(1, m) moments of the candidate's first-look repeats over the scenarios `ids` (a scenario with
+    no row at the first look: no repeats, n 0)."""
+    table = scenario_table(_interim_frame(cand, design), floor).reindex(ids)
+    counts = ["n_rows", "n_output", "n_attempts", "n_excluded", "n_scored", "n_below_floor"]
+    table[counts] = table[counts].fillna(0)
+    return _moments(table, ids)
+
+
+def _looks(
+    cand: pd.DataFrame, ids: pd.Index, floor: float | None, design: AdaptiveDesign, budget: Budget
+) -> Looks:
+    return design.looks(_interim_moments(cand, ids, floor, design), _topped(cand, ids, design), budget)
+
+
+def _reindexed(looks: Looks, old: pd.Index, new: pd.Index) -> Looks:
+    """`looks` over the scenarios `new` (a subset or reordering of `old`; absent ones: no repeats)."""
+    at = old.get_indexer(new)
+    found = at >= 0
+    take = np.where(found, at, 0)
+
+    def pick(values: np.ndarray, empty: float) -> np.ndarray:
+        return np.where(found[None, :], values[:, take], empty)
+
+    i = looks.interim
+    interim = Moments(
+        n=pick(i.n, 0.0),
+        mean=pick(i.mean, np.nan),
+        var=pick(i.var, np.nan),
+        below=pick(i.below, 0.0),
+        rows=pick(i.rows, 0.0),
+    )
+    return Looks(interim, np.asarray(pick(looks.topped, 0.0), dtype=bool), looks.shares)
+
+
+@dataclass(frozen=True)
+class FirstLook:
+    """One judge version's first look at a candidate (adaptive repeats): the scenarios to top up."""
+
+    top_up: tuple[str, ...]
+    blocked: bool  # the report already blocks on the first look alone
+    scenarios: int
+
+
+def first_look(
+    baseline: pd.DataFrame,
+    candidate: pd.DataFrame,
+    floor: float | None,
+    design: AdaptiveDesign,
+    *,
+    alpha: float = 0.05,
+    q: float = 0.05,
+    n_judge_versions: int = 1,
+) -> FirstLook:
+    """The scenarios of `candidate` (its first-look verdicts) to top up against `baseline`, under one
+    judge version: `plan_top_ups` on the report's own moments. A candidate scenario the baseline did
+    not score cannot be compared at any count: it is not topped up."""
+    budget = Budget(alpha_block=alpha, alpha_flag=q, n_judge_versions=n_judge_versions)
+    base_s = scenario_table(validate_verdicts(baseline), floor)
+    cand_s = scenario_table(validate_verdicts(_interim_frame(candidate, design)), floor)
+    ids = cand_s.index
+    base_s = base_s.reindex(ids)
+    counts = ["n_rows", "n_output", "n_attempts", "n_excluded", "n_scored", "n_below_floor"]
+    base_s[counts] = base_s[counts].fillna(0)
+    plan = plan_top_ups(_moments(base_s, ids), _moments(cand_s, ids), floor, budget, design)
+    chosen = tuple(str(sid) for sid, more in zip(ids, plan.repeats[0], strict=True) if more > 0)
+    return FirstLook(chosen, bool(plan.blocked[0]), len(ids))

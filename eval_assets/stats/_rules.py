@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 import numpy as np
@@ -470,7 +470,9 @@ class Concentrated:
     u: np.ndarray
 
 
-def concentrated_test(tests: ScenarioTests, exclude: np.ndarray | None = None) -> Concentrated:
+def concentrated_test(
+    tests: ScenarioTests, exclude: np.ndarray | None = None, centre_from: ScenarioTests | None = None
+) -> Concentrated:
     """Do some scenarios drop more than the rest, whatever the mean did?
 
     Each difference is centred on the suite's MEDIAN difference (robust to the compensating gains),
@@ -478,14 +480,23 @@ def concentrated_test(tests: ScenarioTests, exclude: np.ndarray | None = None) -
     u_i. Under "every scenario moved alike" the u_i are about N(0, 1), so S = Σ min(u_i, 0)² is a
     chi-bar-squared: χ² with k df, k ~ Binomial(m, 1/2). The p-value is that mixture's tail, exactly.
     `exclude` (R, m) leaves scenarios out (those already blocked on their own, see `compare`).
+    `centre_from`: take the median from these tests' differences instead (adaptive repeats: the first
+    look's, where every scenario had its first repeats; at the second look the scenarios left at the
+    first look keep the differences that stopped them, which would bias the median up).
     """
     d = tests.difference
     valid = np.isfinite(d) & np.isfinite(tests.se) & (tests.se > np.sqrt(ZERO_VARIANCE))
     if exclude is not None:
         valid &= ~exclude
+    source = d if centre_from is None else centre_from.difference
+    usable = valid & np.isfinite(source)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a row without a valid scenario has no centre
-        centre = np.median(d, axis=1) if valid.all() else np.nanmedian(np.where(valid, d, np.nan), axis=1)
+        centre = (
+            np.median(source, axis=1)
+            if usable.all()
+            else np.nanmedian(np.where(usable, source, np.nan), axis=1)
+        )
         z = np.where(valid, (d - centre[:, None]) / tests.se, 0.0)
         u = np.where(valid, t_to_normal(z, tests.df), 0.0)
     u = np.where(valid, np.clip(u, -40.0, 40.0), np.nan)
@@ -619,6 +630,8 @@ class RuleOutcome:
     flag_mean: np.ndarray  # bool: mean drop significant, not blocked (investigate)
     flag_bh: np.ndarray  # bool: a BH discovery among the scenario drops
     insufficient: np.ndarray
+    first: ScenarioTests | None = None  # the first look's own tests (adaptive repeats), p uncombined
+    looks: Looks | None = None
 
     @property
     def block(self) -> np.ndarray:
@@ -706,6 +719,45 @@ def holm_blocks(tests: ScenarioTests, p_beyond: np.ndarray, conc: Concentrated, 
         return np.asarray(ratio * total <= budget.report_alpha)
 
 
+@dataclass(frozen=True)
+class Looks:
+    """A comparison made in two looks (docs/methods.md: adaptive repeats).
+
+    `interim` is the candidate's moments at the first look (its first repeats of every scenario),
+    `topped` (R, m) the scenarios topped up after it; `shares` the alpha shares (w1, w2) the spending
+    rule gives the two looks. Every blocking and flagging p-value becomes min(p1 / w1, p2 / w2): a
+    Bonferroni split of each hypothesis's alpha over its looks, valid under any dependence between
+    them. A scenario not topped up had no second look (its p is p1 / w1); the suite's tests (mean,
+    concentrated) have a second look when some scenario of the replication was topped up.
+    """
+
+    interim: Moments
+    topped: np.ndarray
+    shares: tuple[float, float]
+
+    def __post_init__(self) -> None:
+        first, second = self.shares
+        if not (first >= 0.0 and second >= 0.0 and abs(first + second - 1.0) <= 1e-9):
+            raise ValueError(
+                f"the looks' alpha shares must be >= 0 and sum to 1 (the error budget holds across looks), "
+                f"not {self.shares}"
+            )
+
+
+def combine_looks(
+    first: np.ndarray, second: np.ndarray, looked: np.ndarray, shares: tuple[float, float]
+) -> np.ndarray:
+    """min(p1 / w1, p2 / w2) where the second look happened (`looked`), else p1 / w1; capped at 1.
+
+    NaN where neither look could test the hypothesis; a share of 0 never rejects on its look."""
+    w1, w2 = shares
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        one = np.where(np.isfinite(first), first / w1 if w1 > 0 else np.inf, np.inf)
+        two = np.where(looked & np.isfinite(second), second / w2 if w2 > 0 else np.inf, np.inf)
+    tested = np.isfinite(first) | (looked & np.isfinite(second))
+    return np.where(tested, np.minimum(np.minimum(one, two), 1.0), np.nan)
+
+
 def _masked(moments: Moments, keep: np.ndarray) -> Moments:
     if keep.all():
         return moments
@@ -729,9 +781,12 @@ def evaluate(
     level: float = 0.95,
     binary_test: BinaryTest = "fisher",
     own_variance_tail: float = 1.0,
+    looks: Looks | None = None,
 ) -> RuleOutcome:
     """Run every score rule on (R, m) moments; see the module docstring for the error budget.
 
+    `looks`: the candidate was topped up after a first look (adaptive repeats): every p-value the
+    rules act on combines the two looks (`Looks`), the rules themselves are unchanged.
     `binary_test` other than "fisher" and `own_variance_tail` below 1 only for the calibration
     benchmarks' trade-off tables (`scenario_tests`)."""
     paired = (base.n >= 1) & (cand.n >= 1)
@@ -741,7 +796,40 @@ def evaluate(
     mean = mean_test(tests, base, between, between_df, level)
     p_beyond, p_drop = mean_rule_p(mean)
     conc = concentrated_test(tests)
+    first: ScenarioTests | None = None
+    if looks is not None:
+        first = scenario_tests(base, _masked(looks.interim, paired), floor, binary_test, own_variance_tail)
+        first_beyond, first_drop = mean_rule_p(mean_test(first, base, between, between_df, level))
+        suite = np.broadcast_to(looks.topped.any(axis=1), p_beyond.shape)
+        p_beyond = combine_looks(first_beyond, p_beyond, suite, looks.shares)
+        p_drop = combine_looks(first_drop, p_drop, suite, looks.shares)
+        conc = _combined_concentrated(first, tests, looks, None)
+        tests = replace(
+            tests,
+            p_drop=combine_looks(first.p_drop, tests.p_drop, looks.topped, looks.shares),
+            p_floor=combine_looks(first.p_floor, tests.p_floor, looks.topped, looks.shares),
+        )
     block = holm_blocks(tests, p_beyond, conc, budget)
     flag_mean = p_drop < budget.report_flag
     flag_bh = bh_any(tests.p_drop, budget.report_flag)
-    return RuleOutcome(tests, mean, conc, ev, p_beyond, p_drop, block, flag_mean, flag_bh, ev.insufficient())
+    return RuleOutcome(
+        tests, mean, conc, ev, p_beyond, p_drop, block, flag_mean, flag_bh, ev.insufficient(), first, looks
+    )
+
+
+def _combined_concentrated(
+    first: ScenarioTests, final: ScenarioTests, looks: Looks, exclude: np.ndarray | None
+) -> Concentrated:
+    """The concentrated-drop test at both looks, its p combined (`combine_looks`); statistic and
+    scores are the final look's (they describe all the data)."""
+    one, two = concentrated_test(first, exclude), concentrated_test(final, exclude, centre_from=first)
+    suite = np.asarray(looks.topped.any(axis=1), dtype=bool)
+    return replace(two, p=combine_looks(one.p, two.p, suite, looks.shares))
+
+
+def concentrated_without(outcome: RuleOutcome, exclude: np.ndarray) -> Concentrated:
+    """The concentrated-drop test of `outcome` once more without the `exclude` (R, m) scenarios, over
+    the same looks as the outcome (the report's re-test without the scenarios blocked on their own)."""
+    if outcome.looks is None or outcome.first is None:
+        return concentrated_test(outcome.tests, exclude)
+    return _combined_concentrated(outcome.first, outcome.tests, outcome.looks, exclude)

@@ -1,0 +1,105 @@
+"""Adaptive repeats on the example suite: paid attempts and the report's verdicts, against fixed 5.
+
+    .venv/bin/python benchmarks/adaptive_example_suite.py [--rebuilds 10] [--home DIR]
+
+The shipped project with `repeats: adaptive`, on the sim provider, through the track's own
+materializations (`materialize_scenario_runs`, `materialize_judge_verdicts`, `build_report`): the
+example baseline (no baseline of its own: fixed count), then `--rebuilds` unchanged rebuilds of it (the
+example rebuild's manifest with subject seeds 100, 101, ...: an A/A comparison each) and the example
+candidate (three scenarios broken). Prints per build the attempts paid (fixed count: every scenario's
+`repeats`), the scenarios topped up, and each judge version's report verdict with the looks combined,
+then the mean saving over the rebuilds. A fresh EVAL_HOME under a temporary directory unless `--home`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
+from eval_assets.capability.track import Track
+from eval_assets.config import load_project
+from eval_assets.home import EvalHome
+from eval_assets.release import build_report
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = "agent-2026-11-28-base"
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+
+
+def run(track: Track, build: str) -> tuple[dict[str, object], list[str]]:
+    values = dict(materialize_scenario_runs(track, build, f"bench-{build}").values)
+    manifest = track.build(build)
+    verdicts = []
+    for judge in track.judges_for(manifest):
+        materialize_judge_verdicts(track, build, judge.version_id, f"bench-{build}-{judge.version_id}")
+        if manifest.baseline:
+            report = build_report(track, manifest, judge.version_id, manifest.baseline).report
+            verdicts.append(f"{judge.version_id} {report.verdict}")
+    return values, verdicts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rebuilds", type=int, default=10, help="unchanged rebuilds (A/A comparisons)")
+    parser.add_argument("--home", type=Path, default=None, help="EVAL_HOME to use (default: a temporary one)")
+    args = parser.parse_args()
+    print(f"load before: {uptime()}")
+    started = time.perf_counter()
+    loaded = load_project(ROOT)
+    project = dataclasses.replace(loaded, settings=loaded.settings.model_copy(update={"repeats": "adaptive"}))
+    with tempfile.TemporaryDirectory(prefix="adaptive-example-") as tmp:
+        home = args.home or Path(tmp) / "home"
+        track = Track(project, EvalHome(home))
+        builds = Path(tmp) / "builds"
+        builds.mkdir()
+        for name in ("baseline", "candidate"):
+            track.register_build(ROOT / "examples" / "builds" / f"{name}.yaml")
+        rebuild = yaml.safe_load((ROOT / "examples" / "builds" / "rebuild.yaml").read_text())
+        ids = []
+        for i in range(args.rebuilds):
+            manifest = {**rebuild, "id": f"rebuild-{i:02d}"}
+            manifest["subject"] = {
+                **rebuild["subject"],
+                "params": {**rebuild["subject"]["params"], "seed": 100 + i},
+            }
+            path = builds / f"rebuild-{i:02d}.yaml"
+            path.write_text(yaml.safe_dump(manifest))
+            track.register_build(path)
+            ids.append(manifest["id"])
+        print(
+            f"project {ROOT.name}: {len(track.scenarios_for(track.build(BASE)))} scenarios, repeats: adaptive "
+            f"(start {project.settings.adaptive.start}); baseline {BASE} at the fixed count"
+        )
+        print(f"{'build':<24} {'attempts':>8} {'fixed':>6} {'saved':>6} {'topped up':>9}  reports")
+        saved = []
+        for build in [BASE, *ids, "agent-2026-11-30-cand"]:
+            values, verdicts = run(track, build)
+            attempts, fixed = int(values["attempts"]), int(values["attempts_fixed_count"])  # type: ignore[call-overload]
+            share = 1.0 - attempts / fixed
+            if build.startswith("rebuild-"):
+                saved.append(share)
+            topped = values.get("topped_up_scenarios", [])
+            print(
+                f"{build:<24} {attempts:>8} {fixed:>6} {100 * share:>5.1f}% {len(topped):>9}  "  # type: ignore[arg-type]
+                + (", ".join(verdicts) or "no baseline")
+            )
+        mean = sum(saved) / len(saved) if saved else float("nan")
+        print(
+            f"unchanged rebuilds: {100 * mean:.1f}% fewer paid attempts than fixed 5 on average "
+            f"({100 * min(saved):.1f}% to {100 * max(saved):.1f}%, {len(saved)} rebuilds)"
+        )
+    print(f"wall {time.perf_counter() - started:.0f} s; load after: {uptime()}")
+
+
+if __name__ == "__main__":
+    main()

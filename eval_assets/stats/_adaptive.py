@@ -1,0 +1,157 @@
+"""Adaptive repeats: which scenarios a candidate tops up after its first look (docs/methods.md).
+
+A candidate build runs every scenario at `AdaptiveDesign.start` repeats, then looks: it runs the
+report's own rules (`_rules.evaluate`) on those repeats against the baseline, and tops up to
+`AdaptiveDesign.maximum` repeats only the scenarios whose comparison is still uncertain. The error
+budget holds across the two looks by an alpha-spending rule (Lan & DeMets 1983, O'Brien-Fleming
+type): the first look may spend `obrien_fleming_spent(t)` of alpha, t = start / maximum the share of
+the repeats it sees, and every p-value the rules act on becomes min(p1 / w1, p2 / w2) (`_rules.Looks`).
+The engine (`capability.materialize`) and the calibration benchmark both call `plan_top_ups`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+from scipy import stats
+
+from ._rules import BinaryTest, Budget, Looks, Moments, evaluate
+
+FUTILITY: Final = 0.2
+"""A scenario whose first-look drop p (and floor-test p) is above this stops: the candidate is not
+clearly worse there, and stopping a scenario that could not have been rejected only lowers the error."""
+
+SUITE_FUTILITY: Final = 0.5
+"""The suite's first-look test of a mean drop beyond the noise band: at or below this, every scenario is
+topped up, since the mean test needs every scenario's repeats (an unchanged build's mean is about two
+band-widths' worth of its standard error above the band, so this rarely costs anything there)."""
+
+TAIL_FUTILITY: Final = 0.1
+"""The suite's first-look concentrated-drop test: at or below this, the scenarios below the suite's
+median difference (negative centred score) are topped up, since that test is carried by its lower tail."""
+
+
+@dataclass(frozen=True)
+class AdaptiveDesign:
+    """Start every scenario at `start` repeats; top up the uncertain ones to `maximum`."""
+
+    start: int = 3
+    maximum: int = 5
+    futility: float = FUTILITY
+    suite_futility: float = SUITE_FUTILITY
+    tail_futility: float = TAIL_FUTILITY
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.start < self.maximum:
+            raise ValueError(
+                f"adaptive repeats need 2 <= start < maximum, not start {self.start}, maximum {self.maximum}"
+            )
+        for name in ("futility", "suite_futility", "tail_futility"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ValueError(f"the {name} bound must be in (0, 1), not {getattr(self, name)}")
+
+    @property
+    def information(self) -> float:
+        """The share of the repeats the first look sees (the spending function's time)."""
+        return self.start / self.maximum
+
+    def shares(self, alpha: float) -> tuple[float, float]:
+        """(w1, w2): the shares of `alpha` the two looks spend (O'Brien-Fleming-type spending)."""
+        first = obrien_fleming_spent(self.information, alpha) / alpha
+        return first, 1.0 - first
+
+    def looks(self, interim: Moments, topped: np.ndarray, budget: Budget) -> Looks:
+        """The `_rules.Looks` of a candidate topped up after its first look under this design.
+
+        The spending function is evaluated at the level of the family's least-weighted class of
+        hypotheses, alpha x w_floor (0.0025 at one judge version): an O'Brien-Fleming boundary spends
+        less early at a smaller alpha, so no hypothesis gives its first look more than the function
+        would at its own level (the first look's tests on 3 repeats are the least trustworthy)."""
+        shares = self.shares(budget.report_alpha * budget.w_floor)
+        return Looks(interim, np.asarray(topped, dtype=bool), shares)
+
+
+def obrien_fleming_spent(t: float, alpha: float) -> float:
+    """Alpha spent by information time t in (0, 1]: 2 (1 - Phi(z_{1 - alpha/2} / sqrt t)) (Lan & DeMets
+    1983, the O'Brien-Fleming-type function): little early, all of alpha at t = 1."""
+    if not 0.0 < t <= 1.0:
+        raise ValueError(f"information time must be in (0, 1], not {t}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), not {alpha}")
+    return float(2.0 * stats.norm.sf(stats.norm.isf(alpha / 2.0) / np.sqrt(t)))
+
+
+@dataclass(frozen=True)
+class TopUps:
+    """The first look's plan, (R, m) arrays: `repeats` more attempts per scenario (0 or
+    maximum - start), and why: `blocked` (R,) the report already blocks on the first look alone (no
+    top-up can change that), `uncertain` the scenarios whose comparison is still open."""
+
+    repeats: np.ndarray
+    blocked: np.ndarray
+    uncertain: np.ndarray
+
+
+def plan_top_ups(
+    base: Moments,
+    interim: Moments,
+    floor: float | None,
+    budget: Budget,
+    design: AdaptiveDesign,
+    *,
+    between: float = 0.0,
+    between_df: int = 0,
+    level: float = 0.95,
+    binary_test: BinaryTest = "fisher",
+) -> TopUps:
+    """Which scenarios to top up after the first look, and by how many repeats.
+
+    `base` is the baseline's scored repeats, `interim` the candidate's first `design.start` repeats,
+    (R, m) moments over the same scenarios. A scenario is topped up when its comparison is uncertain:
+    its first-look drop p (moderated t, or Fisher on pass/fail repeats) or its floor-test p is at most
+    `design.futility`, or the candidate could not be tested in it yet while the baseline scored it (a
+    scenario the baseline never scored cannot be compared at any count: it is not topped up). Nothing is topped up in a replication whose report already blocks on the first
+    look with its spent share of alpha (the rules are monotone in the p-values: more repeats cannot
+    undo that block). Pure: the same moments give the same plan, so a re-run after a crash plans the
+    same top-ups from the same reused verdicts.
+    """
+    nothing = np.zeros(interim.n.shape, dtype=bool)
+    looked = evaluate(
+        base,
+        interim,
+        floor,
+        budget,
+        between=between,
+        between_df=between_df,
+        level=level,
+        binary_test=binary_test,
+        looks=design.looks(interim, nothing, budget),
+    )
+    raw = evaluate(
+        base,
+        interim,
+        floor,
+        budget,
+        between=between,
+        between_df=between_df,
+        level=level,
+        binary_test=binary_test,
+    )
+    with np.errstate(invalid="ignore"):
+        # a scenario the candidate could not be tested in yet (no scored repeat, or one) is open while
+        # the baseline scored it; one the baseline never scored cannot be compared at any count
+        untested = ~np.isfinite(raw.tests.p_drop) & (np.nan_to_num(base.n) >= 1)
+        open_drop = (raw.tests.p_drop <= design.futility) | untested
+        open_floor = np.isfinite(raw.tests.p_floor) & (raw.tests.p_floor <= design.futility)
+        # the suite's mean may be beyond the noise band: every scenario carries that test
+        open_suite = raw.p_beyond <= design.suite_futility
+        # a concentrated drop may be under way: the scenarios in its lower tail carry that test
+        open_tail = (raw.concentrated.p <= design.tail_futility)[:, None] & (
+            np.nan_to_num(raw.concentrated.u) < 0
+        )
+    uncertain = np.asarray(open_drop | open_floor | open_suite[:, None] | open_tail)
+    blocked = np.asarray(looked.block)
+    top = uncertain & ~blocked[:, None]
+    return TopUps(np.where(top, design.maximum - design.start, 0), blocked, uncertain)
