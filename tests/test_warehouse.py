@@ -374,6 +374,25 @@ def test_a_file_duckdb_cannot_read_is_quarantined_even_with_its_size_and_mtime_k
     assert damage.reason.startswith("unreadable:") and damage.file.endswith(path.name)
 
 
+def test_reads_after_the_views_are_defined_see_new_files_and_catch_damage_done_since(tmp_path: Path) -> None:
+    """A process defines the views once and reuses them: each read still binds the files as they are
+    then (a partition written since is read; a file damaged since, size and mtime kept, is caught)."""
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+    path = _verdicts(wh, "a", 0.1, "r1")
+    assert wh.query("SELECT build FROM judge_verdicts")["build"].tolist() == ["a"]  # views defined
+    _verdicts(wh, "b", 0.5, "r2")
+    assert sorted(wh.query("SELECT build FROM judge_verdicts")["build"].tolist()) == ["a", "b"]
+    before = path.stat()
+    data = bytearray(path.read_bytes())
+    data[-6] ^= 0xFF  # the footer length: the file is no longer Parquet
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert wh.query("SELECT build FROM judge_verdicts")["build"].tolist() == ["b"]
+    [damage] = wh.damage("a")
+    assert damage.reason.startswith("unreadable:") and damage.file.endswith(path.name)
+
+
 def test_a_run_id_in_the_tombstone_namespace_is_refused(tmp_path: Path) -> None:
     wh = Warehouse(tmp_path / "wh", {"probe": PROBE})
     with pytest.raises(WarehouseError, match=r"^probe: run ids starting 'quarantined:' are reserved$"):

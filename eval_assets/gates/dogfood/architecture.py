@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 
 from eval_assets.gates._outcome import GateContext, Outcome
@@ -183,29 +184,11 @@ def domain_never_imports_dagster(ctx: GateContext) -> Outcome:
     files = python_files(ctx.root, PACKAGE, WIRING)
     if not files:
         return Outcome.failed(f"no Python files found under {PACKAGE}/: the walk would prove nothing")
-    findings = []
+    findings: list[str] = []
     modules = []
     for shown, module in parsed(files, ctx.root):
-        name = _module_name(shown)
-        modules.append(name)
-        names = _string_assignments(module)
-        for node in ast.walk(module):
-            line = getattr(node, "lineno", 0)
-            if _dynamic_import(node) and shown not in GUARDED_DYNAMIC_IMPORTS:
-                assert isinstance(node, ast.Call)
-                known = _text(node.args[0], names) if node.args else None
-                if known is None or _HOLE in known:
-                    findings.append(f"{shown}:{line} imports a module by a name only known at run time")
-                elif _imports_orchestrator(known) or _imports_wiring(known):
-                    findings.append(f"{shown}:{line} imports {known}")
-                continue
-            for imported in _imported_names(node, name):  # one finding per statement
-                if _imports_orchestrator(imported):
-                    findings.append(f"{shown}:{line} imports {imported}")
-                    break
-                if _imports_wiring(imported):
-                    findings.append(f"{shown}:{line} imports the wiring module {imported}")
-                    break
+        modules.append(_module_name(shown))
+        findings += _orchestrator_imports(shown, module)
     findings = sorted(set(findings)) + _runtime_findings(ctx.root, modules)
     if findings:
         return Outcome.failed(f"{len(findings)} import(s) of {ORCHESTRATOR} in the domain", findings)
@@ -216,6 +199,37 @@ def domain_never_imports_dagster(ctx: GateContext) -> Outcome:
 
 
 _HOLE = "{}"  # stands for a part of a string whose value the walk cannot know
+
+
+# The per-file walks below are kept per parsed tree (`_ast.parsed` hands out the same tree for the
+# same text): the suite runs once per build in one process over the same files, and walking every
+# module again cost ~1.5 s of CPU per build.
+
+
+@lru_cache(maxsize=4096)
+def _orchestrator_imports(shown: str, module: ast.Module) -> tuple[str, ...]:
+    """domain_never_imports_dagster's findings in one file (`shown`, its path relative to the root)."""
+    name = _module_name(shown)
+    names = _string_assignments(module)
+    findings = []
+    for node in ast.walk(module):
+        line = getattr(node, "lineno", 0)
+        if _dynamic_import(node) and shown not in GUARDED_DYNAMIC_IMPORTS:
+            assert isinstance(node, ast.Call)
+            known = _text(node.args[0], names) if node.args else None
+            if known is None or _HOLE in known:
+                findings.append(f"{shown}:{line} imports a module by a name only known at run time")
+            elif _imports_orchestrator(known) or _imports_wiring(known):
+                findings.append(f"{shown}:{line} imports {known}")
+            continue
+        for imported in _imported_names(node, name):  # one finding per statement
+            if _imports_orchestrator(imported):
+                findings.append(f"{shown}:{line} imports {imported}")
+                break
+            if _imports_wiring(imported):
+                findings.append(f"{shown}:{line} imports the wiring module {imported}")
+                break
+    return tuple(findings)
 
 
 def _string_assignments(module: ast.Module) -> dict[str, ast.expr]:
@@ -268,37 +282,43 @@ def one_partition_writer(ctx: GateContext) -> Outcome:
     files = python_files(ctx.root, PACKAGE, (PARTITION_WRITER,))
     if not files:
         return Outcome.failed(f"no Python files found under {PACKAGE}/: the walk would prove nothing")
-    findings = []
+    findings: list[str] = []
     for shown, module in parsed(files, ctx.root):
-        names = _string_assignments(module)
-        for node in ast.walk(module):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                if node.func.attr in PARQUET_WRITERS:
-                    findings.append(f"{shown}:{node.lineno} calls .{node.func.attr}()")
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id in PARQUET_WRITERS
-            ):
-                findings.append(f"{shown}:{node.lineno} calls {node.func.id}()")
-            if isinstance(node, ast.ImportFrom):  # `from pyarrow.parquet import write_table [as w]`
-                for alias in node.names:
-                    if alias.name in PARQUET_WRITERS:
-                        findings.append(f"{shown}:{node.lineno} imports {alias.name} from {node.module}")
-            last = dotted(node).split(".")[-1] if isinstance(node, ast.Name | ast.Attribute) else ""
-            if last in PARQUET_WRITER_CLASSES:
-                findings.append(f"{shown}:{getattr(node, 'lineno', 0)} uses {last}")
-            elif isinstance(node, ast.alias) and node.name.split(".")[-1] in PARQUET_WRITER_CLASSES:
-                findings.append(f"{shown}:{getattr(node, 'lineno', 0)} imports {node.name}")
-            elif isinstance(node, ast.expr) and not isinstance(node, ast.Name):
-                text = _text(node, names)
-                if text is not None and _COPY_TO.search(text):
-                    findings.append(f"{shown}:{node.lineno} has a COPY ... TO statement")
-                elif text is not None and _FORMAT_PARQUET.search(text):
-                    findings.append(f"{shown}:{node.lineno} asks for Parquet output (the FORMAT option)")
+        findings += _parquet_writes(shown, module)
     if findings:
         return Outcome.failed(f"{len(findings)} write(s) outside {PARTITION_WRITER}", sorted(set(findings)))
     return Outcome.ok(f"{len(files)} module(s) checked; only {PARTITION_WRITER} writes Parquet")
+
+
+@lru_cache(maxsize=4096)
+def _parquet_writes(shown: str, module: ast.Module) -> tuple[str, ...]:
+    """one_partition_writer's findings in one file."""
+    findings = []
+    names = _string_assignments(module)
+    for node in ast.walk(module):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in PARQUET_WRITERS:
+                findings.append(f"{shown}:{node.lineno} calls .{node.func.attr}()")
+        elif (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in PARQUET_WRITERS
+        ):
+            findings.append(f"{shown}:{node.lineno} calls {node.func.id}()")
+        if isinstance(node, ast.ImportFrom):  # `from pyarrow.parquet import write_table [as w]`
+            for alias in node.names:
+                if alias.name in PARQUET_WRITERS:
+                    findings.append(f"{shown}:{node.lineno} imports {alias.name} from {node.module}")
+        last = dotted(node).split(".")[-1] if isinstance(node, ast.Name | ast.Attribute) else ""
+        if last in PARQUET_WRITER_CLASSES:
+            findings.append(f"{shown}:{getattr(node, 'lineno', 0)} uses {last}")
+        elif isinstance(node, ast.alias) and node.name.split(".")[-1] in PARQUET_WRITER_CLASSES:
+            findings.append(f"{shown}:{getattr(node, 'lineno', 0)} imports {node.name}")
+        elif isinstance(node, ast.expr) and not isinstance(node, ast.Name):
+            text = _text(node, names)
+            if text is not None and _COPY_TO.search(text):
+                findings.append(f"{shown}:{node.lineno} has a COPY ... TO statement")
+            elif text is not None and _FORMAT_PARQUET.search(text):
+                findings.append(f"{shown}:{node.lineno} asks for Parquet output (the FORMAT option)")
+    return tuple(findings)
 
 
 def _is_asset_decorator(node: ast.expr) -> tuple[bool, ast.Call | None]:
@@ -389,21 +409,26 @@ def _import_edges(root: Path, files: list[Path], known: Mapping[str, Path]) -> l
     a parent package's __init__, which Python runs first, is not an edge (it is the package's face)."""
     edges = []
     for shown, module in parsed(files, root):
-        name = _module_name(shown)
-        if shown.endswith("__init__.py"):
-            name = f"{name}.__init__"  # relative imports resolve against the package itself
-        for node in ast.walk(module):
-            for imported in _imported_names(node, name):
-                target = imported if imported in known else None
-                if (
-                    target is None
-                    and isinstance(node, ast.ImportFrom)
-                    and imported.rpartition(".")[0] in known
-                ):
-                    continue  # `from pkg import name`: the name is not a module; the head is counted
-                if target is not None:
-                    edges.append((_module_name(shown), target, getattr(node, "lineno", 0)))
+        for imported, from_import, line in _file_imports(shown, module):
+            target = imported if imported in known else None
+            if target is None and from_import and imported.rpartition(".")[0] in known:
+                continue  # `from pkg import name`: the name is not a module; the head is counted
+            if target is not None:
+                edges.append((_module_name(shown), target, line))
     return sorted(set(edges))
+
+
+@lru_cache(maxsize=8192)
+def _file_imports(shown: str, module: ast.Module) -> tuple[tuple[str, bool, int], ...]:
+    """(imported name, whether by `from ... import`, line) of every import in one file."""
+    name = _module_name(shown)
+    if shown.endswith("__init__.py"):
+        name = f"{name}.__init__"  # relative imports resolve against the package itself
+    return tuple(
+        (imported, isinstance(node, ast.ImportFrom), getattr(node, "lineno", 0))
+        for node in ast.walk(module)
+        for imported in _imported_names(node, name)
+    )
 
 
 def _cycles(edges: Iterable[tuple[str, str, int]]) -> list[list[str]]:
