@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from test_journal_contract import NOW, reserve, settle
 
 from eval_assets.cli import main
 from eval_assets.config import load_project
 from eval_assets.home import EvalHome
-from eval_assets.spend import AttemptKey, Ceilings, open_journal
+from eval_assets.spend import AttemptKey, open_journal
 
 ROOT = Path(__file__).resolve().parents[1]
-NOW = datetime(2026, 12, 4, 9, 30, tzinfo=UTC)
 LOW = "support.shipping-delay"  # the shipped scenario with its own, lower ceiling_usd
 
 
@@ -28,22 +27,13 @@ def _pay(home: EvalHome) -> None:
             (AttemptKey("b2", "helpfulness-v1", LOW, 0, "judge", 1), 0.125),
             (AttemptKey("b1", None, LOW, 1, "subject", 1), None),
         ):
-            journal.reserve(key, run_id="r", model="sim/m", worst_case_usd=1.0, ceilings=Ceilings(), now=NOW)
+            reserve(journal, key, worst_usd=1.0)
             if cost is not None:
-                journal.settle(
-                    key,
-                    status="settled",
-                    cost_usd=cost,
-                    prompt_tokens=1,
-                    completion_tokens=1,
-                    payload=None,
-                    error=None,
-                    now=NOW,
-                )
+                settle(journal, key, cost)
 
 
 def _scopes(capsys: pytest.CaptureFixture[str], *args: str) -> dict[tuple[str, str], dict[str, object]]:
-    assert main(["spend", "--day", "2026-12-04", "--format", "json", *args]) == 0
+    assert main(["spend", "--day", NOW.date().isoformat(), "--format", "json", *args]) == 0
     out = json.loads(capsys.readouterr().out)
     return {(s["scope"], s["key"]): s for s in out["scopes"]}
 
@@ -54,7 +44,7 @@ def test_spend_shows_spent_and_in_flight_per_scope_against_the_ceiling_that_appl
     _pay(home)
     spend = load_project(ROOT).settings.spend
     scopes = _scopes(capsys)
-    day = scopes[("day", "2026-12-04")]
+    day = scopes[("day", NOW.date().isoformat())]
     assert (day["spent_usd"], day["in_flight_usd"], day["ceiling_usd"]) == (0.875, 1.0, spend.day_ceiling_usd)
     assert day["used"] == pytest.approx(1.875 / spend.day_ceiling_usd)
     b1 = scopes[("suite", "b1/-/0")]
@@ -70,9 +60,9 @@ def test_spend_shows_spent_and_in_flight_per_scope_against_the_ceiling_that_appl
     assert other["ceiling_usd"] == spend.scenario_ceiling_usd
 
     other_day = _scopes(capsys)  # the same journal read for the day the rows were not reserved on
-    assert main(["spend", "--day", "2026-12-05", "--format", "json"]) == 0
+    assert main(["spend", "--day", "2026-12-01", "--format", "json"]) == 0
     day5 = json.loads(capsys.readouterr().out)["scopes"][0]
-    assert (day5["key"], day5["spent_usd"], day5["in_flight_usd"]) == ("2026-12-05", 0.0, 0.0)
+    assert (day5["key"], day5["spent_usd"], day5["in_flight_usd"]) == ("2026-12-01", 0.0, 0.0)
     assert other_day == scopes
 
 
@@ -80,10 +70,10 @@ def test_spend_in_text_names_each_scope_in_one_line(
     home: EvalHome, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _pay(home)
-    assert main(["spend", "--day", "2026-12-04", "--build", "b1"]) == 0
+    assert main(["spend", "--day", NOW.date().isoformat(), "--build", "b1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["scope", "key", "spent", "in", "flight", "ceiling", "used"]
-    assert lines[2].split()[:4] == ["day", "2026-12-04", "$0.8750", "$1.0000"]
+    assert lines[2].split()[:4] == ["day", NOW.date().isoformat(), "$0.8750", "$1.0000"]
     assert [line.split()[0] for line in lines[3:]] == ["suite", "scenario", "scenario"]
 
 
