@@ -252,41 +252,56 @@ def cell(
 FIXED_REPEATS = 5  # the default: what adaptive repeats are measured against
 
 
+def plan_label(design: AdaptiveDesign) -> str:
+    """A plan's thresholds, futility/suite/tail (the `--plans` spelling)."""
+    return f"{design.futility:g}/{design.suite_futility:g}/{design.tail_futility:g}"
+
+
 def adaptive_cell(
-    rng: np.random.Generator, model: str, m: int, reps: int, design: AdaptiveDesign
+    rng: np.random.Generator, model: str, m: int, reps: int, designs: tuple[AdaptiveDesign, ...]
 ) -> dict[str, dict[str, float]]:
     """Fixed 5 repeats and adaptive repeats side by side on the SAME draws: the baseline runs 5 repeats
     (a build with a baseline of its own looks; the baseline ran at the fixed count); the candidate's
     first 5 repeats are the fixed arm, its first `design.start` plus the top-ups `plan_top_ups` chooses
-    the adaptive arm (rated with `design.looks`). Returns per arm and condition the block rate (A/A:
-    block and flag) and the mean paid candidate attempts per scenario ('attempts_<condition>')."""
-    width = max(FIXED_REPEATS, design.maximum)
+    the adaptive arm of each design (rated with `design.looks`), every design on the same draws. Returns
+    per arm (`plan_label`) and condition the block rate (A/A: block and flag), the mean paid candidate
+    attempts per scenario ('attempts_<condition>') and, for each power condition, the paired power loss
+    against fixed 5 ('loss_<condition>', fixed minus adaptive) and its Monte Carlo standard error
+    ('loss_se_<condition>', from the per-replication differences)."""
+    width = max(FIXED_REPEATS, *(d.maximum for d in designs))
     skills, sd = skills_for(rng, model, reps, m), sds_for(rng, model, reps, m)
     kinds = shapes_for(rng, model, reps, m)
     base = moments(draw(rng, model, skills, sd, FIXED_REPEATS, kinds))
     band = realised_band(base)
-    fixed: dict[str, float] = {}
-    adaptive: dict[str, float] = {}
     budget = Budget()
+    arms: dict[str, dict[str, float]] = {"fixed 5": {}, **{plan_label(d): {} for d in designs}}
+    fixed = arms["fixed 5"]
     for condition in ("aa", *POWER):
         latent = skills if condition == "aa" else shifted(condition, skills, band, model, sd, kinds)
         x = draw(rng, model, latent, sd, width, kinds)
         repeat = np.arange(width)[None, None, :]
         first = np.broadcast_to(repeat < FIXED_REPEATS, x.shape)
         plain = evaluate(base, moments(x, first), FLOOR, budget)
-        interim = moments(x, np.broadcast_to(repeat < design.start, x.shape))
-        plan = plan_top_ups(base, interim, FLOOR, budget, design)
-        ran = repeat < (design.start + plan.repeats)[:, :, None]
-        looks = design.looks(interim, plan.repeats > 0, budget)
-        outcome = evaluate(base, moments(x, ran), FLOOR, budget, looks=looks)
         fixed[condition] = float(plain.block.mean())
-        adaptive[condition] = float(outcome.block.mean())
         fixed[f"attempts_{condition}"] = float(FIXED_REPEATS)
-        adaptive[f"attempts_{condition}"] = float(ran.sum(axis=2).mean())
         if condition == "aa":
-            fixed["aa_flag"], adaptive["aa_flag"] = float(plain.flag.mean()), float(outcome.flag.mean())
-            adaptive["looked_blocked"] = float(plan.blocked.mean())
-    return {"fixed 5": fixed, "adaptive": adaptive}
+            fixed["aa_flag"] = float(plain.flag.mean())
+        for design in designs:
+            adaptive = arms[plan_label(design)]
+            interim = moments(x, np.broadcast_to(repeat < design.start, x.shape))
+            plan = plan_top_ups(base, interim, FLOOR, budget, design)
+            ran = repeat < (design.start + plan.repeats)[:, :, None]
+            looks = design.looks(interim, plan.repeats > 0, budget)
+            outcome = evaluate(base, moments(x, ran), FLOOR, budget, looks=looks)
+            adaptive[condition] = float(outcome.block.mean())
+            adaptive[f"attempts_{condition}"] = float(ran.sum(axis=2).mean())
+            difference = plain.block.astype(float) - outcome.block.astype(float)
+            adaptive[f"loss_{condition}"] = float(difference.mean())
+            adaptive[f"loss_se_{condition}"] = float(difference.std() / np.sqrt(reps))
+            if condition == "aa":
+                adaptive["aa_flag"] = float(outcome.flag.mean())
+                adaptive["looked_blocked"] = float(plan.blocked.mean())
+    return arms
 
 
 def frame(x: np.ndarray, attempted: np.ndarray | None = None) -> pd.DataFrame:
@@ -359,15 +374,15 @@ class Cell:
     check: int
     seed: np.random.SeedSequence
     binary_test: BinaryTest = "fisher"
-    design: AdaptiveDesign | None = None  # set: fixed 5 and adaptive repeats side by side
+    designs: tuple[AdaptiveDesign, ...] = ()  # set: fixed 5 and adaptive repeats side by side
 
 
 def run_adaptive_cell(c: Cell) -> tuple[Cell, dict[str, dict[str, float]], int]:
     """One grid cell of the adaptive comparison, with its own seed like `run_cell`."""
-    assert c.design is not None
+    assert c.designs
     rng = np.random.default_rng(c.seed)
-    arms = adaptive_cell(rng, c.model, c.m, c.reps, c.design)
-    wrong = adaptive_cross_check(rng, c.model, c.m, c.check, c.design) if c.check else 0
+    arms = adaptive_cell(rng, c.model, c.m, c.reps, c.designs)
+    wrong = adaptive_cross_check(rng, c.model, c.m, c.check, c.designs[0]) if c.check else 0
     return c, arms, wrong
 
 
@@ -412,6 +427,12 @@ def main() -> None:
         "--adaptive",
         action="store_true",
         help="fixed 5 repeats and adaptive repeats (the project's AdaptiveDesign) side by side, K = 5 only",
+    )
+    parser.add_argument(
+        "--plans",
+        default="",
+        help="with --adaptive: top-up plans futility/suite/tail,... side by side on the same draws "
+        "(default: the project's AdaptiveDesign)",
     )
     args = parser.parse_args()
     print("Conditions " + __doc__.split("Conditions ")[1].split("Goals")[0].strip())
@@ -462,58 +483,124 @@ def main() -> None:
         print(f"  {miss}")
 
 
+def parse_plans(text: str, parser: argparse.ArgumentParser) -> tuple[AdaptiveDesign, ...]:
+    """`--plans 0.2/0.5/0.1,...`: futility/suite/tail thresholds of each plan, the rest as the project's."""
+    designs = []
+    for item in (part for part in text.split(",") if part):
+        try:
+            futility, suite, tail = (float(v) for v in item.split("/"))
+            designs.append(AdaptiveDesign(futility=futility, suite_futility=suite, tail_futility=tail))
+        except ValueError as error:
+            parser.error(f"--plans: {item!r} is not futility/suite/tail in (0, 1) ({error})")
+    return tuple(designs)
+
+
+def worst_loss(r: dict[str, float]) -> tuple[str, float, float]:
+    """The power condition where this arm loses most against fixed 5: (condition, loss, paired SE)."""
+    condition = max(POWER, key=lambda c: r[f"loss_{c}"])
+    return condition, r[f"loss_{condition}"], r[f"loss_se_{condition}"]
+
+
+def loss_mark(loss: float, paired_se: float, fixed_rate: float, reps: int) -> str:
+    """'!' where a power loss is beyond the Monte Carlo error of the fixed arm's rate (2 SE of the rate,
+    the ± printed beside it: the goal's yardstick); '*' where it is within that but beyond 2 paired SE
+    (detectable on the same draws: the price of the spending rule's split)."""
+    if loss > 2.0 * np.sqrt(fixed_rate * (1.0 - fixed_rate) / reps):
+        return "!"
+    return "*" if loss > 2.0 * paired_se else " "
+
+
 def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """`--adaptive`: per cell, fixed 5 repeats and adaptive repeats on the same draws, side by side."""
-    design = AdaptiveDesign()
+    """`--adaptive`: per cell, fixed 5 repeats and adaptive repeats on the same draws, side by side;
+    with `--plans`, several top-up plans on the same draws (the trade-off between saving and power)."""
+    designs = parse_plans(args.plans, parser) if args.plans else (AdaptiveDesign(),)
+    design = designs[0]
     sizes = [int(s) for s in args.sizes.split(",")]
     models = [model for model in args.models.split(",") if model]
     unknown = sorted(set(models) - set(MODELS))
     if unknown:
         parser.error(f"--models: unknown noise model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    shares = design.looks(moments(np.zeros((1, 1, 1))), np.zeros((1, 1)), Budget()).shares
     print(
-        f"Adaptive repeats: {design} (spending shares w1, w2 = "
-        f"{', '.join(f'{w:.4f}' for w in design.looks(moments(np.zeros((1, 1, 1))), np.zeros((1, 1)), Budget()).shares)}); "
+        f"Adaptive repeats: {', '.join(map(str, designs))} (spending shares w1, w2 = "
+        f"{', '.join(f'{w:.4f}' for w in shares)}); "
         f"baseline at {FIXED_REPEATS} repeats; the candidate's first {FIXED_REPEATS} repeats are the fixed arm, its first "
         f"{design.start} plus plan_top_ups' top-ups the adaptive arm, on the same draws. 'att.' = paid candidate "
-        "attempts per scenario (mean; under each condition in its own column's row below the rates).\n"
+        "attempts per scenario (mean; under each condition in its own column's row below the rates); 'worst loss' = "
+        "the power condition where the adaptive arm blocks least often against fixed 5 on the same draws, fixed minus "
+        "adaptive in points of percent, ± its paired Monte Carlo SE; '!' where that loss is beyond 2 Monte Carlo SE of "
+        "the fixed arm's rate (the goal: none), '*' where it is within that but beyond 2 paired SE.\n"
         f"replications per cell: {args.reps}; seed {args.seed} (one child seed per cell); cross-check {args.check} "
-        "A/A replications per cell through first_look() + compare(design) + decide() (top-ups and decision); "
+        "A/A replications per cell through first_look() + compare(design) + decide() (top-ups and decision; first plan); "
         f"{args.workers} worker process(es); budget {Budget()}"
     )
     grid = [(m, model) for m in sizes for model in models]
     seeds = np.random.SeedSequence(args.seed).spawn(len(grid))
     cells = [
-        Cell(m, FIXED_REPEATS, model, args.reps, args.check, seed, design=design)
+        Cell(m, FIXED_REPEATS, model, args.reps, args.check, seed, designs=designs)
         for (m, model), seed in zip(grid, seeds, strict=True)
     ]
-    print(
-        f"{'scen':>5} {'noise':<13} {'arm':<9} {'att. A/A':>8} {'saved':>6} {'AA block':>9} {'AA flag':>9} "
-        f"{'collapse':>9} {'1x band':>9} {'2x band':>9} {'3x band':>9} {'conc.':>9} {'att. conc':>9} {'check':>6}",
-        flush=True,
-    )
+    if len(designs) == 1:
+        print(
+            f"{'scen':>5} {'noise':<13} {'arm':<9} {'att. A/A':>8} {'saved':>6} {'AA block':>9} {'AA flag':>9} "
+            f"{'collapse':>9} {'1x band':>9} {'2x band':>9} {'3x band':>9} {'conc.':>9} {'att. conc':>9} "
+            f"{'worst loss':>22} {'check':>6}",
+            flush=True,
+        )
+    else:
+        print(
+            f"{'scen':>5} {'noise':<13} {'plan':<14} {'saved':>6} {'AA block':>9} {'AA flag':>9} {'worst loss':>22}"
+        )
     started, cpu_started = time.perf_counter(), time.process_time()
-    savings = []
+    summary: dict[str, list[tuple[float, float, float, float, float, str, str]]] = {
+        plan_label(d): [] for d in designs
+    }
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         for c, arms, wrong in pool.map(run_adaptive_cell, cells):
             n = c.reps
             for arm, r in arms.items():
                 saved = 1.0 - r["attempts_aa"] / FIXED_REPEATS
-                if arm == "adaptive":
-                    savings.append(saved)
-                print(
-                    f"{c.m:>5} {c.model:<13} {arm:<9} {r['attempts_aa']:>8.2f} {100 * saved:>5.1f}% "
-                    f"{rate(r['aa'], n):>9} {rate(r['aa_flag'], n):>9} {rate(r['collapse'], n):>9} "
-                    f"{rate(r['band1'], n):>9} {rate(r['band2'], n):>9} {rate(r['band3'], n):>9} "
-                    f"{rate(r['concentrated'], n):>9} {r['attempts_concentrated']:>9.2f} "
-                    + (f"{wrong:>3}/{c.check}" if arm == "adaptive" else ""),
-                    flush=True,
-                )
+                loss = ""
+                if arm != "fixed 5":
+                    condition, value, se = worst_loss(r)
+                    mark = loss_mark(value, se, arms["fixed 5"][condition], n)
+                    loss = f"{condition} {100 * value:+.1f}±{100 * se:.1f}{mark}"
+                    where = f"{c.m}x5 {c.model} {condition}"
+                    summary[arm].append((saved, r["aa"], r["aa_flag"], value, se, where, mark))
+                if len(designs) == 1:
+                    print(
+                        f"{c.m:>5} {c.model:<13} {'fixed 5' if arm == 'fixed 5' else 'adaptive':<9} "
+                        f"{r['attempts_aa']:>8.2f} {100 * saved:>5.1f}% "
+                        f"{rate(r['aa'], n):>9} {rate(r['aa_flag'], n):>9} {rate(r['collapse'], n):>9} "
+                        f"{rate(r['band1'], n):>9} {rate(r['band2'], n):>9} {rate(r['band3'], n):>9} "
+                        f"{rate(r['concentrated'], n):>9} {r['attempts_concentrated']:>9.2f} {loss:>22} "
+                        + (f"{wrong:>3}/{c.check}" if arm != "fixed 5" else ""),
+                        flush=True,
+                    )
+                elif arm != "fixed 5":
+                    print(
+                        f"{c.m:>5} {c.model:<13} {arm:<14} {100 * saved:>5.1f}% {rate(r['aa'], n):>9} "
+                        f"{rate(r['aa_flag'], n):>9} {loss:>22}",
+                        flush=True,
+                    )
     wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = time.process_time() - cpu_started + children.ru_utime + children.ru_stime
     print(
-        f"A/A attempts saved by adaptive repeats: {100 * min(savings):.1f}% to {100 * max(savings):.1f}% per cell"
+        "per plan over the cells (saving at A/A, worst A/A block and flag, worst power loss against fixed 5 "
+        "± paired SE; cells whose worst loss is beyond the fixed rate's Monte Carlo error '!', within it but "
+        "beyond 2 paired SE '*'):"
     )
+    for label, rows in summary.items():
+        worst = max(rows, key=lambda row: row[3])
+        beyond = sum(row[6] == "!" for row in rows)
+        detectable = sum(row[6] == "*" for row in rows)
+        print(
+            f"  plan {label:<14} saved {100 * min(r[0] for r in rows):.1f}% to {100 * max(r[0] for r in rows):.1f}% "
+            f"(mean {100 * np.mean([r[0] for r in rows]):.1f}%); A/A block <= {100 * max(r[1] for r in rows):.1f}%, "
+            f"flag <= {100 * max(r[2] for r in rows):.1f}%; worst loss {100 * worst[3]:+.1f}±{100 * worst[4]:.1f} "
+            f"({worst[5]}); cells '!' {beyond}, '*' {detectable} of {len(rows)}"
+        )
     print(f"wall {wall:.0f} s, CPU {cpu:.0f} s (this process and its workers)")
 
 

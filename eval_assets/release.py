@@ -16,8 +16,13 @@ import numpy as np
 import pandas as pd
 
 from eval_assets.bridge import bridge_refusal
-from eval_assets.capability.baselines import baseline_for, verdict_frame
-from eval_assets.capability.looks import adaptive_design
+from eval_assets.capability.baselines import (
+    band_for,
+    baseline_for,
+    registered_manifests,
+    run_design,
+    verdict_frame,
+)
 from eval_assets.capability.track import Summary, Track, TrackError
 from eval_assets.config import BuildManifest
 from eval_assets.evidence import CheckedDecision, DecisionDamaged, capture, check_decision
@@ -45,7 +50,6 @@ from eval_assets.stats import (
     Reliability,
     compare,
     decide,
-    noise_band,
     plot_report,
     reliability,
     reliability_markdown,
@@ -54,53 +58,6 @@ from eval_assets.stats import (
 from eval_assets.suite import suite_evidence
 from eval_assets.tracing import traced
 from eval_assets.warehouse import WarehouseError
-
-
-def registered_manifests(track: Track) -> dict[str, BuildManifest]:
-    """Every registered build's manifest, resolved once (for one materialization); an unreadable
-    manifest is left out: it is not a rebuild anyone can use."""
-    out = {}
-    for other in track.registered_builds():
-        try:
-            out[other] = track.build(other)
-        except Exception:  # an unreadable manifest is not a rebuild anyone can use  # noqa: BLE001
-            continue
-    return out
-
-
-def rebuild_of(
-    track: Track,
-    build: str,
-    judge_version: str,
-    excluding: str | None = None,
-    registered: Mapping[str, BuildManifest] | None = None,
-) -> tuple[str, pd.DataFrame] | None:
-    """A registered unchanged rebuild of `build` (manifest `rebuild_of: build`) with verdicts under
-    `judge_version`: (its id, its verdicts), the first by id; None when there is none.
-    `registered`: the manifests already resolved for this materialization (else resolved here)."""
-    manifests = registered if registered is not None else registered_manifests(track)
-    for other, manifest in sorted(manifests.items()):
-        if other in (build, excluding):  # never the candidate itself: it would be its own noise reference
-            continue
-        if manifest.rebuild_of == build:
-            frame = verdict_frame(track, other, judge_version)
-            if not frame.empty:
-                return other, frame
-    return None
-
-
-def band_for(
-    track: Track,
-    build: str,
-    judge_version: str,
-    frame: pd.DataFrame,
-    excluding: str | None = None,
-    registered: Mapping[str, BuildManifest] | None = None,
-) -> NoiseBand:
-    """The build's noise band, with the run-to-run variance of a registered unchanged rebuild if any
-    (other than `excluding`, the candidate being compared)."""
-    rebuild = rebuild_of(track, build, judge_version, excluding, registered)
-    return noise_band(frame, rebuild=None if rebuild is None else rebuild[1])
 
 
 def judged_versions(track: Track, build: str) -> list[str]:
@@ -195,7 +152,7 @@ def build_report(
         judge_version=judge_version,
         baseline_build=baseline,
         candidate_build=candidate,
-        design=adaptive_design(track, track.scenarios_for(manifest)),
+        design=run_design(track, candidate),
     )
     if baseline is not None and (base is None or base.empty):
         report = _note(report, f"baseline {baseline} has no verdicts yet")

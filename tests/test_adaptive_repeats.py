@@ -15,6 +15,7 @@ from typing import Any
 
 from shared import copy_manifest, evaltrack, finish, slow_project_copy
 
+from eval_assets.capability.baselines import verdict_frame
 from eval_assets.capability.materialize import (
     materialize_cost_ledger,
     materialize_judge_verdicts,
@@ -23,6 +24,8 @@ from eval_assets.capability.materialize import (
 from eval_assets.capability.track import Track
 from eval_assets.config import Project, load_project
 from eval_assets.home import EvalHome
+from eval_assets.release import build_report
+from eval_assets.stats import CapabilityReport, compare
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE, CAND, REBUILD = "agent-2026-11-28-base", "agent-2026-11-30-cand", "agent-2026-11-29-rebuild"
@@ -128,6 +131,51 @@ def test_top_ups_are_keyed_attempts_in_every_table_and_a_rerun_pays_nothing_new(
     assert _journal(track, CAND) == paid  # same keys, same amounts: the re-run paid nothing new
     assert {t: _rows(track, t, CAND, KEPT.get(t)) for t in rows} == rows
     assert again["topped_up_scenarios"] == values["topped_up_scenarios"]
+
+
+def _findings(report: CapabilityReport) -> list[tuple[object, ...]]:
+    return [(f.finding, f.scenario_id, f.p_value, f.verdict) for f in report.findings]
+
+
+def test_a_stored_builds_report_keeps_the_looks_its_run_made_when_the_repeats_setting_is_switched(
+    project: Project, tmp_path: Path
+) -> None:
+    """The design is read from the build's own rows, not from the project's setting at report time."""
+    track = _track(project, tmp_path / "home")
+    materialize_scenario_runs(track, BASE, "run-base")
+    _judge(track, BASE)
+    materialize_scenario_runs(track, CAND, "run-cand")
+    _judge(track, CAND)
+
+    def recorded(build: str) -> set[tuple[object, object]]:
+        return {(r["adaptive_start"], r["adaptive_maximum"]) for r in _rows(track, "scenario_runs", build)}
+
+    assert recorded(CAND) == {(3, 5)}
+    assert recorded(BASE) == {(None, None)}  # no baseline of its own: it ran the fixed count
+    # the same home, read by a project switched back to fixed repeats after the run
+    switched = Track(project, EvalHome(tmp_path / "home"))
+    assert switched.project.settings.repeats == "fixed"
+    for judge in track.judges_for(track.build(CAND)):
+        run = build_report(track, track.build(CAND), judge.version_id, BASE)
+        ran = run.report
+        later = build_report(switched, switched.build(CAND), judge.version_id, BASE).report
+        assert _findings(later) == _findings(ran)
+        assert (later.verdict, later.aa_block_rate, later.aa_flag_rate) == (
+            ran.verdict,
+            ran.aa_block_rate,
+            ran.aa_flag_rate,
+        )
+        # and the looks matter here: the same verdicts read as one look give other p-values
+        one_look = compare(
+            verdict_frame(track, BASE, judge.version_id),
+            verdict_frame(track, CAND, judge.version_id),
+            track.project.rubric_for(judge).floor,
+            run.band,
+            n_judge_versions=ran.n_judge_versions,
+            judge_version=judge.version_id,
+            aa_replications=0,
+        )
+        assert _findings(one_look) != _findings(ran)
 
 
 # --- kill -9 during the top-ups ---------------------------------------------------------------------

@@ -16,8 +16,10 @@ from scipy import stats
 from eval_assets.stats import (
     AdaptiveDesign,
     Budget,
+    Concentrated,
     Looks,
     Moments,
+    chi_bar_sf,
     combine_looks,
     compare,
     decide,
@@ -25,6 +27,7 @@ from eval_assets.stats import (
     first_look,
     obrien_fleming_spent,
     plan_top_ups,
+    tail_screen,
 )
 
 FLOOR = 0.2
@@ -106,7 +109,9 @@ def _two_look_p(seed: int, reps: int) -> tuple[np.ndarray, np.ndarray]:
 
 def test_combining_looks_by_the_spending_rule_holds_alpha_and_spending_alpha_at_both_looks_does_not() -> None:
     p1, p2 = _two_look_p(20261204, 200_000)
-    topped = p1 <= AdaptiveDesign().futility  # the plan's rule for one scenario
+    # a plan that tops the scenario up whenever its first look is at all uncertain (a suite screen firing
+    # tops up scenarios whatever their own p): the second look then has room to add errors
+    topped = p1 <= 0.5
     alpha, se = 0.05, np.sqrt(0.05 * 0.95 / 200_000)
     shares = AdaptiveDesign().shares(0.0025)
     held = (combine_looks(p1, p2, topped, shares) <= alpha).mean()
@@ -167,11 +172,47 @@ def test_the_plan_tops_up_only_uncertain_scenarios_by_the_full_difference_and_is
 
 def test_a_scenario_the_candidate_is_clearly_not_worse_in_is_not_topped_up() -> None:
     design = AdaptiveDesign()
-    base, cand = builds(7, 1, 12)
+    base, cand = builds(1, 1, 12)
     cand[:, 0, :] = 1.0  # scenario 0: the candidate passes perfectly where the baseline was mediocre
     base[:, 0, :] = np.clip(base[:, 0, :] - 0.2, 0, 1)
+    raw = evaluate(moments(base), moments(cand[:, :, :3]), FLOOR, Budget())
+    # neither suite screen is open here (either would top up every scenario)
+    assert raw.p_beyond[0] > design.suite_futility
+    assert tail_screen(raw.concentrated)[0] > design.tail_futility
     plan = plan_top_ups(moments(base), moments(cand[:, :, :3]), FLOOR, Budget(), design)
     assert not plan.blocked[0] and not plan.uncertain[0, 0] and plan.repeats[0, 0] == 0
+
+
+@pytest.mark.parametrize("screen", ["suite", "tail"])
+def test_an_open_suite_screen_tops_up_every_comparable_scenario(screen: str) -> None:
+    """A suite test's second look needs every scenario's repeats: an open screen tops up all of them
+    (but never one the baseline did not score)."""
+    base, cand = builds(7, 1, 12)
+    base[:, 5, :] = np.nan  # never scored by the baseline: not comparable at any count
+    raw = evaluate(moments(base), moments(cand[:, :, :3]), FLOOR, Budget())
+    # a bound just above the screen's first-look p opens it; the scenario thresholds stay shut
+    design = AdaptiveDesign(
+        futility=1e-9,
+        suite_futility=min(1.0 - 1e-9, raw.p_beyond[0] * 1.01) if screen == "suite" else 1e-9,
+        tail_futility=min(1.0 - 1e-9, tail_screen(raw.concentrated)[0] * 1.01) if screen == "tail" else 1e-9,
+    )
+    plan = plan_top_ups(moments(base), moments(cand[:, :, :3]), FLOOR, Budget(), design)
+    assert not plan.blocked[0]
+    comparable = np.arange(12) != 5
+    assert np.all(plan.repeats[0, comparable] == design.maximum - design.start)
+    assert plan.repeats[0, 5] == 0
+    shut = AdaptiveDesign(futility=1e-9, suite_futility=1e-9, tail_futility=1e-9)
+    assert not plan_top_ups(moments(base), moments(cand[:, :, :3]), FLOOR, Budget(), shut).repeats.any()
+
+
+def test_the_tail_screen_leaves_scenarios_tied_with_the_median_out_of_its_count() -> None:
+    """On coarse scores many first-look centred scores are exactly 0; counted, they push the chi-bar p
+    to 1 whatever the candidate did. Left out, the same statistic is judged among the scenarios that moved."""
+    u = np.array([[-2.0, -1.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.5]])
+    statistic = np.array([4.0 + 2.25])
+    conc = Concentrated(statistic, chi_bar_sf(statistic, np.array([10])), np.array([10]), u)
+    assert tail_screen(conc)[0] == pytest.approx(chi_bar_sf(statistic, np.array([4]))[0])
+    assert tail_screen(conc)[0] < conc.p[0]
 
 
 def test_a_scenario_the_candidate_could_not_be_tested_in_is_topped_up_unless_the_baseline_never_scored_it() -> (
@@ -240,3 +281,34 @@ def test_compare_with_a_design_plans_and_decides_as_the_vectorised_rules(seed: i
     )
     expected = "block" if outcome.block[0] else "investigate" if outcome.flag[0] else "allow"  # type: ignore[attr-defined]
     assert decide([report]).decision == expected
+
+
+def test_the_reports_own_aa_rates_simulate_the_design_the_run_made() -> None:
+    """With adaptive repeats a report's A/A rates are those of the two looks (plan, top-ups, combined p),
+    measured here against the procedure run on raw pass/fail repeats of the baseline's shape; the
+    fixed count's rates (the flag rate is about 1.5 points higher on this suite) miss them."""
+    rng = np.random.default_rng(5)
+    m, reps, design = 22, 6000, AdaptiveDesign()
+    pass_rates = rng.uniform(0.55, 0.95, m)
+    base = _frame((rng.random((m, 5)) < pass_rates[:, None]).astype(float))
+    cand = _frame((rng.random((m, 3)) < pass_rates[:, None]).astype(float))
+    adaptive = compare(base, cand, FLOOR, aa_replications=reps, design=design)
+    fixed = compare(base, _frame(np.ones((m, 5))), FLOOR, aa_replications=reps)
+    # the adaptive procedure on raw 0/1 repeats at the baseline's pass rates (as the report's draws)
+    p = base.groupby("scenario_id")["score"].mean().to_numpy()
+    xb = (rng.random((reps, m, 5)) < p[None, :, None]).astype(float)
+    xc = (rng.random((reps, m, 5)) < p[None, :, None]).astype(float)
+    repeat = np.arange(5)[None, None, :]
+    interim = Moments.of(xc, FLOOR, np.broadcast_to(repeat < design.start, xc.shape))
+    plan = plan_top_ups(Moments.of(xb, FLOOR), interim, FLOOR, Budget(), design)
+    ran = repeat < (design.start + plan.repeats)[:, :, None]
+    looks = design.looks(interim, plan.repeats > 0, Budget())
+    raw = evaluate(Moments.of(xb, FLOOR), Moments.of(xc, FLOOR, ran), FLOOR, Budget(), looks=looks)
+    for rate, expected in (
+        (adaptive.aa_flag_rate, raw.flag.mean()),
+        (adaptive.aa_block_rate, raw.block.mean()),
+    ):
+        assert rate is not None
+        assert abs(rate - expected) <= 3 * np.sqrt(2 * expected * (1 - expected) / reps) + 1e-9
+    assert fixed.aa_flag_rate is not None
+    assert abs(fixed.aa_flag_rate - raw.flag.mean()) > 3 * np.sqrt(2 * 0.05 * 0.95 / reps)

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from eval_assets.capability._shards import drive
-from eval_assets.capability.baselines import baseline_for, verdict_frame
+from eval_assets.capability.baselines import band_for, baseline_for, verdict_frame
 from eval_assets.capability.rows import judge_verdict_rows, scenario_run_rows
 from eval_assets.capability.track import Track
 from eval_assets.config import BuildManifest, Judge, Scenario
@@ -105,12 +105,15 @@ def look(
             produced.get((s, r), False)
             for s, r in zip(verdicts["scenario_id"], verdicts["repeat"], strict=True)
         ]
+        base = verdict_frame(track, plan.baseline, judge.version_id)
         found = first_look(
-            verdict_frame(track, plan.baseline, judge.version_id),
+            base,
             verdicts,
             rubric.floor,
             design,
             n_judge_versions=len(plan.judges),
+            # the band the report will compare with: run-to-run variance of a registered rebuild
+            band=band_for(track, plan.baseline, judge.version_id, base, build.id),
         )
         top_up.update(found.top_up)
         per_judge[judge.version_id] = {

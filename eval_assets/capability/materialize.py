@@ -16,7 +16,7 @@ from typing import Any
 
 from eval_assets.capability._shards import Block, BlockRun, blocks_of
 from eval_assets.capability.errors import RunRefused, TrackError
-from eval_assets.capability.looks import LookPlan, look, plan_run
+from eval_assets.capability.looks import LookPlan, adaptive_design, look, plan_run
 from eval_assets.capability.progress import Progress, ProgressMeter
 from eval_assets.capability.rows import (
     Summary,
@@ -66,6 +66,8 @@ def materialize_scenario_runs(
     scenarios = track.scenarios_for(build)
     plan = plan_run(track, build, scenarios)
     start = plan.start
+    # what every row records of the run's design (None: the fixed count), so the report reads it back
+    design = None if start is None else adaptive_design(track, scenarios)
     first = scenarios if start is None else [s.model_copy(update={"repeats": start}) for s in scenarios]
     planned = sum(s.repeats for s in scenarios)  # the most a run may pay: the fixed count
     track.check_plan(build.id, "scenario_runs", planned)
@@ -108,7 +110,7 @@ def materialize_scenario_runs(
             scenario_chunks(
                 results,
                 lambda r: r.scenario.id,
-                lambda chunk: scenario_run_rows(build, chunk),
+                lambda chunk: scenario_run_rows(build, chunk, design),
                 ("scenario_id", "repeat", "status", "policy_failures", "replay_misses", "cost_usd"),
                 rows,
             ),

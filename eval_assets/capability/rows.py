@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from eval_assets.config import BuildManifest, Judge, Rubric
 from eval_assets.engine import JudgeResult, SubjectResult, stored_trajectory
 from eval_assets.spend import JournalRow, attempt_id
-from eval_assets.stats import release_invariant
+from eval_assets.stats import AdaptiveDesign, release_invariant
 
 T = TypeVar("T")
 
@@ -73,8 +73,12 @@ def exclude_stopped_scenarios(
     return out
 
 
-def scenario_run_rows(build: BuildManifest, results: Sequence[SubjectResult]) -> list[dict[str, Any]]:
-    """The `scenario_runs` rows of one build's subject attempts, the stopped-scenario exclusion applied."""
+def scenario_run_rows(
+    build: BuildManifest, results: Sequence[SubjectResult], design: AdaptiveDesign | None = None
+) -> list[dict[str, Any]]:
+    """The `scenario_runs` rows of one build's subject attempts, the stopped-scenario exclusion applied.
+    `design`: the run looked after `design.start` repeats (adaptive repeats); every row records it, so
+    the build's report combines the looks the run made whatever the project's setting is by then."""
     rows = [
         {
             "build": build.id,
@@ -98,6 +102,8 @@ def scenario_run_rows(build: BuildManifest, results: Sequence[SubjectResult]) ->
             "turns": r.turns,
             "replay_misses": r.replay_misses,
             "trajectory": stored_trajectory(r.trajectory),
+            "adaptive_start": None if design is None else design.start,
+            "adaptive_maximum": None if design is None else design.maximum,
         }
         for r in results
     ]

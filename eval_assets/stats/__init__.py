@@ -5,7 +5,7 @@ Inputs are verdict frames of one build under one judge version (see `validate_ve
 """
 
 from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates, binomial_draws, chi_square_variance_draws
-from ._adaptive import AdaptiveDesign, TopUps, obrien_fleming_spent, plan_top_ups
+from ._adaptive import AdaptiveDesign, TopUps, obrien_fleming_spent, plan_top_ups, tail_screen
 from ._agreement import (
     AGREEMENT_LEVEL,
     AGREEMENT_N_BOOT,
@@ -58,6 +58,7 @@ from ._reliability import Reliability, reliability, reliability_markdown
 from ._rules import (
     BinaryTest,
     Budget,
+    Concentrated,
     Looks,
     Moments,
     binary_drop_p,
@@ -94,11 +95,13 @@ __all__ = [
     "first_look",
     "AdaptiveDesign",
     "Looks",
+    "Concentrated",
     "TopUps",
     "combine_looks",
     "concentrated_without",
     "obrien_fleming_spent",
     "plan_top_ups",
+    "tail_screen",
     "Reliability",
     "reliability",
     "reliability_markdown",

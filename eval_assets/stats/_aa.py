@@ -12,6 +12,12 @@ report itself decided with). Per scenario and build, with the suite's missing sh
 - a pass/fail scenario (every baseline repeat 0 or 1) instead draws passes ~ Binomial(n, mu_i), so the
   rules see 0/1 repeats and test it with the exact test the report used.
 
+With adaptive repeats (`design`, the design the candidate's run looked under) the simulated candidate
+runs as the run did: its first `design.start` repeats of every scenario (K_i at most), the first look
+(`plan_top_ups`, the run's own plan), its remaining K_i - start repeats only in the scenarios topped up
+(drawn as a second sample and pooled with the first), and the two looks' rules (`design.looks`); the
+rates are those of that procedure, not of the fixed count.
+
 The rates are the shares of replications that block / flag (block or investigate). Seeded
 (`AA_SEED`), vectorised in chunks of replications so that memory stays bounded.
 """
@@ -25,7 +31,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._rules import Budget, Moments, binary_repeats, evaluate
+from ._adaptive import AdaptiveDesign, plan_top_ups
+from ._rules import Budget, Moments, RuleOutcome, binary_repeats, evaluate
 
 AA_SEED: Final = 20_261_202
 AA_REPLICATIONS: Final = 500
@@ -51,9 +58,11 @@ def aa_rates(
     between_df: int = 0,
     replications: int = AA_REPLICATIONS,
     seed: int = AA_SEED,
+    design: AdaptiveDesign | None = None,
 ) -> AARates | None:
     """A/A block and flag rates from the baseline's per-scenario table (`scenario_table` rows of the
-    compared scenarios). None when there is nothing to simulate (no scenario or no replication)."""
+    compared scenarios). None when there is nothing to simulate (no scenario or no replication).
+    `design`: the candidate ran with adaptive repeats under it (simulated as it ran); None: fixed count."""
     if replications < 1 or len(base) == 0:
         return None
     rng = np.random.default_rng(seed)
@@ -72,12 +81,70 @@ def aa_rates(
     blocks = flags = 0
     for start in range(0, replications, chunk):
         size = min(chunk, replications - start)
-        sims = [_draw(rng, size, mu, var, k, p_miss, below, pass_fail, floor) for _ in range(2)]
-        outcome = evaluate(sims[0], sims[1], floor, budget, between=between, between_df=between_df)
+        draws = _Draws(rng, size, mu, var, p_miss, below, pass_fail, floor)
+        if design is None:
+            sims = [draws.of(k) for _ in range(2)]
+            outcome = evaluate(sims[0], sims[1], floor, budget, between=between, between_df=between_df)
+        else:
+            outcome = _adaptive_outcome(draws, k, design, budget, between, between_df)
         policy = rng.binomial(outputs, policy_rate, size) > 0 if policy_rate > 0 else np.zeros(size, bool)
         blocks += int(np.sum(outcome.block | policy))
         flags += int(np.sum(outcome.flag | policy))
     return AARates(blocks / replications, flags / replications, replications, seed)
+
+
+@dataclass(frozen=True)
+class _Draws:
+    """One chunk's simulated builds of the baseline's shape, `of(k)`: each scenario at k_i repeats."""
+
+    rng: np.random.Generator
+    size: int
+    mu: np.ndarray
+    var: np.ndarray
+    p_miss: float
+    below: np.ndarray
+    pass_fail: np.ndarray
+    floor: float | None
+
+    def of(self, k: np.ndarray) -> Moments:
+        return _draw(
+            self.rng, self.size, self.mu, self.var, k, self.p_miss, self.below, self.pass_fail, self.floor
+        )
+
+
+def _adaptive_outcome(
+    draws: _Draws, k: np.ndarray, design: AdaptiveDesign, budget: Budget, between: float, between_df: int
+) -> RuleOutcome:
+    """An unchanged candidate run with adaptive repeats against a fresh baseline at its K_i repeats:
+    first look at min(K_i, start), the run's plan, the top-ups' K_i - start repeats pooled in."""
+    base = draws.of(k)
+    first_k = np.minimum(k, design.start)
+    interim = draws.of(first_k)
+    plan = plan_top_ups(base, interim, draws.floor, budget, design, between=between, between_df=between_df)
+    rest_k = k - first_k
+    topped = (plan.repeats > 0) & (rest_k[None, :] > 0)
+    final = interim
+    if rest_k.any():
+        final = pooled(interim, draws.of(np.maximum(rest_k, 1)), topped)
+    looks = design.looks(interim, topped, budget)
+    return evaluate(base, final, draws.floor, budget, between=between, between_df=between_df, looks=looks)
+
+
+def pooled(first: Moments, more: Moments, where: np.ndarray) -> Moments:
+    """The moments of `first`'s repeats and `more`'s together where `where` (R, m), else `first`'s:
+    counts and below-floor counts add, means are weighted by scored repeats, and the sums of squares
+    add with the between-sample term n1 n2 / n (mean1 - mean2)^2 (exact for pooled samples)."""
+    n1, n2 = first.n, np.where(where, more.n, 0.0)
+    n = n1 + n2
+    m1, m2 = np.nan_to_num(first.mean), np.nan_to_num(more.mean)
+    ss1 = np.where(n1 >= 2, np.nan_to_num(first.var) * (n1 - 1.0), 0.0)
+    ss2 = np.where(n2 >= 2, np.nan_to_num(more.var) * (n2 - 1.0), 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n >= 1, (n1 * m1 + n2 * m2) / n, np.nan)
+        ss = ss1 + ss2 + np.where(n >= 1, n1 * n2 / n * (m1 - m2) ** 2, 0.0)
+        var = np.where(n >= 2, ss / (n - 1.0), np.nan)
+    below = np.nan_to_num(first.below) + np.where(where, np.nan_to_num(more.below), 0.0)
+    return Moments(n, mean, var, below, first.rows + np.where(where, more.rows, 0.0))
 
 
 def _below_rates(base: pd.DataFrame, mu: np.ndarray, var: np.ndarray, floor: float | None) -> np.ndarray:
@@ -142,8 +209,8 @@ def binomial_draws(rng: np.random.Generator, n: np.ndarray, prob: np.ndarray) ->
     """
     u = rng.random(n.shape)
     p = np.broadcast_to(np.clip(prob, 0.0, 1.0)[None, :], n.shape)
-    with np.errstate(divide="ignore"):
-        zero = np.exp(n * np.log1p(-p))  # P(X = 0); 1 when n = 0, 0 when prob = 1
+    with np.errstate(divide="ignore", invalid="ignore"):  # n = 0 with prob = 1: 0 x -inf, not used
+        zero = np.exp(np.where(n > 0, n * np.log1p(-p), 0.0))  # P(X = 0); 1 when n = 0, 0 when prob = 1
     out = np.zeros(n.shape)
     rest = u > zero
     if not rest.any():

@@ -17,20 +17,25 @@ from typing import Final
 import numpy as np
 from scipy import stats
 
-from ._rules import BinaryTest, Budget, Looks, Moments, evaluate
+from ._rules import BinaryTest, Budget, Concentrated, Looks, Moments, chi_bar_sf, evaluate
 
-FUTILITY: Final = 0.2
-"""A scenario whose first-look drop p (and floor-test p) is above this stops: the candidate is not
-clearly worse there, and stopping a scenario that could not have been rejected only lowers the error."""
+FUTILITY: Final = 0.05
+"""A scenario whose first-look drop p (and floor-test p) is above this stops on its own account: its
+own tests (at alpha x 0.1 / m for the drop) could not be reached by two more repeats, and stopping a
+scenario only lowers the error. The suite's tests are served by the two screens below, which top up
+every scenario. Above the exact p of a total separation at 3 against 5 repeats (1/56 = 0.018), so a
+collapsed scenario is always topped up."""
 
-SUITE_FUTILITY: Final = 0.5
+SUITE_FUTILITY: Final = 0.4
 """The suite's first-look test of a mean drop beyond the noise band: at or below this, every scenario is
 topped up, since the mean test needs every scenario's repeats (an unchanged build's mean is about two
-band-widths' worth of its standard error above the band, so this rarely costs anything there)."""
+standard errors above the band, so this rarely costs anything there)."""
 
 TAIL_FUTILITY: Final = 0.1
-"""The suite's first-look concentrated-drop test: at or below this, the scenarios below the suite's
-median difference (negative centred score) are topped up, since that test is carried by its lower tail."""
+"""The first-look concentrated-drop screen (`tail_screen`): at or below this, every scenario is topped
+up, so the concentrated test's second look sees the repeats the fixed design would have (topping up only
+the scenarios that dropped recovers none of the power: the others, left at 3 repeats, carry the test's
+centre and its variance prior)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,16 @@ def obrien_fleming_spent(t: float, alpha: float) -> float:
     return float(2.0 * stats.norm.sf(stats.norm.isf(alpha / 2.0) / np.sqrt(t)))
 
 
+def tail_screen(conc: Concentrated) -> np.ndarray:
+    """(R,) the first look's concentrated-drop p with the scenarios whose centred score is exactly 0 left
+    out of its chi-bar count: on coarse scores at the start's few repeats many scenarios tie with the
+    median, each adding a sure 0 to the statistic, and the test's own p sits near 1 whatever the
+    candidate did. A screen only (it decides what is paid, never what is significant)."""
+    u = np.nan_to_num(conc.u)
+    moved = (np.isfinite(conc.u) & (np.abs(u) > 1e-9)).sum(axis=1)
+    return chi_bar_sf(conc.statistic, moved)
+
+
 @dataclass(frozen=True)
 class TopUps:
     """The first look's plan, (R, m) arrays: `repeats` more attempts per scenario (0 or
@@ -111,10 +126,14 @@ def plan_top_ups(
     `base` is the baseline's scored repeats, `interim` the candidate's first `design.start` repeats,
     (R, m) moments over the same scenarios. A scenario is topped up when its comparison is uncertain:
     its first-look drop p (moderated t, or Fisher on pass/fail repeats) or its floor-test p is at most
-    `design.futility`, or the candidate could not be tested in it yet while the baseline scored it (a
-    scenario the baseline never scored cannot be compared at any count: it is not topped up). Nothing is topped up in a replication whose report already blocks on the first
-    look with its spent share of alpha (the rules are monotone in the p-values: more repeats cannot
-    undo that block). Pure: the same moments give the same plan, so a re-run after a crash plans the
+    `design.futility`, or its first-look mean is below the floor where the baseline's was not (the
+    collapse rule's condition), or the candidate could not be tested in it yet while the baseline scored it.
+    Every scenario is topped up when a suite test is uncertain: the first-look mean drop beyond the
+    band has p at most `design.suite_futility`, or the concentrated-drop screen (`tail_screen`) is at
+    most `design.tail_futility`. A scenario the baseline never scored cannot be compared at any count:
+    it is never topped up. Nothing is topped up in a replication whose report already blocks on the
+    first look with its spent share of alpha (the rules are monotone in the p-values: more repeats
+    cannot undo that block). Pure: the same moments give the same plan, so a re-run after a crash plans the
     same top-ups from the same reused verdicts.
     """
     nothing = np.zeros(interim.n.shape, dtype=bool)
@@ -145,13 +164,18 @@ def plan_top_ups(
         untested = ~np.isfinite(raw.tests.p_drop) & (np.nan_to_num(base.n) >= 1)
         open_drop = (raw.tests.p_drop <= design.futility) | untested
         open_floor = np.isfinite(raw.tests.p_floor) & (raw.tests.p_floor <= design.futility)
+        # a scenario whose first-look mean is below the floor where the baseline's was not: the collapse
+        # rule's own condition, whatever its p (0 of 3 passes against 4 of 5 has Fisher p 0.071)
+        open_collapse = np.asarray(raw.tests.collapse, dtype=bool)
         # the suite's mean may be beyond the noise band: every scenario carries that test
         open_suite = raw.p_beyond <= design.suite_futility
-        # a concentrated drop may be under way: the scenarios in its lower tail carry that test
-        open_tail = (raw.concentrated.p <= design.tail_futility)[:, None] & (
-            np.nan_to_num(raw.concentrated.u) < 0
-        )
-    uncertain = np.asarray(open_drop | open_floor | open_suite[:, None] | open_tail)
+        # a concentrated drop may be under way: its test at the second look needs every scenario's
+        # repeats (the median it is centred on moves with each scenario left at the start)
+        open_tail = tail_screen(raw.concentrated) <= design.tail_futility
+        comparable = np.nan_to_num(base.n) >= 1
+    uncertain = np.asarray(
+        open_drop | open_floor | open_collapse | ((open_suite | open_tail)[:, None] & comparable)
+    )
     blocked = np.asarray(looked.block)
     top = uncertain & ~blocked[:, None]
     return TopUps(np.where(top, design.maximum - design.start, 0), blocked, uncertain)

@@ -279,6 +279,7 @@ def compare(
         between_df=between_df,
         replications=aa_replications,
         seed=aa_seed,
+        design=design,
     )
     findings = [
         policy,
@@ -861,10 +862,12 @@ def first_look(
     alpha: float = 0.05,
     q: float = 0.05,
     n_judge_versions: int = 1,
+    band: NoiseBand | None = None,
 ) -> FirstLook:
     """The scenarios of `candidate` (its first-look verdicts) to top up against `baseline`, under one
-    judge version: `plan_top_ups` on the report's own moments. A candidate scenario the baseline did
-    not score cannot be compared at any count: it is not topped up."""
+    judge version: `plan_top_ups` on the report's own moments, with the run-to-run variance of `band`
+    (the baseline's noise band the report will use; None: from the baseline alone) as the report has it.
+    A candidate scenario the baseline did not score cannot be compared at any count: it is not topped up."""
     budget = Budget(alpha_block=alpha, alpha_flag=q, n_judge_versions=n_judge_versions)
     base_s = scenario_table(validate_verdicts(baseline), floor)
     cand_s = scenario_table(validate_verdicts(_interim_frame(candidate, design)), floor)
@@ -872,6 +875,15 @@ def first_look(
     base_s = base_s.reindex(ids)
     counts = ["n_rows", "n_output", "n_attempts", "n_excluded", "n_scored", "n_below_floor"]
     base_s[counts] = base_s[counts].fillna(0)
-    plan = plan_top_ups(_moments(base_s, ids), _moments(cand_s, ids), floor, budget, design)
+    between, between_df = (0.0, 0) if band is None else (band.between_build_var, band.between_build_df)
+    plan = plan_top_ups(
+        _moments(base_s, ids),
+        _moments(cand_s, ids),
+        floor,
+        budget,
+        design,
+        between=between,
+        between_df=between_df,
+    )
     chosen = tuple(str(sid) for sid, more in zip(ids, plan.repeats[0], strict=True) if more > 0)
     return FirstLook(chosen, bool(plan.blocked[0]), len(ids))

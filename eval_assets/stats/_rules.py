@@ -839,7 +839,11 @@ def _combined_concentrated(
 ) -> Concentrated:
     """The concentrated-drop test at both looks, its p combined (`combine_looks`); statistic and
     scores are the final look's (they describe all the data)."""
-    one, two = concentrated_test(first, exclude), concentrated_test(final, exclude, centre_from=first)
+    # every scenario topped up (or not comparable): the second look has the fixed design's repeats and
+    # its own median; otherwise the first look's, where every scenario had its first repeats
+    full = np.asarray((looks.topped | ~np.isfinite(final.difference)).all(axis=1), dtype=bool)
+    centre = replace(first, difference=np.where(full[:, None], final.difference, first.difference))
+    one, two = concentrated_test(first, exclude), concentrated_test(final, exclude, centre_from=centre)
     suite = np.asarray(looks.topped.any(axis=1), dtype=bool)
     return replace(two, p=combine_looks(one.p, two.p, suite, looks.shares))
 

@@ -63,6 +63,9 @@ DATASETS: dict[str, Dataset] = {
                 ("replay_misses", "INTEGER"),
                 # agent subjects: the calls the track's endpoint saw, as redacted JSON (docs/agents.md)
                 ("trajectory", "VARCHAR"),
+                # adaptive repeats: the design the run looked under (NULL: the fixed count was run)
+                ("adaptive_start", "INTEGER"),
+                ("adaptive_maximum", "INTEGER"),
             ),
         ),
         Dataset(
