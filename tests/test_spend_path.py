@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -227,6 +229,22 @@ def test_preflight_refuses_a_run_with_an_unpriced_model_before_any_call(journal:
     spend.preflight([MODEL, MODEL])  # priced: nothing raised
     with pytest.raises(UnpricedModel):
         spend.preflight([MODEL, "nobody/unpriced-model"])
+
+
+def test_a_process_forked_after_a_call_still_makes_calls(journal: SpendJournal, tmp_path: Path) -> None:
+    call(journal, Scripted(ok()))  # the journal's thread pool now runs in this process
+    pid = os.fork()
+    if pid == 0:  # the child: a call on its own journal must settle, not wait for the parent's threads
+        signal.alarm(60)  # a hang ends the child with SIGALRM instead of the test run
+        try:
+            child = open_journal(f"sqlite:///{tmp_path / 'child.sqlite'}")
+            outcome = call(child, Scripted(ok("from the child")))
+            settled = [r.status for r in child.rows(build="b1")]
+            os._exit(0 if outcome.text == "from the child" and settled == ["settled"] else 1)
+        except BaseException:  # noqa: BLE001 (the child reports by its exit status only)
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child status {status}"
 
 
 # --- payloads and cut answers --------------------------------------------------------------------
