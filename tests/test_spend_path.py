@@ -60,8 +60,12 @@ def ok(text: str = "an answer", **fields: Any) -> CallOutcome:
     return CallOutcome(True, text, 11, 7, 0.0025, 0.1, **fields)
 
 
-def failure(kind: str, message: str, *, retryable: bool, cost_usd: float = 0.0) -> CallOutcome:
-    return CallOutcome(False, None, 5, 0, cost_usd, 0.1, error_kind=kind, error=message, retryable=retryable)
+def failure(
+    kind: str, message: str, *, retryable: bool, cost_usd: float = 0.0, prompt_tokens: int = 5
+) -> CallOutcome:
+    return CallOutcome(
+        False, None, prompt_tokens, 0, cost_usd, 0.1, error_kind=kind, error=message, retryable=retryable
+    )
 
 
 @pytest.fixture
@@ -135,20 +139,14 @@ def test_a_rerun_reads_a_paid_failure_back_with_its_cost_and_kind_not_as_a_free_
 def test_a_retryable_failure_is_journaled_with_the_retryable_tag_and_read_back_retryable(
     journal: SpendJournal,
 ) -> None:
-    call(journal, Scripted(failure("RateLimitError", "slow down", retryable=True)))
+    call(journal, Scripted(failure("RateLimitError", "slow down", retryable=True, prompt_tokens=0)))
     (row,) = journal.rows(build="b1")
     assert row.error == f"{RETRYABLE_TAG}RateLimitError: slow down"
     assert row.payload is None
 
     reread = call(journal, Scripted(), run_id="r2")
 
-    assert isinstance(reread, Reused)
-    assert (reread.ok, reread.error_kind, reread.error, reread.retryable) == (
-        False,
-        "RateLimitError",
-        "slow down",
-        True,
-    )
+    assert reread == Reused(False, None, 0.0, 0, 0, "RateLimitError", "slow down", True)
 
 
 def test_a_try_reserved_by_a_run_that_died_is_not_made_again_and_costs_nothing(journal: SpendJournal) -> None:
@@ -293,6 +291,13 @@ def test_an_answer_over_its_byte_cap_keeps_whole_characters_and_names_both_sizes
     assert cut == "h\n[evaltrack: output cut at 2 of 6 bytes (bounds.max_output_bytes)]"
     assert cut_output("héllo", 3) == "hé\n[evaltrack: output cut at 3 of 6 bytes (bounds.max_output_bytes)]"
     assert cut_reason(cut) == "output of 6 bytes exceeds bounds.max_output_bytes=2; stored cut, never judged"
+
+
+def test_an_answer_with_a_lone_surrogate_is_cut_by_its_bytes_never_refused() -> None:
+    # a provider's JSON may carry "\\ud800": a str with a lone surrogate (3 bytes with surrogatepass)
+    text = "ab\ud800cd"
+    assert cut_output(text, 7) == text
+    assert cut_output(text, 3) == "ab\n[evaltrack: output cut at 3 of 7 bytes (bounds.max_output_bytes)]"
 
 
 def test_only_a_marker_at_the_very_end_makes_a_text_cut() -> None:
