@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +33,7 @@ from eval_assets.spend import (
     open_journal,
     read_payload,
 )
-from eval_assets.spend._path import ENVELOPE_TAG, TOOL_CALLS_TAG
+from eval_assets.spend._path import ENVELOPE_TAG, JOURNAL_THREADS, TOOL_CALLS_TAG
 from eval_assets.spend._values import Ceilings
 
 MODEL = "priced/model"
@@ -227,6 +228,37 @@ def test_preflight_refuses_a_run_with_an_unpriced_model_before_any_call(journal:
     spend.preflight([MODEL, MODEL])  # priced: nothing raised
     with pytest.raises(UnpricedModel):
         spend.preflight([MODEL, "nobody/unpriced-model"])
+
+
+class Waiting(SpendJournal):
+    """A journal whose reservations record their thread and wait until `parties` of them wait at once."""
+
+    def __init__(self, journal: SpendJournal, parties: int):
+        self.__dict__.update(journal.__dict__)
+        self.barrier = threading.Barrier(parties, timeout=60)
+        self.threads: list[str] = []
+
+    def reserve(self, *args: Any, **kwargs: Any) -> Any:
+        self.threads.append(threading.current_thread().name)
+        self.barrier.wait()  # BrokenBarrierError after 60 s if fewer threads can wait together
+        return super().reserve(*args, **kwargs)
+
+
+def test_journal_calls_run_on_the_spend_paths_own_threads_up_to_journal_threads_at_once(
+    journal: SpendJournal,
+) -> None:
+    waiting = Waiting(journal, JOURNAL_THREADS)  # more than the loop's default executor has (cores + 4)
+    gateway = Scripted(*(ok(f"answer {n}") for n in range(JOURNAL_THREADS)))
+    spend = SpendPath(waiting, gateway, run_id="r1", clock=lambda: NOW)
+
+    async def all_at_once() -> list[Any]:
+        return await asyncio.gather(*(spend.call(REF, n, SPEC) for n in range(1, JOURNAL_THREADS + 1)))
+
+    outcomes = asyncio.run(all_at_once())
+
+    assert sorted(o.text for o in outcomes) == sorted(f"answer {n}" for n in range(JOURNAL_THREADS))
+    assert len(waiting.threads) == JOURNAL_THREADS
+    assert all(name.startswith("evaltrack-journal_") for name in waiting.threads), set(waiting.threads)
 
 
 def test_a_process_forked_after_a_call_still_makes_calls(journal: SpendJournal, tmp_path: Path) -> None:
