@@ -204,10 +204,15 @@ def test_the_policy_checks_run_on_the_raw_text_and_an_answer_over_the_cap_is_jou
     assert read_payload(row.payload) == (outcome.text, None)
 
 
-def test_without_a_raw_text_the_policy_checks_run_on_the_text(journal: SpendJournal) -> None:
+def test_without_a_raw_text_the_policy_checks_run_on_the_text_and_without_text_on_nothing(
+    journal: SpendJournal, tmp_path: Path
+) -> None:
     seen: list[str] = []
     call(journal, Scripted(ok("plain")), policy=lambda raw: seen.append(raw) or 0)
-    assert seen == ["plain"]
+    tools_only = open_journal(f"sqlite:///{tmp_path / 'tools.sqlite'}")
+    call(tools_only, Scripted(ok(None, tool_calls=TOOL_CALLS)), policy=lambda raw: seen.append(raw) or 0)
+    tools_only.close()
+    assert seen == ["plain", ""]  # a tool-call turn without text: the checks see empty text
 
 
 def test_a_failed_call_is_neither_policy_checked_nor_cut(journal: SpendJournal) -> None:
