@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway
+from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway, UnpricedModel
 from eval_assets.spend import (
     RETRYABLE_TAG,
     AttemptRef,
+    Ceilings,
     Refused,
     Reused,
     SpendJournal,
@@ -33,14 +34,15 @@ from eval_assets.spend import (
     open_journal,
     read_payload,
 )
-from eval_assets.spend._path import ENVELOPE_TAG, JOURNAL_THREADS, TOOL_CALLS_TAG
-from eval_assets.spend._values import Ceilings
 
 MODEL = "priced/model"
 PRICES = {MODEL: (1e-6, 2e-6)}
 REF = AttemptRef("b1", "s1", 1, "subject")
 SPEC = CallSpec(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=10, timeout_s=5)
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+ENVELOPE_TAG = "[evaltrack-call/2] "  # the stored payload's tags: a journal written earlier must still read
+TOOL_CALLS_TAG = "[tool_calls] "
+JOURNAL_THREADS = 32  # spend._path.JOURNAL_THREADS: the journal calls that can wait at once
 TOOL_CALLS = [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]
 
 
@@ -227,8 +229,6 @@ def test_a_failed_call_is_neither_policy_checked_nor_cut(journal: SpendJournal) 
 
 
 def test_preflight_refuses_a_run_with_an_unpriced_model_before_any_call(journal: SpendJournal) -> None:
-    from eval_assets.providers.gateway import UnpricedModel
-
     spend = SpendPath(journal, Scripted(), run_id="r1")
     spend.preflight([MODEL, MODEL])  # priced: nothing raised
     with pytest.raises(UnpricedModel):

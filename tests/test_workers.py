@@ -20,6 +20,7 @@ import pytest
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import (
+    BLOCK_ATTEMPTS,
     Block,
     BlockRun,
     Counters,
@@ -27,9 +28,10 @@ from eval_assets.capability.track import (
     Track,
     TrackError,
     WorkerSetup,
+    blocks_of,
     drive,
 )
-from eval_assets.config import EngineSettings, Project
+from eval_assets.config import EngineSettings, Message, Project, Scenario
 from eval_assets.home import EvalHome
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,6 +120,36 @@ def test_worker_count_setting() -> None:
     assert EngineSettings(workers=1).worker_count(10**6) == 1
     with pytest.raises(ValueError):
         EngineSettings(workers=0)
+
+
+# --- blocks of whole scenarios (capability/_shards.blocks_of) ---------------------------------------
+
+
+def _scenarios(*repeats: int) -> list[Scenario]:
+    return [
+        Scenario(
+            id=f"s{i:02d}",
+            suite="x",
+            description="d",
+            judge="grader",
+            input=[Message(role="user", content="q")],
+            repeats=r,
+        )
+        for i, r in enumerate(repeats)
+    ]
+
+
+def test_blocks_are_whole_scenarios_in_id_order_cut_once_they_reach_the_size() -> None:
+    scenarios = _scenarios(4, 2, 3, 2, 5, 2)
+    assert blocks_of(list(reversed(scenarios)), 5) == [("s00", "s01"), ("s02", "s03"), ("s04",), ("s05",)]
+    assert blocks_of(_scenarios(3, 2, 2), 5) == [("s00", "s01"), ("s02",)]  # exactly 5 attempts: cut there
+    assert blocks_of([], 5) == []
+
+
+def test_blocks_hold_about_block_attempts_attempts_by_default() -> None:
+    assert BLOCK_ATTEMPTS == 200
+    assert [len(b) for b in blocks_of(_scenarios(*[5] * 40))] == [40]
+    assert [len(b) for b in blocks_of(_scenarios(*[5] * 41))] == [40, 1]
 
 
 # --- the block run itself (capability/_shards.py), with runners that need no track ----------------

@@ -20,6 +20,7 @@ from eval_assets.capability._shards import (
     Counters,
     Runner,
     WorkerSetup,
+    blocks_of,
     drive,
 )
 from eval_assets.capability._worker import ceilings, engine_counters, gateway_for, open_runner, run_engine
@@ -47,12 +48,14 @@ from eval_assets.tracing import carrier
 from eval_assets.warehouse import Warehouse
 
 __all__ = [
+    "BLOCK_ATTEMPTS",
     "Block",
     "BlockRun",
     "Counters",
     "Log",
     "Runner",
     "WorkerSetup",
+    "blocks_of",
     "drive",
     "RunBoundExceeded",
     "RunRefused",
