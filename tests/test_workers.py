@@ -8,10 +8,13 @@ whichever is ready first), each against its own fresh home and journal.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import threading
 import time
 from collections import Counter
 from dataclasses import replace
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ from eval_assets.capability.track import (
     WorkerSetup,
     blocks_of,
     drive,
+    worker_main,
 )
 from eval_assets.config import EngineSettings, Message, Project, Scenario
 from eval_assets.home import EvalHome
@@ -201,3 +205,83 @@ def test_a_worker_error_fails_the_run_with_its_own_error(project: Project) -> No
 def test_a_worker_that_dies_fails_the_run_naming_it(project: Project) -> None:
     with pytest.raises(TrackError, match=r"worker process 1 died \(exit code 3\)"):
         _block_run(project, "exit:2", 0)
+
+
+# --- a worker process's side of the pipe (worker_main), run in this process ---------------------------
+
+
+def _setup(project: Project, failing: str = "") -> WorkerSetup:
+    return WorkerSetup(project, ROOT, "sqlite://", failing, BUILD, None, 0, 2, time.monotonic() + 600)
+
+
+def _messages(conn: Connection) -> list[Any]:
+    out = []
+    while conn.poll():
+        out.append(conn.recv())
+    return out
+
+
+def test_a_worker_says_ready_runs_each_block_it_is_handed_in_turn_and_stops_at_none(project: Project) -> None:
+    ours, theirs = multiprocessing.Pipe()
+    for block in (Block(0, ("a", "b")), Block(1, ("c",)), None, Block(2, ("d",))):
+        ours.send(block)
+
+    worker_main(theirs, _open_echo, _setup(project))
+
+    assert _messages(ours) == [("ready",), ("done", 0, [0, 0], Counters()), ("done", 1, [1], Counters())]
+
+
+def test_a_worker_whose_block_fails_reports_the_error_and_runs_nothing_more(project: Project) -> None:
+    ours, theirs = multiprocessing.Pipe()
+    for block in (Block(0, ("a",)), Block(1, ("b",)), Block(2, ("c",))):
+        ours.send(block)
+
+    worker_main(theirs, _open_echo, _setup(project, "raise:1"))
+
+    ready, done, (kind, exc, text) = _messages(ours)
+    assert (ready, done) == (("ready",), ("done", 0, [0], Counters()))
+    assert kind == "error" and isinstance(exc, ValueError) and str(exc) == "boom at block 1"
+    assert text == "ValueError: boom at block 1"
+
+
+def test_a_worker_that_cannot_open_its_runner_reports_why_and_never_says_ready(project: Project) -> None:
+    def cannot_open(setup: WorkerSetup) -> Runner[int]:
+        raise RuntimeError(f"no track for {setup.build_id}")
+
+    ours, theirs = multiprocessing.Pipe()
+    worker_main(theirs, cannot_open, _setup(project))
+
+    ((kind, exc, text),) = _messages(ours)
+    assert (kind, type(exc), text) == ("error", RuntimeError, f"RuntimeError: no track for {BUILD}")
+
+
+class _Unpicklable(Exception):
+    def __init__(self) -> None:
+        super().__init__("cannot travel")
+        self.callback = lambda: None  # a lambda does not pickle
+
+
+def test_an_error_that_does_not_pickle_still_reaches_the_caller_as_its_text(project: Project) -> None:
+    def cannot_open(setup: WorkerSetup) -> Runner[int]:
+        raise _Unpicklable()
+
+    ours, theirs = multiprocessing.Pipe()
+    worker_main(theirs, cannot_open, _setup(project))
+
+    ((kind, exc, text),) = _messages(ours)
+    assert (kind, exc) == ("error", None)
+    assert text.endswith("_Unpicklable: cannot travel") and "\n" not in text
+
+
+def test_a_worker_whose_caller_is_gone_returns_quietly(project: Project) -> None:
+    ours, theirs = multiprocessing.Pipe()
+    ours.close()
+    worker_main(theirs, _open_echo, _setup(project))  # its "ready" finds no reader: it returns
+
+    ours, theirs = multiprocessing.Pipe()
+    worker = threading.Thread(target=worker_main, args=(theirs, _open_echo, _setup(project)))
+    worker.start()
+    assert ours.recv() == ("ready",)
+    ours.close()  # the caller goes away while the worker waits for a block
+    worker.join(60)
+    assert not worker.is_alive()

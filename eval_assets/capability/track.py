@@ -22,6 +22,7 @@ from eval_assets.capability._shards import (
     WorkerSetup,
     blocks_of,
     drive,
+    worker_main,
 )
 from eval_assets.capability._worker import ceilings, engine_counters, gateway_for, open_runner, run_engine
 from eval_assets.capability.builds import Builds, judges_for
@@ -57,6 +58,7 @@ __all__ = [
     "WorkerSetup",
     "blocks_of",
     "drive",
+    "worker_main",
     "RunBoundExceeded",
     "RunRefused",
     "Summary",
