@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import re
 import urllib.parse
@@ -454,3 +455,70 @@ def test_a_chained_traceback_keeps_only_the_last_exception() -> None:
         'Traceback (most recent call last):\n  File "b.py", line 2, in g\nValueError: bad'
     )
     assert redact.without_traceback(text) == "ValueError: bad"
+
+
+# --- where secrets are (spans, locate) and the logging filter ----------------------------------------
+
+
+def test_spans_cover_only_the_replaced_part_of_each_shape_and_every_place_a_value_occurs() -> None:
+    value = k("plainvalue", "Q7zz")
+    text = k("x password=", "Abcdefgh1234", " then ", value, " and ", value, ".")
+    first = text.index("Abcdefgh1234")
+    where = [text.index(value), text.rindex(value)]
+    assert sorted(redact.spans(text, values=[(value, "the value of $X_TOKEN")])) == sorted(
+        [(first, first + 12, "a secret assigned to a key-like name")]
+        + [(at, at + len(value), "the value of $X_TOKEN") for at in where]
+    )
+    url = k("postgresql://app:", "Pr0dpass99", "@db/x")
+    start = url.index("Pr0dpass99")
+    assert redact.spans(url, values=()) == [(start, start + 10, "a URL with a password")]
+
+
+def test_locate_gives_the_line_of_each_secret_once_sorted_and_a_pem_body_its_own_line() -> None:
+    pem = k("-----BEGIN ", "PRIVATE KEY-----\n", BODY, "\n-----END PRIVATE KEY-----")
+    key = k("sk-", "proj-", "a1b2c3d4" * 3)
+    text = f"ok\n{key} and {key}\n{pem}\nfine"
+    assert redact.locate(text, values=()) == [(2, "an API key (sk-/pk-/rk-...)"), (3, "a private key")]
+    assert redact.locate("nothing here\n", values=()) == []
+
+
+@contextmanager
+def captured(name: str) -> Iterator[list[logging.LogRecord]]:
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger(name)
+    handler, before = Keep(), list(logger.filters)
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+        logger.filters[:] = before
+
+
+def test_a_redacted_logger_keeps_every_record_with_its_secrets_out_of_message_and_traceback() -> None:
+    key = k("sk-", "proj-", "a1b2c3d4" * 3)
+    with captured("tests.redaction.filter") as records:
+        redact.redact_logs("tests.redaction.filter", "tests.redaction.filter")
+        assert len(logging.getLogger("tests.redaction.filter").filters) == 1  # named twice, attached once
+        log = logging.getLogger("tests.redaction.filter")
+        log.debug("calling with %s now", key)
+        log.info("nothing secret in %s", "this")
+        try:
+            raise ValueError(f"provider echoed {key}")
+        except ValueError:
+            log.exception("failed")
+    said, plain, failed = records
+    assert (said.getMessage(), said.args) == ("calling with [redacted] now", None)
+    assert (plain.msg, plain.args, plain.getMessage()) == (
+        "nothing secret in %s",
+        ("this",),
+        "nothing secret in this",
+    )
+    assert failed.exc_text is not None and key not in failed.exc_text and "[redacted]" in failed.exc_text
+    assert "Traceback (most recent call last)" in failed.exc_text
