@@ -522,3 +522,12 @@ def test_a_redacted_logger_keeps_every_record_with_its_secrets_out_of_message_an
     )
     assert failed.exc_text is not None and key not in failed.exc_text and "[redacted]" in failed.exc_text
     assert "Traceback (most recent call last)" in failed.exc_text
+
+
+def test_a_configured_secret_of_eight_characters_is_registered_and_one_of_seven_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redact, "_registered", set())
+    redact.register_secret(k("Qz7", "wxyv"))  # 7 characters: would hit ordinary text
+    redact.register_secret(k("Qz7", "wxyvu"))
+    assert redact.secret_values({}) == {k("Qz7", "wxyvu"): "a configured secret"}
