@@ -147,6 +147,10 @@ def test_blocks_are_whole_scenarios_in_id_order_cut_once_they_reach_the_size() -
     scenarios = _scenarios(4, 2, 3, 2, 5, 2)
     assert blocks_of(list(reversed(scenarios)), 5) == [("s00", "s01"), ("s02", "s03"), ("s04",), ("s05",)]
     assert blocks_of(_scenarios(3, 2, 2), 5) == [("s00", "s01"), ("s02",)]  # exactly 5 attempts: cut there
+    assert blocks_of(_scenarios(3, 2, 4, 2), 5) == [
+        ("s00", "s01"),
+        ("s02", "s03"),
+    ]  # counted afresh per block
     assert blocks_of([], 5) == []
 
 
@@ -285,3 +289,52 @@ def test_a_worker_whose_caller_is_gone_returns_quietly(project: Project) -> None
     ours.close()  # the caller goes away while the worker waits for a block
     worker.join(60)
     assert not worker.is_alive()
+
+
+def test_an_errors_text_carries_its_notes(project: Project) -> None:
+    def cannot_open(setup: WorkerSetup) -> Runner[int]:
+        error = RuntimeError("no track")
+        error.add_note("while opening the run's journal")
+        raise error
+
+    ours, theirs = multiprocessing.Pipe()
+    worker_main(theirs, cannot_open, _setup(project))
+
+    ((_, _, text),) = _messages(ours)
+    assert text == "RuntimeError: no track\nwhile opening the run's journal"
+
+
+class _Parent(Runner[int]):
+    """Gives back its process's parent id for each block."""
+
+    def __init__(self, setup: WorkerSetup):
+        pass
+
+    def run(self, block: Block) -> list[int]:
+        return [os.getppid()]
+
+    def counters(self) -> Counters:
+        return Counters()
+
+
+def _open_parent(setup: WorkerSetup) -> Runner[int]:
+    return _Parent(setup)
+
+
+def test_worker_processes_are_forked_from_a_fork_server_never_from_the_calling_process(
+    project: Project,
+) -> None:
+    async def local(block: Block) -> list[int]:
+        raise AssertionError("lanes=0: the calling process runs no block")
+
+    run = BlockRun(
+        [Block(0, ("a",))],
+        local,
+        Counters,
+        workers=1,
+        setup=_setup(project),
+        open_runner=_open_parent,
+        lanes=0,
+    )
+    ((parent,),) = list(drive(run.results()))
+    assert parent != os.getpid()
