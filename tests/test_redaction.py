@@ -531,3 +531,16 @@ def test_a_configured_secret_of_eight_characters_is_registered_and_one_of_seven_
     redact.register_secret(k("Qz7", "wxyv"))  # 7 characters: would hit ordinary text
     redact.register_secret(k("Qz7", "wxyvu"))
     assert redact.secret_values({}) == {k("Qz7", "wxyvu"): "a configured secret"}
+
+
+def test_spans_and_locate_find_every_occurrence_of_a_value_overlapping_or_third_and_count_lines_from_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run = "a" * 9  # the 8-character value starts at 0 and again at 1
+    assert sorted(redact.spans(run, values=[("a" * 8, "src")])) == [(0, 8, "src"), (1, 9, "src")]
+    value = k("plainvalue", "Q7zz")
+    three = f"{value} {value} {value}"
+    assert [s for s, _, _ in redact.spans(three, values=[(value, "src")])] == [0, 15, 30]
+    assert redact.locate(f"\n{value}", values=[(value, "src")]) == [(2, "src")]  # the first line is empty
+    monkeypatch.setenv("MY_SERVICE_TOKEN", value)  # no `values`: the process's secrets
+    assert redact.spans(f"x {value}") == [(2, 16, "the value of $MY_SERVICE_TOKEN")]
