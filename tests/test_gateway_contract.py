@@ -382,14 +382,29 @@ def test_a_non_retryable_error_is_tried_once(
     assert row.status == "failed" and row.try_no == 1
     assert row.error is not None and row.error.startswith("BadRequestError: ")  # no retryable tag
 
+
+def test_a_rerun_reads_a_settled_non_retryable_failure_back_and_pays_for_no_second_try(
+    provider: Provider, engine: Engine, journal: SpendJournal
+) -> None:
+    first = run(engine.call(REF, provider.spec(provider.non_retryable())))
+    assert (first.status, first.tries) == ("error", 1), first
+    (row,) = journal.rows(build=BUILD)
+    assert row.status == "failed"
+
     # a later run of the same attempt reads the settled failure back: the same error, cost and
-    # non-retryability, and the provider is not paid for a second try
+    # non-retryability, and the provider is not paid for a second try (issue 30: reusing only
+    # settled successes made it an unsettled, retryable try and the engine paid for try 2)
     again = Engine(
         SpendPath(journal, provider.gateway, run_id="run-again"), SETTINGS, jitter=random.Random(0)
     )
     calls_before = provider.provider_calls()
     reread = run(again.call(REF, provider.spec(provider.non_retryable())))
-    assert (reread.status, reread.tries, reread.error_kind) == ("error", 1, "BadRequestError"), reread
+    assert (reread.status, reread.tries, reread.error_kind, reread.reused) == (
+        "error",
+        1,
+        "BadRequestError",
+        True,
+    ), reread
     assert reread.cost_usd == pytest.approx(row.cost_usd or 0.0)
     assert provider.provider_calls() == calls_before
     assert [(r.try_no, r.run_id) for r in journal.rows(build=BUILD)] == [(1, "run-contract")]

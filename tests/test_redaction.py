@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import re
 import urllib.parse
@@ -323,3 +324,223 @@ def test_a_long_run_is_left_alone_and_a_key_glued_to_its_end_is_still_redacted(u
         assert findings(run, values=()) == []
     glued = redact.redact(run + key)
     assert key not in glued and glued.endswith(redact.REDACTED)
+
+
+# --- the parts of a match that stay, and the checks that decide a match ----------------------------
+
+
+def test_a_redaction_keeps_a_urls_user_and_host_a_names_key_and_a_pem_blocks_lines() -> None:
+    assert (
+        redact.redact(k("postgresql://app:", "Pr0dpass99", "@db:5432/shop"))
+        == "postgresql://app:[redacted]@db:5432/shop"
+    )
+    assert redact.redact(k("password=", "Abcdefgh1234")) == "password=[redacted]"
+    pem = k("-----BEGIN ", "PRIVATE KEY-----\n", BODY, "\n-----END PRIVATE KEY-----")
+    assert redact.redact(pem) == "-----BEGIN PRIVATE KEY-----[redacted]\n-----END PRIVATE KEY-----"
+
+
+@pytest.mark.parametrize("digit", ["0", "9"])
+def test_a_bearer_token_counts_with_any_digit_and_never_without_one(digit: str) -> None:
+    assert findings(k("sent bearer ", "abcdefgh", digit), values=()) == ["a bearer token"]
+    assert findings(k("sent bearer ", "ABCDEFGHIJ"), values=()) == []
+    assert findings(k("sent bearer ", "abcdefghij"), values=()) == []
+
+
+@pytest.mark.parametrize("upper", ["A", "Z"])
+def test_an_underscore_key_needs_a_digit_and_an_upper_case_letter(upper: str) -> None:
+    label = "an API key (sk_/pk_/rk_...)"
+    assert findings(k("sk_", "abcdefghijklmnop1", upper), values=()) == [label]
+    assert findings(k("sk_", "abcdefghijklmnop1"), values=()) == []  # no upper-case letter
+    assert findings(k("sk_", "abcdefghijklmnopq", upper), values=()) == []  # no digit
+
+
+def test_a_name_colon_value_counts_when_quoted_or_holding_a_symbol_in_the_value_not_in_the_name() -> None:
+    label = "a secret assigned to a key-like name"
+    assert findings(k("refresh-token: ", "lettersonlyvalue"), values=()) == []  # the name's `-` is no symbol
+    assert findings(k("refresh-token: '", "lettersonlyvalue", "'"), values=()) == [label]
+    assert findings(k("refresh-token: ", "letters-only-value"), values=()) == [label]
+
+
+# Luhn-valid test card numbers: each has digits above 4 in doubled places (2 x d - 9) and a 15-digit one
+VALID_CARDS = [
+    "4539148803436467",
+    "5555555555554444",
+    "378282246310005",
+    "6011111111111117",
+    "5105105105105100",
+]
+
+
+@pytest.mark.parametrize("card", VALID_CARDS)
+def test_a_luhn_valid_card_number_is_masked_and_the_same_number_one_digit_off_is_not(card: str) -> None:
+    assert redact.redact(f"card {card} ok") == "card [card number] ok"
+    off = card[:-1] + str((int(card[-1]) + 1) % 10)
+    assert redact.redact(f"card {off} ok") == f"card {off} ok"
+
+
+def test_pii_masking_turned_off_and_on_again_masks_again() -> None:
+    redact.set_pii(False)
+    redact.set_pii(True)
+    assert redact.pii_enabled()
+    assert redact.redact("mail a@b.io now") == "mail [email] now"
+
+
+# --- values ------------------------------------------------------------------------------------------
+
+
+def test_secret_values_are_credential_variables_of_eight_or_more_characters_and_registered_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redact, "_registered", {k("configured", "-value-1")})
+    environ = {"MY_API_KEY": " 12345678 ", "SHORT_TOKEN": "1234567", "PLAIN_NAME": "abcdefghijk"}
+    assert redact.secret_values(environ) == {
+        k("configured", "-value-1"): "a configured secret",
+        "12345678": "the value of $MY_API_KEY",
+    }
+
+
+def test_of_two_secrets_where_one_starts_the_other_the_longer_is_redacted_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redact, "_registered", {k("abcdefgh", "12"), k("abcdefgh", "12345678")})
+    assert redact.redact(k("x abcdefgh", "12345678 y")) == "x [redacted] y"
+
+
+def test_a_secret_registered_after_a_redaction_is_redacted_by_the_next_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redact, "_registered", set())
+    value = k("late", "Registered", "Value77")
+    assert redact.redact(f"x {value} y") == f"x {value} y"
+    redact.register_secret(value)
+    assert redact.redact(f"x {value} y") == "x [redacted] y"
+
+
+def test_findings_name_the_source_of_a_given_value_only_when_the_text_holds_it() -> None:
+    pairs = [(k("abcdefgh", "1234"), "the value of $X_TOKEN")]
+    assert findings(k("echo abcdefgh", "1234"), values=pairs) == ["the value of $X_TOKEN"]
+    assert findings("nothing to see", values=pairs) == []
+
+
+def test_a_name_problem_names_the_unprintable_character_and_every_credential_kind() -> None:
+    assert name_problem("alice\x00") == "holds an unprintable character (U+0000): a name is printable text"
+    two = k("sk-", "proj-", "a1b2c3d4" * 3, " ", "ghp_", "A1b2" * 8)
+    assert name_problem(two) == (
+        "looks like a credential (an API key (sk-/pk-/rk-...), a GitHub token): a name never holds one"
+    )
+
+
+# --- error text --------------------------------------------------------------------------------------
+
+
+def test_error_text_at_its_cap_is_kept_and_past_it_is_cut_saying_how_much() -> None:
+    assert redact.scrub_error_text("x" * 10, max_chars=10) == "x" * 10
+    assert redact.scrub_error_text("x" * 13, max_chars=10) == "x" * 10 + "... [3 chars cut]"
+
+
+def test_text_without_a_traceback_is_kept_and_a_bare_traceback_line_says_one_was_removed() -> None:
+    assert redact.without_traceback("plain error message") == "plain error message"
+    assert redact.without_traceback("boom: Traceback (most recent call last):") == (
+        "boom: an exception (traceback removed)"
+    )
+    assert (
+        redact.without_traceback("Traceback (most recent call last):\nValueError: bad") == "ValueError: bad"
+    )
+
+
+def test_a_chained_traceback_keeps_only_the_last_exception() -> None:
+    text = (
+        'Traceback (most recent call last):\n  File "a.py", line 1, in f\nKeyError: 1\n\n'
+        "During handling of the above exception, another exception occurred:\n\n"
+        'Traceback (most recent call last):\n  File "b.py", line 2, in g\nValueError: bad'
+    )
+    assert redact.without_traceback(text) == "ValueError: bad"
+
+
+# --- where secrets are (spans, locate) and the logging filter ----------------------------------------
+
+
+def test_spans_cover_only_the_replaced_part_of_each_shape_and_every_place_a_value_occurs() -> None:
+    value = k("plainvalue", "Q7zz")
+    text = k("x password=", "Abcdefgh1234", " then ", value, " and ", value, ".")
+    first = text.index("Abcdefgh1234")
+    where = [text.index(value), text.rindex(value)]
+    assert sorted(redact.spans(text, values=[(value, "the value of $X_TOKEN")])) == sorted(
+        [(first, first + 12, "a secret assigned to a key-like name")]
+        + [(at, at + len(value), "the value of $X_TOKEN") for at in where]
+    )
+    url = k("postgresql://app:", "Pr0dpass99", "@db/x")
+    start = url.index("Pr0dpass99")
+    assert redact.spans(url, values=()) == [(start, start + 10, "a URL with a password")]
+
+
+def test_locate_gives_the_line_of_each_secret_once_sorted_and_a_pem_body_its_own_line() -> None:
+    pem = k("-----BEGIN ", "PRIVATE KEY-----\n", BODY, "\n-----END PRIVATE KEY-----")
+    key = k("sk-", "proj-", "a1b2c3d4" * 3)
+    text = f"ok\n{key} and {key}\n{pem}\nfine"
+    assert redact.locate(text, values=()) == [(2, "an API key (sk-/pk-/rk-...)"), (3, "a private key")]
+    assert redact.locate("nothing here\n", values=()) == []
+
+
+@contextmanager
+def captured(name: str) -> Iterator[list[logging.LogRecord]]:
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger(name)
+    handler, before = Keep(), list(logger.filters)
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+        logger.filters[:] = before
+
+
+def test_a_redacted_logger_keeps_every_record_with_its_secrets_out_of_message_and_traceback() -> None:
+    key = k("sk-", "proj-", "a1b2c3d4" * 3)
+    with captured("tests.redaction.filter") as records:
+        redact.redact_logs("tests.redaction.filter", "tests.redaction.filter")
+        assert len(logging.getLogger("tests.redaction.filter").filters) == 1  # named twice, attached once
+        log = logging.getLogger("tests.redaction.filter")
+        log.debug("calling with %s now", key)
+        log.info("nothing secret in %s", "this")
+        try:
+            raise ValueError(f"provider echoed {key}")
+        except ValueError:
+            log.exception("failed")
+    said, plain, failed = records
+    assert (said.getMessage(), said.args) == ("calling with [redacted] now", None)
+    assert (plain.msg, plain.args, plain.getMessage()) == (
+        "nothing secret in %s",
+        ("this",),
+        "nothing secret in this",
+    )
+    assert failed.exc_text is not None and key not in failed.exc_text and "[redacted]" in failed.exc_text
+    assert "Traceback (most recent call last)" in failed.exc_text
+
+
+def test_a_configured_secret_of_eight_characters_is_registered_and_one_of_seven_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redact, "_registered", set())
+    redact.register_secret(k("Qz7", "wxyv"))  # 7 characters: would hit ordinary text
+    redact.register_secret(k("Qz7", "wxyvu"))
+    assert redact.secret_values({}) == {k("Qz7", "wxyvu"): "a configured secret"}
+
+
+def test_spans_and_locate_find_every_occurrence_of_a_value_overlapping_or_third_and_count_lines_from_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run = "a" * 9  # the 8-character value starts at 0 and again at 1
+    assert sorted(redact.spans(run, values=[("a" * 8, "src")])) == [(0, 8, "src"), (1, 9, "src")]
+    value = k("plainvalue", "Q7zz")
+    three = f"{value} {value} {value}"
+    assert [s for s, _, _ in redact.spans(three, values=[(value, "src")])] == [0, 15, 30]
+    assert redact.locate(f"\n{value}", values=[(value, "src")]) == [(2, "src")]  # the first line is empty
+    monkeypatch.setenv("MY_SERVICE_TOKEN", value)  # no `values`: the process's secrets
+    assert redact.spans(f"x {value}") == [(2, 16, "the value of $MY_SERVICE_TOKEN")]

@@ -8,10 +8,13 @@ whichever is ready first), each against its own fresh home and journal.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import threading
 import time
 from collections import Counter
 from dataclasses import replace
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ import pytest
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import (
+    BLOCK_ATTEMPTS,
     Block,
     BlockRun,
     Counters,
@@ -27,9 +31,11 @@ from eval_assets.capability.track import (
     Track,
     TrackError,
     WorkerSetup,
+    blocks_of,
     drive,
+    worker_main,
 )
-from eval_assets.config import EngineSettings, Project
+from eval_assets.config import EngineSettings, Message, Project, Scenario
 from eval_assets.home import EvalHome
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,6 +126,40 @@ def test_worker_count_setting() -> None:
         EngineSettings(workers=0)
 
 
+# --- blocks of whole scenarios (capability/_shards.blocks_of) ---------------------------------------
+
+
+def _scenarios(*repeats: int) -> list[Scenario]:
+    return [
+        Scenario(
+            id=f"s{i:02d}",
+            suite="x",
+            description="d",
+            judge="grader",
+            input=[Message(role="user", content="q")],
+            repeats=r,
+        )
+        for i, r in enumerate(repeats)
+    ]
+
+
+def test_blocks_are_whole_scenarios_in_id_order_cut_once_they_reach_the_size() -> None:
+    scenarios = _scenarios(4, 2, 3, 2, 5, 2)
+    assert blocks_of(list(reversed(scenarios)), 5) == [("s00", "s01"), ("s02", "s03"), ("s04",), ("s05",)]
+    assert blocks_of(_scenarios(3, 2, 2), 5) == [("s00", "s01"), ("s02",)]  # exactly 5 attempts: cut there
+    assert blocks_of(_scenarios(3, 2, 4, 2), 5) == [
+        ("s00", "s01"),
+        ("s02", "s03"),
+    ]  # counted afresh per block
+    assert blocks_of([], 5) == []
+
+
+def test_blocks_hold_about_block_attempts_attempts_by_default() -> None:
+    assert BLOCK_ATTEMPTS == 200
+    assert [len(b) for b in blocks_of(_scenarios(*[5] * 40))] == [40]
+    assert [len(b) for b in blocks_of(_scenarios(*[5] * 41))] == [40, 1]
+
+
 # --- the block run itself (capability/_shards.py), with runners that need no track ----------------
 
 
@@ -169,3 +209,132 @@ def test_a_worker_error_fails_the_run_with_its_own_error(project: Project) -> No
 def test_a_worker_that_dies_fails_the_run_naming_it(project: Project) -> None:
     with pytest.raises(TrackError, match=r"worker process 1 died \(exit code 3\)"):
         _block_run(project, "exit:2", 0)
+
+
+# --- a worker process's side of the pipe (worker_main), run in this process ---------------------------
+
+
+def _setup(project: Project, failing: str = "") -> WorkerSetup:
+    return WorkerSetup(project, ROOT, "sqlite://", failing, BUILD, None, 0, 2, time.monotonic() + 600)
+
+
+def _messages(conn: Connection) -> list[Any]:
+    out = []
+    while conn.poll():
+        out.append(conn.recv())
+    return out
+
+
+def test_a_worker_says_ready_runs_each_block_it_is_handed_in_turn_and_stops_at_none(project: Project) -> None:
+    ours, theirs = multiprocessing.Pipe()
+    for block in (Block(0, ("a", "b")), Block(1, ("c",)), None, Block(2, ("d",))):
+        ours.send(block)
+
+    worker_main(theirs, _open_echo, _setup(project))
+
+    assert _messages(ours) == [("ready",), ("done", 0, [0, 0], Counters()), ("done", 1, [1], Counters())]
+
+
+def test_a_worker_whose_block_fails_reports_the_error_and_runs_nothing_more(project: Project) -> None:
+    ours, theirs = multiprocessing.Pipe()
+    for block in (Block(0, ("a",)), Block(1, ("b",)), Block(2, ("c",))):
+        ours.send(block)
+
+    worker_main(theirs, _open_echo, _setup(project, "raise:1"))
+
+    ready, done, (kind, exc, text) = _messages(ours)
+    assert (ready, done) == (("ready",), ("done", 0, [0], Counters()))
+    assert kind == "error" and isinstance(exc, ValueError) and str(exc) == "boom at block 1"
+    assert text == "ValueError: boom at block 1"
+
+
+def test_a_worker_that_cannot_open_its_runner_reports_why_and_never_says_ready(project: Project) -> None:
+    def cannot_open(setup: WorkerSetup) -> Runner[int]:
+        raise RuntimeError(f"no track for {setup.build_id}")
+
+    ours, theirs = multiprocessing.Pipe()
+    worker_main(theirs, cannot_open, _setup(project))
+
+    ((kind, exc, text),) = _messages(ours)
+    assert (kind, type(exc), text) == ("error", RuntimeError, f"RuntimeError: no track for {BUILD}")
+
+
+class _Unpicklable(Exception):
+    def __init__(self) -> None:
+        super().__init__("cannot travel")
+        self.callback = lambda: None  # a lambda does not pickle
+
+
+def test_an_error_that_does_not_pickle_still_reaches_the_caller_as_its_text(project: Project) -> None:
+    def cannot_open(setup: WorkerSetup) -> Runner[int]:
+        raise _Unpicklable()
+
+    ours, theirs = multiprocessing.Pipe()
+    worker_main(theirs, cannot_open, _setup(project))
+
+    ((kind, exc, text),) = _messages(ours)
+    assert (kind, exc) == ("error", None)
+    assert text.endswith("_Unpicklable: cannot travel") and "\n" not in text
+
+
+def test_a_worker_whose_caller_is_gone_returns_quietly(project: Project) -> None:
+    ours, theirs = multiprocessing.Pipe()
+    ours.close()
+    worker_main(theirs, _open_echo, _setup(project))  # its "ready" finds no reader: it returns
+
+    ours, theirs = multiprocessing.Pipe()
+    worker = threading.Thread(target=worker_main, args=(theirs, _open_echo, _setup(project)))
+    worker.start()
+    assert ours.recv() == ("ready",)
+    ours.close()  # the caller goes away while the worker waits for a block
+    worker.join(60)
+    assert not worker.is_alive()
+
+
+def test_an_errors_text_carries_its_notes(project: Project) -> None:
+    def cannot_open(setup: WorkerSetup) -> Runner[int]:
+        error = RuntimeError("no track")
+        error.add_note("while opening the run's journal")
+        raise error
+
+    ours, theirs = multiprocessing.Pipe()
+    worker_main(theirs, cannot_open, _setup(project))
+
+    ((_, _, text),) = _messages(ours)
+    assert text == "RuntimeError: no track\nwhile opening the run's journal"
+
+
+class _Parent(Runner[int]):
+    """Gives back its process's parent id for each block."""
+
+    def __init__(self, setup: WorkerSetup):
+        pass
+
+    def run(self, block: Block) -> list[int]:
+        return [os.getppid()]
+
+    def counters(self) -> Counters:
+        return Counters()
+
+
+def _open_parent(setup: WorkerSetup) -> Runner[int]:
+    return _Parent(setup)
+
+
+def test_worker_processes_are_forked_from_a_fork_server_never_from_the_calling_process(
+    project: Project,
+) -> None:
+    async def local(block: Block) -> list[int]:
+        raise AssertionError("lanes=0: the calling process runs no block")
+
+    run = BlockRun(
+        [Block(0, ("a",))],
+        local,
+        Counters,
+        workers=1,
+        setup=_setup(project),
+        open_runner=_open_parent,
+        lanes=0,
+    )
+    ((parent,),) = list(drive(run.results()))
+    assert parent != os.getpid()

@@ -20,7 +20,9 @@ from eval_assets.capability._shards import (
     Counters,
     Runner,
     WorkerSetup,
+    blocks_of,
     drive,
+    worker_main,
 )
 from eval_assets.capability._worker import ceilings, engine_counters, gateway_for, open_runner, run_engine
 from eval_assets.capability.builds import Builds, judges_for
@@ -47,13 +49,16 @@ from eval_assets.tracing import carrier
 from eval_assets.warehouse import Warehouse
 
 __all__ = [
+    "BLOCK_ATTEMPTS",
     "Block",
     "BlockRun",
     "Counters",
     "Log",
     "Runner",
     "WorkerSetup",
+    "blocks_of",
     "drive",
+    "worker_main",
     "RunBoundExceeded",
     "RunRefused",
     "Summary",

@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import functools
 import json
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable
@@ -40,6 +41,17 @@ time at 256 calls in flight). Waiting threads cost no CPU; more of them make big
 
 _journal_threads: ThreadPoolExecutor | None = None
 _journal_threads_lock = threading.Lock()
+
+
+def _forget_journal_threads() -> None:
+    """In a forked child: the parent's journal threads were not copied (fork copies the calling thread
+    only), so its pool would queue every journal call forever; the child starts its own on first use."""
+    global _journal_threads, _journal_threads_lock
+    _journal_threads = None
+    _journal_threads_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_journal_threads)
 
 
 def _journal_executor() -> ThreadPoolExecutor:
