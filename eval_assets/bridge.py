@@ -26,15 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from eval_assets.capability.materialize import materialize_judge_verdicts
-from eval_assets.capability.rows import Summary
 from eval_assets.config import FloatScale, IntScale, Judge, Rubric
 from eval_assets.judging import check_criteria
-from eval_assets.stats import Calibration, calibrate
 from eval_assets.warehouse import Warehouse
 
+# a bridge run's materialization and statistics are imported by `run_bridge` and `materialize_bridge`:
+# the readers of a published offset (the review queue's command, release-status) need neither
 if TYPE_CHECKING:
+    from eval_assets.capability.rows import Summary
     from eval_assets.capability.track import Track
+    from eval_assets.stats import Calibration
 
 Log = Callable[[str], None]
 NORMALISED_POINT_SIZE = 0.25
@@ -156,6 +157,8 @@ def materialize_calibration_offsets(
     """The `calibration_offsets` materialization of one judge version: a bridge run (`run_bridge`, over
     `builds` when given) when the version declares `bridges_from`; otherwise nothing is written and
     the summary says so."""
+    from eval_assets.capability.rows import Summary
+
     new = track.judge(judge_version)
     if new.bridges_from is None:
         note = f"{judge_version} declares no bridges_from: nothing to calibrate"
@@ -182,6 +185,9 @@ def run_bridge(
     with the reason). Returns a summary for the materialization's metadata.
     Raises BridgeError (no bridges_from, unknown builds, rubrics on different point scales).
     """
+    from eval_assets.capability.materialize import materialize_judge_verdicts
+    from eval_assets.stats import calibrate
+
     new = track.judge(judge_version)
     if new.bridges_from is None:
         raise BridgeError(f"{judge_version} declares no bridges_from: there is nothing to calibrate against")

@@ -16,6 +16,7 @@ from shared import full_row
 
 from eval_assets.config import BuildManifest, Subject
 from eval_assets.gates import (
+    GateContext,
     GateResult,
     MemoryQuarantineStore,
     SuiteResult,
@@ -616,3 +617,60 @@ def test_the_dagster_canary_gate_without_its_hook_fails_when_no_network_run_was_
 
     row = only(result)
     assert row.status == "fail" and row.message.startswith(f"no record at {missing}")
+
+
+def _counted(fn: Any, calls: list[object]) -> Any:
+    """`fn` under its own module and name (functools.wraps), recording every value it is called with."""
+
+    @functools.wraps(fn)
+    def counted(value: Any) -> Any:
+        calls.append(value)
+        return fn(value)
+
+    return counted
+
+
+def test_a_property_that_held_holds_again_without_drawing_until_the_project_changes(tmp_path: Path) -> None:
+    """Derandomized draws are a function of the code and the project: the same gate over the same tree
+    later in the process is reused, a changed configuration file draws again, a failure never is."""
+    from eval_assets.gates import drivers
+    from eval_assets.gates.dogfood import statistics
+
+    project_copy(tmp_path)
+    calls: list[object] = []
+
+    def ctx(predicate: Any) -> Any:
+        return GateContext(
+            root=tmp_path,
+            gate_id="p.reuse",
+            kind="property",
+            build="b1",
+            milestone=0,
+            generator=statistics.check_suites,
+            predicate=predicate,
+            min_trials=20,
+        )
+
+    held = _counted(statistics.failed_check_blocks, calls)
+    first = drivers.for_all(ctx(held))
+    drawn = len(calls)
+    again = drivers.for_all(ctx(held))
+
+    assert first.passed and first.trials == 20 and drawn >= 20
+    assert again == first and len(calls) == drawn  # nothing drawn the second time
+
+    rubric = sorted((tmp_path / "rubrics").glob("*.yaml"))[0]
+    rubric.write_text(rubric.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    drivers.for_all(ctx(held))
+    assert len(calls) == 2 * drawn  # the same draws again over the changed project
+
+    def never(value: Any) -> None:
+        raise AssertionError("rejects everything")
+
+    rejects = _counted(functools.update_wrapper(never, statistics.failed_check_blocks), calls)
+    rubric.write_text(rubric.read_text(encoding="utf-8") + "# edited again\n", encoding="utf-8")
+    before = len(calls)
+    assert not drivers.for_all(ctx(rejects)).passed
+    middle = len(calls)
+    assert not drivers.for_all(ctx(rejects)).passed
+    assert middle > before and len(calls) > middle  # a failure is drawn (and shrunk) every time

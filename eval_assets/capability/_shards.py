@@ -30,11 +30,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from eval_assets.capability.errors import TrackError
 from eval_assets.config import Project, Scenario
-from eval_assets.engine import StoredAttempt
+
+if TYPE_CHECKING:  # the engine is imported by what runs a block, not by the block's shape
+    from eval_assets.engine import StoredAttempt
 
 T = TypeVar("T")
 P = TypeVar("P")

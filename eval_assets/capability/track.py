@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_assets.capability._shards import (
     BLOCK_ATTEMPTS,
@@ -24,17 +24,12 @@ from eval_assets.capability._shards import (
     drive,
     worker_main,
 )
-from eval_assets.capability._worker import ceilings, engine_counters, gateway_for, open_runner, run_engine
 from eval_assets.capability.builds import Builds, judges_for
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
 from eval_assets.capability.progress import ProgressMeter
-from eval_assets.capability.rows import (
-    Summary,
-    exclude_stopped_scenarios,
-)
 from eval_assets.config import BuildManifest, Judge, Project, Rubric, Scenario
-from eval_assets.engine import Engine
 from eval_assets.home import EvalHome
+from eval_assets.redact import set_pii
 from eval_assets.spend import (
     AttemptRef,
     Ceilings,
@@ -45,8 +40,15 @@ from eval_assets.spend import (
     hold_lease,
     open_journal,
 )
-from eval_assets.tracing import carrier
 from eval_assets.warehouse import Warehouse
+
+# The engine, the gateway (litellm) and the row shapes (the statistics) are imported when a run needs
+# them, not with the track: a command that only reads the project, the journal database and the
+# warehouse (`evaltrack review ...`) then pays ~1 s of CPU to start instead of ~7 s.
+if TYPE_CHECKING:
+    from eval_assets.capability.rows import Summary, exclude_stopped_scenarios
+    from eval_assets.engine import Engine
+    from eval_assets.providers.gateway import ModelGateway
 
 __all__ = [
     "BLOCK_ATTEMPTS",
@@ -70,6 +72,15 @@ __all__ = [
 Log = Callable[[str], None]
 
 
+def __getattr__(name: str) -> Any:
+    """`Summary` and `exclude_stopped_scenarios`, re-exported from the row shapes on first use."""
+    if name in ("Summary", "exclude_stopped_scenarios"):
+        from eval_assets.capability import rows
+
+        return getattr(rows, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 class Track:
     def __init__(self, project: Project, home: EvalHome, journal_url: str | None = None):
         self.project = project
@@ -79,7 +90,8 @@ class Track:
         self.warehouse.initialise()
         self.journal_url = journal_url or project.settings.spend.journal_url or home.journal_url
         self._journal: SpendJournal | None = None
-        self.gateway = gateway_for(project)
+        self._gateway: ModelGateway | None = None
+        set_pii(project.settings.redaction.pii)  # the project's `redaction.pii` in force in this process
         self.clock: Callable[[], float] = time.monotonic  # the run deadline's clock (tests inject one)
         # blocks the calling process runs at a time beside its worker processes (capability/_shards.py);
         # a test sets 0 to have every block run in a worker process
@@ -91,6 +103,15 @@ class Track:
         if self._journal is None:
             self._journal = open_journal(self.journal_url)
         return self._journal
+
+    @property
+    def gateway(self) -> ModelGateway:
+        """The gateway with the project's prices and model scripts, built on first use."""
+        if self._gateway is None:
+            from eval_assets.capability._worker import gateway_for
+
+            self._gateway = gateway_for(self.project)
+        return self._gateway
 
     # --- builds (the registry: eval_assets.capability.builds) -------------------------------------
 
@@ -130,6 +151,8 @@ class Track:
 
     def ceilings_for(self, ref: AttemptRef) -> Ceilings:
         """The three ceilings that apply to one call (docs/methods.md: spend ceilings)."""
+        from eval_assets.capability._worker import ceilings
+
         return ceilings(self.project, ref)
 
     def next_generation(self, build_id: str) -> int:
@@ -138,6 +161,8 @@ class Track:
 
     def engine(self, run_id: str, log: Log | None = None, processes: int = 1) -> Engine:
         """The run's engine in this process (`processes`: how many share the run's per-model limits)."""
+        from eval_assets.capability._worker import run_engine
+
         return run_engine(
             self.project,
             self.home,
@@ -214,6 +239,9 @@ class Track:
     ) -> BlockRun[Any]:
         """The run's blocks on this process (`local`) and `processes - 1` worker processes (_shards.py),
         which open the same track for `run` = (run id, build id, judge version or None, generation)."""
+        from eval_assets.capability._worker import engine_counters, open_runner
+        from eval_assets.tracing import carrier
+
         run_id, build_id, judge_version, generation = run
         setup = None
         if processes > 1:

@@ -14,9 +14,11 @@ from eval_assets.cli.build_commands import cmd_build_add
 from eval_assets.cli.common import EXIT_INTERNAL_ERROR
 
 # The other commands' modules are imported when the command runs, not before, so that `--help`,
-# `validate` and a refused `build add` pay only for their own (CPU time to import, measured here):
-# project_commands ~0.1 s (the gates), run_commands ~19 s and import_commands ~18 s (litellm, the
-# engine, pandas, scipy, Dagster), ui ~3 s (Dagster).
+# `validate` and a refused `build add` pay only for their own (CPU time to import, measured on a
+# loaded 2-core machine): project_commands ~0.4 s (the gates), review_commands and import_commands
+# ~1 s (the track without its engine: configuration, journal database, warehouse, pandas; was ~7 s
+# when the track imported litellm), judge_commands ~2 s, run_commands ~10 s (litellm, the engine,
+# scipy, Dagster), ui ~3 s (Dagster).
 
 
 def _init(args: argparse.Namespace) -> int:

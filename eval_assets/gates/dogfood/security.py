@@ -362,7 +362,7 @@ def no_api_key_persisted(ctx: GateContext) -> Outcome:
     """With a canary key set, a tiny materialization against a key-echoing provider leaves it in no
     log line, stdout/stderr byte, journal row, warehouse row or other file under EVAL_HOME (plus
     `ctx.extra_scan_paths`). See the module doc."""
-    from eval_assets.capability.track import Track  # the engine, litellm and the warehouse: ~17 s CPU
+    from eval_assets.capability.track import Track  # the warehouse and journal (the engine on first run)
 
     key = str(ctx.hooks[KEY_HOOK]()) if KEY_HOOK in ctx.hooks else canary_key()
     needles = (key,)
