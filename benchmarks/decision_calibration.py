@@ -146,20 +146,8 @@ def draw(
 
 
 def moments(x: np.ndarray, attempted: np.ndarray | None = None) -> Moments:
-    """Per-scenario moments of (reps, m, k) scores; `attempted` (reps, m, k) marks the repeats run
-    (adaptive repeats: the rest were never paid for), default all."""
-    rows = np.full(x.shape[:2], float(x.shape[2]))
-    if attempted is not None:
-        x = np.where(attempted, x, np.nan)
-        rows = attempted.sum(axis=2).astype(float)
-    n = np.sum(np.isfinite(x), axis=2).astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        total = np.nansum(x, axis=2)
-        mean = np.where(n > 0, total / np.maximum(n, 1), np.nan)
-        dev = np.where(np.isfinite(x), x - mean[:, :, None], 0.0)
-        var = np.where(n >= 2, (dev**2).sum(axis=2) / np.maximum(n - 1, 1), np.nan)
-    below = np.sum(np.isfinite(x) & (x < FLOOR), axis=2).astype(float)
-    return Moments(n, mean, var, below, rows)
+    """Per-scenario moments of (reps, m, k) scores (`Moments.of` at the benchmark's floor)."""
+    return Moments.of(x, FLOOR, attempted)
 
 
 def realised_band(base: Moments) -> np.ndarray:

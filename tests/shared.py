@@ -5,11 +5,14 @@ module makes once and each test gets a copy of."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
@@ -18,6 +21,7 @@ from eval_assets.home import EvalHome
 from eval_assets.warehouse import DATASETS
 
 BASELINE = "agent-2026-11-28-base"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def full_row(dataset: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -57,3 +61,53 @@ def track_on_copy(project: Project, template: Path, tmp_path: Path) -> Track:
     root = tmp_path / "eval_home"
     shutil.copytree(template, root)
     return Track(project, EvalHome(root))
+
+
+# --- a real `evaltrack` process over a project copy (the kill -9 tests) ------------------------------
+
+
+def slow_project_copy(dest: Path, engine: dict[str, Any], **settings: Any) -> Path:
+    """The shipped project copied to `dest` with these `engine` settings (slow and narrow, so a kill
+    lands mid-run), any other top-level settings given (e.g. `repeats="adaptive"`), and without the
+    scenarios' `ceiling_usd`: a reservation in flight at a kill keeps counting against its scope's
+    ceiling (fail closed), so under a ceiling a resumed run may settle fewer attempts than a clean one,
+    depending on when the kill lands. These tests are about paying no attempt twice; what a ceiling
+    does after a crash is pinned by the journal's contract tests."""
+    for sub in ("scenarios", "rubrics", "judges", "examples"):
+        shutil.copytree(ROOT / sub, dest / sub)
+    for path in (dest / "scenarios").rglob("*.yaml"):
+        scenario = yaml.safe_load(path.read_text())
+        if scenario.pop("ceiling_usd", None) is not None:
+            path.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    loaded = yaml.safe_load((ROOT / "evaltrack.yaml").read_text())
+    (dest / "evaltrack.yaml").write_text(yaml.safe_dump(loaded | settings | {"engine": engine}))
+    return dest
+
+
+def copy_manifest(source: Path, dest: Path, subject_params: dict[str, Any], **fields: Any) -> Path:
+    """A build manifest from `source` written to `dest` with its subject's sim knobs and top-level
+    fields changed (a field given as None is left out)."""
+    manifest = yaml.safe_load(source.read_text())
+    manifest["subject"]["params"].update(subject_params)
+    manifest.update(fields)
+    dest.write_text(yaml.safe_dump({k: v for k, v in manifest.items() if v is not None}))
+    return dest
+
+
+def evaltrack(project: Path, home: Path, *args: str) -> subprocess.Popen[str]:
+    """`evaltrack --project P --home H ARGS` in its own process group (so a test can kill -9 it all)."""
+    exe = Path(sys.executable).with_name("evaltrack")
+    return subprocess.Popen(
+        [str(exe), "--project", str(project), "--home", str(home), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 600) -> str:
+    """The output of a process that must exit 0."""
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out
+    return out

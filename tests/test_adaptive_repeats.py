@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
+from shared import copy_manifest, evaltrack, finish, slow_project_copy
 
 from eval_assets.capability.materialize import (
     materialize_cost_ledger,
@@ -137,41 +134,18 @@ def test_top_ups_are_keyed_attempts_in_every_table_and_a_rerun_pays_nothing_new(
 
 
 def _project_copy(dest: Path) -> Path:
-    """The shipped project in adaptive mode with a slow, narrow engine (so a kill lands in the top-ups)
-    and no scenario ceilings (a reservation in flight at the kill keeps counting against its ceiling:
-    see tests/test_crash_resume.py)."""
-    for sub in ("scenarios", "rubrics", "judges", "examples"):
-        shutil.copytree(ROOT / sub, dest / sub)
-    for path in (dest / "scenarios").rglob("*.yaml"):
-        scenario = yaml.safe_load(path.read_text())
-        if scenario.pop("ceiling_usd", None) is not None:
-            path.write_text(yaml.safe_dump(scenario, sort_keys=False))
-    settings = yaml.safe_load((ROOT / "evaltrack.yaml").read_text())
-    settings["engine"] = {"concurrency_per_model": 2, "timeout_s": 30, "max_tries": 3}
-    settings["repeats"] = "adaptive"
-    (dest / "evaltrack.yaml").write_text(yaml.safe_dump(settings))
-    for name in ("baseline", "rebuild"):
-        manifest = yaml.safe_load((ROOT / f"examples/builds/{name}.yaml").read_text())
-        manifest["subject"]["params"].update(latency_ms=60, error_rate=0.0)
-        (dest / f"{name}.yaml").write_text(yaml.safe_dump(manifest))
-    return dest
-
-
-def _evaltrack(project: Path, home: Path, *args: str) -> subprocess.Popen[str]:
-    exe = Path(sys.executable).with_name("evaltrack")
-    return subprocess.Popen(
-        [str(exe), "--project", str(project), "--home", str(home), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
+    """The shipped project in adaptive mode, slow and narrow (2 calls in flight, 60 ms each) so a kill
+    lands in the top-ups, with the example baseline and rebuild."""
+    project = slow_project_copy(
+        dest, {"concurrency_per_model": 2, "timeout_s": 30, "max_tries": 3}, repeats="adaptive"
     )
-
-
-def _finish(proc: subprocess.Popen[str]) -> str:
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, out
-    return out
+    for name in ("baseline", "rebuild"):
+        copy_manifest(
+            ROOT / f"examples/builds/{name}.yaml",
+            project / f"{name}.yaml",
+            {"latency_ms": 60, "error_rate": 0.0},
+        )
+    return project
 
 
 def _ledger(home: Path) -> dict[str, tuple[str, float | None]]:
@@ -207,10 +181,10 @@ def test_kill_9_during_the_top_ups_then_resume_tops_up_the_same_scenarios_paying
     track = Track(loaded, EvalHome(home))
     for name in ("baseline", "rebuild"):
         track.register_build(project / f"{name}.yaml")
-    _finish(_evaltrack(project, home, "run", "--build", BASE))
+    finish(evaltrack(project, home, "run", "--build", BASE))
 
     # an unchanged rebuild: some scenarios stay uncertain at the first look and are topped up
-    victim = _evaltrack(project, home, "run", "--build", REBUILD)
+    victim = evaltrack(project, home, "run", "--build", REBUILD)
     deadline = time.monotonic() + 300
     while not _top_up_keys(_ledger(home)):  # the first look is over and the top-ups are being paid
         assert victim.poll() is None, victim.communicate()[0]
@@ -221,7 +195,7 @@ def test_kill_9_during_the_top_ups_then_resume_tops_up_the_same_scenarios_paying
     at_kill = _ledger(home)
     paid_before = {k: v for k, v in at_kill.items() if v[0] in ("settled", "failed")}
 
-    out = _finish(_evaltrack(project, home, "run", "--build", REBUILD))
+    out = finish(evaltrack(project, home, "run", "--build", REBUILD))
     assert "topping up" in out or "scenario_runs (top-ups)" in out, out
     resumed = _ledger(home)
     # every call settled before the kill kept its row: reused, never paid again
@@ -237,5 +211,5 @@ def test_kill_9_during_the_top_ups_then_resume_tops_up_the_same_scenarios_paying
     started = {key.split("/")[2] for key in _top_up_keys(at_kill)}
     assert started <= topped
     # one more run pays nothing new
-    _finish(_evaltrack(project, home, "run", "--build", REBUILD))
+    finish(evaltrack(project, home, "run", "--build", REBUILD))
     assert _ledger(home) == resumed

@@ -8,11 +8,11 @@ import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import yaml
+from shared import evaltrack, finish
 from test_crash_resume import _ledger, _project_copy, _settled_subject_calls, _spend
 
 from eval_assets.capability.track import Track
@@ -33,21 +33,8 @@ def _agent_project(dest: Path) -> Path:
     return project
 
 
-def _run(project: Path, home: Path) -> subprocess.Popen:
-    exe = Path(sys.executable).with_name("evaltrack")
-    return subprocess.Popen(
-        [str(exe), "--project", str(project), "--home", str(home), "run", "--build", BUILD_ID, "--judge-version", JUDGE],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def _finish(proc: subprocess.Popen) -> str:
-    out, _ = proc.communicate(timeout=900)
-    assert proc.returncode == 0, out
-    return out
+def _run(project: Path, home: Path) -> subprocess.Popen[str]:
+    return evaltrack(project, home, "run", "--build", BUILD_ID, "--judge-version", JUDGE)
 
 
 def _agent_calls_by_attempt(home: Path) -> dict[str, int]:
@@ -71,7 +58,7 @@ def test_kill_9_halfway_through_an_agent_run_then_rerun_pays_no_agent_call_twice
     for home in (clean, crashed):
         Track(loaded, EvalHome(home)).register_build(project / "agent-build.yaml")
 
-    _finish(_run(project, clean))
+    finish(_run(project, clean), timeout=900)
     uninterrupted = _ledger(clean)
     calls = _agent_calls_by_attempt(clean)
     assert calls and max(calls.values()) > 1  # the agent made several calls per attempt (tools, then answer)
@@ -89,7 +76,7 @@ def test_kill_9_halfway_through_an_agent_run_then_rerun_pays_no_agent_call_twice
     in_flight = [r for r in at_kill if r[1] == "reserved"]
     assert 0 < len([r for r in at_kill if r[1] == "settled"]) < len(uninterrupted)
 
-    out = _finish(_run(project, crashed))
+    out = finish(_run(project, crashed), timeout=900)
     resumed = _ledger(crashed)
     reused = re.search(r"scenario_runs +\d+/\d+ attempts .* · (\d+) reused", out)
     assert reused is not None and int(reused.group(1)) > 0, out

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import yaml
+from shared import copy_manifest, evaltrack, finish, slow_project_copy
 
 from eval_assets.capability.track import Track
 from eval_assets.config import load_project
@@ -24,44 +21,17 @@ JUDGE = "helpfulness-v1"
 
 
 def _project_copy(dest: Path) -> Path:
-    """The shipped project with a slow, narrow engine so a kill lands mid-run, and without the one
-    scenario's deliberately low `ceiling_usd`: a reservation in flight at the kill keeps counting
-    against its scope's ceiling (fail closed), so under a ceiling the resumed run may settle fewer
-    attempts than a clean one, depending on when the kill lands. This test is about paying no attempt
-    twice; what a ceiling does after a crash is pinned by the journal's contract tests."""
-    for sub in ("scenarios", "rubrics", "judges", "examples"):
-        shutil.copytree(ROOT / sub, dest / sub)
-    for path in (dest / "scenarios").rglob("*.yaml"):
-        scenario = yaml.safe_load(path.read_text())
-        if scenario.pop("ceiling_usd", None) is not None:
-            path.write_text(yaml.safe_dump(scenario, sort_keys=False))
-    settings = yaml.safe_load((ROOT / "evaltrack.yaml").read_text())
-    settings["engine"] = {"concurrency_per_model": 4, "timeout_s": 30, "max_tries": 3}
-    (dest / "evaltrack.yaml").write_text(yaml.safe_dump(settings))
-    manifest = yaml.safe_load((ROOT / "examples/builds/baseline.yaml").read_text())
-    manifest.update(id=BUILD_ID, baseline=None)
-    manifest["subject"]["params"].update(latency_ms=100, error_rate=0.0)
-    (dest / "crash-build.yaml").write_text(
-        yaml.safe_dump({k: v for k, v in manifest.items() if v is not None})
+    """The shipped project, slow and narrow (4 calls in flight, 100 ms each) so a kill lands mid-run, with
+    one build that has no baseline (`crash-build.yaml`)."""
+    project = slow_project_copy(dest, {"concurrency_per_model": 4, "timeout_s": 30, "max_tries": 3})
+    copy_manifest(
+        ROOT / "examples/builds/baseline.yaml",
+        project / "crash-build.yaml",
+        {"latency_ms": 100, "error_rate": 0.0},
+        id=BUILD_ID,
+        baseline=None,
     )
-    return dest
-
-
-def _evaltrack(project: Path, home: Path, *args: str) -> subprocess.Popen:
-    exe = Path(sys.executable).with_name("evaltrack")
-    return subprocess.Popen(
-        [str(exe), "--project", str(project), "--home", str(home), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def _finish(proc: subprocess.Popen) -> str:
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, out
-    return out
+    return project
 
 
 def _ledger(home: Path) -> list[tuple]:
@@ -93,10 +63,10 @@ def test_kill_9_mid_materialization_then_resume_pays_no_attempt_twice(tmp_path: 
     for home in (clean, crashed):
         Track(loaded, EvalHome(home)).register_build(project / "crash-build.yaml")
 
-    _finish(_evaltrack(project, clean, "run", "--build", BUILD_ID, "--judge-version", JUDGE))
+    finish(evaltrack(project, clean, "run", "--build", BUILD_ID, "--judge-version", JUDGE))
     uninterrupted = _ledger(clean)
 
-    victim = _evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge-version", JUDGE)
+    victim = evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge-version", JUDGE)
     deadline = time.monotonic() + 300
     while _settled_subject_calls(crashed) < 20:  # halfway through the 83 subject calls
         assert victim.poll() is None, victim.communicate()[0]
@@ -108,7 +78,7 @@ def test_kill_9_mid_materialization_then_resume_pays_no_attempt_twice(tmp_path: 
     in_flight = [r for r in at_kill if r[1] == "reserved"]
     assert 0 < len([r for r in at_kill if r[1] == "settled"]) < len(uninterrupted)
 
-    out = _finish(_evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge-version", JUDGE))
+    out = finish(evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge-version", JUDGE))
     resumed = _ledger(crashed)
     reused = re.search(r"scenario_runs +\d+/\d+ attempts .* · (\d+) reused", out)
     assert reused is not None and int(reused.group(1)) > 0, out

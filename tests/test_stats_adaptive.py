@@ -32,12 +32,7 @@ FLOOR = 0.2
 
 def moments(x: np.ndarray) -> Moments:
     """(R, m) moments of (R, m, k) scores (NaN: a repeat not run)."""
-    n = np.isfinite(x).sum(axis=2).astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.nansum(x, axis=2) / np.where(n > 0, n, np.nan)
-        var = np.where(n >= 2, np.nansum((x - mean[:, :, None]) ** 2, axis=2) / np.maximum(n - 1, 1), np.nan)
-    below = (np.isfinite(x) & (x < FLOOR)).sum(axis=2).astype(float)
-    return Moments(n, mean, var, below, n.copy())
+    return Moments.of(x, FLOOR, np.isfinite(x))
 
 
 def builds(seed: int, reps: int, m: int, shift: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:

@@ -32,9 +32,7 @@ FLOOR = 0.2
 
 def _moments(x: np.ndarray) -> Moments:
     """(R, m, k) scores -> Moments (every repeat scored)."""
-    n = np.full(x.shape[:2], float(x.shape[2]))
-    var = x.var(axis=2, ddof=1) if x.shape[2] > 1 else np.full(n.shape, np.nan)
-    return Moments(n, x.mean(axis=2), var, (x < FLOOR).sum(axis=2).astype(float), n.copy())
+    return Moments.of(x, FLOOR)
 
 
 @settings(max_examples=200, deadline=None)

@@ -7,7 +7,6 @@ rules: each one fails when its rule is broken.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -302,14 +301,7 @@ def test_the_fast_first_holm_step_agrees_with_weighted_holm_over_every_blocking_
     def moments(shift: np.ndarray) -> Moments:
         x = np.clip((skills + shift)[:, :, None] + 0.15 * rng.standard_normal((reps, m, k)), 0, 1)
         x = np.where(rng.random(x.shape) < 0.05, np.nan, x)
-        n = np.isfinite(x).sum(axis=2).astype(float)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # scenarios with fewer than 2 scored repeats
-            mean, var = np.nanmean(x, axis=2), np.nanvar(x, axis=2, ddof=1)
-        below = (np.nan_to_num(x, nan=1.0) < FLOOR).sum(axis=2).astype(float)
-        return Moments(
-            n, np.where(n > 0, mean, np.nan), np.where(n >= 2, var, np.nan), below, np.full(n.shape, 3.0)
-        )
+        return Moments.of(x, FLOOR)
 
     shift = np.where(rng.random((reps, m)) < 0.1, -rng.uniform(0, 0.8, (reps, m)), 0.0)
     base, cand = moments(np.zeros((reps, m))), moments(shift)
@@ -327,14 +319,7 @@ def test_the_fast_first_holm_step_agrees_with_weighted_holm_over_every_blocking_
 
 def _moments(values: np.ndarray) -> Moments:
     """(1, m) moments of an (m, k) score array, one replication."""
-    n = np.full((1, values.shape[0]), float(values.shape[1]))
-    return Moments(
-        n=n,
-        mean=values.mean(axis=1)[None, :],
-        var=values.var(axis=1, ddof=1)[None, :],
-        below=(values < FLOOR).sum(axis=1)[None, :].astype(float),
-        rows=n,
-    )
+    return Moments.of(values[None, :, :], FLOOR)
 
 
 def test_the_own_variance_tail_family_contains_the_rule_and_moderates_only_the_non_outliers() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from datetime import date
 from pathlib import Path
 from typing import NoReturn
 
@@ -120,6 +121,12 @@ def _trend(args: argparse.Namespace) -> int:
     return cmd_trend(args)
 
 
+def _spend(args: argparse.Namespace) -> int:
+    from eval_assets.cli.spend_commands import cmd_spend  # configuration and the journal's database
+
+    return cmd_spend(args)
+
+
 def _ui(args: argparse.Namespace) -> int:
     from eval_assets.cli.ui import cmd_ui
 
@@ -171,6 +178,13 @@ def _old_spelling(
     p.add_argument(old, dest=dest, action=_OldSpelling, new=new, value=value, help=argparse.SUPPRESS)
 
 
+def _utc_day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a day YYYY-MM-DD: {text!r}") from None
+
+
 def _format_option(p: argparse.ArgumentParser, *choices: str) -> None:
     """The one output flag, `--format` (text by default); `--json`, its old spelling, still works."""
     p.add_argument("--format", choices=choices, default="text", help=f"output: {', '.join(choices)}")
@@ -194,6 +208,7 @@ EXITS = {
     "warehouse verify": "0 every file matches; 4 damage (moved aside, each named)",
     "bridge run": "0 published; 1 not published or refused; 4 failed",
     "gates run": "0 nothing blocks; 1 something blocks",
+    "spend": "0 printed (a home that never paid has spent nothing); 4 the journal cannot be read",
 }
 
 
@@ -412,6 +427,15 @@ def _build_parser() -> argparse.ArgumentParser:
     trend.add_argument("--judge", help="a judge version or judge name (default: every active version)")
     _format_option(trend, "text", "markdown", "json")
     trend.set_defaults(func=_trend)
+    spend = sub.add_parser(
+        "spend", help="the spend journal's running totals (spent and in flight) against the ceilings"
+    )
+    spend.add_argument(
+        "--day", type=_utc_day, help="the UTC day YYYY-MM-DD whose total is shown (default: today)"
+    )
+    spend.add_argument("--build", help="only this build's suites, and its scenarios")
+    _format_option(spend, "text", "json")
+    spend.set_defaults(func=_spend)
     ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=_ui)

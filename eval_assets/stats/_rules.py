@@ -83,6 +83,23 @@ class Moments:
     below: np.ndarray
     rows: np.ndarray
 
+    @classmethod
+    def of(cls, scores: np.ndarray, floor: float | None, attempted: np.ndarray | None = None) -> Moments:
+        """The moments of (R, m, k) repeat scores (NaN: attempted but not scored); `attempted` (R, m, k)
+        marks the repeats run (adaptive repeats: the rest were never paid for), default all. Simulations
+        and tests build their builds through this; the report builds its own from verdict rows."""
+        rows = np.full(scores.shape[:2], float(scores.shape[2]))
+        if attempted is not None:
+            scores = np.where(attempted, scores, np.nan)
+            rows = attempted.sum(axis=2).astype(float)
+        n = np.sum(np.isfinite(scores), axis=2).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(n > 0, np.nansum(scores, axis=2) / np.maximum(n, 1), np.nan)
+            dev = np.where(np.isfinite(scores), scores - mean[:, :, None], 0.0)
+            var = np.where(n >= 2, (dev**2).sum(axis=2) / np.maximum(n - 1, 1), np.nan)
+        under = np.isfinite(scores) & (scores < floor) if floor is not None else np.zeros(scores.shape, bool)
+        return cls(n, mean, var, np.sum(under, axis=2).astype(float), rows)
+
 
 @dataclass(frozen=True)
 class Prior:
