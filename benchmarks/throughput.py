@@ -54,7 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(os.environ.get("EVAL_BENCH_ROOT") or Path(__file__).resolve().parents[1])
+"""The tree measured: this checkout, or another's (`overhead --before DIR` runs a child with it)."""
 sys.path.insert(0, str(ROOT))
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs  # noqa: E402
@@ -655,6 +656,12 @@ def profiled(run: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], Any]:
         profiles.append(prof)
         prof.enable()  # replaces this hook for the thread
 
+    # A tree from before the journal's drain thread (`--before`) waits on a process-wide pool of
+    # journal threads, started before this run: a fresh pool for the run, shut down after it.
+    path_module: Any = sys.modules.get("eval_assets.spend._path")
+    pool = getattr(path_module, "_journal_threads", None)
+    if pool is not None:
+        path_module._journal_threads = None
     threading.setprofile(start_thread_profile)  # threads started from now on, each with its own profile
     main = cProfile.Profile(time.thread_time)
     try:
@@ -663,6 +670,10 @@ def profiled(run: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], Any]:
         main.disable()
     finally:
         threading.setprofile(None)  # type: ignore[arg-type]
+        if pool is not None:
+            if path_module._journal_threads is not None:
+                path_module._journal_threads.shutdown(wait=True)
+            path_module._journal_threads = pool
     stats = pstats.Stats(main)
     for prof in profiles:
         prof.disable()  # their threads ended; this only closes their tables
@@ -671,6 +682,74 @@ def profiled(run: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], Any]:
 
 
 def case_overhead(args: argparse.Namespace, goals: list[tuple[str, str, str, bool | None]]) -> None:
+    """The overhead measured here, or (`--before DIR`) alternately in a child process on DIR's tree
+    (a clean clone of main with its own setup) and on this one, `--before-rounds` times each."""
+    if not args.before:
+        out = measure_overhead(args)
+    else:
+        out = overhead_before_after(args)
+    goals.append(
+        (
+            "engine CPU per call over bare litellm",
+            "<= 0.8 ms",
+            f"{out['overhead_ms']:.2f} ms ({out['engine_ms']:.2f} vs {out['raw_ms']:.2f} ms per call)",
+            out["overhead_ms"] <= 0.8,
+        )
+    )
+
+
+def overhead_before_after(args: argparse.Namespace) -> dict[str, Any]:
+    before = Path(args.before).resolve()
+    here = Path(__file__).resolve()
+    sides = {"before": (str(before / ".venv/bin/python"), str(before)), "after": (sys.executable, str(ROOT))}
+    flags = ["--only", "overhead", "--overhead-json", "--overhead-top", "0"]
+    flags += [
+        "--overhead-scenarios",
+        str(args.overhead_scenarios),
+        "--overhead-runs",
+        str(args.overhead_runs),
+    ]
+    results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    print(
+        f"engine overhead before ({before}) and after ({ROOT}): {args.before_rounds} rounds, each a child "
+        f"process per tree, alternating (load {os.getloadavg()[0]:.1f})"
+    )
+    for i in range(args.before_rounds):
+        for name, (python, root) in sides.items():
+            env = {**os.environ, "EVAL_BENCH_ROOT": root}
+            done = subprocess.run(
+                [python, str(here), *flags], capture_output=True, text=True, env=env, check=True
+            )
+            line = next(ln for ln in done.stdout.splitlines() if ln.startswith("OVERHEAD-JSON "))
+            out = json.loads(line.removeprefix("OVERHEAD-JSON "))
+            results[name].append(out)
+            print(
+                f"   round {i + 1} {name:6s}: engine {out['engine_ms']:.3f}, bare {out['raw_ms']:.3f}, "
+                f"overhead {out['overhead_ms']:.3f} ms CPU per call (load {out['load']:.1f})"
+            )
+    med = {
+        name: {k: statistics.median(r[k] for r in rs) for k in ("engine_ms", "raw_ms", "overhead_ms")}
+        for name, rs in results.items()
+    }
+    for name in ("before", "after"):
+        m = med[name]
+        print(
+            f"   {name:6s} median: engine {m['engine_ms']:.3f}, bare {m['raw_ms']:.3f}, overhead "
+            f"{m['overhead_ms']:.3f} ms CPU per call"
+        )
+    comps = sorted(
+        set(results["before"][-1]["components"]) | set(results["after"][-1]["components"]),
+        key=lambda c: -results["before"][-1]["components"].get(c, 0.0),
+    )
+    print("   extra profiled ms per call by component (last round), before | after:")
+    for comp in comps:
+        b = results["before"][-1]["components"].get(comp, 0.0)
+        a = results["after"][-1]["components"].get(comp, 0.0)
+        print(f"     {comp:52s} {b:+7.3f} | {a:+7.3f}")
+    return med["after"]
+
+
+def measure_overhead(args: argparse.Namespace) -> dict[str, Any]:
     """CPU per model call, the engine (journal, limiter, spans, redaction, prompts, rows) vs bare
     litellm.acompletion on the same calls, same process, alternating; then a cProfile of one run of
     each side, split by component (ms of thread CPU per call, profiled)."""
@@ -728,14 +807,19 @@ def case_overhead(args: argparse.Namespace, goals: list[tuple[str, str, str, boo
     for (path, line, name), comp, tt in sorted(engine_only, key=lambda x: -x[2])[: args.overhead_top]:
         where = path.split("/site-packages/")[-1].replace(str(ROOT) + "/", "")
         print(f"     {1000 * tt / e_calls:6.3f} ms  {name} ({where}:{line}) [{comp}]")
-    goals.append(
-        (
-            "engine CPU per call over bare litellm",
-            "<= 0.8 ms",
-            f"{over:.2f} ms ({eng.med(cpu_ms_per_call):.2f} vs {raw.med(cpu_ms_per_call):.2f} ms per call)",
-            over <= 0.8,
-        )
-    )
+    out = {
+        "engine_ms": eng.med(cpu_ms_per_call),
+        "raw_ms": raw.med(cpu_ms_per_call),
+        "overhead_ms": over,
+        "load": os.getloadavg()[0],
+        "components": {
+            c: 1000 * (e_comp.get(c, 0.0) / e_calls - r_comp.get(c, 0.0) / r_calls)
+            for c in set(e_comp) | set(r_comp)
+        },
+    }
+    if args.overhead_json:
+        print("OVERHEAD-JSON " + json.dumps(out))
+    return out
 
 
 # --- case rss: peak RSS at two suite sizes, each in a fresh process ----------------------------
@@ -883,6 +967,12 @@ def main() -> None:
     ap.add_argument("--overhead-scenarios", type=int, default=400, help="overhead: scenarios (x 5)")
     ap.add_argument("--overhead-runs", type=int, default=5, help="overhead: alternating runs per side")
     ap.add_argument("--overhead-top", type=int, default=15, help="overhead: hot spots printed")
+    ap.add_argument("--overhead-json", action="store_true", help="overhead: also print the figures as JSON")
+    ap.add_argument(
+        "--before",
+        help="overhead: a clean clone of main with its own setup, measured alternately with this tree",
+    )
+    ap.add_argument("--before-rounds", type=int, default=3, help="overhead --before: child runs per tree")
     ap.add_argument("--dagster-scenarios", type=int, default=10_000)
     ap.add_argument("--rss-child", type=int)
     ap.add_argument("--ahead-scenarios", type=int, default=40)
