@@ -13,6 +13,15 @@ is printed at the end with every figure measured in this run.
   Each side is warmed up first in the same process (the first litellm call of a process imports
   provider modules and builds clients: a one-off cost of the order of a second, which a short timed run
   would otherwise divide into its per-call figures), then timed over >= 3 alternating runs; medians.
+- `overhead`: the engine's CPU per model call over a bare `litellm.acompletion` on the same calls
+  (`--overhead-scenarios` x 5, subject + judge, zero latency, SQLite journal, no tracer provider), in
+  one process, `--overhead-runs` alternating pairs, the median of the per-pair difference; then one
+  run per side under cProfile (each thread's CPU clock, every thread) split by component (journal,
+  spend path, limiter, spans, redaction, prompt rendering, verdict parsing, policy checks, call
+  building, gateway, engine flow) and the engine's top hot spots. `--before DIR`: the same, in a
+  child process per tree, alternating DIR (a clean clone of main with its own setup) and this tree.
+  Goal: <= 0.8 ms. Every side waits for litellm's logging of its own calls inside its timing
+  (`drained`).
 - `rss`: peak RSS (ru_maxrss) of the `zero` 1-worker path at 1000 and 5000 scenarios, each in a
   fresh process.
 - `dagster`: a 10,000 x 5 build through `evaltrack run` (Dagster path, zero latency, default workers)
@@ -27,7 +36,7 @@ is printed at the end with every figure measured in this run.
 Wall time includes waiting for a CPU: on a shared machine, read the CPU figures and the load average
 printed beside them.
 
-Run: .venv/bin/python benchmarks/throughput.py [--quick] [--only zero,latency,rss,dagster,ahead,rate]
+Run: .venv/bin/python benchmarks/throughput.py [--quick] [--only zero,latency,overhead,rss,dagster,ahead,rate]
 
 - `rate`: adaptive concurrency against a local server limited to R requests/s (`--rate-limit R`,
   default 10): sustained ok/s and the 429 share after the first 10 s; goal >= 0.9 R and < 5%.
