@@ -899,9 +899,7 @@ def case_dagster(args: argparse.Namespace, goals: list[tuple[str, str, str, bool
         subprocess.run([*base, "build", "add", str(project / "bench.yaml")], check=True, capture_output=True)
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         wall = time.perf_counter()
-        out = subprocess.run(
-            [*base, "run", "--build", "bench", "--format", "json"], capture_output=True, text=True
-        )
+        out = subprocess.run([*base, "run", "--build", "bench", "--format", "json"], capture_output=True, text=True)
         wall = time.perf_counter() - wall
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     ok = out.returncode in (0, 1, 2)  # a decision (allow, block, none), not an internal error
