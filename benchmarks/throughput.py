@@ -13,6 +13,15 @@ is printed at the end with every figure measured in this run.
   Each side is warmed up first in the same process (the first litellm call of a process imports
   provider modules and builds clients: a one-off cost of the order of a second, which a short timed run
   would otherwise divide into its per-call figures), then timed over >= 3 alternating runs; medians.
+- `overhead`: the engine's CPU per model call over a bare `litellm.acompletion` on the same calls
+  (`--overhead-scenarios` x 5, subject + judge, zero latency, SQLite journal, no tracer provider), in
+  one process, `--overhead-runs` alternating pairs, the median of the per-pair difference; then one
+  run per side under cProfile (each thread's CPU clock, every thread) split by component (journal,
+  spend path, limiter, spans, redaction, prompt rendering, verdict parsing, policy checks, call
+  building, gateway, engine flow) and the engine's top hot spots. `--before DIR`: the same, in a
+  child process per tree, alternating DIR (a clean clone of main with its own setup) and this tree.
+  Goal: <= 0.8 ms. Every side waits for litellm's logging of its own calls inside its timing
+  (`drained`).
 - `rss`: peak RSS (ru_maxrss) of the `zero` 1-worker path at 1000 and 5000 scenarios, each in a
   fresh process.
 - `dagster`: a 10,000 x 5 build through `evaltrack run` (Dagster path, zero latency, default workers)
@@ -27,7 +36,7 @@ is printed at the end with every figure measured in this run.
 Wall time includes waiting for a CPU: on a shared machine, read the CPU figures and the load average
 printed beside them.
 
-Run: .venv/bin/python benchmarks/throughput.py [--quick] [--only zero,latency,rss,dagster,ahead,rate]
+Run: .venv/bin/python benchmarks/throughput.py [--quick] [--only zero,latency,overhead,rss,dagster,ahead,rate]
 
 - `rate`: adaptive concurrency against a local server limited to R requests/s (`--rate-limit R`,
   default 10): sustained ok/s and the 429 share after the first 10 s; goal >= 0.9 R and < 5%.
@@ -49,12 +58,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(os.environ.get("EVAL_BENCH_ROOT") or Path(__file__).resolve().parents[1])
+"""The tree measured: this checkout, or another's (`overhead --before DIR` runs a child with it)."""
 sys.path.insert(0, str(ROOT))
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs  # noqa: E402
@@ -79,6 +89,7 @@ JUDGE = PROJECT.judges["helpfulness-v1"]
 RUBRIC = PROJECT.rubric_for(JUDGE)
 PRICES = PROJECT.settings.price_table()
 TIMEOUT_S = 30
+T = TypeVar("T")
 
 
 def scenarios(n: int) -> list[Scenario]:
@@ -107,6 +118,19 @@ def engine(tmp: Path, concurrency: int) -> Engine:
     return Engine(spend=spend, settings=settings, jitter=random.Random(0), fence_secret=FENCE)
 
 
+async def drained(work: Awaitable[T]) -> T:
+    """`work`, then litellm's own logging of its calls: litellm queues a success handler per call
+    (its `LoggingWorker`, on this event loop, about 0.5 ms of CPU per call even with no callback) and
+    carries what is still queued when a loop ends over to the next loop. Without this a side that
+    finishes fast leaves its logging to be paid (and timed) by whatever runs next: in alternating runs,
+    the other side."""
+    from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+
+    value = await work
+    await GLOBAL_LOGGING_WORKER.flush()
+    return value
+
+
 def run_engine(
     n: int, tmp: Path, concurrency: int = 256, latency_ms: int = 0, judge: bool = True
 ) -> dict[str, Any]:
@@ -115,13 +139,16 @@ def run_engine(
     scen = scenarios(n)
     wall, cpu = time.perf_counter(), time.process_time()
     if judge:
-        subjects, verdicts = asyncio.run(eng.run_and_judge(build(latency_ms), scen, [(JUDGE, RUBRIC)]))
+        subjects, verdicts = asyncio.run(
+            drained(eng.run_and_judge(build(latency_ms), scen, [(JUDGE, RUBRIC)]))
+        )
         scored = sum(v.status == "scored" for v in verdicts[JUDGE.version_id])
         calls = sum(s.call.tries for s in subjects) + sum(v.tries for v in verdicts[JUDGE.version_id])
     else:
-        subjects = asyncio.run(eng.run_subjects(build(latency_ms), scen))
+        subjects = asyncio.run(drained(eng.run_subjects(build(latency_ms), scen)))
         scored, calls = 0, sum(s.call.tries for s in subjects)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    eng.spend.journal.close()  # and its drain thread
     return {
         "attempts": len(subjects),
         "scored": scored,
@@ -192,7 +219,7 @@ def run_raw(work: list[list[CallSpec]], concurrency: int = 256) -> dict[str, Any
         await asyncio.gather(*(attempt(calls) for calls in work))
 
     wall, cpu = time.perf_counter(), time.process_time()
-    asyncio.run(main())
+    asyncio.run(drained(main()))
     return {
         "calls": sum(len(c) for c in work),
         "wall_s": time.perf_counter() - wall,
@@ -544,6 +571,266 @@ def case_latency(args: argparse.Namespace, goals: list[tuple[str, str, str, bool
             )
 
 
+# --- case overhead: the engine's CPU per call over bare litellm, and where it goes --------------
+
+# Where a function's own CPU goes: the first rule whose path part matches (and whose names hold the
+# function's, when it names any). Functions matching none (the standard library, builtins, pydantic)
+# pass their own CPU up to their callers, split as the calls were; what reaches no caller is the
+# event loop's.
+JOURNAL = "journal reserve/settle (SQLite, group commit)"
+OWN = "litellm + sim provider (both sides)"
+LOOP = "event loop, tasks, threads (unattributed)"
+HARNESS = "benchmark loop (bare side: its semaphore)"
+PROMPT = ("render_judge_prompt", "judge_instructions", "example_verdict", "scale_spec", "cached")
+PROMPT += ("_describe_scale", "_placeholder", "fence", "fence_nonce")
+POLICY = ("policy_failures", "policy_failures_stored", "policy_views", "_fold", "_base64_decoded")
+COMPONENTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("eval_assets/spend/_path.py", (), "spend path (reserve/settle glue, on the loop)"),
+    ("eval_assets/spend/", (), JOURNAL),
+    ("sqlalchemy/", (), JOURNAL),
+    ("eval_assets/engine/_limiter.py", (), "limiter"),
+    ("eval_assets/tracing.py", (), "spans/tracing"),
+    ("eval_assets/engine/_spans.py", (), "spans/tracing"),
+    ("opentelemetry/", (), "spans/tracing"),
+    ("eval_assets/redact.py", (), "redaction"),
+    ("eval_assets/judging.py", PROMPT, "prompt rendering"),
+    ("eval_assets/fence.py", (), "prompt rendering"),
+    ("eval_assets/judging.py", POLICY, "policy checks"),
+    ("eval_assets/judging.py", (), "verdict parsing"),
+    ("eval_assets/engine/_calls.py", (), "litellm call building (specs)"),
+    ("eval_assets/providers/gateway.py", (), "gateway (kwargs, cost, outcome)"),
+    ("eval_assets/providers/sim", (), OWN),
+    ("litellm/", (), OWN),
+    ("eval_assets/engine/", (), "engine flow (attempts, results, rows)"),
+    ("benchmarks/throughput.py", (), HARNESS),
+)
+
+
+def _component(func: tuple[str, int, str]) -> str | None:
+    path, _, name = func
+    for part, names, component in COMPONENTS:
+        if part in path and (not names or name in names):
+            return component
+    return None
+
+
+def attributed(stats: Any) -> tuple[dict[str, float], dict[tuple[str, int, str], tuple[str, float]]]:
+    """(seconds per component, seconds per function with its component): every function's own time,
+    a neutral function's passed up to its callers (`COMPONENTS`)."""
+    table = stats.stats  # func -> (cc, nc, tt, ct, callers{caller: (cc, nc, tt, ct)})
+    memo: dict[tuple[str, int, str], dict[str, float]] = {}
+
+    def shares(func: tuple[str, int, str], seen: frozenset[tuple[str, int, str]]) -> dict[str, float]:
+        """How `func`'s own time splits over components (fractions summing to 1)."""
+        if (own := _component(func)) is not None:
+            return {own: 1.0}
+        if func in memo:
+            return memo[func]
+        callers = table[func][4] if func in table else {}
+        weights = {c: edge[3] for c, edge in callers.items() if c not in seen and c in table}
+        total = sum(weights.values())
+        if total <= 0:
+            out = {LOOP: 1.0}
+        else:
+            out = {}
+            for caller, w in weights.items():
+                for comp, f in shares(caller, seen | {func}).items():
+                    out[comp] = out.get(comp, 0.0) + f * w / total
+        if not seen:
+            memo[func] = out
+        return out
+
+    per_component: dict[str, float] = {}
+    per_function: dict[tuple[str, int, str], tuple[str, float]] = {}
+    for func, (_, _, tt, _, _) in table.items():
+        for comp, f in shares(func, frozenset()).items():
+            per_component[comp] = per_component.get(comp, 0.0) + tt * f
+        per_function[func] = (max(shares(func, frozenset()).items(), key=lambda kv: kv[1])[0], tt)
+    return per_component, per_function
+
+
+def profiled(run: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], Any]:
+    """`run()` under cProfile with each thread's CPU clock, in every thread the run uses: the event
+    loop's, the journal's drain thread and the default executor's (where litellm makes each
+    call's synchronous part); `run` must open its own journal (its drain thread starts in the run).
+    Returns the run's result and the merged pstats.Stats."""
+    import cProfile
+    import pstats
+    import threading
+
+    profiles: list[cProfile.Profile] = []
+
+    def start_thread_profile(*_: Any) -> None:
+        prof = cProfile.Profile(time.thread_time)
+        profiles.append(prof)
+        prof.enable()  # replaces this hook for the thread
+
+    # A tree from before the journal's drain thread (`--before`) waits on a process-wide pool of
+    # journal threads, started before this run: a fresh pool for the run, shut down after it.
+    path_module: Any = sys.modules.get("eval_assets.spend._path")
+    pool = getattr(path_module, "_journal_threads", None)
+    if pool is not None:
+        path_module._journal_threads = None
+    threading.setprofile(start_thread_profile)  # threads started from now on, each with its own profile
+    main = cProfile.Profile(time.thread_time)
+    try:
+        main.enable()
+        result = run()
+        main.disable()
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+        if pool is not None:
+            if path_module._journal_threads is not None:
+                path_module._journal_threads.shutdown(wait=True)
+            path_module._journal_threads = pool
+    stats = pstats.Stats(main)
+    for prof in profiles:
+        prof.disable()  # their threads ended; this only closes their tables
+        stats.add(prof)
+    return result, stats
+
+
+def case_overhead(args: argparse.Namespace, goals: list[tuple[str, str, str, bool | None]]) -> None:
+    """The overhead measured here, or (`--before DIR`) alternately in a child process on DIR's tree
+    (a clean clone of main with its own setup) and on this one, `--before-rounds` times each."""
+    if not args.before:
+        out = measure_overhead(args)
+    else:
+        out = overhead_before_after(args)
+    goals.append(
+        (
+            "engine CPU per call over bare litellm",
+            "<= 0.8 ms",
+            f"{out['overhead_ms']:.2f} ms ({out['engine_ms']:.2f} vs {out['raw_ms']:.2f} ms per call)",
+            out["overhead_ms"] <= 0.8,
+        )
+    )
+
+
+def overhead_before_after(args: argparse.Namespace) -> dict[str, Any]:
+    before = Path(args.before).resolve()
+    here = Path(__file__).resolve()
+    sides = {"before": (str(before / ".venv/bin/python"), str(before)), "after": (sys.executable, str(ROOT))}
+    flags = ["--only", "overhead", "--overhead-json", "--overhead-top", "0"]
+    flags += [
+        "--overhead-scenarios",
+        str(args.overhead_scenarios),
+        "--overhead-runs",
+        str(args.overhead_runs),
+    ]
+    results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    print(
+        f"engine overhead before ({before}) and after ({ROOT}): {args.before_rounds} rounds, each a child "
+        f"process per tree, alternating (load {os.getloadavg()[0]:.1f})"
+    )
+    for i in range(args.before_rounds):
+        for name, (python, root) in sides.items():
+            env = {**os.environ, "EVAL_BENCH_ROOT": root}
+            done = subprocess.run(
+                [python, str(here), *flags], capture_output=True, text=True, env=env, check=True
+            )
+            line = next(ln for ln in done.stdout.splitlines() if ln.startswith("OVERHEAD-JSON "))
+            out = json.loads(line.removeprefix("OVERHEAD-JSON "))
+            results[name].append(out)
+            print(
+                f"   round {i + 1} {name:6s}: engine {out['engine_ms']:.3f}, bare {out['raw_ms']:.3f}, "
+                f"overhead {out['overhead_ms']:.3f} ms CPU per call (load {out['load']:.1f})"
+            )
+    med = {
+        name: {k: statistics.median(r[k] for r in rs) for k in ("engine_ms", "raw_ms", "overhead_ms")}
+        for name, rs in results.items()
+    }
+    for name in ("before", "after"):
+        m = med[name]
+        print(
+            f"   {name:6s} median: engine {m['engine_ms']:.3f}, bare {m['raw_ms']:.3f}, overhead "
+            f"{m['overhead_ms']:.3f} ms CPU per call"
+        )
+    comps = sorted(
+        set(results["before"][-1]["components"]) | set(results["after"][-1]["components"]),
+        key=lambda c: -results["before"][-1]["components"].get(c, 0.0),
+    )
+    print("   extra profiled ms per call by component (last round), before | after:")
+    for comp in comps:
+        b = results["before"][-1]["components"].get(comp, 0.0)
+        a = results["after"][-1]["components"].get(comp, 0.0)
+        print(f"     {comp:52s} {b:+7.3f} | {a:+7.3f}")
+    return med["after"]
+
+
+def measure_overhead(args: argparse.Namespace) -> dict[str, Any]:
+    """CPU per model call, the engine (journal, limiter, spans, redaction, prompts, rows) vs bare
+    litellm.acompletion on the same calls, same process, alternating; then a cProfile of one run of
+    each side, split by component (ms of thread CPU per call, profiled)."""
+    n = 100 if args.quick else args.overhead_scenarios
+    runs = 3 if args.quick else args.overhead_runs
+    print(
+        f"engine overhead: {n} x 5 attempts, subject + judge each, zero latency, SQLite journal, no tracer "
+        f"provider (load {os.getloadavg()[0]:.1f})"
+    )
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        warm = run_engine(min(n, 50), tmp)  # warm-up, not counted: imports, clients, first calls
+        run_raw(raw_workload(min(n, 50), warm["subjects"], 0, judge=True))
+        first = run_engine(n, tmp)
+        work = raw_workload(n, first["subjects"], 0, judge=True)
+        eng, raw = alternate(runs, lambda: run_engine(n, tmp), lambda: run_raw(work))
+        deltas = sorted(
+            cpu_ms_per_call(e) - cpu_ms_per_call(r) for e, r in zip(eng.runs, raw.runs, strict=True)
+        )
+        over = statistics.median(deltas)
+        print(
+            f"   {runs} alternating runs per side after a warm-up; CPU of the whole process (every thread); median (min-max)"
+        )
+        for name, side in (("engine", eng), ("bare litellm", raw)):
+            print(
+                f"   {name}: {side.med(lambda r: r['calls']):.0f} calls, CPU {side.show(cpu_ms_per_call, '.3f')} ms "
+                f"per call, wall {side.show(lambda r: r['wall_s'], '.2f')} s"
+            )
+        print(
+            f"   overhead (engine - bare, per pair): {over:.3f} ms CPU per call (pairs {deltas[0]:.3f}-{deltas[-1]:.3f})"
+        )
+        pn = max(20, n // 4)
+        e_res, e_stats = profiled(lambda: run_engine(pn, tmp))
+        pwork = raw_workload(pn, e_res["subjects"], 0, judge=True)
+        r_res, r_stats = profiled(lambda: run_raw(pwork))
+    e_comp, e_funcs = attributed(e_stats)
+    r_comp, _ = attributed(r_stats)
+    e_calls, r_calls = e_res["calls"], r_res["calls"]
+    print(
+        f"   cProfile, thread CPU in every thread, one run per side ({pn} x 5: {e_calls} calls); "
+        f"profiled ms per call (cProfile inflates them), engine | bare | extra:"
+    )
+    total_e, total_r = sum(e_comp.values()), sum(r_comp.values())
+    for comp in sorted(set(e_comp) | set(r_comp), key=lambda c: -(e_comp.get(c, 0) - r_comp.get(c, 0))):
+        e_ms, r_ms = 1000 * e_comp.get(comp, 0.0) / e_calls, 1000 * r_comp.get(comp, 0.0) / r_calls
+        print(f"     {comp:52s} {e_ms:7.3f} | {r_ms:7.3f} | {e_ms - r_ms:+7.3f}")
+    print(
+        f"     {'all':52s} {1000 * total_e / e_calls:7.3f} | {1000 * total_r / r_calls:7.3f} | "
+        f"{1000 * (total_e / e_calls - total_r / r_calls):+7.3f}"
+    )
+    engine_only = [
+        (func, comp, tt) for func, (comp, tt) in e_funcs.items() if comp not in (OWN, LOOP, HARNESS)
+    ]
+    print("   hot spots of the engine's own components (own time of a function, callees not included):")
+    for (path, line, name), comp, tt in sorted(engine_only, key=lambda x: -x[2])[: args.overhead_top]:
+        where = path.split("/site-packages/")[-1].replace(str(ROOT) + "/", "")
+        print(f"     {1000 * tt / e_calls:6.3f} ms  {name} ({where}:{line}) [{comp}]")
+    out = {
+        "engine_ms": eng.med(cpu_ms_per_call),
+        "raw_ms": raw.med(cpu_ms_per_call),
+        "overhead_ms": over,
+        "load": os.getloadavg()[0],
+        "components": {
+            c: 1000 * (e_comp.get(c, 0.0) / e_calls - r_comp.get(c, 0.0) / r_calls)
+            for c in set(e_comp) | set(r_comp)
+        },
+    }
+    if args.overhead_json:
+        print("OVERHEAD-JSON " + json.dumps(out))
+    return out
+
+
 # --- case rss: peak RSS at two suite sizes, each in a fresh process ----------------------------
 
 
@@ -669,6 +956,7 @@ def case_rate(args: argparse.Namespace, goals: list[tuple[str, str, str, bool | 
 CASES = {
     "zero": case_zero,
     "latency": case_latency,
+    "overhead": case_overhead,
     "rss": case_rss,
     "dagster": case_dagster,
     "ahead": case_ahead,
@@ -683,6 +971,15 @@ def main() -> None:
     ap.add_argument("--scenarios", type=int, default=1000, help="zero: scenarios (x 5 repeats)")
     ap.add_argument("--workers", type=int, default=0, help="zero: the N of N workers (default: cores)")
     ap.add_argument("--latency-scenarios", type=int, default=256)
+    ap.add_argument("--overhead-scenarios", type=int, default=400, help="overhead: scenarios (x 5)")
+    ap.add_argument("--overhead-runs", type=int, default=5, help="overhead: alternating runs per side")
+    ap.add_argument("--overhead-top", type=int, default=15, help="overhead: hot spots printed")
+    ap.add_argument("--overhead-json", action="store_true", help="overhead: also print the figures as JSON")
+    ap.add_argument(
+        "--before",
+        help="overhead: a clean clone of main with its own setup, measured alternately with this tree",
+    )
+    ap.add_argument("--before-rounds", type=int, default=3, help="overhead --before: child runs per tree")
     ap.add_argument("--dagster-scenarios", type=int, default=10_000)
     ap.add_argument("--rss-child", type=int)
     ap.add_argument("--ahead-scenarios", type=int, default=40)

@@ -17,8 +17,9 @@ import math
 import re
 import unicodedata
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from eval_assets.config import BoolScale, FloatScale, IntScale, Judge, LabelScale, Rubric, Scenario
 from eval_assets.fence import fence
@@ -26,6 +27,29 @@ from eval_assets.redact import REDACTED, redact
 
 PARSER_VERSION = 1
 CRITERIA_TAG = "Criteria (JSON): "
+T = TypeVar("T")
+
+
+def _per_rubric(fn: Callable[[Rubric], T]) -> Callable[[Rubric], T]:
+    """`fn(rubric)`, computed once per rubric object and remembered while that object is (a `Rubric`
+    is frozen; its lists make it unhashable, so the object itself is the key): the fixed text of a
+    judge prompt is the same for every verdict of a judge version (measured: 70 us per judge call)."""
+    memo: dict[int, tuple[Rubric, T]] = {}
+
+    @functools.wraps(fn)
+    def cached(rubric: Rubric) -> T:
+        hit = memo.get(id(rubric))
+        if hit is not None and hit[0] is rubric:
+            return hit[1]
+        value = fn(rubric)
+        if len(memo) >= 256:
+            memo.clear()
+        memo[id(rubric)] = (rubric, value)
+        return value
+
+    return cached
+
+
 _VERDICT_RE = re.compile(r"<verdict>(.*?)</verdict>", re.DOTALL)
 
 
@@ -69,6 +93,7 @@ def render_judge_prompt(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
+@_per_rubric
 def judge_instructions(rubric: Rubric) -> str:
     """The renderer's part of every system message of `rubric`'s judges: the criteria and their scales
     (no weights), the criteria as JSON, the fence rule and the answer format, ending with
@@ -88,6 +113,7 @@ def judge_instructions(rubric: Rubric) -> str:
     )
 
 
+@_per_rubric
 def example_verdict(rubric: Rubric) -> str:
     """The answer format the prompt shows: a `<verdict>` block with a placeholder per criterion
     (`<integer 1..5>`, `<number 0.0..1.0>`, `<true or false>`, `<one of "a", "b">`), never a value.
@@ -141,6 +167,17 @@ def _runs(text: str) -> frozenset[tuple[str, ...]]:
     return frozenset(tuple(words[i : i + ECHO_MIN_WORDS]) for i in range(len(words) - ECHO_MIN_WORDS + 1))
 
 
+@_per_rubric
+def _echo_needles(rubric: Rubric) -> tuple[str, tuple[tuple[str, str, str], ...]]:
+    """(the example verdict squeezed, (criterion, placeholder, placeholder squeezed) per criterion)."""
+    placeholders = tuple(
+        (c["name"], placeholder, _squeezed(placeholder))
+        for c in scale_spec(rubric)
+        for placeholder in (_placeholder(c["scale"]),)
+    )
+    return _squeezed(example_verdict(rubric)), placeholders
+
+
 def echo_reason(text: str, rubric: Rubric, instructions: str | None = None) -> str | None:
     """Why the reply `text` echoes the judge's prompt instead of judging; None when it does not.
 
@@ -151,12 +188,12 @@ def echo_reason(text: str, rubric: Rubric, instructions: str | None = None) -> s
     alone or around a verdict block of the judge's own.
     """
     squeezed = _squeezed(text)
-    if _squeezed(example_verdict(rubric)) in squeezed:
+    example, placeholders = _echo_needles(rubric)
+    if example in squeezed:
         return "echo: the reply repeats the prompt's example verdict"
-    for c in scale_spec(rubric):
-        placeholder = _placeholder(c["scale"])
-        if _squeezed(placeholder) in squeezed:
-            return f"echo: the reply repeats the example's placeholder {placeholder} for {c['name']}"
+    for name, placeholder, needle in placeholders:
+        if needle in squeezed:
+            return f"echo: the reply repeats the example's placeholder {placeholder} for {name}"
     words = _words(text)
     if len(words) < ECHO_MIN_WORDS:
         return None

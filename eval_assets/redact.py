@@ -373,30 +373,59 @@ def _pattern_for(_environment: tuple[Any, ...], _registered_now: frozenset[str])
     return _value_pattern(tuple(sorted(secret_values())))
 
 
+SHORT_TEXT_CHARS = 256
+"""Texts up to this length are remembered with what they redacted to (`redact`)."""
+
+
 def redact(text: str) -> str:
     """`text` with every credential (by value, then by shape) replaced by `[redacted]`, then, while
-    `redaction.pii` is on, e-mail addresses, card numbers and phone numbers masked (`PII_SHAPES`)."""
+    `redaction.pii` is on, e-mail addresses, card numbers and phone numbers masked (`PII_SHAPES`).
+
+    A short text (`SHORT_TEXT_CHARS`) is looked up first among the last few thousand redacted, keyed
+    with what decides the result besides the text (the value pattern of the environment and the
+    registered secrets as they are now, and `redaction.pii`): a model call's answer walks the same
+    keys and values ("role", "assistant", ...) every time, 20 regex passes each (measured: 0.1 ms of
+    the engine's CPU per call)."""
     if not text:
         return text
-    values = _values_now()
+    return _redact_now(text, _values_now(), _pii)
+
+
+def _redact_now(text: str, values: re.Pattern[str] | None, pii: bool) -> str:
+    if len(text) <= SHORT_TEXT_CHARS:
+        return _redact_short(text, values, pii)
+    return _redact(text, values, pii)
+
+
+@functools.lru_cache(maxsize=4096)
+def _redact_short(text: str, values: re.Pattern[str] | None, pii: bool) -> str:
+    return _redact(text, values, pii)
+
+
+def _redact(text: str, values: re.Pattern[str] | None, pii: bool) -> str:
     if values is not None:
         text = values.sub(REDACTED, text)
     for shape in SHAPES:
         text = shape.sub(text)
-    if _pii:
-        for pii in PII_SHAPES:
-            text = pii.sub(text)
+    if pii:
+        for mask in PII_SHAPES:
+            text = mask.sub(text)
     return text
 
 
 def redact_any(value: Any) -> Any:
     """`redact` applied to every string inside `value` (dicts, lists, tuples; keys too)."""
+    return _redact_walk(value, _values_now(), _pii)
+
+
+def _redact_walk(value: Any, values: re.Pattern[str] | None, pii: bool) -> Any:
+    """`redact_any` with the secret values read once for the whole structure."""
     if isinstance(value, str):
-        return redact(value)
+        return _redact_now(value, values, pii) if value else value
     if isinstance(value, Mapping):
-        return {redact_any(k): redact_any(v) for k, v in value.items()}
+        return {_redact_walk(k, values, pii): _redact_walk(v, values, pii) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(redact_any(v) for v in value)
+        return type(value)(_redact_walk(v, values, pii) for v in value)
     return value
 
 

@@ -7,6 +7,7 @@ loud skip for machines that cannot install them.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import multiprocessing
 import os
@@ -1093,3 +1094,140 @@ def test_a_refusal_carries_the_refused_row_as_recorded(journal: SpendJournal) ->
     assert isinstance(refusal, Refusal)
     assert refusal.row == journal.lookup(subject_key())
     assert (refusal.row.status, refusal.row.ceiling, refusal.row.reserved_usd) == ("refused", "day", 0.5)
+
+
+# --- callers on an event loop (reserve_async / settle_async) ------------------------------------
+
+
+def test_event_loop_callers_get_the_outcomes_thread_callers_get(journal: SpendJournal) -> None:
+    """Reservations and settlements awaited on a loop, many at once, are committed with the same
+    checks as `reserve`/`settle`: 8 reservations of $0.5 under a $2 suite ceiling, 4 granted and 4
+    refused naming the suite, each granted one settled, and the totals equal to the rows."""
+    ceilings = Ceilings(suite_usd=2.0)
+
+    async def one(i: int) -> Reservation | Refusal:
+        key = subject_key(f"s{i}")
+        decision = await journal.reserve_async(
+            key, run_id="run-1", model=MODEL, worst_case_usd=0.5, ceilings=ceilings, now=NOW
+        )
+        if isinstance(decision, Reservation):
+            await journal.settle_async(
+                key,
+                status="settled",
+                cost_usd=0.25,
+                prompt_tokens=1,
+                completion_tokens=2,
+                payload=f"out {i}",
+                error=None,
+                now=NOW,
+            )
+        return decision
+
+    async def main() -> list[Reservation | Refusal]:
+        return list(await asyncio.gather(*(one(i) for i in range(8))))
+
+    decisions = asyncio.run(main())
+    granted = [d for d in decisions if isinstance(d, Reservation)]
+    refused = [d for d in decisions if isinstance(d, Refusal)]
+    assert len(granted) == 4 and all(d.is_new for d in granted)
+    assert len(refused) == 4 and {d.ceiling for d in refused} == {"suite"}
+    rows = journal.rows(build="b1")
+    assert sorted(r.status for r in rows) == ["refused"] * 4 + ["settled"] * 4
+    won = {f"out {i}" for i, d in enumerate(decisions) if isinstance(d, Reservation)}
+    assert {r.payload for r in rows if r.status == "settled"} == won
+    suite = next(t for t in journal.scope_totals() if t.scope == "suite")
+    assert suite.spent_usd == pytest.approx(4 * 0.25) and suite.outstanding_usd == 0.0
+
+
+def test_event_loop_and_thread_callers_share_the_writer_without_losing_an_operation(
+    journal: SpendJournal,
+) -> None:
+    """Threads calling `reserve` and a loop awaiting `reserve_async` at the same time, handing the
+    writer role to each other: every operation returns, and every key has its row."""
+    keys_threads = [subject_key(f"t{i}") for i in range(40)]
+    keys_loop = [subject_key(f"l{i}") for i in range(40)]
+    start = threading.Barrier(5)
+
+    def thread_caller(part: list[AttemptKey]) -> None:
+        start.wait()
+        for key in part:
+            reserve(journal, key)
+            settle(journal, key, 0.1)
+
+    async def loop_caller() -> None:
+        start.wait()
+
+        async def one(key: AttemptKey) -> None:
+            await journal.reserve_async(
+                key, run_id="run-1", model=MODEL, worst_case_usd=0.5, ceilings=Ceilings(), now=NOW
+            )
+            await journal.settle_async(
+                key,
+                status="settled",
+                cost_usd=0.1,
+                prompt_tokens=1,
+                completion_tokens=1,
+                payload="x",
+                error=None,
+                now=NOW,
+            )
+
+        await asyncio.wait_for(asyncio.gather(*(one(k) for k in keys_loop)), timeout=60)
+
+    threads = [threading.Thread(target=thread_caller, args=(keys_threads[i::4],)) for i in range(4)]
+    for t in threads:
+        t.start()
+    asyncio.run(loop_caller())
+    for t in threads:
+        t.join(timeout=60)
+        assert not t.is_alive()
+    rows = {r.attempt_key: r.status for r in journal.rows(build="b1")}
+    assert rows == {k.key: "settled" for k in keys_threads + keys_loop}
+
+
+def test_an_event_loop_caller_cancelled_while_waiting_leaves_its_reservation_written(
+    journal: SpendJournal,
+) -> None:
+    """Cancelling the awaiting task does not take the operation back (a thread's caller that stops
+    waiting after the writer took its operation is in the same place): the reservation is committed,
+    and a later reservation of the key finds it."""
+    key = subject_key("cancelled")
+
+    async def main() -> None:
+        task = asyncio.ensure_future(
+            journal.reserve_async(
+                key, run_id="run-1", model=MODEL, worst_case_usd=0.5, ceilings=Ceilings(), now=NOW
+            )
+        )
+        await asyncio.sleep(0)  # queued, not yet answered
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    deadline = time.monotonic() + 30
+    while journal.lookup(key) is None and time.monotonic() < deadline:  # the writer commits it
+        time.sleep(0.01)
+    row = journal.lookup(key)
+    assert row is not None and row.status == "reserved"
+    again = reserve(journal, key)
+    assert isinstance(again, Reservation) and not again.is_new
+
+
+def test_event_loop_caller_gets_the_journal_error_of_a_bad_settlement(journal: SpendJournal) -> None:
+    """An operation's own error reaches its awaiting caller as it reaches a thread's."""
+
+    async def main() -> None:
+        await journal.settle_async(
+            subject_key("never-reserved"),
+            status="settled",
+            cost_usd=0.1,
+            prompt_tokens=1,
+            completion_tokens=1,
+            payload="x",
+            error=None,
+            now=NOW,
+        )
+
+    with pytest.raises(JournalError, match="never reserved"):
+        asyncio.run(main())

@@ -9,6 +9,8 @@ import pytest
 from eval_assets.config import BoolScale, Criterion, FloatScale, Message, Policy, Project, Rubric, Scenario
 from eval_assets.fence import fence, fence_nonce
 from eval_assets.judging import (
+    example_verdict,
+    judge_instructions,
     parse_verdict,
     policy_failures,
     policy_failures_stored,
@@ -231,3 +233,23 @@ def test_a_stored_text_whose_raw_is_gone_counts_every_forbidden_string_once_reda
     assert policy_failures_stored(f"the key was fine; then {PLAIN}", plain) == 1
     assert policy_failures_stored("a clean answer", plain) == 0
     assert policy_failures_stored(None, plain) == 0
+
+
+def test_each_rubric_object_gets_its_own_instructions_and_echo_checks(project: Project) -> None:
+    """The fixed prompt text is remembered per rubric object: a rubric with other criteria (a new
+    object, as a reloaded project gives) is rendered and checked for echoes from its own criteria,
+    never from a remembered one."""
+    judge = next(iter(project.judges.values()))
+    rubric = project.rubric_for(judge)
+    fewer = rubric.model_copy(update={"criteria": rubric.criteria[:1]})
+    dropped = rubric.criteria[-1].name
+    assert dropped in judge_instructions(rubric) and dropped not in judge_instructions(fewer)
+    assert judge_instructions(fewer) == judge_instructions.__wrapped__(fewer)  # type: ignore[attr-defined]
+    assert dropped not in example_verdict(fewer)
+    reply = f"I will follow it: {example_verdict(rubric)}"
+    assert (
+        parse_verdict(reply, rubric).failure_reason == "echo: the reply repeats the prompt's example verdict"
+    )
+    assert not str(parse_verdict(reply, fewer).failure_reason).startswith(
+        "echo: the reply repeats the prompt's"
+    )

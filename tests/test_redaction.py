@@ -544,3 +544,43 @@ def test_spans_and_locate_find_every_occurrence_of_a_value_overlapping_or_third_
     assert redact.locate(f"\n{value}", values=[(value, "src")]) == [(2, "src")]  # the first line is empty
     monkeypatch.setenv("MY_SERVICE_TOKEN", value)  # no `values`: the process's secrets
     assert redact.spans(f"x {value}") == [(2, 16, "the value of $MY_SERVICE_TOKEN")]
+
+
+def test_a_short_text_redacted_before_is_redacted_again_after_the_secrets_or_pii_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Short texts are remembered with what they redacted to; what else decides the result is part
+    of the key: a credential variable set, a secret registered, or `redaction.pii` turned off after
+    the text was first redacted changes the next result."""
+    value = "Zq8" + "wXy7Rt5" * 3  # no shape of its own: only its value makes it a secret
+    text = f"the value {value} and mail a@b.io"
+    assert len(text) <= redact.SHORT_TEXT_CHARS
+    first = redact.redact(text)
+    assert value in first and "a@b.io" not in first
+    monkeypatch.setenv("EVAL_TEST_CACHE_API_KEY", value)
+    assert value not in redact.redact(text)
+    monkeypatch.delenv("EVAL_TEST_CACHE_API_KEY")
+    assert redact.redact(text) == first
+    redact.set_pii(False)
+    try:
+        assert "a@b.io" in redact.redact(text)
+    finally:
+        redact.set_pii(True)
+    registered = "Kp2" + "mNb4Vc9" * 3
+    other = f"the other {registered}"
+    assert registered in redact.redact(other)
+    redact.register_secret(registered)
+    try:
+        assert registered not in redact.redact(other)
+        assert registered not in json.dumps(redact.redact_any({"k": [other]}))
+    finally:
+        redact._registered.discard(registered)
+
+
+def test_a_long_text_and_a_short_one_redact_alike() -> None:
+    """The remembered path (short texts) and the direct one give the same result for a text."""
+    secret = k("sk-", "proj-", "a1b2c3d4" * 3)
+    short = f"key {secret} mail a@b.io"
+    long = short + " " + "x" * redact.SHORT_TEXT_CHARS
+    assert redact.redact(long).startswith(redact.redact(short) + " ")
+    assert secret not in redact.redact(short)

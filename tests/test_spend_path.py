@@ -42,7 +42,6 @@ SPEC = CallSpec(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_t
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 ENVELOPE_TAG = "[evaltrack-call/2] "  # the stored payload's tags: a journal written earlier must still read
 TOOL_CALLS_TAG = "[tool_calls] "
-JOURNAL_THREADS = 32  # spend._path.JOURNAL_THREADS: the journal calls that can wait at once
 TOOL_CALLS = [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]
 
 
@@ -235,41 +234,40 @@ def test_preflight_refuses_a_run_with_an_unpriced_model_before_any_call(journal:
         spend.preflight([MODEL, "nobody/unpriced-model"])
 
 
-class Waiting(SpendJournal):
-    """A journal whose reservations record their thread and wait until `parties` of them wait at once."""
+class Counting(Scripted):
+    """Records how many threads the process has as each call is made."""
 
-    def __init__(self, journal: SpendJournal, parties: int):
-        self.__dict__.update(journal.__dict__)
-        self.barrier = threading.Barrier(parties, timeout=60)
-        self.threads: list[str] = []
+    def __init__(self, *outcomes: CallOutcome):
+        super().__init__(*outcomes)
+        self.threads: list[int] = []
 
-    def reserve(self, *args: Any, **kwargs: Any) -> Any:
-        self.threads.append(threading.current_thread().name)
-        self.barrier.wait()  # BrokenBarrierError after 60 s if fewer threads can wait together
-        return super().reserve(*args, **kwargs)
+    async def call(self, spec: CallSpec) -> CallOutcome:
+        self.threads.append(threading.active_count())
+        return await super().call(spec)
 
 
-def test_journal_calls_run_on_the_spend_paths_own_threads_up_to_journal_threads_at_once(
-    journal: SpendJournal,
-) -> None:
-    waiting = Waiting(journal, JOURNAL_THREADS)  # more than the loop's default executor has (cores + 4)
-    gateway = Scripted(*(ok(f"answer {n}") for n in range(JOURNAL_THREADS)))
-    spend = SpendPath(waiting, gateway, run_id="r1", clock=lambda: NOW)
+def test_calls_waiting_on_the_journal_hold_no_thread_each(journal: SpendJournal) -> None:
+    """64 calls on one event loop: their reservations and settlements wait for the group commit on the
+    loop (`reserve_async`, `settle_async`), so the process gains the journal's one writer thread, not a
+    thread per waiting call (which took the threads litellm runs each call's synchronous part on)."""
+    before = threading.active_count()
+    gateway = Counting(*(ok(f"answer {n}") for n in range(64)))
+    spend = SpendPath(journal, gateway, run_id="r1", clock=lambda: NOW)
 
     async def all_at_once() -> list[Any]:
-        return await asyncio.gather(*(spend.call(REF, n, SPEC) for n in range(1, JOURNAL_THREADS + 1)))
+        return await asyncio.gather(*(spend.call(REF, n, SPEC) for n in range(1, 65)))
 
     outcomes = asyncio.run(all_at_once())
 
-    assert sorted(o.text for o in outcomes) == sorted(f"answer {n}" for n in range(JOURNAL_THREADS))
-    assert len(waiting.threads) == JOURNAL_THREADS
-    assert all(name.startswith("evaltrack-journal_") for name in waiting.threads), set(waiting.threads)
+    assert sorted(o.text for o in outcomes) == sorted(f"answer {n}" for n in range(64))
+    assert [r.status for r in journal.rows(build="b1")] == ["settled"] * 64
+    assert max(gateway.threads) <= before + 1, (before, max(gateway.threads))
 
 
 def test_a_process_forked_after_a_call_still_makes_calls(journal: SpendJournal, tmp_path: Path) -> None:
-    call(journal, Scripted(ok()))  # the journal's thread pool now runs in this process
+    call(journal, Scripted(ok()))  # the journal's writer thread now runs in this process
     pid = os.fork()
-    if pid == 0:  # the child: a call on its own journal must settle, not wait for the parent's threads
+    if pid == 0:  # the child: a call on its own journal must settle, not wait for the parent's thread
         signal.alarm(60)  # a hang ends the child with SIGALRM instead of the test run
         try:
             child = open_journal(f"sqlite:///{tmp_path / 'child.sqlite'}")

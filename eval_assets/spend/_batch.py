@@ -3,6 +3,7 @@ one write transaction, and the totals and rows that transaction writes."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 from collections.abc import Mapping, Sequence
@@ -52,7 +53,10 @@ class _Breach:
 
 @dataclass(eq=False, kw_only=True)
 class _Op:
-    """One caller's write, queued for the process's writer (see `SpendJournal._submit`)."""
+    """One caller's write, queued for the process's writer (see `SpendJournal._submit`).
+
+    A caller on a thread waits on `wake`; a caller on an event loop (`SpendJournal._submit_async`)
+    awaits `future`, resolved on its `loop` once the operation is committed."""
 
     key: str
     moment: datetime
@@ -60,6 +64,8 @@ class _Op:
     done: bool = False
     result: object = None
     error: BaseException | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    future: asyncio.Future[object] | None = None
 
     @property
     def action(self) -> str:
@@ -199,6 +205,30 @@ class _BatchState:
         # The actual cost replaces the worst case in the attempt's scenario, suite and day.
         self._add(scope_keys(existing, existing.day), _nusd(op.cost_usd), -_nusd(existing.reserved_usd))
         return row
+
+
+def _resolve_futures(batch: Sequence[_Op]) -> None:
+    """Hand each event-loop caller of `batch` its outcome, on its loop: one wake-up per loop and batch.
+    A loop already closed has no caller left to tell."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Op]] = {}
+    for op in batch:
+        if op.loop is not None:
+            by_loop.setdefault(op.loop, []).append(op)
+    for loop, ops in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_set_outcomes, ops)
+        except RuntimeError:  # the loop is closed
+            continue
+
+
+def _set_outcomes(ops: Sequence[_Op]) -> None:
+    for op in ops:
+        if op.future is None or op.future.done():  # its caller was cancelled: the write stands
+            continue
+        if op.error is not None:
+            op.future.set_exception(op.error)
+        else:
+            op.future.set_result(op.result)
 
 
 def _first_breach(

@@ -8,15 +8,10 @@ hold API keys.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import functools
 import json
-import os
 import re
-import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -29,42 +24,6 @@ from ._values import Ceilings, JournalRow, Refusal
 
 if TYPE_CHECKING:  # the spend path calls a gateway it is given; importing one imports litellm
     from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway
-
-
-JOURNAL_THREADS = 32
-"""Threads the spend path's journal calls run on, apart from the event loop's default executor.
-
-A reservation or settlement waits in its thread for the batch that commits it (group commit,
-`SpendJournal`); on the default executor (min(32, cores + 4) threads) those waits took the threads
-litellm runs each call's synchronous part on, and the event loop sat idle (measured: a third of its
-time at 256 calls in flight). Waiting threads cost no CPU; more of them make bigger batches."""
-
-_journal_threads: ThreadPoolExecutor | None = None
-_journal_threads_lock = threading.Lock()
-
-
-def _forget_journal_threads() -> None:
-    """In a forked child: the parent's journal threads were not copied (fork copies the calling thread
-    only), so its pool would queue every journal call forever; the child starts its own on first use."""
-    global _journal_threads, _journal_threads_lock
-    _journal_threads = None
-    _journal_threads_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_journal_threads)
-
-
-def _journal_executor() -> ThreadPoolExecutor:
-    global _journal_threads
-    with _journal_threads_lock:
-        if _journal_threads is None:
-            _journal_threads = ThreadPoolExecutor(JOURNAL_THREADS, thread_name_prefix="evaltrack-journal")
-        return _journal_threads
-
-
-async def _in_journal_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_journal_executor(), functools.partial(fn, *args, **kwargs))
 
 
 @dataclass(frozen=True)
@@ -131,8 +90,7 @@ class SpendPath:
         text too (the raw text itself is never kept)."""
         key = ref.attempt(try_no)
         worst = self.gateway.worst_case_cost(spec)  # raises UnpricedModel: never treated as free
-        decision = await _in_journal_thread(
-            self.journal.reserve,
+        decision = await self.journal.reserve_async(
             key,
             run_id=self.run_id,
             model=spec.model,
@@ -172,8 +130,7 @@ class SpendPath:
         error = None
         if not outcome.ok:
             error = f"{RETRYABLE_TAG if outcome.retryable else ''}{outcome.error_kind}: {outcome.error}"
-        await _in_journal_thread(
-            self.journal.settle,
+        await self.journal.settle_async(
             key,
             status="settled" if outcome.ok else "failed",
             cost_usd=outcome.cost_usd,
