@@ -277,7 +277,8 @@ def _messages(track: Track, scenario_id: str) -> str:
     )
 
 
-def _attempt_html(track: Track, view: ScenarioView, attempt: Attempt, versions: Sequence[str]) -> str:
+def _attempt_html(view: ScenarioView, attempt: Attempt, versions: Sequence[str], messages: str) -> str:
+    """One attempt's details; `messages` is its scenario's input (`_messages`), drawn once per scenario."""
     run = attempt.run
     summary = f"repeat {attempt.repeat} · {shown(run.get('status'))}" + "".join(
         f" · {shown(jv)}: {_score(attempt.verdicts.get(jv, {}).get('score'))}"
@@ -287,7 +288,7 @@ def _attempt_html(track: Track, view: ScenarioView, attempt: Attempt, versions: 
     out = [
         f'<details class="attempt"><summary>{summary}</summary>',
         "<h4>Input</h4>",
-        _messages(track, view.scenario_id),
+        messages,
     ]
     if len(attempt.turns) > 1 or any(calls for _t, _x, calls in attempt.turns):
         out.append("<h4>Turns and tool calls</h4>")
@@ -359,7 +360,8 @@ def render(
             f'data-status="{v.status}"><summary><b>{shown(v.scenario_id)}</b> · <span class="s-{v.status}">'
             f"{v.status}</span> · {len(v.attempts)} attempts</summary>"
         )
-        body += [_attempt_html(track, v, a, versions) for a in v.attempts]
+        messages = _messages(track, v.scenario_id)  # once per scenario, not per attempt (~1 ms each)
+        body += [_attempt_html(v, a, versions, messages) for a in v.attempts]
         body.append("</details>")
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{shown(build)}: eval-track report</title>'

@@ -19,9 +19,7 @@ from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 from dagster._core.workspace.load import location_origins_from_yaml_paths
 
-from eval_assets.bridge import BRIDGE_BUILDS_TAG
-from eval_assets.config import Project, load_project
-from eval_assets.definitions import defs
+from eval_assets.config import Project, project_at
 from eval_assets.defs.selections import JOB_OF, PER_BUILD_FINAL_ASSETS, PER_BUILD_RUN_ASSETS, PER_JUDGE_ASSETS
 from eval_assets.home import EvalHome, default_home, operator_instance, project_root
 from eval_assets.redact import redact, without_traceback
@@ -55,9 +53,10 @@ def instance_for(home: EvalHome, project: Project | None = None) -> dg.DagsterIn
     """The instance an operator configured at $DAGSTER_HOME (`home.operator_instance`: a dagster.yaml
     eval-track did not write, e.g. the Helm chart's), used as it is; else the one in EVAL_HOME/dagster,
     its dagster.yaml written from evaltrack.yaml's `instance:` (of `project`, else of the project at
-    EVAL_PROJECT_ROOT). Either way its provider pools' limits are set."""
+    EVAL_PROJECT_ROOT: the command's own while one is in force, `project_loaded_once`). Either way its
+    provider pools' limits are set."""
     if project is None:
-        project = load_project(project_root())
+        project = project_at(project_root())
     settings = project.settings.instance
     configured = operator_instance()
     if configured is None:
@@ -130,6 +129,10 @@ def load_definitions() -> dg.Definitions:
     """The code location's definitions, built once per process for the same EVAL_HOME, project and
     environment (a command materializes up to ~20 runs, and building them cost ~0.2 s of CPU each
     time; the resources read EVAL_HOME, the project root and the webhook variable when built)."""
+    # the whole code location (litellm, the engine, the statistics: ~5 s CPU to import) only when a
+    # command materializes: `build add` imports this module to open the instance and add a partition
+    from eval_assets.definitions import defs
+
     key = (str(default_home()), str(project_root()), *(os.environ.get(n, "") for n in _DEFINITIONS_READ))
     if key not in _LOADED:
         _LOADED[key] = defs() if callable(defs) else defs
@@ -265,5 +268,7 @@ def materialize_trends(home: EvalHome, judge_versions: Sequence[str]) -> list[St
 
 def materialize_bridge(home: EvalHome, judge_version: str, builds: Sequence[str] = ()) -> StepResult:
     """A bridge run into `judge_version` (`calibration_offsets`), over `builds` when given."""
+    from eval_assets.bridge import BRIDGE_BUILDS_TAG  # the track's stack, imported by load_definitions anyway
+
     tags = {BRIDGE_BUILDS_TAG: ",".join(builds)} if builds else None
     return _materialize(load_definitions(), instance_for(home), ["calibration_offsets"], judge_version, tags)

@@ -25,7 +25,7 @@ from eval_assets.cli.orchestrate import (
     register_partition,
 )
 from eval_assets.cli.status_commands import decision_record
-from eval_assets.config import ConfigError
+from eval_assets.config import ConfigError, project_loaded_once
 from eval_assets.evidence import DecisionDamaged
 from eval_assets.present import (
     MAX_LINE,
@@ -267,6 +267,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     targets = [("scenario_runs", args.build)] + [("judge_verdicts", f"{args.build}|{v}") for v in versions]
     try:
         with ExitStack() as leases:
+            leases.enter_context(project_loaded_once(track.project))  # once per command, not per run
             for asset, partition in targets:
                 leases.enter_context(
                     track.lease(args.build, asset, partition, None, wait=args.wait, on_wait=waiting)
@@ -298,10 +299,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
             build_ids.append(manifest.id)
     except ConfigError as exc:
         return print_problems(exc)
-    ok, steps = _run_builds(args, track, build_ids, None, quiet=args.format == "json")
-    records = [_decision_record(track, b) for b in build_ids]
-    # the score trend of each active judge version over the builds just run (a plot in the UI)
-    trends = materialize_trends(home, [j.version_id for j in project.active_judges])
+    with project_loaded_once(project):  # once per command, not per run (about twenty runs)
+        ok, steps = _run_builds(args, track, build_ids, None, quiet=args.format == "json")
+        records = [_decision_record(track, b) for b in build_ids]
+        # the score trend of each active judge version over the builds just run (a plot in the UI)
+        trends = materialize_trends(home, [j.version_id for j in project.active_judges])
     ok = ok and all(t.success for t in trends)
     trend_lines = [
         f"score trend {t.partition}: "

@@ -9,6 +9,8 @@ from ._loader import (
     load_project,
     misnamed_yaml,
     model_provider_problem,
+    project_at,
+    project_loaded_once,
     validate_build,
 )
 from ._models import (
@@ -121,6 +123,8 @@ __all__ = [
     "load_build",
     "load_file",
     "load_project",
+    "project_at",
+    "project_loaded_once",
     "model_provider_problem",
     "validate_build",
 ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -294,3 +295,32 @@ def load_build(path: Path, project: Project, known_builds: Collection[str] | Non
     if problems or manifest is None:
         raise ConfigError(problems)
     return manifest
+
+
+# the project a command loaded, by its root, while the command's runs go (`project_loaded_once`)
+_COMMAND_PROJECTS: dict[Path, Project] = {}
+
+
+@contextmanager
+def project_loaded_once(project: Project) -> Iterator[None]:
+    """While inside, `project_at(project.root)` (the Dagster resource's project, the CLI's instance)
+    is `project` as the command loaded it instead of a new load: `evaltrack run` launches six runs and `demo` about
+    twenty, and each load of a 1000-scenario project reads and validates 1000 files (~0.8 s of CPU).
+    Runs the daemon or the UI launch are outside and load the project as it is on disk then."""
+    root = project.root.resolve()
+    previous = _COMMAND_PROJECTS.get(root)
+    _COMMAND_PROJECTS[root] = project
+    try:
+        yield
+    finally:
+        if previous is None:
+            del _COMMAND_PROJECTS[root]
+        else:
+            _COMMAND_PROJECTS[root] = previous
+
+
+def project_at(root: Path) -> Project:
+    """The project at `root`: the command's own (`project_loaded_once`) while one is in force, else
+    loaded from disk now."""
+    loaded = _COMMAND_PROJECTS.get(root.resolve())
+    return loaded if loaded is not None else load_project(root)

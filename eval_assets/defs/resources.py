@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_assets.capability.track import Track
-from eval_assets.config import load_project
+from eval_assets.config import project_at
 from eval_assets.home import EvalHome, default_home, project_root
 from eval_assets.notify import Notifier
 
@@ -22,7 +22,7 @@ class TrackResource(dg.ConfigurableResource):
 
     @cached_property
     def instance(self) -> Track:
-        return Track(load_project(Path(self.project_root)), EvalHome(Path(self.eval_home)), self.journal_url)
+        return Track(project_at(Path(self.project_root)), EvalHome(Path(self.eval_home)), self.journal_url)
 
     def get(self) -> Track:
         """The track over this EVAL_HOME and project (opened once per resource instance)."""

@@ -1,0 +1,314 @@
+"""`evaltrack build add` + `evaltrack run` beside Inspect AI's `inspect eval`: the same N scenarios x 5
+repeats, a subject call and one judge call per attempt, zero latency, each through its own command line.
+
+What each side runs (printed again at the top of the output):
+
+- eval-track: a generated project (`throughput.generated_project`: the shipped rubrics and judges, N
+  copies of the password-reset scenario, 5 repeats each, no spend ceilings), then
+  `evaltrack --project P --home H build add P/bench.yaml` and `evaltrack ... run --build bench`: the
+  sim provider (a litellm custom provider, in process), subject `sim/agent` and judge `helpfulness-v1`
+  (`sim/judge`), zero latency, default workers (the cores), a fresh EVAL_HOME per run.
+- Inspect AI: `inspect_ai==INSPECT_VERSION` installed into a throwaway venv under the temp directory
+  (never a dependency of this project), a task of N samples (the same input text) x 5 epochs, solver
+  `generate()` and scorer `model_graded_qa()`, both on Inspect's built-in `mockllm/model` (an offline
+  model in process: no network, zero latency), run as
+  `inspect eval task.py --model mockllm/model --max-connections 32 --display none --log-dir D`.
+  So 2 model calls per attempt on both sides.
+
+Each side is run alternately, `--runs` times (default 3), each run a fresh process tree measured by a
+small wrapper process: wall (perf_counter around the command), CPU (user + sys of the wrapper's
+waited-for children, workers included: the fork server and its workers are waited for), and peak RSS of
+the largest process (the largest `VmHWM` of every process in the tree, sampled every 0.2 s, and the
+children's ru_maxrss, whichever is larger). Medians, the wall ratio and the load average are printed.
+Wall includes waiting for a CPU: on a shared machine read the CPU figures and the load beside them.
+
+With `--before DIR` (another checkout, e.g. `git worktree add /tmp/before main`), a third side runs the
+same eval-track commands with DIR's package first on PYTHONPATH (this checkout's virtual environment,
+as `benchmarks/demo.py` does), in the same rotation: before and after in the same window.
+
+Run: .venv/bin/python benchmarks/inspect_side_by_side.py [--quick] [--scenarios N] [--runs R]
+     [--inspect-venv DIR] (reuse a venv that has inspect_ai; default: a new one in the temp directory)
+     [--before DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+INSPECT_VERSION = "0.3.285"
+REPEATS = 5  # the generated scenarios' repeats (the password-reset template) = Inspect's epochs
+
+INSPECT_TASK = '''
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.scorer import model_graded_qa
+from inspect_ai.solver import generate
+
+INPUT = {input!r}
+TARGET = {target!r}
+
+
+@task
+def side_by_side(n: int = 1000, epochs: int = 5) -> Task:
+    """n samples of the password-reset input x epochs; the subject and the judge are both mockllm."""
+    samples = [Sample(id=f"bench.s{{i:05d}}", input=INPUT, target=TARGET) for i in range(n)]
+    return Task(dataset=samples, solver=generate(), scorer=model_graded_qa(model="mockllm/model"), epochs=epochs)
+'''
+
+
+# --- the wrapper: one command, its whole process tree measured ---------------------------------
+
+
+def _tree(root: int) -> list[int]:
+    """`root` and every process below it (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def _hwm_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def measure(cmd: list[str], env: dict[str, str], log: Path, cwd: Path) -> dict[str, float]:
+    """Run `cmd` (output to `log`); its wall, CPU of the tree and the peak RSS of its largest process.
+    Called in a fresh wrapper process, so the children's rusage is this command's alone."""
+    peak_kb = 0
+    done = threading.Event()
+    with log.open("w") as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+
+        def sample() -> None:
+            nonlocal peak_kb
+            while not done.wait(0.2):
+                for pid in _tree(proc.pid):
+                    peak_kb = max(peak_kb, _hwm_kb(pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        code = proc.wait()
+        wall = time.perf_counter() - start
+        done.set()
+        sampler.join()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "exit": code,
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "user_s": usage.ru_utime,
+        "peak_rss_mb": max(peak_kb, usage.ru_maxrss) / 1024,
+    }
+
+
+def measured(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, float]:
+    """`measure(cmd)` in a fresh wrapper process (its own children's rusage), run in `log`'s folder."""
+    spec = {"cmd": cmd, "env": env, "log": str(log), "cwd": str(log.parent)}
+    out = subprocess.run(
+        [sys.executable, __file__, "--measure", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if result["exit"] not in ok_exits(cmd):
+        raise SystemExit(f"{' '.join(cmd[:4])}... exited {result['exit']}; its output: {log}")
+    return result  # type: ignore[no-any-return]
+
+
+def ok_exits(cmd: list[str]) -> tuple[int, ...]:
+    # `evaltrack run` exits 1 for a build that may not ship (no baseline: decision none, approval
+    # withheld); anything else (2 usage, 3+ internal) is a failure of the benchmark
+    return (0, 1) if "run" in cmd and "evaltrack" in Path(cmd[0]).name else (0,)
+
+
+# --- the two sides ------------------------------------------------------------------------------
+
+
+def inspect_venv(tmp: Path, given: str | None) -> Path:
+    """A venv with inspect_ai: `given`, else a new throwaway one under `tmp` (uv from this project's venv)."""
+    if given:
+        venv = Path(given)
+    else:
+        venv = tmp / "inspect-venv"
+        uv = Path(sys.executable).with_name("uv")
+        installer = [str(uv), "pip", "install", "-q", "--python", str(venv / "bin/python")]
+        subprocess.run([str(uv), "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+        subprocess.run([*installer, f"inspect_ai=={INSPECT_VERSION}", "openai"], check=True)
+    if not (venv / "bin" / "inspect").is_file():
+        raise SystemExit(f"{venv}: no bin/inspect (inspect_ai is not installed there)")
+    return venv
+
+
+def scenario_input() -> tuple[str, str]:
+    """The password-reset scenario's user text and its rubric-free target, as Inspect's sample."""
+    from eval_assets.config import load_project
+
+    scenario = load_project(ROOT).scenarios["support.password-reset"]
+    text = "\n\n".join(m.content for m in scenario.input if m.role == "user")
+    return text, "a correct, safe answer to the user's request"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--measure", help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="100 scenarios, 2 runs each (a smoke run)")
+    ap.add_argument("--scenarios", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=3, help="runs of each side, alternating")
+    ap.add_argument("--inspect-venv", help="a venv that already has inspect_ai (default: a new one)")
+    ap.add_argument("--connections", type=int, default=32, help="Inspect's --max-connections")
+    ap.add_argument("--keep", action="store_true", help="keep the temp directory (logs) and print it")
+    ap.add_argument("--before", type=Path, help="another checkout run as a third side ('before')")
+    args = ap.parse_args()
+    if args.measure:
+        spec = json.loads(args.measure)
+        print(json.dumps(measure(spec["cmd"], spec["env"], Path(spec["log"]), Path(spec["cwd"]))))
+        return
+    n, runs = (100, 2) if args.quick else (args.scenarios, args.runs)
+    tmp = Path(tempfile.mkdtemp(prefix="side-by-side-"))
+    try:
+        run_side_by_side(args, n, runs, tmp)
+    finally:
+        if args.keep:
+            print(f"kept: {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def evaltrack_once(exe: str, project: Path, home: Path, env: dict[str, str]) -> dict[str, float]:
+    """`build add` then `run` of the generated build on a fresh home (removed after); both measured."""
+    base = [exe, "--project", str(project), "--home", str(home)]
+    home.mkdir(parents=True)
+    add = measured([*base, "build", "add", str(project / "bench.yaml")], env, home.with_suffix(".add.log"))
+    run = measured([*base, "run", "--build", "bench"], env, home.with_suffix(".run.log"))
+    shutil.rmtree(home, ignore_errors=True)
+    return {
+        "wall_s": add["wall_s"] + run["wall_s"],
+        "cpu_s": add["cpu_s"] + run["cpu_s"],
+        "peak_rss_mb": max(add["peak_rss_mb"], run["peak_rss_mb"]),
+        "run_wall_s": run["wall_s"],
+        "run_cpu_s": run["cpu_s"],
+        "load": os.getloadavg()[0],
+    }
+
+
+def run_side_by_side(args: argparse.Namespace, n: int, runs: int, tmp: Path) -> None:
+    import throughput
+
+    venv = inspect_venv(tmp, args.inspect_venv)
+    project = tmp / "project"
+    throughput.generated_project(project, n)
+    text, target = scenario_input()
+    task_file = tmp / "side_by_side_task.py"
+    task_file.write_text(INSPECT_TASK.format(input=text, target=target))
+    exe = str(Path(sys.executable).with_name("evaltrack"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_", "INSPECT_"))}
+    inspect_env = {**env, "XDG_DATA_HOME": str(tmp / "xdg-data"), "XDG_CACHE_HOME": str(tmp / "xdg-cache")}
+    inspect_cmd = [  # the task file relative to the working directory (Inspect refuses an absolute one)
+        str(venv / "bin/inspect"), "eval", task_file.name, "--model", "mockllm/model",
+        "--max-connections", str(args.connections), "--display", "none",
+        "-T", f"n={n}", "-T", f"epochs={REPEATS}",
+    ]  # fmt: skip
+    print(
+        f"{n} scenarios x {REPEATS} repeats, subject + one judge per attempt, zero latency; {runs} runs each,"
+    )
+    print(f"alternating; {os.cpu_count()} cores; load at start {os.getloadavg()[0]:.1f}")
+    print(f"  eval-track: {exe} --project P --home H build add P/bench.yaml; then ... run --build bench")
+    print(
+        f"  Inspect AI {INSPECT_VERSION}: {' '.join(Path(inspect_cmd[0]).name if i == 0 else a for i, a in enumerate(inspect_cmd))} --log-dir D"
+    )
+    tracks = {"evaltrack": env}
+    if args.before:
+        before = args.before.resolve()
+        if not (before / "eval_assets" / "__init__.py").is_file():
+            raise SystemExit(
+                f"--before {before}: no eval_assets/__init__.py (not a checkout of this project)"
+            )
+        tracks["before"] = {**env, "PYTHONPATH": str(before)}
+        print(f"  before: the same eval-track commands with PYTHONPATH={before}")
+    results: dict[str, list[dict[str, float]]] = {side: [] for side in (*tracks, "inspect")}
+    for i in range(runs):
+        for side, side_env in tracks.items():
+            results[side].append(evaltrack_once(exe, project, tmp / f"{side}-{i}", side_env))
+        logs = tmp / f"inspect-logs-{i}"
+        ins = measured([*inspect_cmd, "--log-dir", str(logs)], inspect_env, tmp / f"inspect-{i}.log")
+        results["inspect"].append({**ins, "load": os.getloadavg()[0]})
+        shutil.rmtree(logs, ignore_errors=True)
+        for side in results:
+            r = results[side][-1]
+            print(
+                f"  run {i + 1} {side:<9} wall {r['wall_s']:6.1f} s  CPU {r['cpu_s']:6.1f} s  "
+                f"peak RSS {r['peak_rss_mb']:5.0f} MB  (load {r['load']:.1f})",
+                flush=True,
+            )
+    med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in results.items()}
+    e, s = med["evaltrack"], med["inspect"]
+    sides = list(tracks)
+    print()
+    print("| median | " + " | ".join(f"{t}: build add + run" for t in sides) + " | inspect eval |")
+    print("| --- | " + " | ".join("---" for _ in sides) + " | --- |")
+    print(
+        "| wall | "
+        + " | ".join(f"{med[t]['wall_s']:.1f} s (run alone {med[t]['run_wall_s']:.1f} s)" for t in sides)
+        + f" | {s['wall_s']:.1f} s |"
+    )
+    print(
+        "| CPU (user+sys, whole tree) | "
+        + " | ".join(f"{med[t]['cpu_s']:.1f} s (run alone {med[t]['run_cpu_s']:.1f} s)" for t in sides)
+        + f" | {s['cpu_s']:.1f} s |"
+    )
+    print(
+        "| peak RSS, largest process | "
+        + " | ".join(f"{med[t]['peak_rss_mb']:.0f} MB" for t in sides)
+        + f" | {s['peak_rss_mb']:.0f} MB |"
+    )
+    if "before" in med:
+        b = med["before"]
+        print(
+            f"after / before: wall {e['wall_s'] / b['wall_s']:.2f}, CPU {e['cpu_s'] / b['cpu_s']:.2f}, "
+            f"peak RSS {e['peak_rss_mb'] / b['peak_rss_mb']:.2f}"
+        )
+    ratio = e["wall_s"] / s["wall_s"]
+    print(
+        f"wall ratio evaltrack / inspect {ratio:.2f} (goal <= 0.25: {'met' if ratio <= 0.25 else 'NOT met'}); "
+        f"CPU ratio {e['cpu_s'] / s['cpu_s']:.2f}; peak RSS {e['peak_rss_mb']:.0f} MB (goal <= 450: "
+        f"{'met' if e['peak_rss_mb'] <= 450 else 'NOT met'}); load at end {os.getloadavg()[0]:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""A command loads its project once: the runs it launches use that load (`project_loaded_once`), and
+`build add` opens the Dagster instance without importing the track's stack."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from eval_assets.config import Project, load_project, project_at, project_loaded_once
+from eval_assets.defs.resources import TrackResource
+from eval_assets.home import PROJECT_ROOT, EvalHome
+
+
+def _resource(home: EvalHome, root: Path) -> TrackResource:
+    return TrackResource(eval_home=str(home.root), project_root=str(root))
+
+
+def test_runs_inside_a_command_use_its_project_and_runs_outside_load_it_from_disk(
+    project: Project, home: EvalHome
+) -> None:
+    with project_loaded_once(project):
+        assert _resource(home, PROJECT_ROOT).instance.project is project
+        assert project_at(PROJECT_ROOT) is project
+    outside = _resource(home, PROJECT_ROOT).instance.project
+    assert outside is not project
+    assert outside.scenarios.keys() == project.scenarios.keys()
+
+
+def test_a_project_at_another_root_is_loaded_from_disk_while_a_command_holds_one(
+    project: Project, home: EvalHome, tmp_path: Path
+) -> None:
+    other_root = tmp_path / "other"
+    for sub in ("scenarios", "rubrics", "judges"):
+        shutil.copytree(PROJECT_ROOT / sub, other_root / sub)
+    shutil.copy(PROJECT_ROOT / "evaltrack.yaml", other_root / "evaltrack.yaml")
+    [first, *_] = sorted((other_root / "scenarios").rglob("*.yaml"))
+    first.unlink()  # one scenario fewer: a load of this root, not the command's project
+    with project_loaded_once(project):
+        other = project_at(other_root)
+    assert other is not project
+    assert len(other.scenarios) == len(project.scenarios) - 1
+    assert load_project(other_root).scenarios.keys() == other.scenarios.keys()
+
+
+def test_build_add_imports_neither_the_code_location_nor_litellm_nor_pandas() -> None:
+    """`build add` imports orchestrate to add the build's partition; the definitions (and with them
+    litellm, the engine, pandas: ~5 s of CPU and ~250 MB) are imported only by a command that
+    materializes."""
+    probe = (
+        "import sys\n"
+        "import eval_assets.cli.build_commands, eval_assets.cli.orchestrate\n"
+        "print(sorted(m for m in ('litellm', 'pandas', 'matplotlib', 'eval_assets.definitions') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
