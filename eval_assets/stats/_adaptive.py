@@ -11,6 +11,7 @@ The engine (`capability.materialize`) and the calibration benchmark both call `p
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Final
 
@@ -137,18 +138,8 @@ def plan_top_ups(
     same top-ups from the same reused verdicts.
     """
     nothing = np.zeros(interim.n.shape, dtype=bool)
-    looked = evaluate(
-        base,
-        interim,
-        floor,
-        budget,
-        between=between,
-        between_df=between_df,
-        level=level,
-        binary_test=binary_test,
-        looks=design.looks(interim, nothing, budget),
-    )
-    raw = evaluate(
+    first_look = functools.partial(
+        evaluate,
         base,
         interim,
         floor,
@@ -158,6 +149,8 @@ def plan_top_ups(
         level=level,
         binary_test=binary_test,
     )
+    looked = first_look(looks=design.looks(interim, nothing, budget))  # the block the report would see
+    raw = first_look()  # the uncorrected p-values the screens read
     with np.errstate(invalid="ignore"):
         # a scenario the candidate could not be tested in yet (no scored repeat, or one) is open while
         # the baseline scored it; one the baseline never scored cannot be compared at any count
