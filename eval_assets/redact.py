@@ -192,7 +192,8 @@ SHAPES: tuple[Shape, ...] = (
         "a URL with a password",
         re.compile(
             r"(?P<keep>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://[^\s/?#@:\"'<>]{0,256}+:)"
-            r"[^\s@\"'<>]{1,256}+(?P<tail>@)"
+            # not a password already redacted: text redacted once leaves nothing to find
+            r"(?!\[redacted\]@)[^\s@\"'<>]{1,256}+(?P<tail>@)"
         ),
     ),
     Shape(
