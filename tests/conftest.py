@@ -11,6 +11,7 @@ import pytest
 
 from eval_assets.config import Project, load_project
 from eval_assets.home import PROJECT_ROOT, EvalHome
+from eval_assets.spend import SpendJournal, open_journal
 
 ROOT = PROJECT_ROOT
 
@@ -89,3 +90,14 @@ def _no_dagster_instance_context_across_tests() -> Iterator[None]:
 
     with set_defs_state_storage(None):
         yield
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Iterator[SpendJournal]:
+    """A SQLite spend journal in the test's own directory, closed after it (a module may define its own,
+    as the journal's contract tests do, over both backends)."""
+    j = open_journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+    try:
+        yield j
+    finally:
+        j.close()

@@ -59,7 +59,7 @@ from eval_assets.gates.dogfood.security import LOGGERS  # noqa: E402  (the logge
 from eval_assets.providers import simmodel  # noqa: E402
 from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway, UnpricedModel  # noqa: E402
 from eval_assets.providers.sim import SimSubject  # noqa: E402
-from eval_assets.spend import RETRYABLE_TAG, AttemptRef, SpendJournal, SpendPath, open_journal  # noqa: E402
+from eval_assets.spend import RETRYABLE_TAG, AttemptRef, SpendJournal, SpendPath  # noqa: E402
 
 try:  # tests/ imported as a package (tests/__init__.py present) or as a rootdir on sys.path
     from tests.openai_stub import Behaviour, OpenAIStub
@@ -276,15 +276,6 @@ def provider(request: pytest.FixtureRequest) -> Provider:
     if request.param == "sim":
         return SimProvider(request.getfixturevalue("sim_calls"))
     return HttpProvider(request.getfixturevalue("stub"), request.getfixturevalue("canary"))
-
-
-@pytest.fixture
-def journal(tmp_path: Path) -> Iterator[SpendJournal]:
-    j = open_journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
-    try:
-        yield j
-    finally:
-        j.close()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -68,15 +67,6 @@ def failure(
     return CallOutcome(
         False, None, prompt_tokens, 0, cost_usd, 0.1, error_kind=kind, error=message, retryable=retryable
     )
-
-
-@pytest.fixture
-def journal(tmp_path: Path) -> Iterator[SpendJournal]:
-    j = open_journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
-    try:
-        yield j
-    finally:
-        j.close()
 
 
 def call(journal: SpendJournal, gateway: ModelGateway, run_id: str = "r1", **kwargs: Any) -> Any:
