@@ -13,7 +13,9 @@ process and everything it waited for, medians over the rounds, and the ratio aft
 Then, for the last round's two homes: the demo's printed lines with timings and rates blanked
 (`· 4 s`, `62.2/s`, `0s left`) and the home's path, and the rows of `scenario_runs`, `judge_verdicts`, `cost_ledger`,
 `release_decisions` and `release_decision_reasons` without run ids, timestamps, latencies and
-evidence (which names files by run id), compared side by side: counts and whether they match. The
+evidence (which names files by run id), compared side by side: counts and whether they match on the
+columns both sides have (a column only one side has, a schema change, is named with whether it holds
+anything but NULL). The
 machine's load (`uptime`) is printed before and after; a figure measured under load says so.
 """
 
@@ -71,8 +73,9 @@ def run_demo(checkout: Path, home: Path) -> tuple[float, float, str]:
     return wall, cpu, proc.stdout
 
 
-def stored_rows(home: Path) -> dict[str, list[str]]:
-    """Each compared table's rows (compared columns only) as sorted JSON lines."""
+def stored_rows(home: Path) -> dict[str, dict[str, list[object]]]:
+    """Each compared table's columns (compared columns only), each a list of its values in row order
+    (the rows sorted by all their values)."""
     import duckdb
 
     con = duckdb.connect(str(home / "warehouse" / "warehouse.duckdb"), read_only=True)
@@ -81,10 +84,28 @@ def stored_rows(home: Path) -> dict[str, list[str]]:
         for table in TABLES:
             columns = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall() if r[0] not in NOT_COMPARED]
             rows = con.execute(f"SELECT {', '.join(columns)} FROM {table}").fetchall()
-            out[table] = sorted(json.dumps(list(row), default=str) for row in rows)
+            ordered = sorted(rows, key=lambda row: json.dumps(list(row), default=str))
+            out[table] = {c: [row[i] for row in ordered] for i, c in enumerate(columns)}
         return out
     finally:
         con.close()
+
+
+def compare_table(before: dict[str, list[object]], after: dict[str, list[object]]) -> str:
+    """'identical' when the columns both sides have hold the same rows, else 'DIFFERENT'; a column one
+    side adds (a schema change) is named, with whether it holds anything but NULL."""
+
+    def rows(side: dict[str, list[object]], columns: list[str]) -> list[str]:
+        n = len(next(iter(side.values()), []))
+        return sorted(json.dumps([side[c][i] for c in columns], default=str) for i in range(n))
+
+    common = [c for c in before if c in after]
+    verdict = "identical" if rows(before, common) == rows(after, common) else "DIFFERENT"
+    for name, side, other in (("before", before, after), ("after", after, before)):
+        for column in (c for c in side if c not in other):
+            filled = sum(v is not None for v in side[column])
+            verdict += f"; only {name} has {column} ({'all NULL' if not filled else f'{filled} set'})"
+    return verdict
 
 
 def main() -> None:
@@ -132,7 +153,8 @@ def main() -> None:
         rows = {n: stored_rows(home) for n, (home, _) in last.items()}
         for table in TABLES:
             b, a = rows["before"][table], rows["after"][table]
-            print(f"{table:26} before {len(b):5}  after {len(a):5}  {'identical' if a == b else 'DIFFERENT'}")
+            count_b, count_a = (len(next(iter(t.values()), [])) for t in (b, a))
+            print(f"{table:26} before {count_b:5}  after {count_a:5}  {compare_table(b, a)}")
     print(f"load after: {uptime()}")
 
 
