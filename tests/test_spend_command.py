@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from test_journal_contract import NOW, reserve, settle
 
 from eval_assets.cli import main
@@ -83,6 +85,20 @@ def test_spend_on_a_home_that_never_paid_creates_no_journal(
     assert main(["spend"]) == 0
     assert "no spend recorded" in capsys.readouterr().out
     assert not (home.root / "journal.sqlite").exists()
+
+
+def test_spend_reads_a_journal_url_with_a_driver_named_and_creates_none(
+    home: EvalHome, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".*", "tests", "benchmarks", "docs"))
+    settings = yaml.safe_load((project / "evaltrack.yaml").read_text())
+    journal = tmp_path / "elsewhere" / "journal.sqlite"
+    settings.setdefault("spend", {})["journal_url"] = f"sqlite+pysqlite:///{journal}"
+    (project / "evaltrack.yaml").write_text(yaml.safe_dump(settings))
+    assert main(["--project", str(project), "spend"]) == 0
+    assert f"no journal at {journal}" in capsys.readouterr().out
+    assert not journal.exists() and not journal.parent.exists()
 
 
 def test_spend_on_an_unreadable_journal_exits_4_naming_it(

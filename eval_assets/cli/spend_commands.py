@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from eval_assets.cli.common import home_of, project_of
 from eval_assets.cli.status_commands import internal_error
 from eval_assets.config import ConfigError, Project
@@ -71,11 +73,16 @@ def lines(project: Project, day: ScopeTotal, totals: list[ScopeTotal], build: st
 
 
 def _journal_missing(url: str) -> Path | None:
-    """The SQLite journal's path when it does not exist yet (nothing was ever reserved), else None."""
-    prefix = "sqlite:///"
-    if url.startswith(prefix) and not Path(url[len(prefix) :]).exists():
-        return Path(url[len(prefix) :])
-    return None
+    """The SQLite journal's path when it does not exist yet (nothing was ever reserved), else None
+    (any other database, or a URL SQLAlchemy cannot read: opening it says what is wrong)."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    path = Path(parsed.database)
+    return None if path.exists() else path
 
 
 def _usd(value: float | None) -> str:
