@@ -7,7 +7,6 @@ than `min_trials` fails; a converted case without assertions never reaches the d
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from hypothesis.errors import Flaky, Unsatisfiable
 from eval_assets.home import default_home
 
 from ._cases import CaseError, case_outcome, load_case
+from ._digest import files_digest
 from ._outcome import GateContext, GateFailed, Outcome
 
 MAX_REPR = 300
@@ -92,17 +92,14 @@ def _callable_name(fn: Any) -> str:
 
 
 def _tree_digest(root: Path) -> str:
-    """SHA-256 over the path and bytes of every .py file of the running eval_assets package and every
-    file of the project's configuration under `root` (`CONFIG`), in path order."""
-    digest = hashlib.sha256()
+    """The digest of every .py file of the running eval_assets package and every file of the project's
+    configuration under `root` (`CONFIG`), in path order."""
     files = [(PACKAGE.parent, p) for p in sorted(PACKAGE.rglob("*.py"))]
     for name in CONFIG:
         top = root / name
         found = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file())
         files += [(root, p) for p in found]
-    for base, path in files:
-        digest.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    return files_digest(files)
 
 
 def for_all(ctx: GateContext) -> Outcome:
@@ -117,12 +114,13 @@ def for_all(ctx: GateContext) -> Outcome:
     if ctx.generator is None or ctx.predicate is None:
         raise TypeError("for_all needs a property gate (no generator/predicate in the context)")
     names = (_callable_name(ctx.generator), _callable_name(ctx.predicate))
-    reusable = all(n.startswith(f"{PACKAGE.name}.") for n in names)
+    if not all(n.startswith(f"{PACKAGE.name}.") for n in names):  # source the digest does not cover
+        return _draw(ctx, ctx.generator, ctx.predicate)
     key = (ctx.gate_id, *names, str(ctx.min_trials), str(ctx.root.resolve()), _tree_digest(ctx.root))
-    if reusable and key in _HELD:
+    if key in _HELD:
         return _HELD[key]
     outcome = _draw(ctx, ctx.generator, ctx.predicate)
-    if reusable and outcome.passed:
+    if outcome.passed:
         _HELD[key] = outcome
     return outcome
 

@@ -8,7 +8,6 @@ domain that mentions Dagster, and only as a name to look for.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import re
@@ -18,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from eval_assets.gates._digest import files_digest
 from eval_assets.gates._outcome import GateContext, Outcome
 
 from ._ast import dotted, parsed, python_files
@@ -129,10 +129,7 @@ _PROBED: dict[tuple[str, tuple[str, ...], str], tuple[str, ...]] = {}
 
 def _package_digest(root: Path) -> str:
     """SHA-256 over the path and bytes of every .py file under `root/eval_assets`, in path order."""
-    digest = hashlib.sha256()
-    for path in sorted((root / PACKAGE).rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    return files_digest((root, path) for path in sorted((root / PACKAGE).rglob("*.py")))
 
 
 def _runtime_findings(root: Path, modules: list[str]) -> list[str]:
