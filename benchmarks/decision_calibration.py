@@ -253,8 +253,10 @@ FIXED_REPEATS = 5  # the default: what adaptive repeats are measured against
 
 
 def plan_label(design: AdaptiveDesign) -> str:
-    """A plan's thresholds, futility/suite/tail (the `--plans` spelling)."""
-    return f"{design.futility:g}/{design.suite_futility:g}/{design.tail_futility:g}"
+    """A plan's thresholds and repeats, futility/suite/tail@start-maximum (the `--plans` spelling)."""
+    return (
+        f"{design.futility:g}/{design.suite_futility:g}/{design.tail_futility:g}@{design.start}-{design.maximum}"
+    )
 
 
 def adaptive_cell(
@@ -431,8 +433,8 @@ def main() -> None:
     parser.add_argument(
         "--plans",
         default="",
-        help="with --adaptive: top-up plans futility/suite/tail,... side by side on the same draws "
-        "(default: the project's AdaptiveDesign)",
+        help="with --adaptive: top-up plans futility/suite/tail[@start-maximum],... side by side on the same "
+        "draws, e.g. 0.05/0.4/0.1@3-6 (default: the project's AdaptiveDesign; repeats default 3-5)",
     )
     args = parser.parse_args()
     print("Conditions " + __doc__.split("Conditions ")[1].split("Goals")[0].strip())
@@ -484,14 +486,23 @@ def main() -> None:
 
 
 def parse_plans(text: str, parser: argparse.ArgumentParser) -> tuple[AdaptiveDesign, ...]:
-    """`--plans 0.2/0.5/0.1,...`: futility/suite/tail thresholds of each plan, the rest as the project's."""
+    """`--plans 0.05/0.4/0.1@3-6,...`: futility/suite/tail thresholds of each plan and, after `@`, its start
+    and maximum repeats (default: the project's, 3-5)."""
     designs = []
     for item in (part for part in text.split(",") if part):
         try:
-            futility, suite, tail = (float(v) for v in item.split("/"))
-            designs.append(AdaptiveDesign(futility=futility, suite_futility=suite, tail_futility=tail))
+            thresholds, _, repeats = item.partition("@")
+            futility, suite, tail = (float(v) for v in thresholds.split("/"))
+            start, maximum = (int(v) for v in repeats.split("-")) if repeats else (3, FIXED_REPEATS)
+            designs.append(
+                AdaptiveDesign(
+                    start=start, maximum=maximum, futility=futility, suite_futility=suite, tail_futility=tail
+                )
+            )
         except ValueError as error:
-            parser.error(f"--plans: {item!r} is not futility/suite/tail in (0, 1) ({error})")
+            parser.error(
+                f"--plans: {item!r} is not futility/suite/tail in (0, 1), optionally @start-maximum ({error})"
+            )
     return tuple(designs)
 
 
@@ -549,7 +560,7 @@ def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         )
     else:
         print(
-            f"{'scen':>5} {'noise':<13} {'plan':<14} {'saved':>6} {'AA block':>9} {'AA flag':>9} {'worst loss':>22}"
+            f"{'scen':>5} {'noise':<13} {'plan':<20} {'saved':>6} {'AA block':>9} {'AA flag':>9} {'worst loss':>22}"
         )
     started, cpu_started = time.perf_counter(), time.process_time()
     summary: dict[str, list[tuple[float, float, float, float, float, str, str]]] = {
@@ -579,7 +590,7 @@ def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
                     )
                 elif arm != "fixed 5":
                     print(
-                        f"{c.m:>5} {c.model:<13} {arm:<14} {100 * saved:>5.1f}% {rate(r['aa'], n):>9} "
+                        f"{c.m:>5} {c.model:<13} {arm:<20} {100 * saved:>5.1f}% {rate(r['aa'], n):>9} "
                         f"{rate(r['aa_flag'], n):>9} {loss:>22}",
                         flush=True,
                     )
@@ -596,7 +607,7 @@ def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         beyond = sum(row[6] == "!" for row in rows)
         detectable = sum(row[6] == "*" for row in rows)
         print(
-            f"  plan {label:<14} saved {100 * min(r[0] for r in rows):.1f}% to {100 * max(r[0] for r in rows):.1f}% "
+            f"  plan {label:<20} saved {100 * min(r[0] for r in rows):.1f}% to {100 * max(r[0] for r in rows):.1f}% "
             f"(mean {100 * np.mean([r[0] for r in rows]):.1f}%); A/A block <= {100 * max(r[1] for r in rows):.1f}%, "
             f"flag <= {100 * max(r[2] for r in rows):.1f}%; worst loss {100 * worst[3]:+.1f}±{100 * worst[4]:.1f} "
             f"({worst[5]}); cells '!' {beyond}, '*' {detectable} of {len(rows)}"
