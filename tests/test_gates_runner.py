@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +25,7 @@ from eval_assets.gates import (
     read_registry,
     record_suite,
     run_suite,
+    scratch,
     stored_evidence,
 )
 from eval_assets.stats import decide
@@ -674,3 +676,25 @@ def test_a_property_that_held_holds_again_without_drawing_until_the_project_chan
     middle = len(calls)
     assert not drivers.for_all(ctx(rejects)).passed
     assert middle > before and len(calls) > middle  # a failure is drawn (and shrunk) every time
+
+
+# --- scratch directories of the gates that build a throwaway home or project -------------------------
+
+
+def test_gate_scratch_is_memory_backed_when_the_machine_has_it_and_removed_on_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The canary, bad-config and case gates write throwaway homes whose fsyncs nobody needs: their
+    scratch directory is on `MEMORY` when it is a writable directory and TMPDIR names no other place,
+    else the system's temporary directory; either way it is gone after the block."""
+    memory = tmp_path / "shm"
+    memory.mkdir()
+    monkeypatch.delenv("TMPDIR", raising=False)
+    with scratch("evaltrack-x-", memory) as made:
+        assert Path(made).parent == memory and Path(made).name.startswith("evaltrack-x-")
+    assert not Path(made).exists()
+    with scratch("evaltrack-x-", tmp_path / "absent") as made:  # no memory-backed storage here
+        assert Path(made).parent == Path(tempfile.gettempdir())
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the operator named the temporary directory
+    with scratch("evaltrack-x-", memory) as made:
+        assert Path(made).parent != memory

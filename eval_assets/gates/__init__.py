@@ -40,9 +40,11 @@ from ._registry import (
 )
 from ._results import EVIDENCE_SOURCE, GateResult, Status, SuiteResult
 from ._runner import CONVERTED_GLOB, run_suite
+from ._scratch import scratch
 from ._script_recording import RECORD_BUILD, Recording, RecordRefused, find_case, record_script
 
 __all__ = [
+    "scratch",
     "ASSERTION_KINDS",
     "CONVERTED_GLOB",
     "EVIDENCE_SOURCE",

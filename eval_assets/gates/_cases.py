@@ -45,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -73,6 +72,7 @@ from eval_assets.judging import parse_verdict, policy_failures, policy_failures_
 from eval_assets.providers import LOCAL_PROVIDERS, SCRIPT_PROVIDER
 
 from ._outcome import GateContext, Outcome
+from ._scratch import scratch
 
 if TYPE_CHECKING:
     from eval_assets.engine import Engine
@@ -366,8 +366,8 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     engine_settings = EngineSettings(
         concurrency_per_model=1, timeout_s=timeout, max_tries=tries, backoff_base_s=0.0, backoff_max_s=0.0
     )
-    with tempfile.TemporaryDirectory(prefix="evaltrack-case-") as scratch:
-        journal = open_journal(f"sqlite:///{Path(scratch) / 'journal.sqlite'}")
+    with scratch("evaltrack-case-") as tmp:
+        journal = open_journal(f"sqlite:///{Path(tmp) / 'journal.sqlite'}")
         try:
             engine = Engine(SpendPath(journal, gateway, run_id=f"case-{case.id}"), engine_settings)
             return _execute(case, ctx, project, scenario, build, repeat, gateway, engine, journal, AttemptRef)

@@ -7,12 +7,12 @@ reasons it is not.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from eval_assets.config import ConfigError, load_build, load_project
 from eval_assets.gates._outcome import GateContext
+from eval_assets.gates._scratch import scratch
 
 BAD_CONFIG_BASE = "_base"
 CONTROL_FILES = frozenset({"expected.txt", "remove.txt"})
@@ -80,7 +80,7 @@ def bad_config_fails_as_expected(member: Path, ctx: GateContext) -> list[str] | 
     ]
     if not expected:
         return ["expected.txt lists no problem line"]
-    with tempfile.TemporaryDirectory(prefix="evaltrack-bad-config-") as tmp:
+    with scratch("evaltrack-bad-config-") as tmp:
         root = _assemble(member, Path(tmp) / "project")
         try:
             project = load_project(root)

@@ -37,7 +37,6 @@ import os
 import secrets
 import sqlite3
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -49,6 +48,7 @@ import yaml
 from eval_assets import redact
 from eval_assets.config import ConfigError
 from eval_assets.gates._outcome import GateContext, Outcome
+from eval_assets.gates._scratch import scratch
 from eval_assets.gates.dogfood._tree import project_files
 from eval_assets.home import EvalHome
 
@@ -367,7 +367,7 @@ def no_api_key_persisted(ctx: GateContext) -> Outcome:
     key = str(ctx.hooks[KEY_HOOK]()) if KEY_HOOK in ctx.hooks else canary_key()
     needles = (key,)
     tiny = _tiny_project(ctx)
-    with tempfile.TemporaryDirectory(prefix="evaltrack-canary-") as tmp:
+    with scratch("evaltrack-canary-") as tmp:
         home = EvalHome(Path(tmp) / "eval_home").ensure()
         log_file, output_file = Path(tmp) / "canary.log", Path(tmp) / "canary.out"
         extra: list[Path] = []
