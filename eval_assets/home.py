@@ -162,10 +162,6 @@ class EvalHome:
     def builds(self) -> Path:
         return self.root / "builds"
 
-    @property
-    def journal_url(self) -> str:
-        return f"sqlite:///{self.root / 'journal.sqlite'}"
-
     def ensure(self, instance: InstanceSettings | None = None) -> EvalHome:
         """Create the layout and `dagster/dagster.yaml` (telemetry off). Idempotent.
 

@@ -22,6 +22,16 @@ from eval_assets import redact
 from eval_assets.redact import SHAPES, Shape, findings, is_secret_env_name, name_problem
 
 
+@pytest.fixture(autouse=True)
+def _redacted_afresh() -> Iterator[None]:
+    """Each test redacts afresh: a short text redacted before (by an earlier test, or by the mutation
+    harness's parent process, whose memory every mutant's process inherits) is otherwise answered from
+    `redact`'s memory of short texts, and the test would not run the code it names."""
+    redact._redact_short.cache_clear()
+    redact._pattern_for.cache_clear()
+    yield
+
+
 def k(*parts: str) -> str:
     """A fake credential from parts (a literal would be a checked-in secret)."""
     return "".join(parts)
@@ -593,3 +603,22 @@ def test_a_long_text_and_a_short_one_redact_alike() -> None:
     long = short + " " + "x" * redact.SHORT_TEXT_CHARS
     assert redact.redact(long).startswith(redact.redact(short) + " ")
     assert secret not in redact.redact(short)
+
+
+def test_redact_any_removes_secrets_and_masks_personal_data_in_keys_values_and_sequence_items() -> None:
+    """Every string of a structure is redacted as `redact` would: a dict's keys and values, a list's and a
+    tuple's items, an environment secret by value and personal data while `redaction.pii` is on."""
+    value = k("Qz7", "wXr4Lp9" * 3)
+    with env("EVAL_TEST_WALK_API_KEY", value):
+        out = redact.redact_any(
+            {
+                f"key {value}": f"was {value}",
+                "mail a@b.io": ["card 4111 1111 1111 1111", ("call +44 20 7946 0958",)],
+                "": "",
+            }
+        )
+    assert out == {
+        "key [redacted]": "was [redacted]",
+        "mail [email]": ["card [card number]", ("call [phone number]",)],
+        "": "",
+    }

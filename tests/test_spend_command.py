@@ -10,10 +10,11 @@ import pytest
 import yaml
 from test_journal_contract import NOW, reserve, settle
 
+from eval_assets.capability.track import Track
 from eval_assets.cli import main
 from eval_assets.config import load_project
 from eval_assets.home import EvalHome
-from eval_assets.spend import AttemptKey, open_journal
+from eval_assets.spend import AttemptKey, journal_file, journal_url, open_journal
 
 ROOT = Path(__file__).resolve().parents[1]
 LOW = "support.shipping-delay"  # the shipped scenario with its own, lower ceiling_usd
@@ -22,7 +23,7 @@ LOW = "support.shipping-delay"  # the shipped scenario with its own, lower ceili
 def _pay(home: EvalHome) -> None:
     """Build b1: two settled subject calls ($0.25 + $0.5) and one in flight (worst case $1); build b2: one
     settled judge call ($0.125)."""
-    with open_journal(home.journal_url) as journal:
+    with open_journal(journal_url(home.root)) as journal:
         for key, cost in (
             (AttemptKey("b1", None, LOW, 0, "subject", 1), 0.25),
             (AttemptKey("b1", None, "coding.fix-off-by-one", 0, "subject", 1), 0.5),
@@ -87,18 +88,47 @@ def test_spend_on_a_home_that_never_paid_creates_no_journal(
     assert not (home.root / "journal.sqlite").exists()
 
 
-def test_spend_reads_a_journal_url_with_a_driver_named_and_creates_none(
-    home: EvalHome, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("form", ["default", "sqlite:///", "sqlite+pysqlite:///"])
+def test_the_spend_command_and_the_track_read_one_journal_file_from_every_url_form(
+    form: str, home: EvalHome, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`evaltrack spend` and `Track` find the journal through one rule (`spend.journal_url`): from the
+    default under EVAL_HOME, a `sqlite:///` URL and one naming its driver, the command names the file the
+    track then opens, creating none itself, and reads what the track's journal holds."""
     project = tmp_path / "project"
     shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".*", "tests", "benchmarks", "docs"))
-    settings = yaml.safe_load((project / "evaltrack.yaml").read_text())
-    journal = tmp_path / "elsewhere" / "journal.sqlite"
-    settings.setdefault("spend", {})["journal_url"] = f"sqlite+pysqlite:///{journal}"
-    (project / "evaltrack.yaml").write_text(yaml.safe_dump(settings))
+    journal = home.root / "journal.sqlite"
+    if form != "default":
+        settings = yaml.safe_load((project / "evaltrack.yaml").read_text())
+        journal = tmp_path / "elsewhere" / "journal.sqlite"
+        settings.setdefault("spend", {})["journal_url"] = f"{form}{journal}"
+        (project / "evaltrack.yaml").write_text(yaml.safe_dump(settings))
     assert main(["--project", str(project), "spend"]) == 0
     assert f"no journal at {journal}" in capsys.readouterr().out
-    assert not journal.exists() and not journal.parent.exists()
+    assert not journal.exists()
+
+    track = Track(load_project(project), home)
+    assert journal_file(track.journal_url) == journal
+    key = AttemptKey("b1", None, LOW, 0, "subject", 1)
+    reserve(track.journal, key, worst_usd=1.0)
+    settle(track.journal, key, 0.25)
+    track.journal.close()
+    assert journal.exists()
+    assert (
+        main(["--project", str(project), "spend", "--day", NOW.date().isoformat(), "--format", "json"]) == 0
+    )
+    day = json.loads(capsys.readouterr().out)["scopes"][0]
+    assert (day["spent_usd"], day["in_flight_usd"]) == (0.25, 0.0)
+
+
+def test_a_journal_url_is_a_sqlite_file_by_its_backend_whatever_driver_it_names(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    assert journal_url(tmp_path) == f"sqlite:///{tmp_path / 'journal.sqlite'}"
+    assert journal_url(tmp_path, "sqlite:///x") == "sqlite:///x"
+    assert journal_url(tmp_path, "sqlite:///x", "sqlite:///y") == "sqlite:///y"
+    assert journal_file(f"sqlite:///{path}") == journal_file(f"sqlite+pysqlite:///{path}") == path
+    for other in ("postgresql+psycopg://u@127.0.0.1:5432/db", "sqlite://", "sqlite:///:memory:", "not a url"):
+        assert journal_file(other) is None, other
 
 
 def test_spend_on_an_unreadable_journal_exits_4_naming_it(

@@ -40,6 +40,7 @@ from eval_assets.spend import (
     hold_lease,
     open_journal,
 )
+from eval_assets.spend import journal_url as spend_journal_url
 from eval_assets.warehouse import Warehouse
 
 # The engine, the gateway (litellm) and the row shapes (the statistics) are imported when a run needs
@@ -88,7 +89,7 @@ class Track:
         self.builds = Builds(project, self.home)
         self.warehouse = Warehouse(home.warehouse)
         self.warehouse.initialise()
-        self.journal_url = journal_url or project.settings.spend.journal_url or home.journal_url
+        self.journal_url = spend_journal_url(home.root, project.settings.spend.journal_url, journal_url)
         self._journal: SpendJournal | None = None
         self._gateway: ModelGateway | None = None
         set_pii(project.settings.redaction.pii)  # the project's `redaction.pii` in force in this process

@@ -8,6 +8,7 @@ import sys
 from eval_assets.cli.common import home_of, print_problems, project_of
 from eval_assets.config import ConfigError
 from eval_assets.gates import RecordRefused, record_script
+from eval_assets.spend import journal_url
 
 
 def cmd_fixtures_record(args: argparse.Namespace) -> int:
@@ -19,7 +20,7 @@ def cmd_fixtures_record(args: argparse.Namespace) -> int:
             project,
             args.case,
             args.model,
-            journal_url=project.settings.spend.journal_url or home.journal_url,
+            journal_url=journal_url(home.root, project.settings.spend.journal_url),
             name=args.name,
             api_base=args.api_base,
             force=args.force,

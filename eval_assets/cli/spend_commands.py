@@ -12,15 +12,12 @@ import argparse
 import json
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from pathlib import Path
-
-import sqlalchemy as sa
 
 from eval_assets.cli.common import home_of, project_of
 from eval_assets.cli.status_commands import internal_error
 from eval_assets.config import ConfigError, Project
 from eval_assets.present import text_table
-from eval_assets.spend import JournalError, ScopeTotal, open_journal
+from eval_assets.spend import JournalError, ScopeTotal, journal_file, journal_url, open_journal
 
 
 @dataclass(frozen=True)
@@ -72,19 +69,6 @@ def lines(project: Project, day: ScopeTotal, totals: list[ScopeTotal], build: st
     return [line(day, spend.day_ceiling_usd), *suites, *scenarios]
 
 
-def _journal_missing(url: str) -> Path | None:
-    """The SQLite journal's path when it does not exist yet (nothing was ever reserved), else None
-    (any other database, or a URL SQLAlchemy cannot read: opening it says what is wrong)."""
-    try:
-        parsed = sa.engine.make_url(url)
-    except sa.exc.ArgumentError:
-        return None
-    if parsed.get_backend_name() != "sqlite" or not parsed.database:
-        return None
-    path = Path(parsed.database)
-    return None if path.exists() else path
-
-
 def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:.4f}"
 
@@ -95,8 +79,8 @@ def cmd_spend(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return internal_error([str(p) for p in exc.problems], "fix the project configuration named above")
     day: date = args.day or datetime.now(UTC).date()
-    url = project.settings.spend.journal_url or home.journal_url
-    if (missing := _journal_missing(url)) is not None:
+    url = journal_url(home.root, project.settings.spend.journal_url)
+    if (missing := journal_file(url)) is not None and not missing.exists():
         totals: list[ScopeTotal] = []
         day_total = ScopeTotal("day", day.isoformat(), spent_usd=0.0, outstanding_usd=0.0)
         note = f"no spend recorded: no journal at {missing}"

@@ -347,7 +347,7 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     from eval_assets.config import EngineSettings, ScriptBook
     from eval_assets.engine import Engine
     from eval_assets.providers.gateway import ModelGateway
-    from eval_assets.spend import AttemptRef, SpendPath, open_journal
+    from eval_assets.spend import AttemptRef, SpendPath, journal_url, open_journal
 
     project = _project(ctx)
     spec_case = case.case
@@ -367,7 +367,7 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
         concurrency_per_model=1, timeout_s=timeout, max_tries=tries, backoff_base_s=0.0, backoff_max_s=0.0
     )
     with scratch("evaltrack-case-") as tmp:
-        journal = open_journal(f"sqlite:///{Path(tmp) / 'journal.sqlite'}")
+        journal = open_journal(journal_url(Path(tmp)))  # a scratch journal, as under EVAL_HOME
         try:
             engine = Engine(SpendPath(journal, gateway, run_id=f"case-{case.id}"), engine_settings)
             return _execute(case, ctx, project, scenario, build, repeat, gateway, engine, journal, AttemptRef)

@@ -3,13 +3,14 @@ after, on SQLite or PostgreSQL.
 
 `_keys`: attempt identity; `_values`: what the journal stores and returns; `_schema`: its tables and
 statements; `_batch`: group commit; `_backends`: SQLite and PostgreSQL; `_leases`: lease holders;
-`_journal`: the journal; `_path`: reserve -> call -> settle. Why the journal is correct: docs/journal.md.
+`_journal`: the journal; `_location`: where the journal is (its URL, its SQLite file); `_path`: reserve -> call -> settle. Why the journal is correct: docs/journal.md.
 """
 
 from ._backends import DEFAULT_LOCK_WAIT_S, journal_engine, journal_write
 from ._journal import HeldLease, SpendJournal, hold_lease, open_journal
 from ._keys import TURN_STRIDE, AttemptKey, AttemptRef, Role, attempt_id
 from ._leases import pid_alive, process_holder
+from ._location import JOURNAL_FILE, journal_file, journal_url
 from ._path import (
     RETRYABLE_TAG,
     Policy,
@@ -38,6 +39,7 @@ from ._values import (
 
 __all__ = [
     "DEFAULT_LOCK_WAIT_S",
+    "JOURNAL_FILE",
     "RETRYABLE_TAG",
     "TURN_STRIDE",
     "AttemptKey",
@@ -65,7 +67,9 @@ __all__ = [
     "cut_reason",
     "hold_lease",
     "journal_engine",
+    "journal_file",
     "journal_payload",
+    "journal_url",
     "read_payload",
     "journal_write",
     "open_journal",

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
+from ._location import sqlite_file
 from ._values import JournalError
 
 _WRITE_OPTION = "eval_track_journal_write"
@@ -58,13 +59,12 @@ def _parse_url(url: str) -> sa.URL:
 
 
 def _sqlite_path(parsed: sa.URL) -> Path:
-    database = parsed.database
-    if not database or database == ":memory:" or database.startswith("file:"):
+    path = sqlite_file(parsed)
+    if path is None:
         raise JournalError(
             "a SQLite journal needs a file (sqlite:///path/journal.sqlite): an in-memory database "
             "cannot be shared between processes"
         )
-    path = Path(database)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
