@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
@@ -106,8 +107,15 @@ def evaltrack(project: Path, home: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def finish(proc: subprocess.Popen[str], timeout: float = 600) -> str:
-    """The output of a process that must exit 0."""
-    out, _ = proc.communicate(timeout=timeout)
-    assert proc.returncode == 0, out
-    return out
+def evaltrack_here(capsys: pytest.CaptureFixture[str], project: Path, home: Path, *args: str) -> str:
+    """`evaltrack --project P --home H ARGS` run in this process, for a command that must exit 0 and is
+    not itself the process under test (a clean run beside a killed one, the run that resumes after the
+    kill): a process of its own would import the whole stack again, about 10 s of CPU each. Its output,
+    stdout then stderr."""
+    from eval_assets.cli import main
+
+    capsys.readouterr()  # only this command's output
+    code = main(["--project", str(project), "--home", str(home), *args])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    return out + err

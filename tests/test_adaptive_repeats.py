@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shared import copy_manifest, evaltrack, finish, slow_project_copy
+import pytest
+from shared import copy_manifest, evaltrack, evaltrack_here, slow_project_copy
 
 from eval_assets.capability.baselines import verdict_frame
 from eval_assets.capability.materialize import (
@@ -221,7 +222,7 @@ def _top_up_keys(ledger: dict[str, tuple[str, float | None]]) -> set[str]:
 
 
 def test_kill_9_during_the_top_ups_then_resume_tops_up_the_same_scenarios_paying_each_attempt_once(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     project = _project_copy(tmp_path / "project")
     home = tmp_path / "home"
@@ -229,7 +230,8 @@ def test_kill_9_during_the_top_ups_then_resume_tops_up_the_same_scenarios_paying
     track = Track(loaded, EvalHome(home))
     for name in ("baseline", "rebuild"):
         track.register_build(project / f"{name}.yaml")
-    finish(evaltrack(project, home, "run", "--build", BASE))
+    # every run but the one killed runs in this process (a process of its own imports the stack again)
+    evaltrack_here(capsys, project, home, "run", "--build", BASE)
 
     # an unchanged rebuild: some scenarios stay uncertain at the first look and are topped up
     victim = evaltrack(project, home, "run", "--build", REBUILD)
@@ -243,7 +245,7 @@ def test_kill_9_during_the_top_ups_then_resume_tops_up_the_same_scenarios_paying
     at_kill = _ledger(home)
     paid_before = {k: v for k, v in at_kill.items() if v[0] in ("settled", "failed")}
 
-    out = finish(evaltrack(project, home, "run", "--build", REBUILD))
+    out = evaltrack_here(capsys, project, home, "run", "--build", REBUILD)
     assert "topping up" in out or "scenario_runs (top-ups)" in out, out
     resumed = _ledger(home)
     # every call settled before the kill kept its row: reused, never paid again
@@ -259,5 +261,5 @@ def test_kill_9_during_the_top_ups_then_resume_tops_up_the_same_scenarios_paying
     started = {key.split("/")[2] for key in _top_up_keys(at_kill)}
     assert started <= topped
     # one more run pays nothing new
-    finish(evaltrack(project, home, "run", "--build", REBUILD))
+    evaltrack_here(capsys, project, home, "run", "--build", REBUILD)
     assert _ledger(home) == resumed

@@ -7,12 +7,12 @@ import os
 import re
 import signal
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import yaml
-from shared import evaltrack, finish
+from shared import evaltrack, evaltrack_here
 from test_crash_resume import _ledger, _project_copy, _settled_subject_calls, _spend
 
 from eval_assets.capability.track import Track
@@ -33,8 +33,7 @@ def _agent_project(dest: Path) -> Path:
     return project
 
 
-def _run(project: Path, home: Path) -> subprocess.Popen[str]:
-    return evaltrack(project, home, "run", "--build", BUILD_ID, "--judge-version", JUDGE)
+RUN = ("run", "--build", BUILD_ID, "--judge-version", JUDGE)
 
 
 def _agent_calls_by_attempt(home: Path) -> dict[str, int]:
@@ -51,19 +50,22 @@ def _agent_calls_by_attempt(home: Path) -> dict[str, int]:
     return out
 
 
-def test_kill_9_halfway_through_an_agent_run_then_rerun_pays_no_agent_call_twice(tmp_path: Path) -> None:
+def test_kill_9_halfway_through_an_agent_run_then_rerun_pays_no_agent_call_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     project = _agent_project(tmp_path / "project")
     clean, crashed = tmp_path / "clean-home", tmp_path / "crashed-home"
     loaded = load_project(project)
     for home in (clean, crashed):
         Track(loaded, EvalHome(home)).register_build(project / "agent-build.yaml")
 
-    finish(_run(project, clean), timeout=900)
+    # the clean run and the rerun in this process; the run that is killed is a process of its own
+    evaltrack_here(capsys, project, clean, *RUN)
     uninterrupted = _ledger(clean)
     calls = _agent_calls_by_attempt(clean)
     assert calls and max(calls.values()) > 1  # the agent made several calls per attempt (tools, then answer)
 
-    victim = _run(project, crashed)
+    victim = evaltrack(project, crashed, *RUN)
     deadline = time.monotonic() + 600
     total = sum(1 for key, status, *_ in uninterrupted if "/subject/" in key and status == "settled")
     while _settled_subject_calls(crashed) < total // 3:
@@ -76,7 +78,7 @@ def test_kill_9_halfway_through_an_agent_run_then_rerun_pays_no_agent_call_twice
     in_flight = [r for r in at_kill if r[1] == "reserved"]
     assert 0 < len([r for r in at_kill if r[1] == "settled"]) < len(uninterrupted)
 
-    out = finish(_run(project, crashed), timeout=900)
+    out = evaltrack_here(capsys, project, crashed, *RUN)
     resumed = _ledger(crashed)
     reused = re.search(r"scenario_runs +\d+/\d+ attempts .* · (\d+) reused", out)
     assert reused is not None and int(reused.group(1)) > 0, out

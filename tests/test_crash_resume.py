@@ -9,7 +9,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from shared import copy_manifest, evaltrack, finish, slow_project_copy
+import pytest
+from shared import copy_manifest, evaltrack, evaltrack_here, slow_project_copy
 
 from eval_assets.capability.track import Track
 from eval_assets.config import load_project
@@ -56,14 +57,17 @@ def _spend(rows: list[tuple]) -> float:
     return sum(cost or 0.0 for _, status, cost, _ in rows if status in ("settled", "failed"))
 
 
-def test_kill_9_mid_materialization_then_resume_pays_no_attempt_twice(tmp_path: Path) -> None:
+def test_kill_9_mid_materialization_then_resume_pays_no_attempt_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     project = _project_copy(tmp_path / "project")
     clean, crashed = tmp_path / "clean-home", tmp_path / "crashed-home"
     loaded = load_project(project)
     for home in (clean, crashed):
         Track(loaded, EvalHome(home)).register_build(project / "crash-build.yaml")
 
-    finish(evaltrack(project, clean, "run", "--build", BUILD_ID, "--judge-version", JUDGE))
+    # the clean run and the resume run in this process; the run that is killed is a process of its own
+    evaltrack_here(capsys, project, clean, "run", "--build", BUILD_ID, "--judge-version", JUDGE)
     uninterrupted = _ledger(clean)
 
     victim = evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge-version", JUDGE)
@@ -78,7 +82,7 @@ def test_kill_9_mid_materialization_then_resume_pays_no_attempt_twice(tmp_path: 
     in_flight = [r for r in at_kill if r[1] == "reserved"]
     assert 0 < len([r for r in at_kill if r[1] == "settled"]) < len(uninterrupted)
 
-    out = finish(evaltrack(project, crashed, "run", "--build", BUILD_ID, "--judge-version", JUDGE))
+    out = evaltrack_here(capsys, project, crashed, "run", "--build", BUILD_ID, "--judge-version", JUDGE)
     resumed = _ledger(crashed)
     reused = re.search(r"scenario_runs +\d+/\d+ attempts .* · (\d+) reused", out)
     assert reused is not None and int(reused.group(1)) > 0, out

@@ -137,3 +137,21 @@ def test_progress_off_a_terminal_is_one_plain_line_per_report_never_over_200_cha
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2 and all(len(line) <= 200 for line in lines)
     assert "\r" not in stream.getvalue() and lines[0].endswith("…")
+
+
+def test_progress_goes_to_stdout_as_it_is_when_the_printer_is_made_not_when_the_module_was_imported() -> None:
+    """A command run twice in one process (tests, a notebook) with its stdout redirected in between
+    prints its progress to the stdout of the second run, not to a stream the first one closed."""
+    import contextlib
+    import io
+    import logging
+
+    from eval_assets.cli import run_commands
+
+    progress = Progress("scenario_runs b", 40, 200, 1, 0.5, 4.0)
+    record = logging.LogRecord("evaltrack.progress", logging.INFO, __file__, 1, progress.line(), None, None)
+    record.progress = progress
+    for _ in range(2):
+        with contextlib.redirect_stdout(io.StringIO()) as redirected:
+            run_commands.ProgressPrinter().emit(record)
+        assert redirected.getvalue() == f"  {progress.line()}\n"

@@ -90,10 +90,12 @@ def step_line(step: StepResult, expected_attempts: int | None = None) -> str:
 
 class ProgressPrinter(logging.Handler):
     """Draws `scenario_runs` progress (the `evaltrack.progress` log): a bar redrawn in place on a
-    terminal, one plain line per report otherwise (CI logs, pipes)."""
+    terminal, one plain line per report otherwise (CI logs, pipes). Writes to `stream`, by default to
+    `sys.stdout` as it is when the printer is made (not as it was when this module was imported)."""
 
-    def __init__(self, stream: TextIO = sys.stdout) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
         super().__init__(logging.INFO)
+        stream = sys.stdout if stream is None else stream
         self.stream = stream
         self.tty = stream.isatty()
         self.drawn = False
