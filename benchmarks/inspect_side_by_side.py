@@ -19,7 +19,9 @@ What each side runs (printed again at the top of the output):
   `GRADE:` read from that marker, at zero latency; its own CPU is neither side's cost and is printed
   apart, with its count of calls (each run must make 2 x N x 5) and Inspect's accuracy from its log
   (1.0: every grade was read). `--inspect-model mockllm` runs Inspect's in-process `mockllm/model`
-  instead, as before: no client and no HTTP, so cheaper than Inspect on any real model API.
+  instead, as before: no client and no HTTP, so cheaper than Inspect on any real model API (it counts
+  tokens with tiktoken's o200k_base: Inspect's env points TIKTOKEN_CACHE_DIR at the encodings litellm
+  ships, else, offline, the run ends in an error at its first sample; its grades parse as none).
   So 2 model calls per attempt on both sides.
 
 Each side is run alternately, `--runs` times (default 3), each run a fresh process tree measured by a
@@ -41,6 +43,7 @@ Run: .venv/bin/python benchmarks/inspect_side_by_side.py [--quick] [--scenarios 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -250,6 +253,15 @@ def scored(venv: Path, logs: Path) -> float:
     return float(out.stdout.strip())
 
 
+def tiktoken_files() -> Path:
+    """The tiktoken encoding files litellm ships (named as tiktoken's cache names them), found without
+    importing litellm."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or spec.origin is None:
+        raise SystemExit("litellm is not installed in this venv")
+    return Path(spec.origin).parent / "litellm_core_utils" / "tokenizers"
+
+
 def scenario_input() -> tuple[str, str]:
     """The password-reset scenario's user text and its rubric-free target, as Inspect's sample."""
     from eval_assets.config import load_project
@@ -320,7 +332,14 @@ def run_side_by_side(args: argparse.Namespace, n: int, runs: int, tmp: Path) -> 
     task_file.write_text(INSPECT_TASK.format(input=text, target=target))
     exe = str(Path(sys.executable).with_name("evaltrack"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_", "INSPECT_"))}
-    inspect_env = {**env, "XDG_DATA_HOME": str(tmp / "xdg-data"), "XDG_CACHE_HOME": str(tmp / "xdg-cache")}
+    inspect_env = {
+        **env,
+        "XDG_DATA_HOME": str(tmp / "xdg-data"),
+        "XDG_CACHE_HOME": str(tmp / "xdg-cache"),
+        # tiktoken's encodings as litellm ships them (offline, no download): mockllm counts tokens with
+        # o200k_base, and without them its run ends in an error at the first sample
+        "TIKTOKEN_CACHE_DIR": str(tiktoken_files()),
+    }
     stand_in = None
     if args.inspect_model == "openai":
         stand_in = StandIn(tmp)
