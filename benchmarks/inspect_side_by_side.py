@@ -10,9 +10,18 @@ What each side runs (printed again at the top of the output):
   (`sim/judge`), zero latency, default workers (the cores), a fresh EVAL_HOME per run.
 - Inspect AI: `inspect_ai==INSPECT_VERSION` installed into a throwaway venv under the temp directory
   (never a dependency of this project), a task of N samples (the same input text) x 5 epochs, solver
-  `generate()` and scorer `model_graded_qa()`, both on Inspect's built-in `mockllm/model` (an offline
-  model in process: no network, zero latency), run as
-  `inspect eval task.py --model mockllm/model --max-connections 32 --display none --log-dir D`.
+  `generate()` and scorer `model_graded_qa()` (the grader is the evaluated model), run as
+  `inspect eval task.py --model openai/stand-in -M responses_api=false --max-connections 32
+  --display none --log-dir D`: Inspect's openai provider (the openai SDK, its HTTP client, chat
+  completions) against `openai_stand_in.py`, an OpenAI-compatible server this script starts on a free
+  127.0.0.1 port and stops (OPENAI_BASE_URL; a placeholder key, no credential). The stand-in answers
+  the subject call like the sim subject (a `[sim-quality=...]` marker) and the grader call with a
+  `GRADE:` read from that marker, at zero latency; its own CPU is neither side's cost and is printed
+  apart, with its count of calls (each run must make 2 x N x 5) and Inspect's accuracy from its log
+  (1.0: every grade was read). `--inspect-model mockllm` runs Inspect's in-process `mockllm/model`
+  instead, as before: no client and no HTTP, so cheaper than Inspect on any real model API (it counts
+  tokens with tiktoken's o200k_base: Inspect's env points TIKTOKEN_CACHE_DIR at the encodings litellm
+  ships, else, offline, the run ends in an error at its first sample; its grades parse as none).
   So 2 model calls per attempt on both sides.
 
 Each side is run alternately, `--runs` times (default 3), each run a fresh process tree measured by a
@@ -28,12 +37,13 @@ as `benchmarks/demo.py` does), in the same rotation: before and after in the sam
 
 Run: .venv/bin/python benchmarks/inspect_side_by_side.py [--quick] [--scenarios N] [--runs R]
      [--inspect-venv DIR] (reuse a venv that has inspect_ai; default: a new one in the temp directory)
-     [--before DIR]
+     [--inspect-model openai|mockllm] [--before DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -44,6 +54,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,9 +75,9 @@ TARGET = {target!r}
 
 @task
 def side_by_side(n: int = 1000, epochs: int = 5) -> Task:
-    """n samples of the password-reset input x epochs; the subject and the judge are both mockllm."""
+    """n samples of the password-reset input x epochs; the subject and the grader are both --model."""
     samples = [Sample(id=f"bench.s{{i:05d}}", input=INPUT, target=TARGET) for i in range(n)]
-    return Task(dataset=samples, solver=generate(), scorer=model_graded_qa(model="mockllm/model"), epochs=epochs)
+    return Task(dataset=samples, solver=generate(), scorer=model_graded_qa(), epochs=epochs)
 '''
 
 
@@ -156,6 +167,51 @@ def ok_exits(cmd: list[str]) -> tuple[int, ...]:
     return (0, 1) if "run" in cmd and "evaltrack" in Path(cmd[0]).name else (0,)
 
 
+# --- the HTTP stand-in Inspect's openai provider calls ------------------------------------------
+
+
+class StandIn:
+    """`openai_stand_in.py` in its own process on a free 127.0.0.1 port, started and stopped here; its
+    CPU (from /proc) and its count of answered completions, read before and after each Inspect run."""
+
+    def __init__(self, tmp: Path) -> None:
+        port_file = tmp / "stand-in.port"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "benchmarks" / "openai_stand_in.py"), str(port_file)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not port_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise SystemExit(f"the OpenAI stand-in did not start (exit {self.proc.returncode})")
+            time.sleep(0.05)
+        self.base_url = f"http://127.0.0.1:{int(port_file.read_text())}/v1"
+
+    def cpu_s(self) -> float:
+        """User + sys CPU the stand-in has used so far."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def requests(self) -> int:
+        """Completions answered so far."""
+        with urllib.request.urlopen(self.base_url.removesuffix("/v1") + "/requests", timeout=30) as r:
+            return int(json.load(r)["requests"])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+
 # --- the two sides ------------------------------------------------------------------------------
 
 
@@ -174,6 +230,38 @@ def inspect_venv(tmp: Path, given: str | None) -> Path:
     return venv
 
 
+READ_ACCURACY = """
+import sys
+from inspect_ai.log import read_eval_log
+log = read_eval_log(sys.argv[1], header_only=True)
+if log.status != "success" or log.results is None:
+    raise SystemExit(f"inspect eval's log says {log.status}: {log.error.message if log.error else ''}")
+print(log.results.scores[0].metrics["accuracy"].value)
+"""
+
+
+def scored(venv: Path, logs: Path) -> float:
+    """The accuracy Inspect's log header records (1.0 when every grade was read as C): the check that
+    the run succeeded and the grader's answers were parsed, not only made. Read with inspect_ai itself
+    (the `.eval` zip is zstd-compressed), after the measured run."""
+    (log,) = logs.glob("*.eval")
+    out = subprocess.run(
+        [str(venv / "bin/python"), "-c", READ_ACCURACY, str(log)], capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{log}: {out.stderr.strip().splitlines()[-1:]}")
+    return float(out.stdout.strip())
+
+
+def tiktoken_files() -> Path:
+    """The tiktoken encoding files litellm ships (named as tiktoken's cache names them), found without
+    importing litellm."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or spec.origin is None:
+        raise SystemExit("litellm is not installed in this venv")
+    return Path(spec.origin).parent / "litellm_core_utils" / "tokenizers"
+
+
 def scenario_input() -> tuple[str, str]:
     """The password-reset scenario's user text and its rubric-free target, as Inspect's sample."""
     from eval_assets.config import load_project
@@ -190,6 +278,13 @@ def main() -> None:
     ap.add_argument("--scenarios", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=3, help="runs of each side, alternating")
     ap.add_argument("--inspect-venv", help="a venv that already has inspect_ai (default: a new one)")
+    ap.add_argument(
+        "--inspect-model",
+        choices=("openai", "mockllm"),
+        default="openai",
+        help="Inspect's model: its openai provider over HTTP to a 127.0.0.1 stand-in (default), or its "
+        "in-process mockllm (no client, no HTTP)",
+    )
     ap.add_argument("--connections", type=int, default=32, help="Inspect's --max-connections")
     ap.add_argument("--keep", action="store_true", help="keep the temp directory (logs) and print it")
     ap.add_argument("--before", type=Path, help="another checkout run as a third side ('before')")
@@ -237,12 +332,47 @@ def run_side_by_side(args: argparse.Namespace, n: int, runs: int, tmp: Path) -> 
     task_file.write_text(INSPECT_TASK.format(input=text, target=target))
     exe = str(Path(sys.executable).with_name("evaltrack"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_", "INSPECT_"))}
-    inspect_env = {**env, "XDG_DATA_HOME": str(tmp / "xdg-data"), "XDG_CACHE_HOME": str(tmp / "xdg-cache")}
+    inspect_env = {
+        **env,
+        "XDG_DATA_HOME": str(tmp / "xdg-data"),
+        "XDG_CACHE_HOME": str(tmp / "xdg-cache"),
+        # tiktoken's encodings as litellm ships them (offline, no download): mockllm counts tokens with
+        # o200k_base, and without them its run ends in an error at the first sample
+        "TIKTOKEN_CACHE_DIR": str(tiktoken_files()),
+    }
+    stand_in = None
+    if args.inspect_model == "openai":
+        stand_in = StandIn(tmp)
+        # a placeholder key (the stand-in reads none); never a real credential
+        inspect_env |= {"OPENAI_BASE_URL": stand_in.base_url, "OPENAI_API_KEY": "stand-in-not-a-key"}
+    model = "openai/stand-in" if stand_in else "mockllm/model"
     inspect_cmd = [  # the task file relative to the working directory (Inspect refuses an absolute one)
-        str(venv / "bin/inspect"), "eval", task_file.name, "--model", "mockllm/model",
+        str(venv / "bin/inspect"), "eval", task_file.name, "--model", model,
         "--max-connections", str(args.connections), "--display", "none",
         "-T", f"n={n}", "-T", f"epochs={REPEATS}",
+        # chat completions, as eval-track's calls (Inspect's openai provider would use the Responses API)
+        *(["-M", "responses_api=false"] if stand_in else []),
     ]  # fmt: skip
+    try:
+        compare(args, n, runs, tmp, project, exe, env, inspect_env, inspect_cmd, stand_in)
+    finally:
+        if stand_in:
+            stand_in.stop()
+
+
+def compare(
+    args: argparse.Namespace,
+    n: int,
+    runs: int,
+    tmp: Path,
+    project: Path,
+    exe: str,
+    env: dict[str, str],
+    inspect_env: dict[str, str],
+    inspect_cmd: list[str],
+    stand_in: StandIn | None,
+) -> None:
+    """The alternating runs and the table of medians."""
     print(
         f"{n} scenarios x {REPEATS} repeats, subject + one judge per attempt, zero latency; {runs} runs each,"
     )
@@ -251,6 +381,11 @@ def run_side_by_side(args: argparse.Namespace, n: int, runs: int, tmp: Path) -> 
     print(
         f"  Inspect AI {INSPECT_VERSION}: {' '.join(Path(inspect_cmd[0]).name if i == 0 else a for i, a in enumerate(inspect_cmd))} --log-dir D"
     )
+    if stand_in:
+        print(
+            f"  Inspect's openai provider at {stand_in.base_url} (benchmarks/openai_stand_in.py, its own process;"
+            " its CPU is neither side's and is shown apart)"
+        )
     tracks = {"evaltrack": env}
     if args.before:
         before = args.before.resolve()
@@ -265,14 +400,26 @@ def run_side_by_side(args: argparse.Namespace, n: int, runs: int, tmp: Path) -> 
         for side, side_env in tracks.items():
             results[side].append(evaltrack_once(exe, project, tmp / f"{side}-{i}", side_env))
         logs = tmp / f"inspect-logs-{i}"
+        served = (stand_in.cpu_s(), stand_in.requests()) if stand_in else (0.0, 0)
         ins = measured([*inspect_cmd, "--log-dir", str(logs)], inspect_env, tmp / f"inspect-{i}.log")
+        if stand_in:
+            calls = stand_in.requests() - served[1]
+            if calls < 2 * n * REPEATS:  # a subject and a grader call per attempt, over HTTP
+                raise SystemExit(f"inspect eval made {calls} calls to the stand-in, not {2 * n * REPEATS}")
+            ins |= {"stand_in_cpu_s": stand_in.cpu_s() - served[0], "stand_in_calls": calls}
+        ins |= {"scored": scored(Path(inspect_cmd[0]).parents[1], logs)}
         results["inspect"].append({**ins, "load": os.getloadavg()[0]})
         shutil.rmtree(logs, ignore_errors=True)
         for side in results:
             r = results[side][-1]
+            extra = (
+                f"; stand-in CPU {r['stand_in_cpu_s']:.1f} s for {r['stand_in_calls']:.0f} calls"
+                if "stand_in_cpu_s" in r
+                else ""
+            )
             print(
                 f"  run {i + 1} {side:<9} wall {r['wall_s']:6.1f} s  CPU {r['cpu_s']:6.1f} s  "
-                f"peak RSS {r['peak_rss_mb']:5.0f} MB  (load {r['load']:.1f})",
+                f"peak RSS {r['peak_rss_mb']:5.0f} MB  (load {r['load']:.1f}{extra})",
                 flush=True,
             )
     med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in results.items()}
@@ -296,6 +443,12 @@ def run_side_by_side(args: argparse.Namespace, n: int, runs: int, tmp: Path) -> 
         + " | ".join(f"{med[t]['peak_rss_mb']:.0f} MB" for t in sides)
         + f" | {s['peak_rss_mb']:.0f} MB |"
     )
+    print("| Inspect's accuracy (grades read) | " + " | ".join("" for _ in sides) + f" | {s['scored']:.3f} |")
+    if "stand_in_cpu_s" in s:
+        print(
+            f"the stand-in (not counted on either side): {s['stand_in_cpu_s']:.1f} s of CPU for "
+            f"{s['stand_in_calls']:.0f} calls per Inspect run (median)"
+        )
     if "before" in med:
         b = med["before"]
         print(
