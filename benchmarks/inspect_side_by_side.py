@@ -47,6 +47,7 @@ import importlib.util
 import json
 import os
 import resource
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -343,8 +344,10 @@ def run_side_by_side(args: argparse.Namespace, n: int, runs: int, tmp: Path) -> 
     stand_in = None
     if args.inspect_model == "openai":
         stand_in = StandIn(tmp)
-        # a placeholder key (the stand-in reads none); never a real credential
-        inspect_env |= {"OPENAI_BASE_URL": stand_in.base_url, "OPENAI_API_KEY": "stand-in-not-a-key"}
+        # Inspect's openai client wants a key; the stand-in reads none: a random placeholder per run,
+        # never a real credential (and no key-shaped literal in a tracked file)
+        placeholder = f"stand-in-{secrets.token_hex(8)}"
+        inspect_env |= {"OPENAI_BASE_URL": stand_in.base_url, "OPENAI_API_KEY": placeholder}
     model = "openai/stand-in" if stand_in else "mockllm/model"
     inspect_cmd = [  # the task file relative to the working directory (Inspect refuses an absolute one)
         str(venv / "bin/inspect"), "eval", task_file.name, "--model", model,
