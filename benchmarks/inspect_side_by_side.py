@@ -85,6 +85,12 @@ def side_by_side(n: int = 1000, epochs: int = 5) -> Task:
 # --- the wrapper: one command, its whole process tree measured ---------------------------------
 
 
+def _stat(pid: int | str) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ..., utime at [11], stime at [12])."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def _tree(root: int) -> list[int]:
     """`root` and every process below it (from /proc)."""
     children: dict[int, list[int]] = {}
@@ -92,8 +98,7 @@ def _tree(root: int) -> list[int]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            ppid = int(_stat(entry)[1])
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(entry))
@@ -192,8 +197,7 @@ class StandIn:
 
     def cpu_s(self) -> float:
         """User + sys CPU the stand-in has used so far."""
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        fields = _stat(self.proc.pid)
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def requests(self) -> int:

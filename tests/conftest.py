@@ -11,7 +11,7 @@ import pytest
 
 from eval_assets.config import Project, load_project
 from eval_assets.home import PROJECT_ROOT, EvalHome
-from eval_assets.spend import SpendJournal, open_journal
+from eval_assets.spend import SpendJournal, journal_url, open_journal
 
 ROOT = PROJECT_ROOT
 
@@ -96,7 +96,7 @@ def _no_dagster_instance_context_across_tests() -> Iterator[None]:
 def journal(tmp_path: Path) -> Iterator[SpendJournal]:
     """A SQLite spend journal in the test's own directory, closed after it (a module may define its own,
     as the journal's contract tests do, over both backends)."""
-    j = open_journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+    j = open_journal(journal_url(tmp_path))
     try:
         yield j
     finally:

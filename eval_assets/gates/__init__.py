@@ -44,7 +44,6 @@ from ._scratch import scratch
 from ._script_recording import RECORD_BUILD, Recording, RecordRefused, find_case, record_script
 
 __all__ = [
-    "scratch",
     "ASSERTION_KINDS",
     "CONVERTED_GLOB",
     "EVIDENCE_SOURCE",
@@ -96,6 +95,7 @@ __all__ = [
     "record_suite",
     "resolve_callable",
     "run_suite",
+    "scratch",
     "stored_evidence",
     "utc_now",
     "validate_gates",

@@ -10,7 +10,7 @@ from ._backends import DEFAULT_LOCK_WAIT_S, journal_engine, journal_write
 from ._journal import HeldLease, SpendJournal, hold_lease, open_journal
 from ._keys import TURN_STRIDE, AttemptKey, AttemptRef, Role, attempt_id
 from ._leases import pid_alive, process_holder
-from ._location import JOURNAL_FILE, journal_file, journal_url
+from ._location import journal_file, journal_url
 from ._path import (
     RETRYABLE_TAG,
     Policy,
@@ -39,7 +39,6 @@ from ._values import (
 
 __all__ = [
     "DEFAULT_LOCK_WAIT_S",
-    "JOURNAL_FILE",
     "RETRYABLE_TAG",
     "TURN_STRIDE",
     "AttemptKey",
