@@ -162,7 +162,7 @@ def test_path_1_the_engine_counts_a_leak_the_redaction_hides_and_a_journal_reuse
     from eval_assets.config import BuildManifest, EngineSettings
     from eval_assets.engine import Engine
     from eval_assets.providers.gateway import ModelGateway
-    from eval_assets.spend import SpendPath, open_journal
+    from eval_assets.spend import SpendPath, journal_url, open_journal
 
     try:
         from tests.openai_stub import Behaviour, OpenAIStub
@@ -186,7 +186,7 @@ def test_path_1_the_engine_counts_a_leak_the_redaction_hides_and_a_journal_reuse
         )
         counts = []
         for run in ("first", "reuse"):
-            journal = open_journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+            journal = open_journal(journal_url(tmp_path))
             engine = Engine(
                 SpendPath(journal, ModelGateway(), run_id=run), settings=settings, jitter=random.Random(0)
             )

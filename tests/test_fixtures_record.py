@@ -13,7 +13,7 @@ from eval_assets.cli import main
 from eval_assets.config import load_project, load_script
 from eval_assets.gates import RECORD_BUILD, GateContext, execute_case, load_case
 from eval_assets.home import PROJECT_ROOT
-from eval_assets.spend import open_journal
+from eval_assets.spend import journal_url, open_journal
 
 try:  # tests/ imported as a package or as a rootdir on sys.path
     from tests.openai_stub import Behaviour, OpenAIStub
@@ -57,7 +57,7 @@ def test_record_from_sim_plays_back_as_the_same_run(root: Path, tmp_path: Path, 
     script, problems = load_script(root, "rec-loop")
     assert problems == [] and script is not None
     # the live call was paid through the spend journal, under its own build
-    rows = open_journal(f"sqlite:///{home / 'journal.sqlite'}").rows(build=RECORD_BUILD)
+    rows = open_journal(journal_url(home)).rows(build=RECORD_BUILD)
     assert rows and all(r.status == "settled" and r.cost_usd and r.cost_usd > 0 for r in rows)
 
     # played back through script/rec-loop, the case's subject gives the sim's run, call ids and all

@@ -36,9 +36,11 @@ from eval_assets.spend import (
     Reservation,
     SpendJournal,
     hold_lease,
+    journal_file,
     open_journal,
     process_holder,
 )
+from eval_assets.spend import journal_url as url_under  # the fixture below is named journal_url
 
 try:  # tests/ imported as a package (tests/__init__.py present) or as a rootdir on sys.path
     from tests.pg import PostgresCluster, free_port, running_cluster
@@ -72,7 +74,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 def journal_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A URL for a journal that does not exist yet (its SQLite directory does not exist either)."""
     if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'home' / 'journal.sqlite'}"
+        return url_under(tmp_path / "home")
     cluster: PostgresCluster = request.getfixturevalue("pg_cluster")
     return cluster.create_database()
 
@@ -611,10 +613,17 @@ def test_worst_case_and_cost_must_fit_the_totals(journal: SpendJournal) -> None:
         settle(journal, subject_key(), 2e6)
 
 
+def _file(url: str) -> Path:
+    """The SQLite file a journal URL names (the product's own reading of it)."""
+    path = journal_file(url)
+    assert path is not None, url
+    return path
+
+
 def _execute_raw(backend: str, url: str, *statements: str) -> None:
     """Another program (or an older version) changing the journal's schema."""
     if backend == "sqlite":
-        lite = sqlite3.connect(url.removeprefix("sqlite:///"))
+        lite = sqlite3.connect(_file(url))
         try:
             for statement in statements:
                 lite.execute(statement)
@@ -633,7 +642,7 @@ def _execute_raw(backend: str, url: str, *statements: str) -> None:
 def test_open_fails_with_journal_error_for_an_unreachable_url(backend: str, tmp_path: Path) -> None:
     if backend == "sqlite":
         (tmp_path / "a-file").write_text("not a directory")
-        url = f"sqlite:///{tmp_path / 'a-file' / 'journal.sqlite'}"
+        url = url_under(tmp_path / "a-file")
     else:
         url = f"postgresql+psycopg://postgres:{'secret-pw'}@127.0.0.1:{free_port()}/postgres"
 
@@ -650,11 +659,11 @@ def test_open_fails_for_an_unsupported_or_in_memory_url() -> None:
 
 @pytest.mark.parametrize("damage", ["garbage", "damaged pages"])
 def test_open_fails_with_journal_error_on_a_corrupt_sqlite_file(tmp_path: Path, damage: str) -> None:
-    path = tmp_path / "journal.sqlite"
+    path = _file(url_under(tmp_path))
     if damage == "garbage":
         path.write_bytes(b"this is not a database" * 500)
     else:
-        with open_journal(f"sqlite:///{path}") as journal:
+        with open_journal(url_under(tmp_path)) as journal:
             for i in range(200):
                 reserve(journal, subject_key(f"scenario-{i:04d}"))
         data = bytearray(path.read_bytes())
@@ -663,12 +672,12 @@ def test_open_fails_with_journal_error_on_a_corrupt_sqlite_file(tmp_path: Path, 
         path.write_bytes(bytes(data))
 
     with pytest.raises(JournalError, match="corrupt|not a usable"):
-        open_journal(f"sqlite:///{path}")
+        open_journal(url_under(tmp_path))
 
 
 def test_open_fails_when_an_existing_journal_table_lacks_columns(backend: str, journal_url: str) -> None:
     if backend == "sqlite":
-        path = journal_url.removeprefix("sqlite:///")
+        path = _file(journal_url)
         Path(path).parent.mkdir(parents=True)
         lite = sqlite3.connect(path)
         lite.execute("CREATE TABLE spend_journal (attempt_key TEXT PRIMARY KEY)")
@@ -685,7 +694,7 @@ def test_open_fails_when_an_existing_journal_table_lacks_columns(backend: str, j
 def _hold_exclusive_lock(backend: str, url: str, locked: ProcessEvent, release: ProcessEvent) -> None:
     """Another program: takes an exclusive lock on the journal, holds it until `release` is set."""
     if backend == "sqlite":
-        con = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        con = sqlite3.connect(_file(url), isolation_level=None)
         con.execute("PRAGMA locking_mode=EXCLUSIVE")
         con.execute("BEGIN EXCLUSIVE")
         locked.set()

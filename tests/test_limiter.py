@@ -17,7 +17,7 @@ import pytest
 from eval_assets.config import EngineSettings
 from eval_assets.engine import MAX_PAUSE_S, AimdLimit, Engine, Limiters, ProviderLimiter, provider_key
 from eval_assets.providers.gateway import CallSpec, ModelGateway, retry_after_s
-from eval_assets.spend import AttemptRef, SpendPath, open_journal
+from eval_assets.spend import AttemptRef, SpendPath, journal_url, open_journal
 
 try:  # tests/ imported as a package (tests/__init__.py present) or as a rootdir on sys.path
     from tests.openai_stub import OpenAIStub
@@ -270,7 +270,7 @@ def test_the_engine_backs_off_against_a_rate_limited_server_and_recovers_when_th
     settings = EngineSettings(
         concurrency_per_model=ceiling, max_tries=10, backoff_base_s=0.01, backoff_max_s=0.05, timeout_s=5
     )
-    journal = open_journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+    journal = open_journal(journal_url(tmp_path))
     engine = Engine(SpendPath(journal, ModelGateway(PRICES), run_id="limiter"), settings, jitter=random.Random(0))
     spec = _spec(stub)
 

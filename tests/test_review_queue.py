@@ -39,6 +39,7 @@ from eval_assets.review import (
     sample,
     submit,
 )
+from eval_assets.spend import journal_url
 
 try:  # tests/ imported as a package or as a rootdir on sys.path
     from tests.pg import PostgresCluster, running_cluster
@@ -67,7 +68,7 @@ def pg_cluster() -> Iterator[PostgresCluster]:
 @pytest.fixture(params=["sqlite", "postgres"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'home' / 'journal.sqlite'}"
+        return journal_url(tmp_path / "home")
     cluster: PostgresCluster = request.getfixturevalue("pg_cluster")
     return cluster.create_database()
 

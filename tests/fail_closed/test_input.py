@@ -492,10 +492,11 @@ def _make_unwritable(path: Path) -> Callable[[], None]:
 
 def test_run_with_a_read_only_journal_is_refused_up_front(env: Env) -> None:
     assert env.run("build", "add", str(env.root / "examples/builds/baseline.yaml"))[0] == 0
-    journal = env.home / "journal.sqlite"
-    from eval_assets.spend import open_journal
+    from eval_assets.spend import journal_file, journal_url, open_journal
 
-    open_journal(f"sqlite:///{journal}").close()
+    open_journal(journal_url(env.home)).close()
+    journal = journal_file(journal_url(env.home))
+    assert journal is not None
     restore = _make_unwritable(journal)
     try:
         before = snapshot(env.home)

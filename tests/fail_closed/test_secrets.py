@@ -27,7 +27,7 @@ from eval_assets.judging import parse_verdict, render_judge_prompt
 from eval_assets.providers import gateway as gateway_module
 from eval_assets.providers.gateway import CallSpec, ModelGateway
 from eval_assets.redact import REDACTED, findings, redact
-from eval_assets.spend import open_journal
+from eval_assets.spend import journal_url, open_journal
 from eval_assets.trajectory import ExportRefused, convert_export
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -135,7 +135,7 @@ def test_a_key_in_a_journal_error_is_redacted(canary: str, tmp_path: Path) -> No
 
     from eval_assets.spend import AttemptKey, Ceilings, Reservation
 
-    journal = open_journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+    journal = open_journal(journal_url(tmp_path))
     key = AttemptKey("b", None, "s", 1, "subject", 1, 0)
     now = datetime(2026, 12, 1, tzinfo=UTC)
     ceilings = Ceilings(scenario_usd=1.0, suite_usd=1.0, day_usd=1.0)
