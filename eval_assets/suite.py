@@ -12,6 +12,7 @@ from datetime import datetime
 
 from eval_assets.capability.track import Summary, Track
 from eval_assets.gates import materialize_suite, stored_evidence, utc_now
+from eval_assets.gates.dogfood.architecture import start_import_probe
 from eval_assets.present import gates_markdown
 from eval_assets.stats import CheckSuiteEvidence
 
@@ -37,6 +38,14 @@ def materialize_deterministic_suite(
         for row in result.results
     )
     return Summary(dict(result.summary()), gates_markdown(result.results), log=log)
+
+
+def start_suite_ahead(track: Track) -> None:
+    """Start the part of the deterministic suite that depends on the source tree alone (the import
+    probe of `arch.domain-never-imports-dagster`, a fresh interpreter importing the whole domain) so
+    it runs on another core while this process materializes a build's other steps; the gate then
+    takes its findings. For a command that runs the suite in this process (`evaltrack run`, `demo`)."""
+    start_import_probe(track.project.root)
 
 
 def suite_evidence(track: Track, build_id: str) -> CheckSuiteEvidence:

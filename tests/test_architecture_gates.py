@@ -103,6 +103,42 @@ def test_an_unchanged_tree_is_probed_once_per_process_and_a_changed_file_is_prob
     assert any(f.startswith("eval_assets.clean: importing it loads dagster") for f in outcome.findings)
 
 
+def test_a_probe_started_ahead_runs_beside_the_caller_and_the_gate_takes_its_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`evaltrack run` starts the import probe before a build's steps: it runs in a background thread
+    (its own interpreter on another core), the gate then takes its findings instead of probing again,
+    and a file changed after the start is probed afresh (the findings are of the tree the gate sees)."""
+    import threading
+
+    from eval_assets.gates.dogfood import architecture
+
+    threads: list[threading.Thread] = []  # the thread of each probe interpreter started (kept alive: distinct)
+    real_run = architecture.subprocess.run
+
+    def counted(args, **kwargs):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread())
+        return real_run(args, **kwargs)
+
+    monkeypatch.setattr(architecture.subprocess, "run", counted)
+    hidden = 'import importlib\n\nNAME = "dag" + "ster"\nimportlib.import_module(NAME)\n'
+    root = package(tmp_path, {"sneaky.py": hidden})
+    architecture.start_import_probe(root)
+    outcome = run(domain_never_imports_dagster, root)
+    assert threads and all(t is threads[0] for t in threads)  # one probe: the one started ahead
+    assert threads[0] is not threading.current_thread() and threads[0].name == "import-probe"
+    assert any(f.startswith("eval_assets.sneaky: importing it loads dagster") for f in outcome.findings)
+
+    architecture.start_import_probe(root)  # the same tree: nothing new is started
+    probed = len(threads)
+    assert run(domain_never_imports_dagster, root).findings == outcome.findings and len(threads) == probed
+    (root / "eval_assets" / "sneaky.py").write_text(hidden + "# edited\n", encoding="utf-8")
+    architecture.start_import_probe(root)  # a new tree, still bringing Dagster in: probed ahead
+    (root / "eval_assets" / "sneaky.py").write_text("import json\n", encoding="utf-8")  # changed after the start
+    assert run(domain_never_imports_dagster, root).passed  # not the findings of the tree probed ahead
+    assert len({id(t) for t in threads[probed:]}) == 2  # the new tree's probe, and the gate's own
+
+
 def test_a_wiring_module_imported_inside_a_domain_function_fails_the_gate(tmp_path: Path) -> None:
     lazy = "def publish():\n    from eval_assets.orchestrate import materialize\n    return materialize()\n"
     outcome = run(domain_never_imports_dagster, package(tmp_path, {"lazy.py": lazy}))

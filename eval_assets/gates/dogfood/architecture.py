@@ -13,7 +13,9 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from functools import lru_cache
 from pathlib import Path
 
@@ -124,7 +126,9 @@ for name in sys.argv[3:]:
 # a daemon run the suite for several builds in one process over the same tree, and a fresh interpreter
 # importing the whole domain costs seconds of CPU each time. Any changed, added or removed source file
 # changes the digest, so the probe runs again; the installed packages do not change under a process.
-_PROBED: dict[tuple[str, tuple[str, ...], str], tuple[str, ...]] = {}
+# Each entry is the probe's future: `start_import_probe` starts it ahead, in a background thread that
+# waits on the probe's own interpreter, so the probe runs beside the caller's work on another core.
+_PROBED: dict[tuple[str, tuple[str, ...], str], Future[tuple[str, ...]]] = {}
 
 
 def _package_digest(root: Path) -> str:
@@ -132,16 +136,43 @@ def _package_digest(root: Path) -> str:
     return files_digest((root, path) for path in sorted((root / PACKAGE).rglob("*.py")))
 
 
+def _domain_modules(root: Path) -> list[str]:
+    """The domain's module names, in path order: every module of the package but the wiring."""
+    return [_module_name(str(path.relative_to(root))) for path in python_files(root, PACKAGE, WIRING)]
+
+
+def start_import_probe(root: Path) -> None:
+    """Start the import probe of the domain under `root` in the background, unless this tree is probed
+    (or being probed) in this process already. `domain_never_imports_dagster` then waits for its
+    findings instead of probing again. The probe depends on the source tree alone (its digest is the
+    key), so starting it before a build's steps changes no finding, only when the work is done."""
+    _probe_future(root.resolve(), _domain_modules(root.resolve()))
+
+
+def _probe_future(root: Path, modules: list[str]) -> Future[tuple[str, ...]]:
+    key = (str(root), tuple(modules), _package_digest(root))
+    if key not in _PROBED:
+        future: Future[tuple[str, ...]] = Future()
+
+        def probe() -> None:
+            try:
+                future.set_result(tuple(_probe(root, modules)))
+            except BaseException as exc:  # the gate re-raises it: an error row, never a pass
+                future.set_exception(exc)
+
+        # a daemon thread: a command that ends before the gate runs does not wait for the probe
+        threading.Thread(target=probe, name="import-probe", daemon=True).start()
+        _PROBED[key] = future
+    return _PROBED[key]
+
+
 def _runtime_findings(root: Path, modules: list[str]) -> list[str]:
     """Import every module in a fresh interpreter (the project under `root` first on sys.path) and
     name each one after whose import Dagster is in sys.modules: that catches Dagster reached through
     any chain of imports, e.g. a wiring module a domain module imports. An import that fails is a
     finding too (fail closed: the module could not be checked). The same tree, unchanged since it was
-    probed in this process, is not probed again (`_PROBED`)."""
-    key = (str(root.resolve()), tuple(modules), _package_digest(root))
-    if key not in _PROBED:
-        _PROBED[key] = tuple(_probe(root, modules))
-    return list(_PROBED[key])
+    probed (or `start_import_probe` started probing it) in this process, is not probed again."""
+    return list(_probe_future(root.resolve(), modules).result())
 
 
 def _probe(root: Path, modules: list[str]) -> list[str]:
