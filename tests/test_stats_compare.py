@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,6 +17,7 @@ from shared import frame_from
 
 from eval_assets.release import CAPABILITY_REPORT_COLUMNS, finding_rows
 from eval_assets.stats import (
+    AdaptiveDesign,
     CapabilityReport,
     CheckOutcome,
     CheckSuiteEvidence,
@@ -387,3 +392,173 @@ def test_the_same_inputs_give_the_same_report() -> None:
     first = compare(frame_from(base), frame_from(cand), FLOOR)
     again = compare(frame_from(base), frame_from(cand), FLOOR)
     assert first.findings == again.findings
+
+
+# --- the evidence finding: exactly the limits the rule passed, at their boundaries ------------------
+
+
+def failed_first(frame: pd.DataFrame, counts: dict[str, int]) -> pd.DataFrame:
+    """`frame` with the first `count` repeats of each named scenario failed (no score)."""
+    out = frame.copy()
+    for sid, count in counts.items():
+        hit = (out["scenario_id"] == sid) & (out["repeat"] < count)
+        out.loc[hit, "status"], out.loc[hit, "score"] = "failed", math.nan
+    return out
+
+
+BASELINE_22_PERCENT = {"s001": 3, "s002": 3, "s003": 3, "s004": 2}  # 11 of 50 unscored, none thin
+EVIDENCE_CASES = {
+    # scenarios, baseline failed, candidate failed, the problems named (their opening words)
+    "5 scenarios are enough": (5, {}, {"s000": 3, "s001": 3}, ["candidate: "]),
+    "4 are not": (4, {}, {"s000": 3, "s001": 3}, ["4 scenarios compared (need 5)", "candidate: "]),
+    "a thin share of exactly 10% is within": (10, BASELINE_22_PERCENT, {"s000": 4}, ["baseline: "]),
+    "an unscored share of exactly 20% is within": (
+        10,
+        BASELINE_22_PERCENT,
+        {"s000": 3, "s001": 3, "s002": 3, "s003": 1},
+        ["baseline: "],
+    ),
+    "thin in both builds": (10, {"s001": 4}, {"s000": 4}, ["20% of compared scenarios have fewer than 2"]),
+    "thin in the candidate": (10, {}, {"s000": 4, "s001": 4}, ["20% of compared scenarios have fewer than 2"]),
+}
+
+
+@pytest.mark.parametrize("case", list(EVIDENCE_CASES))
+def test_the_insufficient_evidence_finding_names_exactly_the_limits_passed(case: str) -> None:
+    """The rule counts a limit as passed strictly beyond it (fewer than 5 scenarios, more than 10% thin,
+    more than 20% unscored in a build); the finding names each one passed, in that order, and no other."""
+    n, base_failed, cand_failed, named = EVIDENCE_CASES[case]
+    _, base, cand = pair(n=n)
+    report = compare(failed_first(frame_from(base), base_failed), failed_first(frame_from(cand), cand_failed), None)
+    found = finding(report, "evidence")
+    assert (found.verdict, found.rule, found.statistic) == ("investigate", "insufficient", float(n))
+    head, _, problems = found.detail.partition(": ")
+    assert head == "insufficient evidence"
+    listed = re.split(r"; (?![^()]*\))", problems)  # "; " between problems, not inside their parentheses
+    assert len(listed) == len(named) and all(p.startswith(w) for p, w in zip(listed, named, strict=True))
+    if case == "thin in both builds":
+        assert listed[0].endswith("thin in the baseline and the candidate (baseline 10%, candidate 10%; limit 10%)")
+    if case == "thin in the candidate":
+        assert listed[0].endswith("thin in the candidate (baseline 0%, candidate 20%; limit 10%)")
+    if named[-1] == "candidate: ":
+        scored = n * 5 - 6
+        assert listed[-1] == f"candidate: {n * 5} of {n * 5} attempts produced output, {scored} scored " + (
+            f"({6 / (n * 5):.0%} unscored) (limit 20% unscored)"
+        )
+
+
+def test_sufficient_evidence_is_ok_and_states_both_builds_counts() -> None:
+    _, base, cand = pair(n=10)
+    found = finding(compare(frame_from(base), frame_from(cand), None), "evidence")
+    assert (found.verdict, found.statistic) == ("ok", 10.0)
+    counts = "50 of 50 attempts produced output, 50 scored (0% unscored)"
+    assert found.detail == f"sufficient evidence: baseline: {counts}; candidate: {counts}; 10 scenarios compared"
+
+
+def test_a_report_that_decided_nothing_keeps_its_labels_settings_and_each_builds_intervals() -> None:
+    """Fewer than two scenarios in common: the report says why, carries who and what was compared and
+    the release's budget as given, each build's own suite intervals (not swapped), no A/A simulation,
+    and every score signal an `info` placeholder with the same reason and no figure."""
+    base = frame_from(np.array([[0.9, 0.8, 0.9], [0.2, 0.3, 0.2], [0.5, 0.5, 0.6]]))
+    cand = frame_from(np.array([[0.4, 0.5, 0.4], [0.6, 0.7, 0.6]]), ["s000", "other"])
+    report = compare(
+        base, cand, 0.5, alpha=0.02, q=0.1, n_judge_versions=2, judge_version="j-v1",
+        baseline_build="b-base", candidate_build="b-cand", aa_seed=7,
+    )  # fmt: skip
+    assert report.decided_nothing is not None and report.decided_nothing.startswith("1 scenario(s)")
+    assert (report.candidate_build, report.baseline_build, report.judge_version) == ("b-cand", "b-base", "j-v1")
+    assert (report.floor, report.alpha, report.q, report.n_judge_versions) == (0.5, 0.02, 0.1, 2)
+    assert (report.aa_block_rate, report.aa_flag_rate, report.aa_replications, report.aa_seed) == (None, None, 0, 7)
+    assert report.candidate_intervals is not None and report.baseline_intervals is not None
+    assert report.candidate_intervals.n_scenarios == 2 and report.baseline_intervals.n_scenarios == 3
+    assert report.candidate_intervals.mean == pytest.approx(np.mean([0.4333333, 0.6333333]))
+    placeholders = [f for f in report.findings if f.finding in SCORE_FINDINGS]
+    assert [f.finding for f in placeholders] == ["mean_drop", "p10", "floor_drop"]
+    assert all(
+        (f.verdict, f.detail, f.statistic, f.p_value) == ("info", report.decided_nothing, None, None)
+        for f in placeholders
+    )
+    assert report.verdict == "none" and report.reasons()[0].message == report.decided_nothing
+
+
+# --- the words a release engineer reads: one reviewed snapshot ---------------------------------------
+
+WORDING_SNAPSHOT = Path(__file__).parent / "snapshots" / "report_wording.json"
+
+
+def _one_based(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(repeat=frame["repeat"] + 1)  # scenario_runs numbers repeats from 1
+
+
+def _wording_cases() -> dict[str, CapabilityReport]:
+    """Reports of every kind of reason: blocks naming more than ten scenarios, a concentrated drop, an
+    investigate-only drop, insufficient evidence, a rebuild within noise, nothing decided, adaptive looks
+    with excluded repeats (the sensitivity check over both looks), no A/A simulation."""
+    cases: dict[str, CapabilityReport] = {}
+    skills, base, cand = pair(n=30, seed=3)
+    collapsed = cand.copy()
+    collapsed[:12] = 0.02
+    cases["twelve collapsed"] = compare(frame_from(base), frame_from(collapsed), FLOOR, aa_replications=40)
+    concentrated = cand.copy()
+    concentrated[[5, 9]] -= 0.2
+    cases["two dropped"] = compare(frame_from(base), frame_from(concentrated), None, aa_replications=40)
+    spread = cand.copy()
+    spread[[1, 4, 8, 12, 16, 20, 24]] -= 0.08
+    cases["seven dropped a little"] = compare(frame_from(base), frame_from(spread), None, aa_replications=0)
+    many_excluded = exclude(frame_from(cand), [f"s{i:03d}" for i in range(12)])
+    cases["a flip when excluded repeats are filled"] = compare(frame_from(base), many_excluded, FLOOR, aa_replications=0)
+    shifted = np.clip(cand - 0.03, 0, 1)
+    cases["uniform small drop"] = compare(frame_from(base), frame_from(shifted), FLOOR, aa_replications=0)
+    cases["unchanged"] = compare(
+        frame_from(base), frame_from(cand), FLOOR, judge_version="j-v1", baseline_build="b1",
+        candidate_build="b2", aa_replications=40,
+    )  # fmt: skip
+    thin = failed_first(frame_from(cand), {"s000": 4, "s001": 4, "s002": 4, "s003": 4})
+    cases["insufficient"] = compare(frame_from(base), thin, FLOOR, aa_replications=0)
+    cases["no baseline"] = compare(None, frame_from(cand), FLOOR)
+    topped = [f"s{i:03d}" for i in range(6)]
+    first_look = _one_based(frame_from(concentrated))
+    first_look = first_look[(first_look["repeat"] <= 3) | first_look["scenario_id"].isin(topped)]
+    first_look = exclude(first_look, []).copy()
+    hit = (first_look["scenario_id"] == "s001") & (first_look["repeat"] == 2)
+    first_look.loc[hit, "status"], first_look.loc[hit, "score"] = "excluded", math.nan
+    cases["adaptive with an exclusion"] = compare(
+        _one_based(frame_from(base)), first_look, FLOOR, design=AdaptiveDesign(), aa_replications=0
+    )
+    return cases
+
+
+def _wording(report: CapabilityReport) -> dict[str, object]:
+    return {
+        "verdict": report.verdict,
+        "decided_nothing": report.decided_nothing,
+        "aa": report.aa_text(),
+        "reasons": [
+            [r.severity, r.source, r.finding, r.message, list(r.scenario_ids), r.advice] for r in report.reasons()
+        ],
+        "findings": [
+            [f.finding, f.scenario_id, f.verdict, f.rule, f.detail]
+            for f in report.findings
+            if f.scenario_id is None or f.verdict != "ok"
+        ],
+    }
+
+
+def test_report_wording_matches_the_reviewed_snapshot() -> None:
+    """What a release engineer reads (verdicts, reasons, advice, each finding's text, the A/A line) for
+    one report of every kind is a reviewed diff of tests/snapshots/report_wording.json; write the new one
+    with `EVALTRACK_UPDATE_SNAPSHOT=1 .venv/bin/pytest tests/test_stats_compare.py -k wording` and
+    review it."""
+    now = json.dumps({name: _wording(r) for name, r in _wording_cases().items()}, indent=1) + "\n"
+    if os.environ.get("EVALTRACK_UPDATE_SNAPSHOT") == "1":
+        WORDING_SNAPSHOT.write_text(now, encoding="utf-8")
+    assert WORDING_SNAPSHOT.read_text(encoding="utf-8") == now, "report wording changed: review the snapshot"
+
+
+def test_the_cross_judge_refusal_reads_whole_without_a_baseline_name_or_any_version() -> None:
+    assert str(CrossJudgeVersionError.for_versions(None, "safety-v2", [])) == (
+        "the baseline has no verdicts under judge version safety-v2 (it has no judge version); verdicts of "
+        "different judge versions are never compared. Re-judge the baseline's stored outputs with safety-v2 "
+        "(one materialization of judge_verdicts for the baseline), or run the bridge between the versions."
+    )
+    assert "(it has safety-v1, safety-v3)" in str(CrossJudgeVersionError.for_versions("b1", "v2", ["safety-v1", "safety-v3"]))
