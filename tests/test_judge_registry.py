@@ -358,6 +358,23 @@ def test_a_deprecated_id_cannot_be_reused_with_other_content_even_while_still_de
     assert (root / REGISTRY_PATH).read_bytes() == before
 
 
+def test_letting_the_judge_see_the_trajectory_changes_the_units_content_and_the_default_changes_nothing(
+    project,
+) -> None:
+    """`judge_sees_trajectory: true` changes what the judge is shown, so it changes the rubric's content
+    field and the unit's hash; left at its default it is not part of the content at all, so every version
+    recorded before the flag existed keeps its hash."""
+    judge = project.judges["helpfulness-v1"]
+    rubric = project.rubric_for(judge)
+    assert rubric.judge_sees_trajectory is False
+    shown = rubric.model_copy(update={"judge_sees_trajectory": True})
+    before, after = identity(judge, rubric), identity(judge, shown)
+    assert "judge_sees_trajectory" not in before["rubric_content"]
+    assert '"judge_sees_trajectory": true' in after["rubric_content"].replace('":true', '": true')
+    assert {k for k in before if before[k] != after[k]} == {"rubric_content"}
+    assert content_hash(judge, shown) != content_hash(judge, rubric)
+
+
 def _hand_edit_content_hash(root: Path, vid: str) -> None:
     registry_file = root / REGISTRY_PATH
     data = yaml.safe_load(registry_file.read_text(encoding="utf-8"))
