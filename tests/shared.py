@@ -4,9 +4,14 @@ module makes once and each test gets a copy of."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +23,12 @@ import yaml
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
+from eval_assets.gates import GateResult, SuiteResult, record_suite
 from eval_assets.home import EvalHome
 from eval_assets.warehouse import DATASETS
 
 BASELINE = "agent-2026-11-28-base"
+ONE_GATE = "arch.one-partition-writer"  # the gate of `record_one_gate_suite`
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -44,6 +51,22 @@ def frame_from(scores: np.ndarray, ids: list[str] | None = None) -> pd.DataFrame
             "policy_failures": 0,
         }
     )
+
+
+def record_one_gate_suite(
+    track: Track, build: str, *, failing: bool, milestone: int = 2, run_id: str = "suite-run"
+) -> None:
+    """The deterministic suite's recorded outcome for a build: one gate (`ONE_GATE`), failing or passing."""
+    gate = GateResult(
+        gate_id=ONE_GATE,
+        kind="structural",
+        milestone=0,
+        status="fail" if failing else "pass",
+        duration_s=0.01,
+        message="a module other than warehouse.py writes Parquet" if failing else "",
+        declared_in="docs/specs/architecture.md#Hard gates",
+    )
+    record_suite(track.warehouse, SuiteResult(build, milestone, datetime.now(UTC), (gate,)), run_id)
 
 
 def baseline_home(project: Project, root: Path, *, judged: bool) -> Path:
@@ -119,3 +142,23 @@ def evaltrack_here(capsys: pytest.CaptureFixture[str], project: Path, home: Path
     out, err = capsys.readouterr()
     assert code == 0, out + err
     return out + err
+
+
+def kill_9_when(
+    victim: subprocess.Popen[str],
+    ready: Callable[[], bool],
+    *,
+    within_s: float,
+    never: str,
+    poll_s: float = 0.05,
+) -> None:
+    """Poll `ready` until it holds, then kill -9 the victim's whole process group and reap it. Fails
+    with the victim's output if it exits first, and with `never` if `ready` does not hold within
+    `within_s` seconds."""
+    deadline = time.monotonic() + within_s
+    while not ready():
+        assert victim.poll() is None, victim.communicate()[0]
+        assert time.monotonic() < deadline, never
+        time.sleep(poll_s)  # polling another process's progress, not waiting out a race
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=30)
