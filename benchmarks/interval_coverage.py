@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decision_calibration import wilson  # noqa: E402
+from decision_calibration import skills_for, wilson  # noqa: E402
 
 from eval_assets.stats import pass_rate_intervals, suite_intervals  # noqa: E402
 
@@ -38,15 +38,9 @@ _SD = 0.15
 
 
 def _population(shape: str, rng: np.random.Generator, reps: int, g: int) -> np.ndarray:
-    if shape == "binary":
-        return rng.uniform(0.55, 0.95, (reps, g))
-    if shape == "binary-wide":
-        rates = rng.uniform(0.05, 0.95, (reps, g))
-        fixed = max(1, g // 10)
-        rates[:, g - fixed :] = 1.0
-        rates[:, g - 2 * fixed : g - fixed] = 0.0
-        return rates
-    return rng.uniform(0.3, 0.95, (reps, g))
+    if shape == "graded":
+        return rng.uniform(0.3, 0.95, (reps, g))
+    return skills_for(rng, shape, reps, g)  # the binary populations decision_calibration draws
 
 
 def _truth(shape: str, g: int, k: int) -> tuple[float, float, float]:
