@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from shared import evaltrack, evaltrack_here
-from test_crash_resume import (
-    _assert_the_rerun_paid_nothing_twice,
-    _killed_after,
-    _ledger,
-    _project_copy,
-    _registered_in_two_homes,
-    _spend,
+from shared import (
+    assert_the_rerun_paid_nothing_twice,
+    evaltrack,
+    evaltrack_here,
+    killed_after,
+    ledger,
+    registered_in_two_homes,
+    spend,
 )
+from test_crash_resume import _project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_ID = "tool-agent-example"
@@ -53,25 +54,25 @@ def test_kill_9_halfway_through_an_agent_run_then_rerun_pays_no_agent_call_twice
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     project = _agent_project(tmp_path / "project")
-    clean, crashed = _registered_in_two_homes(project, "agent-build.yaml", tmp_path)
+    clean, crashed = registered_in_two_homes(project, "agent-build.yaml", tmp_path)
 
     # the clean run and the rerun in this process; the run that is killed is a process of its own
     evaltrack_here(capsys, project, clean, *RUN)
-    uninterrupted = _ledger(clean)
+    uninterrupted = ledger(clean)
     calls = _agent_calls_by_attempt(clean)
     assert calls and max(calls.values()) > 1  # the agent made several calls per attempt (tools, then answer)
 
     victim = evaltrack(project, crashed, *RUN)
     total = sum(1 for key, status, *_ in uninterrupted if "/subject/" in key and status == "settled")
-    at_kill, in_flight = _killed_after(victim, crashed, total // 3, 600, uninterrupted)
+    at_kill, in_flight = killed_after(victim, crashed, total // 3, 600, uninterrupted)
 
     out = evaltrack_here(capsys, project, crashed, *RUN)
-    resumed = _ledger(crashed)
-    _assert_the_rerun_paid_nothing_twice(out, at_kill, resumed, uninterrupted, in_flight)
+    resumed = ledger(crashed)
+    assert_the_rerun_paid_nothing_twice(out, at_kill, resumed, uninterrupted, in_flight)
     # no attempt key twice (the journal's primary key), and the same calls as a clean run's
     assert len({r[0] for r in resumed}) == len(resumed)
     assert _agent_calls_by_attempt(crashed).keys() == calls.keys()
     print(
-        f"agent run: spend uninterrupted ${_spend(uninterrupted):.6f}, interrupted+resumed "
-        f"${_spend(resumed):.6f}, {len(in_flight)} calls in flight at the kill"
+        f"agent run: spend uninterrupted ${spend(uninterrupted):.6f}, interrupted+resumed "
+        f"${spend(resumed):.6f}, {len(in_flight)} calls in flight at the kill"
     )
