@@ -18,12 +18,17 @@ skills U(0.3, 0.95), clipped to [0, 1], floor 0.2). Goal: coverage >= 93% in eve
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 import numpy as np
 from scipy import stats
 
-from eval_assets.stats import pass_rate_intervals, suite_intervals
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from decision_calibration import skills_for, wilson  # noqa: E402
+
+from eval_assets.stats import pass_rate_intervals, suite_intervals  # noqa: E402
 
 FLOOR = 0.2
 SIZES = (5, 12, 22, 50, 200)
@@ -33,15 +38,9 @@ _SD = 0.15
 
 
 def _population(shape: str, rng: np.random.Generator, reps: int, g: int) -> np.ndarray:
-    if shape == "binary":
-        return rng.uniform(0.55, 0.95, (reps, g))
-    if shape == "binary-wide":
-        rates = rng.uniform(0.05, 0.95, (reps, g))
-        fixed = max(1, g // 10)
-        rates[:, g - fixed :] = 1.0
-        rates[:, g - 2 * fixed : g - fixed] = 0.0
-        return rates
-    return rng.uniform(0.3, 0.95, (reps, g))
+    if shape == "graded":
+        return rng.uniform(0.3, 0.95, (reps, g))
+    return skills_for(rng, shape, reps, g)  # the binary populations decision_calibration draws
 
 
 def _truth(shape: str, g: int, k: int) -> tuple[float, float, float]:
@@ -95,12 +94,6 @@ def _cell(shape: str, g: int, k: int, reps: int, rng: np.random.Generator) -> di
     }
 
 
-def _wilson(p: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -124,7 +117,7 @@ def main() -> None:
             reps = args.reps * (g if name == "per_scenario" else 1)
             cells.append(f"{100 * value:.1f}±{100 * np.sqrt(value * (1 - value) / reps):.1f}")
             if value < 0.93:
-                lo, hi = _wilson(value, reps)
+                lo, hi = wilson(value, reps)
                 misses.append(f"{shape} {g}x{k} {name}: {value:.1%} [{lo:.1%}, {hi:.1%}] vs goal 93%")
         print(f"{shape:<12} {g:>5} {k:>2} " + " ".join(f"{c:>11}" for c in cells), flush=True)
     print(f"wall {time.perf_counter() - started:.0f} s, CPU {time.process_time() - cpu:.0f} s")

@@ -80,7 +80,7 @@ from eval_assets.config import (  # noqa: E402
 from eval_assets.engine import Engine, Limiters, SubjectResult, judge_spec, subject_spec  # noqa: E402
 from eval_assets.fence import fence_nonce  # noqa: E402
 from eval_assets.home import EvalHome  # noqa: E402
-from eval_assets.providers.gateway import CallSpec, ModelGateway  # noqa: E402
+from eval_assets.providers.gateway import CallSpec, ModelGateway, litellm_completion  # noqa: E402
 from eval_assets.spend import AttemptRef, SpendPath, open_journal  # noqa: E402
 
 PROJECT = load_project(ROOT)
@@ -189,9 +189,8 @@ def raw_workload(n: int, subjects: list[SubjectResult], latency_ms: int, judge: 
 
 
 def run_raw(work: list[list[CallSpec]], concurrency: int = 256) -> dict[str, Any]:
-    """Bare litellm.acompletion calls, the gateway's kwargs, a semaphore per model like the engine's."""
-    import litellm
-
+    """Bare litellm.acompletion calls (the gateway's request, `litellm_completion`), a semaphore per model
+    like the engine's."""
     ModelGateway(PRICES)  # registers the sim providers
 
     async def main() -> None:
@@ -200,17 +199,7 @@ def run_raw(work: list[list[CallSpec]], concurrency: int = 256) -> dict[str, Any
         async def call(spec: CallSpec) -> None:
             sem = limits.setdefault(spec.model, asyncio.Semaphore(concurrency))
             async with sem:
-                await litellm.acompletion(
-                    model=spec.model,
-                    messages=spec.messages,
-                    max_tokens=spec.max_tokens,
-                    timeout=spec.timeout_s,
-                    num_retries=0,
-                    max_retries=0,
-                    metadata={**spec.metadata, "try_no": 1},
-                    **({"api_base": spec.api_base} if spec.api_base else {}),  # as the gateway sends it
-                    **dict(spec.params),
-                )
+                await litellm_completion(spec, {**spec.metadata, "try_no": 1})  # the gateway's request
 
         async def attempt(calls: list[CallSpec]) -> None:
             for spec in calls:

@@ -4,9 +4,16 @@ module makes once and each test gets a copy of."""
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +24,13 @@ import yaml
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
-from eval_assets.config import Project
+from eval_assets.config import Project, load_project
+from eval_assets.gates import GateResult, SuiteResult, record_suite
 from eval_assets.home import EvalHome
 from eval_assets.warehouse import DATASETS
 
 BASELINE = "agent-2026-11-28-base"
+ONE_GATE = "arch.one-partition-writer"  # the gate of `record_one_gate_suite`
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -44,6 +53,22 @@ def frame_from(scores: np.ndarray, ids: list[str] | None = None) -> pd.DataFrame
             "policy_failures": 0,
         }
     )
+
+
+def record_one_gate_suite(
+    track: Track, build: str, *, failing: bool, milestone: int = 2, run_id: str = "suite-run"
+) -> None:
+    """The deterministic suite's recorded outcome for a build: one gate (`ONE_GATE`), failing or passing."""
+    gate = GateResult(
+        gate_id=ONE_GATE,
+        kind="structural",
+        milestone=0,
+        status="fail" if failing else "pass",
+        duration_s=0.01,
+        message="a module other than warehouse.py writes Parquet" if failing else "",
+        declared_in="docs/specs/architecture.md#Hard gates",
+    )
+    record_suite(track.warehouse, SuiteResult(build, milestone, datetime.now(UTC), (gate,)), run_id)
 
 
 def baseline_home(project: Project, root: Path, *, judged: bool) -> Path:
@@ -119,3 +144,89 @@ def evaltrack_here(capsys: pytest.CaptureFixture[str], project: Path, home: Path
     out, err = capsys.readouterr()
     assert code == 0, out + err
     return out + err
+
+
+def kill_9_when(
+    victim: subprocess.Popen[str],
+    ready: Callable[[], bool],
+    *,
+    within_s: float,
+    never: str,
+    poll_s: float = 0.05,
+) -> None:
+    """Poll `ready` until it holds, then kill -9 the victim's whole process group and reap it. Fails
+    with the victim's output if it exits first, and with `never` if `ready` does not hold within
+    `within_s` seconds."""
+    deadline = time.monotonic() + within_s
+    while not ready():
+        assert victim.poll() is None, victim.communicate()[0]
+        assert time.monotonic() < deadline, never
+        time.sleep(poll_s)  # polling another process's progress, not waiting out a race
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=30)
+
+
+def ledger(home: Path) -> list[tuple]:
+    """(attempt_key, status, cost_usd, reserved_usd) of every row of the journal under `home`, read-only."""
+    con = sqlite3.connect(f"file:{home / 'journal.sqlite'}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT attempt_key, status, cost_usd, reserved_usd FROM spend_journal").fetchall()
+    finally:
+        con.close()
+
+
+def settled_subject_calls(home: Path) -> int:
+    """How many subject calls have settled in the journal under `home` (0 before it exists)."""
+    path = home / "journal.sqlite"
+    if not path.exists():
+        return 0
+    try:
+        return sum(1 for key, status, *_ in ledger(home) if "/subject/" in key and status == "settled")
+    except sqlite3.OperationalError:
+        return 0  # the schema is not there yet
+
+
+def spend(rows: list[tuple]) -> float:
+    """What the `ledger` rows paid (settled and failed tries)."""
+    return sum(cost or 0.0 for _, status, cost, _ in rows if status in ("settled", "failed"))
+
+
+def registered_in_two_homes(project: Path, manifest: str, tmp_path: Path) -> tuple[Path, Path]:
+    """A clean home and a home whose run will be killed, each with the build of `manifest` registered."""
+    clean, crashed = tmp_path / "clean-home", tmp_path / "crashed-home"
+    loaded = load_project(project)
+    for home in (clean, crashed):
+        Track(loaded, EvalHome(home)).register_build(project / manifest)
+    return clean, crashed
+
+
+def killed_after(
+    victim: subprocess.Popen[str], crashed: Path, settled: int, within_s: float, uninterrupted: list[tuple]
+) -> tuple[list[tuple], list[tuple]]:
+    """kill -9 the victim once `settled` subject calls have settled in `crashed`; the ledger then, and
+    its calls in flight (reserved, never settled)."""
+    kill_9_when(
+        victim,
+        lambda: settled_subject_calls(crashed) >= settled,
+        within_s=within_s,
+        never="the run never got going",
+    )
+    at_kill = ledger(crashed)
+    assert 0 < len([r for r in at_kill if r[1] == "settled"]) < len(uninterrupted)
+    return at_kill, [r for r in at_kill if r[1] == "reserved"]
+
+
+def assert_the_rerun_paid_nothing_twice(
+    out: str, at_kill: list[tuple], resumed: list[tuple], uninterrupted: list[tuple], in_flight: list[tuple]
+) -> None:
+    """The rerun after the kill reused the journal, kept every row settled before the kill as the killed
+    run wrote it, and spent one uninterrupted run's money plus at most the calls in flight at the kill."""
+    reused = re.search(r"scenario_runs +\d+/\d+ attempts .* · (\d+) reused", out)
+    assert reused is not None and int(reused.group(1)) > 0, out
+    # each call settled before the kill was settled exactly once: the rerun reused it, so its row
+    # (status and the amount paid) is the one the killed run wrote
+    paid_before = {key: (status, cost) for key, status, cost, _ in at_kill if status in ("settled", "failed")}
+    paid_after = {key: (status, cost) for key, status, cost, _ in resumed}
+    assert {key: paid_after.get(key) for key in paid_before} == paid_before
+    extra = spend(resumed) - spend(uninterrupted)
+    assert -1e-9 <= extra <= sum(r[3] for r in in_flight) + 1e-9, (extra, in_flight)

@@ -6,15 +6,12 @@ resumable after kill -9. Real sim provider through litellm, real SQLite journal,
 from __future__ import annotations
 
 import dataclasses
-import os
-import signal
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from shared import copy_manifest, evaltrack, evaltrack_here, slow_project_copy
+from shared import copy_manifest, evaltrack, evaltrack_here, kill_9_when, slow_project_copy
 
 from eval_assets.capability.baselines import verdict_frame
 from eval_assets.capability.materialize import (
@@ -235,13 +232,13 @@ def test_kill_9_during_the_top_ups_then_resume_tops_up_the_same_scenarios_paying
 
     # an unchanged rebuild: some scenarios stay uncertain at the first look and are topped up
     victim = evaltrack(project, home, "run", "--build", REBUILD)
-    deadline = time.monotonic() + 300
-    while not _top_up_keys(_ledger(home)):  # the first look is over and the top-ups are being paid
-        assert victim.poll() is None, victim.communicate()[0]
-        assert time.monotonic() < deadline, "the top-ups never started"
-        time.sleep(0.02)  # polling another process's progress, not waiting out a race
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait(timeout=30)
+    kill_9_when(  # once the first look is over and the top-ups are being paid
+        victim,
+        lambda: bool(_top_up_keys(_ledger(home))),
+        within_s=300,
+        never="the top-ups never started",
+        poll_s=0.02,
+    )
     at_kill = _ledger(home)
     paid_before = {k: v for k, v in at_kill.items() if v[0] in ("settled", "failed")}
 

@@ -27,6 +27,7 @@ import pytest
 import yaml
 from e2e.processes import wait_for
 from e2e.webhook import webhook
+from shared import ONE_GATE, record_one_gate_suite
 
 from eval_assets.capability.track import Track
 from eval_assets.cli.orchestrate import load_definitions
@@ -35,12 +36,10 @@ from eval_assets.defs.automation.schedules import nightly_capability_track, nigh
 from eval_assets.defs.automation.sensors import BUILD_ROOT_ASSETS, build_sensor, release_block_sensor
 from eval_assets.defs.release.assets import release_decision
 from eval_assets.defs.resources import NotificationResource, TrackResource
-from eval_assets.gates import GateResult, SuiteResult, record_suite
 from eval_assets.home import EvalHome
 
 EXAMPLES = ("baseline.yaml", "rebuild.yaml")
 BASELINE, REBUILD = "agent-2026-11-28-base", "agent-2026-11-29-rebuild"
-FAILING_GATE = "arch.one-partition-writer"
 
 
 @pytest.fixture
@@ -194,20 +193,6 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/hook"
 
 
-def record_gates(track: Track, build: str, failing: bool) -> None:
-    """The deterministic suite's recorded outcome for a build: one gate, failing or passing."""
-    gate = GateResult(
-        gate_id=FAILING_GATE,
-        kind="structural",
-        milestone=0,
-        status="fail" if failing else "pass",
-        duration_s=0.01,
-        message="a module other than warehouse.py writes Parquet" if failing else "",
-        declared_in="docs/specs/architecture.md#Hard gates",
-    )
-    record_suite(track.warehouse, SuiteResult(build, 2, datetime.now(UTC), (gate,)), "suite-run")
-
-
 def materialize_decision(
     instance: dg.DagsterInstance, track_resource: TrackResource, build: str
 ) -> dg.ExecuteInJobResult:
@@ -280,7 +265,7 @@ def test_a_block_decision_is_notified_once_to_the_jsonl_file_and_the_webhook(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     [build] = register(track, "baseline.yaml")
-    record_gates(track, build, failing=True)
+    record_one_gate_suite(track, build, failing=True)
     capsys.readouterr()
     decided = materialize_decision(instance, track_resource, build)
     assert decision_of(decided) == "block"
@@ -299,10 +284,10 @@ def test_a_block_decision_is_notified_once_to_the_jsonl_file_and_the_webhook(
         assert isinstance(event, dg.AssetMaterialization) and event.partition == build
         assert event.asset_key == dg.AssetKey("release_block_notice")
         assert event.metadata["notice_key"].value == f"{build}@{decided.run_id}"
-        assert FAILING_GATE in str(event.metadata["block_reasons"].value)
+        assert ONE_GATE in str(event.metadata["block_reasons"].value)
         [notice] = lines(sink)
         assert (notice["build"], notice["decision"], notice["run_id"]) == (build, "block", decided.run_id)
-        assert any(FAILING_GATE in reason for reason in notice["reasons"])
+        assert any(ONE_GATE in reason for reason in notice["reasons"])
         assert posts == [notice]
 
         # the next tick, from the advanced cursor: nothing new
@@ -319,7 +304,7 @@ def test_a_decision_that_is_not_block_is_recorded_and_nothing_is_sent(
     instance: dg.DagsterInstance, track: Track, track_resource: TrackResource, tmp_path: Path
 ) -> None:
     [baseline, rebuild] = register(track, *EXAMPLES)
-    record_gates(track, baseline, failing=False)
+    record_one_gate_suite(track, baseline, failing=False)
     undecided = materialize_decision(instance, track_resource, baseline)  # no verdicts yet: none
     assert decision_of(undecided) == "none"
     report_decision(instance, rebuild, "allow")
@@ -341,7 +326,7 @@ def test_decisions_landing_between_two_ticks_are_each_notified(
 ) -> None:
     builds = register(track, *EXAMPLES)
     for build in builds:
-        record_gates(track, build, failing=True)
+        record_one_gate_suite(track, build, failing=True)
         materialize_decision(instance, track_resource, build)
     sink = tmp_path / "release_blocks.jsonl"
 
@@ -358,7 +343,7 @@ def test_a_failed_webhook_holds_the_decision_for_the_next_tick_and_keeps_its_url
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     [build] = register(track, "baseline.yaml")
-    record_gates(track, build, failing=True)
+    record_one_gate_suite(track, build, failing=True)
     materialize_decision(instance, track_resource, build)
     sink = tmp_path / "release_blocks.jsonl"
     secret_url = closed_port_url() + "/T000/B000/s3cr3t-token"
@@ -514,7 +499,7 @@ def test_a_daemon_restart_does_not_notify_a_block_again(
     resource = TrackResource(eval_home=str(home.root), project_root=str(project.root))
     first, second = register(track, *EXAMPLES)
     for build in (first, second):
-        record_gates(track, build, failing=True)
+        record_one_gate_suite(track, build, failing=True)
     materialize_decision(instance, resource, first)
     # the build sensor must have nothing to start while the daemon runs (no subject runs in this test)
     aside = {b: tmp_path / f"{b}.yaml" for b in (first, second)}

@@ -68,26 +68,16 @@ def test_run_on_an_unknown_build_exits_1_with_the_fix(
 
 def _blocked_build(home: EvalHome) -> str:
     """A registered build whose recorded decision is block (a failing gate), decided without Dagster."""
-    from datetime import UTC, datetime
+    from shared import record_one_gate_suite
 
     from eval_assets.capability.track import Track
     from eval_assets.config import load_project
-    from eval_assets.gates import GateResult, SuiteResult, record_suite
     from eval_assets.release import write_release_decision
     from eval_assets.suite import suite_evidence
 
     track = Track(load_project(ROOT), home)
     build = track.register_build(ROOT / "examples/builds/baseline.yaml").id
-    gate = GateResult(
-        gate_id="arch.one-partition-writer",
-        kind="structural",
-        milestone=0,
-        status="fail",
-        duration_s=0.01,
-        message="a module other than warehouse.py writes Parquet",
-        declared_in="docs/specs/architecture.md#Hard gates",
-    )
-    record_suite(track.warehouse, SuiteResult(build, 2, datetime.now(UTC), (gate,)), "suite-run")
+    record_one_gate_suite(track, build, failing=True)
     write_release_decision(track, build, "decision-run", lambda: [suite_evidence(track, build)])
     return build
 

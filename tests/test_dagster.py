@@ -12,6 +12,7 @@ from typing import Any
 import dagster as dg
 import duckdb
 import yaml
+from shared import record_one_gate_suite
 
 from eval_assets.capability.track import Track
 from eval_assets.cli.orchestrate import instance_for, materialize_build
@@ -90,33 +91,38 @@ def _check_history(
     return out
 
 
-def test_release_and_gate_checks_are_recorded_per_build_with_the_decisions_severity(
+def _a_blocked_and_an_undecided_build(
     project: Project, home: EvalHome
-) -> None:
-    """block → failed ERROR; none → failed WARN; each evaluation names the build it judged."""
-    from datetime import UTC, datetime
-
-    from eval_assets.defs.release.assets import release_decision
+) -> tuple[dg.DagsterInstance, dict[str, Any], str, str]:
+    """The example baseline (its one gate failing: blocked) and rebuild (its gate passing, no report:
+    undecided) registered, their suites recorded and their partitions added; the instance, the
+    resources to materialize with, and the two build ids."""
     from eval_assets.defs.resources import TrackResource
-    from eval_assets.defs.suite.assets import NO_FAILING_GATES
-    from eval_assets.gates import GateResult, SuiteResult, record_suite
 
     track = Track(project, home)
     blocked, undecided = (
         track.register_build(project.root / "examples" / "builds" / n).id
         for n in ("baseline.yaml", "rebuild.yaml")
     )
-    for build, status in ((blocked, "fail"), (undecided, "pass")):
-        gate = GateResult(
-            "arch.one-partition-writer", "structural", 0, status, 0.01, "", "docs/specs/a.md#Hard gates"
-        )  # type: ignore[arg-type]
-        record_suite(track.warehouse, SuiteResult(build, 2, datetime.now(UTC), (gate,)), f"suite-{build}")
-    instance = instance_for(home)
-    resource = TrackResource(eval_home=str(home.root), project_root=str(project.root))
     for build in (blocked, undecided):
-        instance.add_dynamic_partitions("build", [build])
+        record_one_gate_suite(track, build, failing=build == blocked, run_id=f"suite-{build}")
+    instance = instance_for(home)
+    instance.add_dynamic_partitions("build", [blocked, undecided])
+    resources = {"track": TrackResource(eval_home=str(home.root), project_root=str(project.root))}
+    return instance, resources, blocked, undecided
+
+
+def test_release_and_gate_checks_are_recorded_per_build_with_the_decisions_severity(
+    project: Project, home: EvalHome
+) -> None:
+    """block → failed ERROR; none → failed WARN; each evaluation names the build it judged."""
+    from eval_assets.defs.release.assets import release_decision
+    from eval_assets.defs.suite.assets import NO_FAILING_GATES
+
+    instance, resources, blocked, undecided = _a_blocked_and_an_undecided_build(project, home)
+    for build in (blocked, undecided):
         result = dg.materialize(
-            [release_decision], instance=instance, partition_key=build, resources={"track": resource}
+            [release_decision], instance=instance, partition_key=build, resources=resources
         )
         assert result.success
 
@@ -145,26 +151,10 @@ def test_release_approval_fails_for_every_decision_but_allow_and_the_board_lists
 ) -> None:
     """A blocked and an undecided build: their release_approval partitions read FAILED (red), never
     materialized; the board names both with their decisions and links to their partitions."""
-    from datetime import UTC, datetime
-
     from eval_assets.defs.release.assets import release_approval, release_board, release_decision
-    from eval_assets.defs.resources import TrackResource
-    from eval_assets.gates import GateResult, SuiteResult, record_suite
 
-    track = Track(project, home)
-    blocked, undecided = (
-        track.register_build(project.root / "examples" / "builds" / n).id
-        for n in ("baseline.yaml", "rebuild.yaml")
-    )
-    for build, status in ((blocked, "fail"), (undecided, "pass")):
-        gate = GateResult(
-            "arch.one-partition-writer", "structural", 0, status, 0.01, "", "docs/specs/a.md#Hard gates"
-        )  # type: ignore[arg-type]
-        record_suite(track.warehouse, SuiteResult(build, 2, datetime.now(UTC), (gate,)), f"suite-{build}")
-    instance = instance_for(home)
-    resources = {"track": TrackResource(eval_home=str(home.root), project_root=str(project.root))}
+    instance, resources, blocked, undecided = _a_blocked_and_an_undecided_build(project, home)
     for build in (blocked, undecided):
-        instance.add_dynamic_partitions("build", [build])
         decided = dg.materialize(
             [release_decision], instance=instance, partition_key=build, resources=resources
         )

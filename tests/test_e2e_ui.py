@@ -182,6 +182,13 @@ def _show_markdown(page: Any, entry: str) -> Any:
     return dialog
 
 
+def _assert_loaded(page: Any, image: Any) -> None:
+    """Wait for the image `image` (a locator) to appear and finish loading; fails if it has no pixels."""
+    image.wait_for()
+    width = page.wait_for_function("(img) => img.complete && img.naturalWidth", arg=image.element_handle())
+    assert int(width.json_value()) > 0
+
+
 # the colour Dagster draws a partition's status dot in, by the build's decision (release_approval)
 EXPECTED_DOT = {BASELINE: "red", REBUILD: "green", CANDIDATE: "red"}
 DOT_COLOUR = """(row) => {
@@ -299,23 +306,13 @@ def check_ui(base: str, tmp: Path, demo_report: Path) -> None:
             page.get_by_text(CANDIDATE).first.click()
             dialog = _show_markdown(page, "reasons")
             dialog.get_by_text("Block", exact=True).first.wait_for()
-            image = dialog.locator("img").first
-            image.wait_for()
-            width = page.wait_for_function(
-                "(img) => img.complete && img.naturalWidth", arg=image.element_handle()
-            )
-            assert int(width.json_value()) > 0
+            _assert_loaded(page, dialog.locator("img").first)
             _shot(page, tmp, "4-decision-reasons")
             # 4. the report partition with its plot
             page.goto(f"{base}/assets/capability_report?view=events")
             page.get_by_text(f"{CANDIDATE}|helpfulness-v1").first.click()
             dialog = _show_markdown(page, "report")
-            image = dialog.locator("img[alt='capability report']").first
-            image.wait_for()
-            width = page.wait_for_function(
-                "(img) => img.complete && img.naturalWidth", arg=image.element_handle()
-            )
-            assert int(width.json_value()) > 0
+            _assert_loaded(page, dialog.locator("img[alt='capability report']").first)
             _shot(page, tmp, "5-report-plot")
             # 5. the gate table
             page.goto(f"{base}/assets/deterministic_suite?view=events")
@@ -336,12 +333,7 @@ def check_ui(base: str, tmp: Path, demo_report: Path) -> None:
             dialog = _show_markdown(page, "trend")
             for build in (BASELINE, REBUILD, CANDIDATE):
                 dialog.get_by_text(build).first.wait_for()
-            image = dialog.locator("img[alt='score trend']").first
-            image.wait_for()
-            width = page.wait_for_function(
-                "(img) => img.complete && img.naturalWidth", arg=image.element_handle()
-            )
-            assert int(width.json_value()) > 0
+            _assert_loaded(page, dialog.locator("img[alt='score trend']").first)
             _shot(page, tmp, "7-score-trend")
             check_colours(page, base, tmp)
             check_report_page(page, demo_report, tmp)

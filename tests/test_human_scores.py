@@ -24,6 +24,15 @@ from eval_assets.warehouse import Warehouse
 
 BUILD = BASELINE
 HEADER = "build,scenario_id,repeat,judge_version,rubric,author,retracts,correctness,completeness,clarity"
+# A JSONL row that imports (repeat 1 of a helpfulness scenario): each test spoils a copy of it.
+GOOD_JSONL_ROW = {
+    "build": BUILD,
+    "scenario_id": "coding.fix-off-by-one",
+    "repeat": 1,
+    "judge_version": "helpfulness-v1",
+    "author": "ana",
+    "criteria": {"correctness": 5, "completeness": 4, "clarity": 3},
+}
 
 
 @pytest.fixture(scope="module")
@@ -232,14 +241,7 @@ def test_a_bad_row_rejects_the_whole_file_with_line_numbers_and_writes_nothing(
 def test_each_kind_of_bad_jsonl_row_is_reported_with_its_line(
     track: Track, tmp_path: Path, row: dict, problem: str
 ) -> None:
-    good = {
-        "build": BUILD,
-        "scenario_id": "coding.fix-off-by-one",
-        "repeat": 1,
-        "judge_version": "helpfulness-v1",
-        "author": "ana",
-        "criteria": {"correctness": 5, "completeness": 4, "clarity": 3},
-    }
+    good = GOOD_JSONL_ROW
     bad = {k: v for k, v in {**good, "repeat": 2, **row}.items() if v is not None}
     text = json.dumps(good) + "\n\n" + json.dumps(bad) + "\n"
     with pytest.raises(HumanScoreError) as raised:
@@ -561,14 +563,7 @@ def test_a_repeat_written_with_a_non_ascii_digit_is_a_row_problem(track: Track, 
 
 
 def test_a_lone_surrogate_in_author_is_a_row_problem_that_prints(track: Track, tmp_path: Path) -> None:
-    good = {
-        "build": BUILD,
-        "scenario_id": "coding.fix-off-by-one",
-        "repeat": 1,
-        "judge_version": "helpfulness-v1",
-        "author": "ana",
-        "criteria": {"correctness": 5, "completeness": 4, "clarity": 3},
-    }
+    good = GOOD_JSONL_ROW
     row = json.dumps(good).replace('"ana"', '"ana\\ud800"') + "\n"  # JSON may escape a lone surrogate
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "s.jsonl", row), "i")
@@ -584,14 +579,7 @@ def test_a_utf8_byte_order_mark_is_not_part_of_the_first_column(track: Track, tm
     path.write_bytes(b"\xef\xbb\xbf" + GOOD_CSV.encode("utf-8"))
     assert import_scores(track, path, "i")["appended"] == 3
     jsonl = tmp_path / "bom.jsonl"
-    good = {
-        "build": BUILD,
-        "scenario_id": "coding.fix-off-by-one",
-        "repeat": 3,
-        "judge_version": "helpfulness-v1",
-        "author": "ana",
-        "criteria": {"correctness": 5, "completeness": 4, "clarity": 3},
-    }
+    good = {**GOOD_JSONL_ROW, "repeat": 3}
     jsonl.write_bytes(b"\xef\xbb\xbf" + json.dumps(good).encode("utf-8") + b"\n")
     assert import_scores(track, jsonl, "j")["appended"] == 1
 
@@ -647,14 +635,7 @@ def test_a_file_over_the_size_cap_is_refused_before_it_is_read(track: Track, tmp
 
 @pytest.mark.parametrize("bad", ["\\u0000", "\\u001b[31m", "\\u0007"], ids=["nul", "escape", "bell"])
 def test_a_control_character_in_author_is_a_row_problem(track: Track, tmp_path: Path, bad: str) -> None:
-    good = {
-        "build": BUILD,
-        "scenario_id": "coding.fix-off-by-one",
-        "repeat": 1,
-        "judge_version": "helpfulness-v1",
-        "author": "ana",
-        "criteria": {"correctness": 5, "completeness": 4, "clarity": 3},
-    }
+    good = GOOD_JSONL_ROW
     row = json.dumps(good).replace('"ana"', f'"ana{bad}"') + "\n"
     with pytest.raises(HumanScoreError) as raised:
         import_scores(track, write(tmp_path, "s.jsonl", row), "i")

@@ -227,6 +227,17 @@ def test_the_turn_rule_survives_a_process_boundary(tmp_path: Path) -> None:
 # --- validation at collection ------------------------------------------------------------------------
 
 
+def _copy_checkout(tmp_path: Path) -> Path:
+    """The checkout at `tmp_path/proj` (no virtualenv, git, home or caches), for a test to change."""
+    root = tmp_path / "proj"
+    shutil.copytree(
+        PROJECT_ROOT,
+        root,
+        ignore=shutil.ignore_patterns(".venv", ".git", ".eval_home", "__pycache__", ".*cache"),
+    )
+    return root
+
+
 def _copy_gates(tmp_path: Path) -> Path:
     root = tmp_path / "proj"
     shutil.copytree(PROJECT_ROOT / "gates", root / "gates")
@@ -263,12 +274,7 @@ def test_the_shipped_scripts_validate(project: Project) -> None:
 
 
 def test_validate_reports_a_broken_script(tmp_path: Path) -> None:
-    root = tmp_path / "proj"
-    shutil.copytree(
-        PROJECT_ROOT,
-        root,
-        ignore=shutil.ignore_patterns(".venv", ".git", ".eval_home", "__pycache__", ".*cache"),
-    )
+    root = _copy_checkout(tmp_path)
     (root / "gates/fixtures/models/refund-retry-then-answer.yaml").write_text(
         "turns:\n  - error: InternalServerError\n    reply: abc\n    break_at: 9\n"
     )
@@ -305,12 +311,7 @@ def test_scripted_cases_pass(name: str) -> None:
 
 def test_scripted_cases_fail_when_the_script_changes(tmp_path: Path) -> None:
     """The cases pin the scripts: other call ids, no retry, or a well-formed verdict each fail them."""
-    root = tmp_path / "proj"
-    shutil.copytree(
-        PROJECT_ROOT,
-        root,
-        ignore=shutil.ignore_patterns(".venv", ".git", ".eval_home", "__pycache__", ".*cache"),
-    )
+    root = _copy_checkout(tmp_path)
     models = root / "gates/fixtures/models"
     loop = models / "tent-warranty-tool-loop.yaml"
     loop.write_text(loop.read_text().replace("call_policy_tents", "call_policy_other"))
@@ -422,12 +423,7 @@ def test_a_tool_loop_failing_on_its_second_turn_counts_that_turns_tries_not_ever
 ) -> None:
     """The fixtures command's "failed after N try(s)": N is the failing call's tries (its retries);
     calls of earlier turns are named apart."""
-    root = tmp_path / "proj"
-    shutil.copytree(
-        PROJECT_ROOT,
-        root,
-        ignore=shutil.ignore_patterns(".venv", ".git", ".eval_home", "__pycache__", ".*cache"),
-    )
+    root = _copy_checkout(tmp_path)
     (root / "gates/fixtures/models/tool-then-fail.yaml").write_text(
         "description: one tool call, then a provider that fails every try\n"
         "turns:\n"

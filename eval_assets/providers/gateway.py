@@ -69,6 +69,28 @@ class CallSpec:
     tools: list[dict[str, Any]] | None = None
 
 
+def litellm_completion(spec: CallSpec, metadata: Mapping[str, Any]) -> Any:
+    """The coroutine of the one `litellm.acompletion` request a try of `spec` makes (the gateway's,
+    and the bare-litellm floor of benchmarks/throughput.py): one try (litellm retries nothing), `spec`'s
+    params as given, its `api_base` and `tools` when set, and `metadata` (what the sim provider and a
+    script model read)."""
+    kwargs: dict[str, Any] = dict(spec.params)
+    if spec.api_base:
+        kwargs["api_base"] = spec.api_base
+    if spec.tools:
+        kwargs["tools"] = spec.tools
+    return litellm.acompletion(
+        model=spec.model,
+        messages=spec.messages,
+        max_tokens=spec.max_tokens,
+        timeout=spec.timeout_s,
+        num_retries=0,
+        max_retries=0,
+        metadata=metadata,
+        **kwargs,
+    )
+
+
 @dataclass(frozen=True)
 class CallOutcome:
     ok: bool
@@ -257,24 +279,9 @@ class ModelGateway:
             script = self._script_metadata(spec.model)
         except Exception as exc:  # a script that does not load is this call's failure, never an answer
             return self._failure(started, "ScriptUnavailable", _safe_message(exc), False, exc)
-        kwargs: dict[str, Any] = dict(spec.params)
-        if spec.api_base:
-            kwargs["api_base"] = spec.api_base
-        if spec.tools:
-            kwargs["tools"] = spec.tools
         try:
             response = await asyncio.wait_for(
-                litellm.acompletion(
-                    model=spec.model,
-                    messages=spec.messages,
-                    max_tokens=spec.max_tokens,
-                    timeout=spec.timeout_s,
-                    num_retries=0,
-                    max_retries=0,
-                    metadata={**spec.metadata, **script},
-                    **kwargs,
-                ),
-                timeout=spec.timeout_s + 1.0,
+                litellm_completion(spec, {**spec.metadata, **script}), timeout=spec.timeout_s + 1.0
             )
         except TimeoutError as exc:
             return self._failure(started, "timeout", f"no answer within {spec.timeout_s:g}s", True, exc)
