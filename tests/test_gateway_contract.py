@@ -315,6 +315,19 @@ def test_ok_call_returns_text_usage_and_the_registered_price(provider: Provider)
         assert request.headers["authorization"] == f"Bearer {provider.api_key}"
 
 
+@pytest.mark.parametrize(("cap", "sent"), [(16, 16), (10_000, 64)])
+def test_a_max_tokens_param_lowers_the_reply_cap_and_never_raises_it(
+    stub: OpenAIStub, canary: str, cap: int, sent: int
+) -> None:
+    """The request's max_tokens is the scenario's (or judge's) max_output_tokens, 64 here; a manifest's
+    `max_tokens` param can only lower it, and is sent once (litellm refuses an argument given twice)."""
+    provider = HttpProvider(stub, canary)
+    outcome = run(provider.gateway.call(provider.spec({**provider.ok(), "max_tokens": cap})))
+    assert outcome.ok, outcome
+    (request,) = stub.completion_requests
+    assert request.body["max_tokens"] == sent
+
+
 @pytest.mark.parametrize(
     ("provider", "failure"),
     [("http", "429"), ("http", "500"), ("sim", "injected")],

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from eval_assets.config import BuildManifest, validate_model
+from eval_assets.config import BuildManifest, Judge, validate_model
 
 
 def k(*parts: str) -> str:
@@ -67,3 +67,20 @@ def test_ordinary_params_are_accepted() -> None:
         BuildManifest, manifest(params={"max_tokens": 256, "temperature": 0.2}, system_prompt="Be brief."), "b1.yaml"
     )
     assert model is not None, problems
+
+
+@pytest.mark.parametrize("name", ["max_retries", "num_retries", "timeout", "metadata", "model", "messages"])
+def test_params_the_track_sets_on_every_request_are_refused_naming_the_file_and_field(name: str) -> None:
+    """One try per request (the engine retries and the spend path pays each try), the engine's timeout,
+    the attempt's metadata: a manifest or judge naming one would have every call fail with the argument
+    given twice, so the file is refused instead."""
+    [problem] = refused(manifest(params={name: 3, "temperature": 0.2}))
+    assert problem.startswith("b1.yaml: subject.params") and f"{name}: set by the track" in problem
+    judge = {
+        "name": "helpfulness", "version": 9, "status": "active", "model": "simjudge/j", "family": "simjudge",
+        "rubric": {"id": "helpfulness", "version": 1}, "prompt": "Score it.", "params": {name: 3},
+    }  # fmt: skip
+    model, problems = validate_model(Judge, judge, "judges/helpfulness-v9.yaml")
+    assert model is None and [str(p).split(": set by")[0] for p in problems] == [
+        f"judges/helpfulness-v9.yaml: params: {name}"
+    ]

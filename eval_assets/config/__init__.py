@@ -14,6 +14,7 @@ from ._loader import (
     validate_build,
 )
 from ._models import (
+    TRACK_SET_PARAMS,
     Agent,
     BoolScale,
     BuildManifest,
@@ -78,6 +79,7 @@ __all__ = [
     "REGISTRY_PATH",
     "SimJudgeKnobs",
     "SimSubjectKnobs",
+    "TRACK_SET_PARAMS",
     "content_hash",
     "cron_problem",
     "read_registry",

@@ -124,6 +124,22 @@ class RubricRef(Strict):
     version: Annotated[int, Field(ge=1)]
 
 
+# Request arguments the track sets itself on every model request (the gateway's one litellm call):
+# params naming one are refused, never passed twice or silently overridden. `max_tokens` is not here:
+# among the params it is a lower cap on the scenario's (or the judge's) max_output_tokens.
+TRACK_SET_PARAMS: tuple[str, ...] = ("max_retries", "num_retries", "timeout", "metadata", "model", "messages")
+
+
+def _no_track_set_params(params: dict[str, Any]) -> dict[str, Any]:
+    named = [name for name in TRACK_SET_PARAMS if name in params]
+    if named:
+        raise ValueError(
+            f"{', '.join(named)}: set by the track on every request (one try per request, retried up to "
+            "engine.max_tries with each try paid; the timeout is engine.timeout_s): remove it"
+        )
+    return params
+
+
 class Judge(Strict):
     """A judge version: model + prompt + rubric (+ decoding params and parser) as ONE unit."""
 
@@ -146,6 +162,11 @@ class Judge(Strict):
     @property
     def version_id(self) -> str:
         return f"{self.name}-v{self.version}"
+
+    @field_validator("params")
+    @classmethod
+    def _params_the_track_does_not_set(cls, params: dict[str, Any]) -> dict[str, Any]:
+        return _no_track_set_params(params)
 
 
 # --- scenarios -------------------------------------------------------------------------------
@@ -275,6 +296,8 @@ class _DecodingParams(Strict):
     """Ordinary decoding params a sim model accepts (and ignores)."""
 
     max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    # the gateway sends max_retries=0 itself, so the sim provider reads it; a file naming it in its
+    # params is refused before these knobs are checked (TRACK_SET_PARAMS)
     max_retries: Annotated[int, Field(ge=0, le=100)] | None = None
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
     tools: list[Any] | None = None
@@ -354,6 +377,11 @@ class Subject(Strict):
     system_prompt: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     agent: Agent | None = None
+
+    @field_validator("params")
+    @classmethod
+    def _params_the_track_does_not_set(cls, params: dict[str, Any]) -> dict[str, Any]:
+        return _no_track_set_params(params)
 
     @field_validator("api_base", "system_prompt", "params")
     @classmethod

@@ -75,6 +75,10 @@ def litellm_completion(spec: CallSpec, metadata: Mapping[str, Any]) -> Any:
     params as given, its `api_base` and `tools` when set, and `metadata` (what the sim provider and a
     script model read)."""
     kwargs: dict[str, Any] = dict(spec.params)
+    # a `max_tokens` among the params is a lower cap, never a higher one (the scenario's or judge's
+    # max_output_tokens bounds every reply); the other names the track sets itself are refused when the
+    # file is validated (config.TRACK_SET_PARAMS)
+    max_tokens = min(int(kwargs.pop("max_tokens")), spec.max_tokens) if "max_tokens" in kwargs else spec.max_tokens
     if spec.api_base:
         kwargs["api_base"] = spec.api_base
     if spec.tools:
@@ -82,7 +86,7 @@ def litellm_completion(spec: CallSpec, metadata: Mapping[str, Any]) -> Any:
     return litellm.acompletion(
         model=spec.model,
         messages=spec.messages,
-        max_tokens=spec.max_tokens,
+        max_tokens=max_tokens,
         timeout=spec.timeout_s,
         num_retries=0,
         max_retries=0,
