@@ -447,3 +447,31 @@ def test_rows_in_chunks_are_written_in_order_checked_per_chunk_and_appear_whole(
     assert _parquet_files(wh.data) == [str(path.relative_to(wh.data))]
     left = wh.data / "probe" / "build=b2"
     assert not left.exists() or list(left.iterdir()) == []
+
+
+def test_no_chunks_at_all_write_an_empty_file_with_the_tables_columns(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh", {"probe": PROBE})
+    path = wh.write_partition_chunks("probe", {"build": "b1"}, iter([]), "run-1")
+    con = duckdb.connect()
+    try:
+        described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+        count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()
+    finally:
+        con.close()
+    assert [(name, kind) for name, kind, *_ in described][:3] == [("build", "VARCHAR"), ("n", "INTEGER"), ("text", "VARCHAR")]
+    assert count == (0,)
+
+
+def test_a_chunk_duckdb_cannot_write_fails_as_a_warehouse_error_leaving_no_file(tmp_path: Path) -> None:
+    """A value that passes the schema check but not DuckDB's cast (an integer out of INTEGER's range), in
+    the second chunk: the write fails naming the file, the chunk files already written are removed, and
+    the one DuckDB never created is no second error."""
+    wh = Warehouse(tmp_path / "wh", {"probe": PROBE})
+
+    def chunks() -> Iterator[list[dict]]:
+        yield [{"build": "b1", "n": 1, "text": "a"}]
+        yield [{"build": "b1", "n": 2**40, "text": "b"}]
+
+    with pytest.raises(WarehouseError, match=r"^probe: could not write \d+-run-1\.parquet: Conversion Error"):
+        wh.write_partition_chunks("probe", {"build": "b1"}, chunks(), "run-1")
+    assert [p for p in (tmp_path / "wh").rglob("*") if p.is_file() and p.suffix != ".sqlite"] == []
