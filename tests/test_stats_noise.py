@@ -16,6 +16,7 @@ from eval_assets.stats import (
     VerdictFrameError,
     between_build_variance,
     noise_band,
+    scenario_table,
     validate_verdicts,
 )
 
@@ -352,3 +353,49 @@ def test_a_confidence_level_outside_0_1_is_refused(level: float) -> None:
     with pytest.raises(ValueError) as refused:
         noise_band(verdicts({"a": [0.4, 0.6], "b": [0.5, 0.7]}), level=level)
     assert str(refused.value) == f"confidence level must be in (0, 1), got {level}"
+
+
+def test_two_scenarios_give_every_figure_by_hand_and_a_scenario_with_nothing_scored_is_no_scenario() -> None:
+    """Exactly two usable scenarios (the fewest with a between-scenario variance and a suite standard
+    error), one with a single scored repeat (unusable) in a second band, and one with nothing scored:
+    every figure is the hand-computed one."""
+    two = {"a": [0.2, 0.4], "b": [0.6, 0.9, 0.6]}  # means 0.3 and 0.7, variances 0.02 and 0.03
+    band = noise_band(verdicts(two, failed=["gone", "gone"]))
+    assert band.level == 0.95 and band.n_scenarios == 2 and list(band.scenarios["scenario_id"]) == ["a", "b"]
+    assert band.suite_se == pytest.approx(0.2, abs=1e-12)  # sd(0.3, 0.7) / sqrt(2)
+    assert band.within_var == pytest.approx(0.025, abs=1e-12)
+    assert band.between_var == pytest.approx(0.08 - (0.02 / 2 + 0.03 / 3) / 2, abs=1e-12)
+    assert not band.between_var_floored
+    assert band.notes == ("no registered unchanged rebuild: the band covers repeat noise only",)
+    assert band.optimal_repeats() == pytest.approx(math.sqrt(0.025 / 0.07))
+    assert band.optimal_repeats(cost_scenario=4.0, cost_repeat=2.0) == pytest.approx(math.sqrt(0.025 * 4 / (0.07 * 2)))
+    lonely = noise_band(verdicts({**two, "c": [0.5]}))
+    assert lonely.n_scenarios == 3 and lonely.unusable == ("c",) and lonely.between_var == band.between_var
+
+
+def test_one_usable_scenario_is_not_a_floored_variance() -> None:
+    band = noise_band(verdicts({"a": [0.4, 0.6], "b": [0.5]}))
+    assert band.between_var is None and band.between_var_floored is False
+    assert not any("floored" in note for note in band.notes)
+
+
+def test_the_floored_note_reads_whole() -> None:
+    same_mean = {f"s{i}": list(np.roll([0.3, 0.4, 0.5, 0.6, 0.7], i)) for i in range(6)}
+    assert "between-scenario variance estimate was negative and is floored at 0" in noise_band(
+        verdicts(same_mean)
+    ).notes
+
+
+def test_a_rebuilds_variance_enters_the_band_on_its_own_degrees_of_freedom() -> None:
+    """V = sum(u_i)/n^2 + 2 tau^2 and nu = V^2 / (sum (u_i/n^2)^2/(K_i-1) + (2 tau^2)^2 / 1): the
+    rebuild's term carries its one degree of freedom into the Welch-Satterthwaite df."""
+    build = verdicts({"a": [0.2, 0.4], "b": [0.6, 0.9, 0.6]})
+    rebuild = verdicts({"a": [0.5, 0.7], "b": [0.9, 1.0, 0.8]})
+    tau2, df = between_build_variance(scenario_table(validate_verdicts(build)), scenario_table(validate_verdicts(rebuild)))
+    assert df == 1 and tau2 > 0
+    band = noise_band(build, rebuild=rebuild)
+    u = np.array([2 * 0.02 / 2, 2 * 0.03 / 3]) / 4
+    var = u.sum() + 2 * tau2
+    nu = var**2 / ((u**2 / np.array([1, 2])).sum() + (2 * tau2) ** 2)
+    assert band.band_df == pytest.approx(nu)
+    assert band.half_width == pytest.approx(float(stats.t.ppf(0.975, nu)) * math.sqrt(var))
