@@ -128,11 +128,8 @@ class Warehouse:
             try:
                 return self._write_catalog()
             except duckdb.Error as exc:  # a damaged file fails the views' binding: set it aside, go on
-                bad = self._files_named_in(str(exc))
-                if not bad:
+                if not self._quarantine_named_in(exc):
                     raise
-                for rel in bad:
-                    self._quarantine(rel, f"unreadable: {first_line(exc)}")
         raise WarehouseError(f"more than {_MAX_QUARANTINES_PER_QUERY} damaged files met building the catalog")
 
     def _write_catalog(self) -> None:
@@ -267,12 +264,17 @@ class Warehouse:
             except duckdb.Error as exc:
                 if con is not None:
                     con.close()
-                bad = self._files_named_in(str(exc))
-                if not bad:
+                if not self._quarantine_named_in(exc):
                     raise
-                for rel in bad:
-                    self._quarantine(rel, f"unreadable: {first_line(exc)}")
         raise WarehouseError(f"more than {_MAX_QUARANTINES_PER_QUERY} damaged files met by one read")
+
+    def _quarantine_named_in(self, exc: duckdb.Error) -> bool:
+        """Set aside every data file a DuckDB error names (a damaged file fails a read or the views'
+        binding); False when it names none, so the caller re-raises it."""
+        bad = self._files_named_in(str(exc))
+        for rel in bad:
+            self._quarantine(rel, f"unreadable: {first_line(exc)}")
+        return bool(bad)
 
     # --- damage (see the module docstring) -----------------------------------------------------
 
