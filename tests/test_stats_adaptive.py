@@ -25,6 +25,7 @@ from eval_assets.stats import (
     decide,
     evaluate,
     first_look,
+    noise_band,
     obrien_fleming_spent,
     plan_top_ups,
     tail_screen,
@@ -312,3 +313,56 @@ def test_the_reports_own_aa_rates_simulate_the_design_the_run_made() -> None:
         assert abs(rate - expected) <= 3 * np.sqrt(2 * expected * (1 - expected) / reps) + 1e-9
     assert fixed.aa_flag_rate is not None
     assert abs(fixed.aa_flag_rate - raw.flag.mean()) > 3 * np.sqrt(2 * 0.05 * 0.95 / reps)
+
+
+def _rows(x: np.ndarray) -> pd.DataFrame:
+    """Verdict rows of (m, k) scores, a NaN being a repeat run whose verdict failed (a row, no score)."""
+    frame = _frame(np.nan_to_num(x, nan=0.5))
+    failed = ~np.isfinite(x.ravel())
+    frame.loc[failed, "status"], frame.loc[failed, "score"] = "failed", np.nan
+    return frame
+
+
+DESIGNS = [AdaptiveDesign(), AdaptiveDesign(start=3, maximum=4), AdaptiveDesign(start=2, maximum=5)]
+BUDGETS = [(0.05, 0.05, 1), (0.02, 0.1, 2), (0.1, 0.2, 3)]
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_the_first_look_is_the_vectorised_plan_for_any_floor_budget_design_and_band(case: int) -> None:
+    """`first_look` (what the engine asks after the first repeats) plans exactly as `plan_top_ups` on the
+    same moments, whatever the rubric floor, the release's budget and its split over judge versions, the
+    design (one more repeat or several), a rebuild's between-build variance in the band, first-look
+    repeats that failed and a scenario the baseline never scored; it says whether the first look already
+    blocks, and over how many scenarios it looked."""
+    rng = np.random.default_rng(case)
+    design, (alpha, q, versions) = DESIGNS[case % 3], BUDGETS[(case // 3) % 3]
+    floor = FLOOR if case % 2 == 0 else None
+    shift = np.zeros(14)
+    shift[: case % 5] = -rng.uniform(0.2, 0.7, case % 5)
+    base, cand = builds(100 + case, 1, 14, shift)
+    cand[0, 5, :2] = np.nan  # two first-look verdicts failed
+    base[0, 6, :] = np.nan  # every baseline verdict failed: cannot be compared at any count
+    band, between = None, (0.0, 0)
+    if case % 4 == 0:
+        rebuild = np.clip(base[0] + rng.uniform(0.05, 0.15), 0, 1)
+        band = noise_band(_rows(base[0]), rebuild=_frame(rebuild))
+        between = (band.between_build_var, band.between_build_df)
+        assert between[0] > 0
+    first = cand[:, :, : design.start]
+    look = first_look(
+        _rows(base[0]), _rows(first[0]), floor, design, alpha=alpha, q=q, n_judge_versions=versions, band=band
+    )
+    budget = Budget(alpha_block=alpha, alpha_flag=q, n_judge_versions=versions)
+    plan = plan_top_ups(
+        Moments.of(base, floor),
+        Moments.of(first, floor),
+        floor,
+        budget,
+        design,
+        between=between[0],
+        between_df=between[1],
+    )
+    assert set(look.top_up) == {f"s{i:02d}" for i in np.flatnonzero(plan.repeats[0] > 0)}
+    assert look.blocked == bool(plan.blocked[0]) and look.scenarios == 14
+    if case == 0:  # the defaults are the release's own budget, one judge version
+        assert first_look(_rows(base[0]), _rows(first[0]), floor, design, band=band) == look
