@@ -137,6 +137,16 @@ def copy_manifest(source: Path, dest: Path, subject_params: dict[str, Any], **fi
     return dest
 
 
+def changed_manifest(tmp: Path, project: Project, name: str, **changes: object) -> Path:
+    """The project's example build manifest `examples/builds/NAME` written to `tmp/<id>.yaml` with these
+    top-level fields changed (a field given as None is left out)."""
+    data = yaml.safe_load((project.root / "examples/builds" / name).read_text())
+    data.update(changes)
+    path = tmp / f"{data['id']}.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in data.items() if v is not None}))
+    return path
+
+
 def evaltrack(project: Path, home: Path, *args: str) -> subprocess.Popen[str]:
     """`evaltrack --project P --home H ARGS` in its own process group (so a test can kill -9 it all)."""
     exe = Path(sys.executable).with_name("evaltrack")
