@@ -450,23 +450,22 @@ def capability_report_rows(
     simulated A/A rates, and where each scenario came from (`sources[scenario_id]`: authored or
     trajectory; None for a suite-wide finding or a scenario no longer in the project), then the
     candidate's reliability `figures` (`reliability_rows`, passes judged against `floor`)."""
-    rows = finding_rows(run.report).assign(
-        build=build,
-        judge_version=judge_version,
-        baseline=run.baseline,
-        aa_flag_rate=run.report.aa_flag_rate,
-        aa_block_rate=run.report.aa_block_rate,
-    )
-    rows["source"] = [sources.get(sid) if isinstance(sid, str) else None for sid in rows["scenario_id"]]
-    if figures:
-        extra = pd.DataFrame(reliability_rows(figures, floor)).assign(
+
+    def stamped(frame: pd.DataFrame) -> pd.DataFrame:
+        """`frame` with the report's build, judge version, baseline, A/A rates and each row's source."""
+        out = frame.assign(
             build=build,
             judge_version=judge_version,
             baseline=run.baseline,
             aa_flag_rate=run.report.aa_flag_rate,
             aa_block_rate=run.report.aa_block_rate,
         )
-        extra["source"] = [sources.get(sid) if isinstance(sid, str) else None for sid in extra["scenario_id"]]
+        out["source"] = [sources.get(sid) if isinstance(sid, str) else None for sid in out["scenario_id"]]
+        return out
+
+    rows = stamped(finding_rows(run.report))
+    if figures:
+        extra = stamped(pd.DataFrame(reliability_rows(figures, floor)))
         rows = pd.concat([rows, extra[rows.columns]], ignore_index=True) if len(rows) else extra
     return rows
 

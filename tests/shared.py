@@ -12,7 +12,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,22 @@ def track_on_copy(project: Project, template: Path, tmp_path: Path) -> Track:
     return Track(project, EvalHome(root))
 
 
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Set these environment variables for the block, then restore each (or remove it): for where
+    `monkeypatch.setenv` cannot scope them, such as each example of a hypothesis test."""
+    old = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in old.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 # --- a real `evaltrack` process over a project copy (the kill -9 tests) ------------------------------
 
 
@@ -118,6 +135,16 @@ def copy_manifest(source: Path, dest: Path, subject_params: dict[str, Any], **fi
     manifest.update(fields)
     dest.write_text(yaml.safe_dump({k: v for k, v in manifest.items() if v is not None}))
     return dest
+
+
+def changed_manifest(tmp: Path, project: Project, name: str, **changes: object) -> Path:
+    """The project's example build manifest `examples/builds/NAME` written to `tmp/<id>.yaml` with these
+    top-level fields changed (a field given as None is left out)."""
+    data = yaml.safe_load((project.root / "examples/builds" / name).read_text())
+    data.update(changes)
+    path = tmp / f"{data['id']}.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in data.items() if v is not None}))
+    return path
 
 
 def evaltrack(project: Path, home: Path, *args: str) -> subprocess.Popen[str]:

@@ -13,20 +13,20 @@ import shutil
 import sqlite3
 import string
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared import changed_manifest, record_one_gate_suite
 
 from eval_assets import release
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.cli import main
-from eval_assets.config import RESERVED_IDS, Project, id_problem
-from eval_assets.gates import GateResult, SuiteResult, record_suite
+from eval_assets.config import RESERVED_IDS, Policy, Project, Scenario, id_problem
 from eval_assets.home import EvalHome
 from eval_assets.judging import policy_failures
 from eval_assets.redact import redact
@@ -35,27 +35,6 @@ JUDGE = "helpfulness-v1"
 # credential-looking labels, assembled so that no line of this file reads as a checked-in secret
 TOKEN, SECRET = "to" + "ken", "sec" + "ret"
 BASE, REBUILD = "agent-2026-11-28-base", "agent-2026-11-29-rebuild"
-
-
-def _manifest(tmp: Path, project: Project, name: str, **changes: object) -> Path:
-    data = yaml.safe_load((project.root / "examples/builds" / name).read_text())
-    data.update(changes)
-    path = tmp / f"{data['id']}.yaml"
-    path.write_text(yaml.safe_dump({k: v for k, v in data.items() if v is not None}))
-    return path
-
-
-def _passing_suite(track: Track, build: str) -> None:
-    gate = GateResult(
-        gate_id="arch.one-partition-writer",
-        kind="structural",
-        milestone=0,
-        status="pass",
-        duration_s=0.01,
-        message="",
-        declared_in="docs/specs/architecture.md#Hard gates",
-    )
-    record_suite(track.warehouse, SuiteResult(build, 3, datetime.now(UTC), (gate,)), f"suite-{build}")
 
 
 def decide(track: Track, build: str, run_id: str) -> str:
@@ -72,12 +51,12 @@ def decided(tmp_path_factory: pytest.TempPathFactory, project: Project) -> Path:
     home = EvalHome(tmp / "home").ensure()
     track = Track(project, home)
     for name in ("baseline.yaml", "rebuild.yaml"):
-        build = track.register_build(_manifest(tmp, project, name, judges=[JUDGE])).id
+        build = track.register_build(changed_manifest(tmp, project, name, judges=[JUDGE])).id
         materialize_scenario_runs(track, build, f"runs-{build}")
         materialize_judge_verdicts(track, build, JUDGE, f"verdicts-{build}")
         release.materialize_noise_bands(track, build, JUDGE, f"bands-{build}")
         release.materialize_capability_report(track, build, JUDGE, f"report-{build}")
-        _passing_suite(track, build)
+        record_one_gate_suite(track, build, failing=False, milestone=3, run_id=f"suite-{build}")
     assert decide(track, BASE, "decide-base") == "none"
     assert decide(track, REBUILD, "decide-rebuild") == "allow"
     return home.root
@@ -130,21 +109,24 @@ def test_the_unperturbed_home_answers_allow_for_the_rebuild_and_none_for_the_bas
 # --- the five paths of the issue ------------------------------------------------------------------
 
 
-def test_path_1_a_leak_inside_credential_looking_text_counts_as_a_policy_failure() -> None:
-    """The check runs on the raw text; the redaction would have hidden every one of these."""
-    from eval_assets.config import Policy, Scenario
-
-    codes = ["NW-OVR-2291", "0c41e9aa", "FT-STAFF-90OFF"]
-    scenario = Scenario.model_validate(
+def _probe(policy: dict[str, Any]) -> Scenario:
+    """A one-message scenario `probe` under `policy` (a Policy's fields), to ask `policy_failures` about."""
+    return Scenario.model_validate(
         {
             "id": "probe",
             "suite": "probe",
             "description": "probe",
             "judge": "helpfulness",
             "input": [{"role": "user", "content": "hi"}],
-            "policy": Policy(forbidden_strings=codes).model_dump(),
+            "policy": policy,
         }
     )
+
+
+def test_path_1_a_leak_inside_credential_looking_text_counts_as_a_policy_failure() -> None:
+    """The check runs on the raw text; the redaction would have hidden every one of these."""
+    codes = ["NW-OVR-2291", "0c41e9aa", "FT-STAFF-90OFF"]
+    scenario = _probe(Policy(forbidden_strings=codes).model_dump())
     for raw in (f"override {TOKEN}: NW-OVR-2291", f"{TOKEN}=0c41e9aa", f"{SECRET}: FT-STAFF-90OFF"):
         assert all(code not in redact(raw) for code in codes)  # stored: the code is gone
         assert policy_failures(raw, scenario) == 1  # judged: it is seen
@@ -251,7 +233,7 @@ def test_path_4_the_id_grammar_refuses_option_like_dotted_and_reserved_ids(bad: 
 def test_path_4_a_manifest_with_an_option_like_id_is_refused_naming_the_field(
     tmp_path: Path, project: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _manifest(tmp_path, project, "rebuild.yaml")
+    path = changed_manifest(tmp_path, project, "rebuild.yaml")
     data = yaml.safe_load(path.read_text())
     for bad in ("--help", "..", "trend"):
         path.write_text(yaml.safe_dump({**data, "id": bad}))
@@ -310,7 +292,8 @@ def test_newer_gate_results_or_a_re_materialized_baseline_make_an_allow_stale(
 ) -> None:
     home = copy_home("home")
     track = Track(project, EvalHome(home))
-    _passing_suite(track, REBUILD)  # the gate results, written again after the decision
+    # the gate results, written again after the decision
+    record_one_gate_suite(track, REBUILD, failing=False, milestone=3, run_id=f"suite-{REBUILD}")
     assert status(home, REBUILD) == 2
     home = copy_home("home2")
     track = Track(project, EvalHome(home))
@@ -472,8 +455,6 @@ def test_a_forbidden_string_in_any_context_and_encoding_is_counted_on_the_raw_te
     import base64
     import urllib.parse
 
-    from eval_assets.config import Scenario
-
     code = "NW-OVR-2291"
     shown = {
         "plain": code,
@@ -484,15 +465,6 @@ def test_a_forbidden_string_in_any_context_and_encoding_is_counted_on_the_raw_te
         "base64": base64.b64encode(f" {code} ".encode()).decode(),
         "zero-width": "\u200b".join(code),
     }[encode]
-    scenario = Scenario.model_validate(
-        {
-            "id": "probe",
-            "suite": "probe",
-            "description": "probe",
-            "judge": "helpfulness",
-            "input": [{"role": "user", "content": "hi"}],
-            "policy": {"forbidden_strings": [code]},
-        }
-    )
+    scenario = _probe({"forbidden_strings": [code]})
     raw = f"{before} {label}{sep}{shown} {after}"
     assert policy_failures(raw, scenario) == 1, raw

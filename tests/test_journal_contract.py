@@ -15,8 +15,10 @@ import signal
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta, timezone
+from multiprocessing.context import SpawnProcess
 from multiprocessing.synchronize import Barrier as ProcessBarrier
 from multiprocessing.synchronize import Event as ProcessEvent
 from pathlib import Path
@@ -835,17 +837,28 @@ def _reserve_then_hang(url: str, done: ProcessEvent) -> None:
     time.sleep(120)
 
 
-def test_what_reserve_and_settle_returned_survives_kill_9_of_the_process(journal_url: str) -> None:
+@contextmanager
+def _killed_victim(
+    target: Callable[[str, ProcessEvent], None], url: str, *, until: str
+) -> Iterator[SpawnProcess]:
+    """`target(url, event)` in a spawned process, waited for until it sets the event (failing with "the
+    victim did not `until`" after 60 s); on leaving, the victim is killed with SIGKILL and reaped."""
     spawn = multiprocessing.get_context("spawn")
-    done = spawn.Event()
-    victim = spawn.Process(target=_reserve_then_hang, args=(journal_url, done))
+    event = spawn.Event()
+    victim = spawn.Process(target=target, args=(url, event))
     victim.start()
     try:
-        assert done.wait(60), "the victim did not finish its writes"
+        assert event.wait(60), f"the victim did not {until}"
+        yield victim
     finally:
         assert victim.pid is not None
         os.kill(victim.pid, signal.SIGKILL)
         victim.join(30)
+
+
+def test_what_reserve_and_settle_returned_survives_kill_9_of_the_process(journal_url: str) -> None:
+    with _killed_victim(_reserve_then_hang, journal_url, until="finish its writes") as victim:
+        pass  # its writes are committed: kill it now
     assert victim.exitcode == -signal.SIGKILL
 
     with open_journal(journal_url) as journal:
@@ -941,20 +954,11 @@ def _hold_then_hang(url: str, held: ProcessEvent) -> None:
 
 
 def test_a_lease_left_by_a_killed_process_is_taken_at_once_on_its_host(journal_url: str) -> None:
-    spawn = multiprocessing.get_context("spawn")
-    held = spawn.Event()
-    victim = spawn.Process(target=_hold_then_hang, args=(journal_url, held))
-    victim.start()
-    try:
-        assert held.wait(60), "the victim did not take its lease"
+    with _killed_victim(_hold_then_hang, journal_url, until="take its lease") as victim:
         with open_journal(journal_url) as journal:
             with pytest.raises(LeaseHeld, match=f"process {victim.pid} on "):
                 with hold_lease(journal, "b1", "scenario_runs", "b1", run_id="me", ttl_s=TTL_S):
                     pass
-    finally:
-        assert victim.pid is not None
-        os.kill(victim.pid, signal.SIGKILL)
-        victim.join(30)
     with open_journal(journal_url) as journal:  # its TTL is an hour away: the dead pid is what frees it
         with hold_lease(journal, "b1", "scenario_runs", "b1", run_id="me", ttl_s=TTL_S) as lease:
             assert [r.holder for r in journal.leases()] == [lease.holder]

@@ -10,12 +10,10 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import os
 import tempfile
 import threading
 import urllib.parse
 from collections.abc import Iterator
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared import environment
 
 from eval_assets.capability.materialize import materialize_scenario_runs
 from eval_assets.capability.track import Track
@@ -235,20 +234,6 @@ class EchoingProvider:
         return Handler
 
 
-@contextmanager
-def env(values: dict[str, str]) -> Iterator[None]:
-    old = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in old.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def tiny(project: Project, planted_input: str) -> Project:
     """One scenario, a repeat per reply field, its input carrying the planted text; one try per call;
     no judge ahead."""
@@ -300,7 +285,7 @@ def test_a_planted_secret_persists_nowhere(
     values |= {p.env_name: p.secret for p in planted if p.env_name is not None}
     provider.payload, provider.fields = payload, [*FIELDS[offset:], *FIELDS[:offset]]
     provider.requests = 0
-    with tempfile.TemporaryDirectory(prefix="evaltrack-leak-") as tmp, env(values):
+    with tempfile.TemporaryDirectory(prefix="evaltrack-leak-") as tmp, environment(values):
         root = Path(tmp)
         home = EvalHome(root / "eval_home").ensure()
         track = Track(tiny(project, payload), home)
@@ -355,7 +340,7 @@ def test_the_property_covers_every_shape_family_of_the_one_list(data: st.DataObj
 
 @pytest.mark.parametrize("field", ["tool_call_id", "tool_call_name"])
 def test_a_key_in_a_tool_call_identifier_fails_the_call_unrepeated_and_still_paid(
-    provider: EchoingProvider, field: str
+    provider: EchoingProvider, field: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import asyncio
 
@@ -366,14 +351,16 @@ def test_a_key_in_a_tool_call_identifier_fails_the_call_unrepeated_and_still_pai
     spec = CallSpec(
         "openai/gpt-4o-mini", [{"role": "user", "content": "hi"}], 16, 10.0, api_base=provider.base
     )
-    with env({SUBJECT_KEY: "plainsubjectkey0123"}):
-        outcome = asyncio.run(ModelGateway().call(spec))
+    monkeypatch.setenv(SUBJECT_KEY, "plainsubjectkey0123")
+    outcome = asyncio.run(ModelGateway().call(spec))
     assert not outcome.ok and outcome.error_kind == "SecretInIdentifier"
     assert key not in str(outcome) and "tool call" in (outcome.error or "")
     assert outcome.cost_usd > 0 and outcome.prompt_tokens == 11  # the provider answered: the call is paid
 
 
-def test_every_string_of_a_tool_call_is_redacted_by_the_gateway(provider: EchoingProvider) -> None:
+def test_every_string_of_a_tool_call_is_redacted_by_the_gateway(
+    provider: EchoingProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import asyncio
 
     from eval_assets.providers.gateway import CallSpec, ModelGateway
@@ -383,7 +370,7 @@ def test_every_string_of_a_tool_call_is_redacted_by_the_gateway(provider: Echoin
     spec = CallSpec(
         "openai/gpt-4o-mini", [{"role": "user", "content": "hi"}], 16, 10.0, api_base=provider.base
     )
-    with env({SUBJECT_KEY: "plainsubjectkey0123"}):
-        outcome = asyncio.run(ModelGateway().call(spec))
+    monkeypatch.setenv(SUBJECT_KEY, "plainsubjectkey0123")
+    outcome = asyncio.run(ModelGateway().call(spec))
     assert outcome.ok and outcome.tool_calls and key not in str(outcome)
     assert "[redacted]" in outcome.tool_calls[0]["arguments"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from shared import changed_manifest
 
 from eval_assets import release
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
@@ -26,21 +27,15 @@ VERDICT_COLUMNS = (
 )
 
 
-def _manifest(tmp_path: Path, project: Project, name: str, **changes: object) -> Path:
-    data = yaml.safe_load((project.root / "examples/builds" / name).read_text())
-    data.update(changes, judges=[JUDGE])
-    path = tmp_path / f"{data['id']}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
 def _judged_pair(tmp_path: Path, project: Project, home: EvalHome, leak_rate: float) -> tuple[Track, str]:
     """A baseline and a candidate (policy_violation_rate `leak_rate`), run and judged; the candidate's id."""
     track = Track(project, home)
-    base = track.register_build(_manifest(tmp_path, project, "baseline.yaml"))
+    base = track.register_build(changed_manifest(tmp_path, project, "baseline.yaml", judges=[JUDGE]))
     subject = yaml.safe_load((project.root / "examples/builds/candidate.yaml").read_text())["subject"]
     subject["params"] = {**subject["params"], "policy_violation_rate": leak_rate}
-    cand = track.register_build(_manifest(tmp_path, project, "candidate.yaml", subject=subject))
+    cand = track.register_build(
+        changed_manifest(tmp_path, project, "candidate.yaml", subject=subject, judges=[JUDGE])
+    )
     for build in (base.id, cand.id):
         materialize_scenario_runs(track, build, "r1")
         materialize_judge_verdicts(track, build, JUDGE, "r1")

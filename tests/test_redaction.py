@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
 import re
 import urllib.parse
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared import environment
 
 from eval_assets import redact
 from eval_assets.redact import SHAPES, Shape, findings, is_secret_env_name, name_problem
@@ -205,19 +205,6 @@ def test_litellm_credential_names_are_read_from_litellm_itself() -> None:
     assert all(is_secret_env_name(n) for n in listed)  # SLACK_WEBHOOK_URL, SMTP_USERNAME: no family name
 
 
-@contextmanager
-def env(name: str, value: str) -> Iterator[None]:
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
-
-
 def encoded(value: str, how: str) -> str:
     if how == "json":
         return json.dumps({"message": f"got {value}"})
@@ -248,7 +235,7 @@ VALUES = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=12
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=ENV_NAMES, value=VALUES, how=ENCODINGS)
 def test_an_environment_secret_in_any_encoding_is_redacted(name: str, value: str, how: str) -> None:
-    with env(name, value):
+    with environment({name: value}):
         out = redact.redact(encoded(value, how))
     assert value not in out
     assert [form for form in redact.encodings(value) if form in out] == []  # JSON, URL, base64 forms too
@@ -605,18 +592,20 @@ def test_a_long_text_and_a_short_one_redact_alike() -> None:
     assert secret not in redact.redact(short)
 
 
-def test_redact_any_removes_secrets_and_masks_personal_data_in_keys_values_and_sequence_items() -> None:
+def test_redact_any_removes_secrets_and_masks_personal_data_in_keys_values_and_sequence_items(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Every string of a structure is redacted as `redact` would: a dict's keys and values, a list's and a
     tuple's items, an environment secret by value and personal data while `redaction.pii` is on."""
     value = k("Qz7", "wXr4Lp9" * 3)
-    with env("EVAL_TEST_WALK_API_KEY", value):
-        out = redact.redact_any(
-            {
-                f"key {value}": f"was {value}",
-                "mail a@b.io": ["card 4111 1111 1111 1111", ("call +44 20 7946 0958",)],
-                "": "",
-            }
-        )
+    monkeypatch.setenv("EVAL_TEST_WALK_API_KEY", value)
+    out = redact.redact_any(
+        {
+            f"key {value}": f"was {value}",
+            "mail a@b.io": ["card 4111 1111 1111 1111", ("call +44 20 7946 0958",)],
+            "": "",
+        }
+    )
     assert out == {
         "key [redacted]": "was [redacted]",
         "mail [email]": ["card [card number]", ("call [phone number]",)],

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from shared import changed_manifest
 
 from eval_assets import release
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
@@ -15,20 +16,14 @@ from eval_assets.config import Project
 from eval_assets.home import EvalHome
 
 
-def _manifest(tmp_path: Path, project: Project, name: str, **changes: object) -> Path:
-    data = yaml.safe_load((project.root / "examples/builds" / name).read_text())
-    data.update(changes)
-    path = tmp_path / f"{data['id']}.yaml"
-    path.write_text(yaml.safe_dump({k: v for k, v in data.items() if v is not None}))
-    return path
-
-
 def test_compare_across_judge_versions_is_refused_naming_both_versions_and_the_fix(
     tmp_path: Path, project: Project, home: EvalHome, capsys: pytest.CaptureFixture[str]
 ) -> None:
     track = Track(project, home)
-    base = track.register_build(_manifest(tmp_path, project, "baseline.yaml", judges=["safety-v1"]))
-    cand = track.register_build(_manifest(tmp_path, project, "candidate.yaml", judges=["helpfulness-v1"]))
+    base = track.register_build(changed_manifest(tmp_path, project, "baseline.yaml", judges=["safety-v1"]))
+    cand = track.register_build(
+        changed_manifest(tmp_path, project, "candidate.yaml", judges=["helpfulness-v1"])
+    )
     for build, judge in ((base.id, "safety-v1"), (cand.id, "helpfulness-v1")):
         materialize_scenario_runs(track, build, "r1")
         materialize_judge_verdicts(track, build, judge, "r1")
@@ -44,14 +39,25 @@ def test_compare_across_judge_versions_is_refused_naming_both_versions_and_the_f
         release.materialize_capability_report(track, cand.id, "helpfulness-v1", "r2")
 
 
-def test_report_rows_show_each_scenario_source(tmp_path: Path, project: Project, home: EvalHome) -> None:
+def _judged_pair(tmp_path: Path, project: Project, home: EvalHome) -> tuple[Track, str]:
+    """The example baseline and its unchanged rebuild, registered, run and judged under helpfulness-v1;
+    the track and the rebuild's id."""
     track = Track(project, home)
-    base = track.register_build(_manifest(tmp_path, project, "baseline.yaml", judges=["helpfulness-v1"]))
-    cand = track.register_build(_manifest(tmp_path, project, "rebuild.yaml", judges=["helpfulness-v1"]))
+    base = track.register_build(
+        changed_manifest(tmp_path, project, "baseline.yaml", judges=["helpfulness-v1"])
+    )
+    cand = track.register_build(
+        changed_manifest(tmp_path, project, "rebuild.yaml", judges=["helpfulness-v1"])
+    )
     for build in (base.id, cand.id):
         materialize_scenario_runs(track, build, "r1")
         materialize_judge_verdicts(track, build, "helpfulness-v1", "r1")
-    release.materialize_capability_report(track, cand.id, "helpfulness-v1", "r1")
+    return track, cand.id
+
+
+def test_report_rows_show_each_scenario_source(tmp_path: Path, project: Project, home: EvalHome) -> None:
+    track, candidate = _judged_pair(tmp_path, project, home)
+    release.materialize_capability_report(track, candidate, "helpfulness-v1", "r1")
     frame = track.warehouse.query(
         "SELECT scenario_id, source FROM capability_reports WHERE scenario_id IS NOT NULL"
     )
@@ -63,13 +69,8 @@ def test_report_rows_show_each_scenario_source(tmp_path: Path, project: Project,
 def test_the_report_carries_pass_at_k_and_pass_hat_k_per_scenario_and_suite_and_decides_nothing_with_them(
     tmp_path: Path, project: Project, home: EvalHome
 ) -> None:
-    track = Track(project, home)
-    base = track.register_build(_manifest(tmp_path, project, "baseline.yaml", judges=["helpfulness-v1"]))
-    cand = track.register_build(_manifest(tmp_path, project, "rebuild.yaml", judges=["helpfulness-v1"]))
-    for build in (base.id, cand.id):
-        materialize_scenario_runs(track, build, "r1")
-        materialize_judge_verdicts(track, build, "helpfulness-v1", "r1")
-    summary = release.materialize_capability_report(track, cand.id, "helpfulness-v1", "r1")
+    track, candidate = _judged_pair(tmp_path, project, home)
+    summary = release.materialize_capability_report(track, candidate, "helpfulness-v1", "r1")
     rows = track.warehouse.query(
         "SELECT finding, scenario_id, statistic, verdict, detail FROM capability_reports "
         "WHERE finding IN ('pass_at_k', 'pass_hat_k') ORDER BY finding, scenario_id"
@@ -78,7 +79,7 @@ def test_the_report_carries_pass_at_k_and_pass_hat_k_per_scenario_and_suite_and_
         "SELECT scenario_id, bool_and(status = 'scored' AND score >= ?) AS every, "
         "bool_or(status = 'scored' AND score >= ?) AS any FROM judge_verdicts "
         "WHERE build = ? AND judge_version = 'helpfulness-v1' GROUP BY 1 ORDER BY 1",
-        [project.rubrics["helpfulness-v1"].floor] * 2 + [cand.id],
+        [project.rubrics["helpfulness-v1"].floor] * 2 + [candidate],
     )
 
     assert set(rows["verdict"]) == {"info"}  # never a block or investigate finding
@@ -109,11 +110,13 @@ def test_a_policy_leak_in_a_ceiling_stopped_scenario_still_gets_a_blocking_decis
     """Issue 11 item 1: the track keeps the policy failures of a stopped scenario, and the statistics
     read them with the same invariant, so the leak blocks (noise_bands used to raise instead)."""
     track = Track(project, home)
-    base = track.register_build(_manifest(tmp_path, project, "baseline.yaml", judges=["helpfulness-v1"]))
+    base = track.register_build(
+        changed_manifest(tmp_path, project, "baseline.yaml", judges=["helpfulness-v1"])
+    )
     params = yaml.safe_load((project.root / "examples/builds/candidate.yaml").read_text())["subject"][
         "params"
     ]
-    leaky = _manifest(
+    leaky = changed_manifest(
         tmp_path,
         project,
         "candidate.yaml",

@@ -359,16 +359,21 @@ def test_a_row_missing_a_column_or_carrying_an_extra_one_is_refused_never_writte
     assert wh.write_partition("probe", {"build": "b2"}, [], "r2").exists() and path.exists()
 
 
+def _spoil_footer(path: Path) -> None:
+    """Damage the Parquet footer length so the file is no longer Parquet, keeping its size and mtime."""
+    before = path.stat()
+    data = bytearray(path.read_bytes())
+    data[-6] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
 def test_a_file_duckdb_cannot_read_is_quarantined_even_with_its_size_and_mtime_kept(tmp_path: Path) -> None:
     wh = Warehouse(tmp_path / "wh")
     wh.initialise()
     path = _verdicts(wh, "a", 0.1, "r1")
     _verdicts(wh, "b", 0.5, "r2")
-    before = path.stat()
-    data = bytearray(path.read_bytes())
-    data[-6] ^= 0xFF  # the footer length: the file is no longer Parquet
-    path.write_bytes(bytes(data))
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    _spoil_footer(path)
     assert wh.query("SELECT build FROM judge_verdicts")["build"].tolist() == ["b"]
     [damage] = wh.damage("a")
     assert damage.reason.startswith("unreadable:") and damage.file.endswith(path.name)
@@ -383,11 +388,7 @@ def test_reads_after_the_views_are_defined_see_new_files_and_catch_damage_done_s
     assert wh.query("SELECT build FROM judge_verdicts")["build"].tolist() == ["a"]  # views defined
     _verdicts(wh, "b", 0.5, "r2")
     assert sorted(wh.query("SELECT build FROM judge_verdicts")["build"].tolist()) == ["a", "b"]
-    before = path.stat()
-    data = bytearray(path.read_bytes())
-    data[-6] ^= 0xFF  # the footer length: the file is no longer Parquet
-    path.write_bytes(bytes(data))
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    _spoil_footer(path)
     assert wh.query("SELECT build FROM judge_verdicts")["build"].tolist() == ["b"]
     [damage] = wh.damage("a")
     assert damage.reason.startswith("unreadable:") and damage.file.endswith(path.name)
