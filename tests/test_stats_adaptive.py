@@ -17,6 +17,7 @@ from eval_assets.stats import (
     AdaptiveDesign,
     Budget,
     Concentrated,
+    FirstLook,
     Looks,
     Moments,
     chi_bar_sf,
@@ -327,42 +328,47 @@ DESIGNS = [AdaptiveDesign(), AdaptiveDesign(start=3, maximum=4), AdaptiveDesign(
 BUDGETS = [(0.05, 0.05, 1), (0.02, 0.1, 2), (0.1, 0.2, 3)]
 
 
-@pytest.mark.parametrize("case", range(12))
-def test_the_first_look_is_the_vectorised_plan_for_any_floor_budget_design_and_band(case: int) -> None:
-    """`first_look` (what the engine asks after the first repeats) plans exactly as `plan_top_ups` on the
-    same moments, whatever the rubric floor, the release's budget and its split over judge versions, the
-    design (one more repeat or several), a rebuild's between-build variance in the band, first-look
-    repeats that failed and a scenario the baseline never scored; it says whether the first look already
-    blocks, and over how many scenarios it looked."""
+def _first_look_case(case: int) -> tuple[FirstLook, object, dict[str, object]]:
+    """One case of the property below: builds, a design, a budget, a floor near the scores (0.5) or none,
+    a rebuild's band or none; returns `first_look`'s answer, `plan_top_ups`' and the arguments."""
     rng = np.random.default_rng(case)
     design, (alpha, q, versions) = DESIGNS[case % 3], BUDGETS[(case // 3) % 3]
-    floor = FLOOR if case % 2 == 0 else None
+    floor = 0.5 if case % 2 == 0 else None
     shift = np.zeros(14)
-    shift[: case % 5] = -rng.uniform(0.2, 0.7, case % 5)
-    base, cand = builds(100 + case, 1, 14, shift)
+    shift[: case % 6] = -rng.uniform(0.05, 0.35, case % 6)
+    base, cand = builds(300 + case, 1, 14, shift)
     cand[0, 5, :2] = np.nan  # two first-look verdicts failed
     base[0, 6, :] = np.nan  # every baseline verdict failed: cannot be compared at any count
     band, between = None, (0.0, 0)
-    if case % 4 == 0:
+    if case % 4 != 3:
         rebuild = np.clip(base[0] + rng.uniform(0.05, 0.15), 0, 1)
         band = noise_band(_rows(base[0]), rebuild=_frame(rebuild))
         between = (band.between_build_var, band.between_build_df)
-        assert between[0] > 0
     first = cand[:, :, : design.start]
-    look = first_look(
-        _rows(base[0]), _rows(first[0]), floor, design, alpha=alpha, q=q, n_judge_versions=versions, band=band
-    )
+    args: dict[str, object] = {
+        "baseline": _rows(base[0]), "candidate": _rows(first[0]), "floor": floor, "design": design,
+        "alpha": alpha, "q": q, "n_judge_versions": versions, "band": band,
+    }  # fmt: skip
     budget = Budget(alpha_block=alpha, alpha_flag=q, n_judge_versions=versions)
     plan = plan_top_ups(
-        Moments.of(base, floor),
-        Moments.of(first, floor),
-        floor,
-        budget,
-        design,
-        between=between[0],
-        between_df=between[1],
+        Moments.of(base, floor), Moments.of(first, floor), floor, budget, design, between=between[0], between_df=between[1]
     )
-    assert set(look.top_up) == {f"s{i:02d}" for i in np.flatnonzero(plan.repeats[0] > 0)}
-    assert look.blocked == bool(plan.blocked[0]) and look.scenarios == 14
-    if case == 0:  # the defaults are the release's own budget, one judge version
-        assert first_look(_rows(base[0]), _rows(first[0]), floor, design, band=band) == look
+    return first_look(**args), plan, args  # type: ignore[arg-type]
+
+
+def test_the_first_look_is_the_vectorised_plan_for_any_floor_budget_design_and_band() -> None:
+    """`first_look` (what the engine asks after the first repeats) plans exactly as `plan_top_ups` on the
+    same moments, in 80 cases: whatever the rubric floor, the release's budget and its split over judge
+    versions, the design (one more repeat or several, start 2 or 3), a rebuild's between-build variance in
+    the band, first-look verdicts that failed and a scenario the baseline never scored; it says whether the
+    first look already blocks, and over how many scenarios it looked."""
+    outcomes = set()
+    for case in range(80):
+        look, plan, args = _first_look_case(case)
+        assert set(look.top_up) == {f"s{i:02d}" for i in np.flatnonzero(plan.repeats[0] > 0)}, case  # type: ignore[attr-defined]
+        assert look.blocked == bool(plan.blocked[0]) and look.scenarios == 14, case  # type: ignore[attr-defined]
+        outcomes.add((bool(look.top_up), look.blocked))
+        if case == 0:  # the defaults are the release's own budget, one judge version
+            defaults = {k: v for k, v in args.items() if k not in ("alpha", "q", "n_judge_versions")}
+            assert first_look(**defaults) == look  # type: ignore[arg-type]
+    assert outcomes == {(False, False), (True, False), (False, True)}  # every kind of answer was checked
