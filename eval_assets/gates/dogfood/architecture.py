@@ -136,9 +136,9 @@ def _package_digest(root: Path) -> str:
     return files_digest((root, path) for path in sorted((root / PACKAGE).rglob("*.py")))
 
 
-def _domain_modules(root: Path) -> list[str]:
-    """The domain's module names, in path order: every module of the package but the wiring."""
-    return [_module_name(str(path.relative_to(root))) for path in python_files(root, PACKAGE, WIRING)]
+def _module_names(root: Path, files: Sequence[Path]) -> list[str]:
+    """The dotted module names of `files` (paths under `root`), in their order."""
+    return [_module_name(str(path.relative_to(root))) for path in files]
 
 
 def start_import_probe(root: Path) -> None:
@@ -146,7 +146,8 @@ def start_import_probe(root: Path) -> None:
     (or being probed) in this process already. `domain_never_imports_dagster` then waits for its
     findings instead of probing again. The probe depends on the source tree alone (its digest is the
     key), so starting it before a build's steps changes no finding, only when the work is done."""
-    _probe_future(root.resolve(), _domain_modules(root.resolve()))
+    root = root.resolve()
+    _probe_future(root, _module_names(root, python_files(root, PACKAGE, WIRING)))
 
 
 def _probe_future(root: Path, modules: list[str]) -> Future[tuple[str, ...]]:
@@ -213,11 +214,9 @@ def domain_never_imports_dagster(ctx: GateContext) -> Outcome:
     if not files:
         return Outcome.failed(f"no Python files found under {PACKAGE}/: the walk would prove nothing")
     findings: list[str] = []
-    modules = []
     for shown, module in parsed(files, ctx.root):
-        modules.append(_module_name(shown))
         findings += _orchestrator_imports(shown, module)
-    findings = sorted(set(findings)) + _runtime_findings(ctx.root, modules)
+    findings = sorted(set(findings)) + _runtime_findings(ctx.root, _module_names(ctx.root, files))
     if findings:
         return Outcome.failed(f"{len(findings)} import(s) of {ORCHESTRATOR} in the domain", findings)
     return Outcome.ok(
