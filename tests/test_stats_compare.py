@@ -518,8 +518,7 @@ def _wording_cases() -> dict[str, CapabilityReport]:
     cases["no baseline"] = compare(None, frame_from(cand), FLOOR)
     topped = [f"s{i:03d}" for i in range(6)]
     first_look = _one_based(frame_from(concentrated))
-    first_look = first_look[(first_look["repeat"] <= 3) | first_look["scenario_id"].isin(topped)]
-    first_look = exclude(first_look, []).copy()
+    first_look = first_look[(first_look["repeat"] <= 3) | first_look["scenario_id"].isin(topped)].copy()
     hit = (first_look["scenario_id"] == "s001") & (first_look["repeat"] == 2)
     first_look.loc[hit, "status"], first_look.loc[hit, "score"] = "excluded", math.nan
     cases["adaptive with an exclusion"] = compare(
