@@ -6,7 +6,7 @@ import contextlib
 import os
 import secrets
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -136,6 +136,22 @@ def operator_instance(environ: Mapping[str, str] | None = None) -> Path | None:
     except OSError:
         return None
     return None if text.startswith(_WRITTEN_BY) else Path(raw).resolve()
+
+
+@contextlib.contextmanager
+def environment(values: Mapping[str, str], restore: Iterable[str] = ()) -> Iterator[None]:
+    """Set these environment variables for the block, then put each back (or remove it), along with
+    any variable named in `restore` that the block itself may set (e.g. DAGSTER_HOME)."""
+    saved = {name: os.environ.get(name) for name in [*values, *restore]}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, old in saved.items():
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
 
 
 def default_home() -> Path:

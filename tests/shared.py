@@ -12,8 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -88,22 +87,6 @@ def track_on_copy(project: Project, template: Path, tmp_path: Path) -> Track:
     root = tmp_path / "eval_home"
     shutil.copytree(template, root)
     return Track(project, EvalHome(root))
-
-
-@contextmanager
-def environment(values: Mapping[str, str]) -> Iterator[None]:
-    """Set these environment variables for the block, then restore each (or remove it): for where
-    `monkeypatch.setenv` cannot scope them, such as each example of a hypothesis test."""
-    old = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in old.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 # --- a real `evaltrack` process over a project copy (the kill -9 tests) ------------------------------

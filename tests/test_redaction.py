@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shared import environment
 
 from eval_assets import redact
+from eval_assets.home import environment
 from eval_assets.redact import SHAPES, Shape, findings, is_secret_env_name, name_problem
 
 

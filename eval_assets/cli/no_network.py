@@ -15,12 +15,10 @@ Dagster to `dagster-events.jsonl` in the canary's home, which the canary's scan 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -31,25 +29,10 @@ from eval_assets.cli.common import home_of
 from eval_assets.cli.orchestrate import instance_for, materialize_build
 from eval_assets.config import load_project, read_yaml_file
 from eval_assets.gates.dogfood.network import record_no_network, record_problems
-from eval_assets.home import EvalHome, project_root
+from eval_assets.home import EvalHome, environment, project_root
 
 EVENTS_DUMP = "dagster-events.jsonl"
 GENERATION_TAG = "evaltrack/generation"
-
-
-@contextlib.contextmanager
-def _environ(**values: str) -> Iterator[None]:
-    names = [*values, "DAGSTER_HOME"]  # instance_for sets DAGSTER_HOME
-    saved = {name: os.environ.get(name) for name in names}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, old in saved.items():
-            if old is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = old
 
 
 def small_project(source: Path, dest: Path) -> Path:
@@ -93,7 +76,10 @@ def dagster_canary_hook(source: Path) -> Callable[[Path, list[str]], list[Path]]
     def hook(home_root: Path, build_ids: list[str]) -> list[Path]:
         root = small_project(source, home_root.parent / "dagster-project")
         home = EvalHome(home_root)
-        with _environ(EVAL_HOME=str(home_root), EVAL_PROJECT_ROOT=str(root)):
+        # instance_for sets DAGSTER_HOME
+        with environment(
+            {"EVAL_HOME": str(home_root), "EVAL_PROJECT_ROOT": str(root)}, restore=["DAGSTER_HOME"]
+        ):
             track = Track(load_project(root), home)
             try:
                 versions = {b: [j.version_id for j in track.judges_for(track.build(b))] for b in build_ids}
