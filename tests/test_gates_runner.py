@@ -678,6 +678,56 @@ def test_a_property_that_held_holds_again_without_drawing_until_the_project_chan
     assert middle > before and len(calls) > middle  # a failure is drawn (and shrunk) every time
 
 
+def test_property_draws_started_ahead_run_in_another_interpreter_and_the_gate_takes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`evaltrack run` starts the property gates' draws before a build's steps: a fresh interpreter
+    draws every property gate of the registry, and the gate then takes the outcome that held there
+    instead of drawing here. A project changed after the start is drawn here (the outcome is of the
+    tree the gate sees), and a child that dies leaves the gate to draw as if nothing started."""
+    from eval_assets.gates import drivers
+    from eval_assets.gates.dogfood import statistics
+
+    project_copy(tmp_path)
+    generator = "eval_assets.gates.dogfood.statistics:check_suites"
+    predicate = "eval_assets.gates.dogfood.statistics:failed_check_blocks"
+    entry = gate("p.ahead", "property", check="eval_assets.gates.drivers:for_all", min_trials=20)
+    write_registry(tmp_path, {"ahead.yaml": {"gates": [{**entry, "generator": generator, "predicate": predicate}]}})
+    calls: list[object] = []
+    held = _counted(statistics.failed_check_blocks, calls)  # the registry's predicate, counted here
+
+    def ctx(root: Path) -> Any:
+        return GateContext(
+            root=root,
+            gate_id="p.ahead",
+            kind="property",
+            build="b1",
+            milestone=0,
+            generator=statistics.check_suites,
+            predicate=held,
+            min_trials=20,
+        )
+
+    drivers.start_draws_ahead(tmp_path)
+    drivers.start_draws_ahead(tmp_path)  # the same root: nothing new is started
+    assert len([r for r in drivers._AHEAD if r == str(tmp_path.resolve())]) == 1
+    outcome = drivers.for_all(ctx(tmp_path))
+    assert outcome.passed and outcome.trials == 20 and outcome.message == "20 trial(s) hold"
+    assert calls == []  # every value was drawn in the other interpreter
+
+    rubric = sorted((tmp_path / "rubrics").glob("*.yaml"))[0]
+    rubric.write_text(rubric.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert drivers.for_all(ctx(tmp_path)).passed and len(calls) >= 20  # changed since: drawn here
+
+    dead = tmp_path / "dead"
+    shutil.copytree(tmp_path, dead, ignore=shutil.ignore_patterns("dead"))
+    monkeypatch.setattr(drivers, "_DRAW_AHEAD", "raise SystemExit(3)")
+    drivers.start_draws_ahead(dead)
+    before = len(calls)
+    again = drivers.for_all(ctx(dead))
+    assert again.passed and again.trials == 20 and len(calls) - before >= 20  # drawn here instead
+
+
 # --- scratch directories of the gates that build a throwaway home or project -------------------------
 
 

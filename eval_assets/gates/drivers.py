@@ -7,7 +7,13 @@ than `min_trials` fails; a converted case without assertions never reaches the d
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +93,73 @@ def each_member(ctx: GateContext) -> Outcome:
 _HELD: dict[tuple[str, ...], Outcome] = {}
 
 
+# The property gates drawn ahead, per resolved root: `start_draws_ahead` draws every property gate of
+# the registry in a fresh interpreter (the same package, the same derandomized draws) while the caller
+# materializes a build's other steps; `for_all` takes the outcomes that held from there, under the very
+# keys it would have stored itself (their digest is the child's: a tree edited since gives other keys,
+# which are then drawn here). A failed, crashed or missing child changes nothing: the gate draws.
+_AHEAD: dict[str, Future[dict[tuple[str, ...], Outcome]]] = {}
+
+_DRAW_AHEAD = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from eval_assets.gates import drivers, load_registry, run_suite
+root = Path(sys.argv[2])
+registry = load_registry(root)
+top = max((g.milestone for g in registry.gates), default=0)
+run_suite(registry, milestone=top, root=root, kinds={"property"}, converted_glob=None)
+held = [[list(key), o.message, list(o.findings), o.trials, o.members] for key, o in drivers._HELD.items()]
+print(json.dumps(held))
+"""
+
+
+def start_draws_ahead(root: Path) -> None:
+    """Start drawing every property gate of the registry under `root` in a fresh interpreter, in the
+    background, unless this root is drawn (or being drawn) in this process already; `for_all` then
+    takes the outcomes that held instead of drawing them. For a command that runs the suite in this
+    process after other work (`evaltrack run`, `demo`): the draws run on another core meanwhile."""
+    root = root.resolve()
+    if str(root) in _AHEAD:
+        return
+    future: Future[dict[tuple[str, ...], Outcome]] = Future()
+
+    def draw() -> None:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-c", _DRAW_AHEAD, str(PACKAGE.parent), str(root)],
+                capture_output=True,
+                text=True,
+                cwd=root,
+                env=env,
+                timeout=600,
+                check=True,
+            )
+            held = {
+                tuple(key): Outcome(True, message, tuple(findings), trials, members)
+                for key, message, findings, trials, members in json.loads(proc.stdout.splitlines()[-1])
+            }
+            future.set_result(held)
+        except BaseException as exc:  # taken as nothing drawn ahead: the gates draw themselves
+            future.set_exception(exc)
+
+    # a daemon thread: a command that ends before its suite runs does not wait for the draws
+    threading.Thread(target=draw, name="draws-ahead", daemon=True).start()
+    _AHEAD[str(root)] = future
+
+
+def _take_ahead(root: str) -> None:
+    """Wait for the draws started ahead for `root`, if any, and keep the outcomes that held."""
+    future = _AHEAD.get(root)
+    if future is None:
+        return
+    try:
+        _HELD.update(future.result())
+    except Exception:  # a child that failed leaves each gate to draw here
+        pass
+
+
 def _callable_name(fn: Any) -> str:
     return f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', repr(fn))}"
 
@@ -117,6 +190,8 @@ def for_all(ctx: GateContext) -> Outcome:
     if not all(n.startswith(f"{PACKAGE.name}.") for n in names):  # source the digest does not cover
         return _draw(ctx, ctx.generator, ctx.predicate)
     key = (ctx.gate_id, *names, str(ctx.min_trials), str(ctx.root.resolve()), _tree_digest(ctx.root))
+    if key not in _HELD:
+        _take_ahead(key[4])
     if key in _HELD:
         return _HELD[key]
     outcome = _draw(ctx, ctx.generator, ctx.predicate)
