@@ -1,6 +1,6 @@
 """Adaptive repeats on the example suite: paid attempts and the report's verdicts, against fixed 5.
 
-    .venv/bin/python benchmarks/adaptive_example_suite.py [--rebuilds 10] [--home DIR]
+    .venv/bin/python benchmarks/adaptive_example_suite.py [--rebuilds 10] [--home DIR] [--plan F/S/T]
 
 The shipped project with `repeats: adaptive`, on the sim provider, through the track's own
 materializations (`materialize_scenario_runs`, `materialize_judge_verdicts`, `build_report`): the
@@ -9,6 +9,8 @@ example rebuild's manifest with subject seeds 100, 101, ...: an A/A comparison e
 candidate (three scenarios broken). Prints per build the attempts paid (fixed count: every scenario's
 `repeats`), the scenarios topped up, and each judge version's report verdict with the looks combined,
 then the mean saving over the rebuilds. A fresh EVAL_HOME under a temporary directory unless `--home`.
+`--plan` sets the adaptive design's bounds (futility / suite / tail, as in decision_calibration.py's
+`--plans`) for this process in place of the shipped ones, so a plan's cost on this suite can be seen.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from eval_assets.capability.track import Track
 from eval_assets.config import load_project
 from eval_assets.home import EvalHome
 from eval_assets.release import build_report
+from eval_assets.stats import AdaptiveDesign
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = "agent-2026-11-28-base"
@@ -52,8 +55,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rebuilds", type=int, default=10, help="unchanged rebuilds (A/A comparisons)")
     parser.add_argument("--home", type=Path, default=None, help="EVAL_HOME to use (default: a temporary one)")
+    parser.add_argument("--plan", default=None, help="futility/suite/tail bounds, e.g. 0.05/0.4/0.15")
     args = parser.parse_args()
-    print(f"load before: {uptime()}")
+    if args.plan:  # every AdaptiveDesign made in this process (the run's, the report's) takes these bounds
+        bounds = tuple(float(x) for x in args.plan.split("/"))
+        defaults = AdaptiveDesign.__init__.__defaults__ or ()
+        AdaptiveDesign.__init__.__defaults__ = (*defaults[:-3], *bounds)
+    plan = "/".join(str(getattr(AdaptiveDesign(), f)) for f in ("futility", "suite_futility", "tail_futility"))
+    print(f"load before: {uptime()}; plan {plan}")
     started = time.perf_counter()
     loaded = load_project(ROOT)
     project = dataclasses.replace(loaded, settings=loaded.settings.model_copy(update={"repeats": "adaptive"}))
