@@ -84,13 +84,13 @@ def test_an_unchanged_tree_is_probed_once_per_process_and_a_changed_file_is_prob
     from eval_assets.gates.dogfood import architecture
 
     probes: list[list[str]] = []
-    real_run = architecture.subprocess.run
+    real_run = architecture.fresh_interpreter
 
-    def counted(args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(code, args, cwd, **kwargs):  # type: ignore[no-untyped-def]
         probes.append(list(args))
-        return real_run(args, **kwargs)
+        return real_run(code, args, cwd, **kwargs)
 
-    monkeypatch.setattr(architecture.subprocess, "run", counted)
+    monkeypatch.setattr(architecture, "fresh_interpreter", counted)
     root = package(tmp_path, {})
     assert run(domain_never_imports_dagster, root).passed
     assert run(domain_never_imports_dagster, root).passed
@@ -114,13 +114,13 @@ def test_a_probe_started_ahead_runs_beside_the_caller_and_the_gate_takes_its_fin
     from eval_assets.gates.dogfood import architecture
 
     threads: list[threading.Thread] = []  # the thread of each probe interpreter started (kept alive: distinct)
-    real_run = architecture.subprocess.run
+    real_run = architecture.fresh_interpreter
 
-    def counted(args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(code, args, cwd, **kwargs):  # type: ignore[no-untyped-def]
         threads.append(threading.current_thread())
-        return real_run(args, **kwargs)
+        return real_run(code, args, cwd, **kwargs)
 
-    monkeypatch.setattr(architecture.subprocess, "run", counted)
+    monkeypatch.setattr(architecture, "fresh_interpreter", counted)
     hidden = 'import importlib\n\nNAME = "dag" + "ster"\nimportlib.import_module(NAME)\n'
     root = package(tmp_path, {"sneaky.py": hidden})
     architecture.start_import_probe(root)

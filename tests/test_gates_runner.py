@@ -632,6 +632,22 @@ def _counted(fn: Any, calls: list[object]) -> Any:
     return counted
 
 
+def _property_context(root: Path, gate_id: str, predicate: Any) -> GateContext:
+    """A property gate's context over `root`: the shipped suites generator, `predicate`, 20 trials."""
+    from eval_assets.gates.dogfood import statistics
+
+    return GateContext(
+        root=root,
+        gate_id=gate_id,
+        kind="property",
+        build="b1",
+        milestone=0,
+        generator=statistics.check_suites,
+        predicate=predicate,
+        min_trials=20,
+    )
+
+
 def test_a_property_that_held_holds_again_without_drawing_until_the_project_changes(tmp_path: Path) -> None:
     """Derandomized draws are a function of the code and the project: the same gate over the same tree
     later in the process is reused, a changed configuration file draws again, a failure never is."""
@@ -641,17 +657,8 @@ def test_a_property_that_held_holds_again_without_drawing_until_the_project_chan
     project_copy(tmp_path)
     calls: list[object] = []
 
-    def ctx(predicate: Any) -> Any:
-        return GateContext(
-            root=tmp_path,
-            gate_id="p.reuse",
-            kind="property",
-            build="b1",
-            milestone=0,
-            generator=statistics.check_suites,
-            predicate=predicate,
-            min_trials=20,
-        )
+    def ctx(predicate: Any) -> GateContext:
+        return _property_context(tmp_path, "p.reuse", predicate)
 
     held = _counted(statistics.failed_check_blocks, calls)
     first = drivers.for_all(ctx(held))
@@ -696,17 +703,8 @@ def test_property_draws_started_ahead_run_in_another_interpreter_and_the_gate_ta
     calls: list[object] = []
     held = _counted(statistics.failed_check_blocks, calls)  # the registry's predicate, counted here
 
-    def ctx(root: Path) -> Any:
-        return GateContext(
-            root=root,
-            gate_id="p.ahead",
-            kind="property",
-            build="b1",
-            milestone=0,
-            generator=statistics.check_suites,
-            predicate=held,
-            min_trials=20,
-        )
+    def ctx(root: Path) -> GateContext:
+        return _property_context(root, "p.ahead", held)
 
     drivers.start_draws_ahead(tmp_path)
     drivers.start_draws_ahead(tmp_path)  # the same root: nothing new is started

@@ -8,9 +8,6 @@ than `min_trials` fails; a converted case without assertions never reaches the d
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -26,6 +23,7 @@ from eval_assets.home import default_home
 from ._cases import CaseError, case_outcome, load_case
 from ._digest import files_digest
 from ._outcome import GateContext, GateFailed, Outcome
+from ._scratch import fresh_interpreter
 
 MAX_REPR = 300
 PACKAGE = Path(__file__).resolve().parents[1]  # the eval_assets package this process runs
@@ -125,17 +123,8 @@ def start_draws_ahead(root: Path) -> None:
     future: Future[dict[tuple[str, ...], Outcome]] = Future()
 
     def draw() -> None:
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         try:
-            proc = subprocess.run(
-                [sys.executable, "-c", _DRAW_AHEAD, str(PACKAGE.parent), str(root)],
-                capture_output=True,
-                text=True,
-                cwd=root,
-                env=env,
-                timeout=600,
-                check=True,
-            )
+            proc = fresh_interpreter(_DRAW_AHEAD, [str(PACKAGE.parent), str(root)], root, check=True)
             held = {
                 tuple(key): Outcome(True, message, tuple(findings), trials, members)
                 for key, message, findings, trials, members in json.loads(proc.stdout.splitlines()[-1])

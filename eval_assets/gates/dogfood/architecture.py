@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -21,6 +18,7 @@ from pathlib import Path
 
 from eval_assets.gates._digest import files_digest
 from eval_assets.gates._outcome import GateContext, Outcome
+from eval_assets.gates._scratch import fresh_interpreter
 
 from ._ast import dotted, parsed, python_files
 from ._tree import project_files
@@ -179,17 +177,8 @@ def _runtime_findings(root: Path, modules: list[str]) -> list[str]:
 def _probe(root: Path, modules: list[str]) -> list[str]:
     findings: list[str] = []
     pending = list(modules)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     while pending:
-        proc = subprocess.run(
-            [sys.executable, "-c", _PROBE, str(root), ORCHESTRATOR, *pending],
-            capture_output=True,
-            text=True,
-            cwd=root,
-            env=env,
-            timeout=600,
-            check=False,
-        )
+        proc = fresh_interpreter(_PROBE, [str(root), ORCHESTRATOR, *pending], root, check=False)
         done = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("[")]
         if not done:
             detail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
