@@ -372,3 +372,58 @@ def test_the_first_look_is_the_vectorised_plan_for_any_floor_budget_design_and_b
             defaults = {k: v for k, v in args.items() if k not in ("alpha", "q", "n_judge_versions")}
             assert first_look(**defaults) == look  # type: ignore[arg-type]
     assert outcomes == {(False, False), (True, False), (False, True)}  # every kind of answer was checked
+
+
+def test_the_first_look_defaults_to_the_releases_budget_at_one_judge_version() -> None:
+    """Case 45 of the property above (budget 0.05/0.05 at one judge version) already blocks at the first
+    look; at two judge versions (half the alpha) it does not, and tops up instead."""
+    look, plan, args = _first_look_case(45)
+    defaults = {k: v for k, v in args.items() if k not in ("alpha", "q", "n_judge_versions")}
+    assert (args["alpha"], args["q"], args["n_judge_versions"]) == (0.05, 0.05, 1)
+    assert look.blocked and not look.top_up and first_look(**defaults) == look  # type: ignore[arg-type]
+    halved = first_look(**defaults, n_judge_versions=2)  # type: ignore[arg-type]
+    assert not halved.blocked and halved.top_up
+
+
+def test_a_first_look_scenario_the_baseline_never_ran_is_not_topped_up() -> None:
+    base, cand = builds(7, 1, 10)
+    candidate = pd.concat(
+        [_frame(cand[0, :, :3]), _frame(np.array([[0.7, 0.8, 0.75]])).assign(scenario_id="zz")], ignore_index=True
+    )
+    look = first_look(_frame(base[0]), candidate, FLOOR, AdaptiveDesign())
+    assert look == FirstLook((), False, 11)
+
+
+def test_first_look_repeats_below_the_floor_open_the_floor_test() -> None:
+    """Three of four first-look repeats below the floor (mean 0.31, above it) against none of the
+    baseline's five: Fisher P(X >= 3), X ~ hypergeometric(9, 3, 4) = 4/84 <= the futility bound 0.05,
+    so the scenario is topped up; its drop alone (repeats 0.1 to 0.95) would not have been."""
+    design = AdaptiveDesign(start=4, maximum=5)
+    base, cand = builds(7, 1, 10)
+    first, baseline = cand[0, :, :4].copy(), base[0].copy()
+    first[2], baseline[2] = [0.1, 0.1, 0.1, 0.95], [0.6, 0.65, 0.7, 0.6, 0.65]
+    assert stats.hypergeom.sf(2, 9, 3, 4) == pytest.approx(4 / 84)
+    assert first_look(_frame(baseline), _frame(first), FLOOR, design).top_up == ("s02",)
+
+
+def test_the_first_look_reads_the_rebuilds_degrees_of_freedom_in_the_band() -> None:
+    """A rebuild's between-build variance estimated on 1 degree of freedom widens the suite's band (a
+    t quantile on few df): the first look's suite test stays closed and only s11 is topped up. Read as
+    known (df 0), the same variance leaves the band narrow and the suite test tops up every scenario.
+    Seeds 937 (builds) and 37 (the shift and the rebuild)."""
+    rng = np.random.default_rng(37)
+    base, cand = builds(937, 1, 14, np.full(14, -rng.uniform(0.0, 0.12)))
+    rebuild = np.clip(base[0] + rng.normal(0, 0.1, (14, 1)), 0, 1)
+    band = noise_band(_frame(base[0]), rebuild=_frame(rebuild))
+    assert band.between_build_df == 1 and band.between_build_var > 0
+    look = first_look(_frame(base[0]), _frame(cand[0, :, :3]), 0.5, AdaptiveDesign(), band=band)
+    assert look.top_up == ("s11",)
+    plan = {
+        df: plan_top_ups(
+            Moments.of(base, 0.5), Moments.of(cand[:, :, :3], 0.5), 0.5, Budget(), AdaptiveDesign(),
+            between=band.between_build_var, between_df=df,
+        )
+        for df in (band.between_build_df, 0)
+    }  # fmt: skip
+    assert np.flatnonzero(plan[1].repeats[0]).tolist() == [11]
+    assert (plan[0].repeats[0] > 0).all()

@@ -6,7 +6,9 @@ import json
 import math
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,7 +24,9 @@ from eval_assets.stats import (
     CheckOutcome,
     CheckSuiteEvidence,
     CrossJudgeVersionError,
+    Finding,
     Interval,
+    NoiseBand,
     compare,
     decide,
     exact_separation_p,
@@ -561,3 +565,469 @@ def test_the_cross_judge_refusal_reads_whole_without_a_baseline_name_or_any_vers
         "(one materialization of judge_verdicts for the baseline), or run the bridge between the versions."
     )
     assert "(it has safety-v1, safety-v3)" in str(CrossJudgeVersionError.for_versions("b1", "v2", ["safety-v1", "safety-v3"]))
+
+
+# --- a report's figures by hand: labels, intervals, per-scenario rows, the band and level asked ------
+
+HAND_BASE = np.array(
+    [[0.9, 0.8, 0.7, 0.8], [0.5, 0.1, 0.6, 0.4], [0.3, 0.2, 0.1, 0.2], [0.6, 0.6, 0.7, 0.7], [0.8, 0.9, 0.9, 0.8]]
+)
+HAND_CAND = np.array(
+    [[0.8, 0.7, 0.7, 0.8], [0.5, 0.4, 0.6, 0.4], [0.1, 0.1, 0.05, 0.2], [0.6, 0.7, 0.7, 0.7], [0.9, 0.9, 0.9, 0.8]]
+)
+
+
+def test_a_hand_computed_report_carries_its_labels_pass_rates_and_every_scenarios_figures() -> None:
+    """Five scenarios of four repeats, floor 0.15: the baseline has one repeat below it in s001 and s002
+    (pass rate (1 + 3/4 + 3/4 + 1 + 1) / 5 = 0.9), the candidate three in s002 (pass rate 0.85); s002's
+    Fisher floor test is P(X >= 3), X ~ hypergeometric(8 repeats, 4 below, 4 drawn) = 17/70."""
+    report = compare(
+        frame_from(HAND_BASE), frame_from(HAND_CAND), FLOOR, judge_version="j-v1",
+        baseline_build="b-base", candidate_build="b-cand", aa_replications=0,
+    )  # fmt: skip
+    assert (report.candidate_build, report.baseline_build, report.judge_version) == ("b-cand", "b-base", "j-v1")
+    assert (report.floor, report.decided_nothing, report.aa_replications, report.aa_block_rate) == (FLOOR, None, 0, None)
+    assert report.aa_text() == "false-alarm rate of this procedure on this suite: not simulated"
+    optimal = noise_band(frame_from(HAND_BASE)).optimal_repeats()
+    assert optimal is not None and report.optimal_repeats == pytest.approx(optimal)
+    cand_i, base_i = report.candidate_intervals, report.baseline_intervals
+    assert cand_i is not None and base_i is not None
+    assert (cand_i.pass_rate, base_i.pass_rate) == (pytest.approx(0.85), pytest.approx(0.9))
+    assert (cand_i.mean, base_i.mean) == (pytest.approx(HAND_CAND.mean()), pytest.approx(HAND_BASE.mean()))
+    rows = [finding(report, "floor_drop", f"s00{i}") for i in range(5)]
+    differences = HAND_CAND.mean(axis=1) - HAND_BASE.mean(axis=1)  # -0.05, 0.075, -0.0875, 0.025, 0.025
+    assert [r.statistic for r in rows] == pytest.approx(differences.tolist())
+    p = np.array([r.p_value for r in rows], dtype=float)
+    assert [r.q_value for r in rows] == pytest.approx(stats.false_discovery_control(p, method="bh").tolist())
+    assert "; Fisher floor p=0.243; fell below the floor 0.15" in rows[2].detail
+    assert stats.hypergeom.sf(2, 8, 4, 4) == pytest.approx(17 / 70)
+    assert all("Fisher floor p=1;" in r.detail or r.detail.endswith("Fisher floor p=1") for r in rows[:2])
+    assert list(report.scenarios["verdict"]) == [r.verdict for r in rows]
+    assert set(report.scenarios["verdict"]) <= {"ok", "investigate", "block"}
+
+
+def test_without_a_floor_no_pass_rate_and_the_level_asked_sets_band_and_intervals() -> None:
+    _, base, cand = pair(n=20)
+    report = compare(frame_from(base), frame_from(cand), None, level=0.9, aa_replications=0)
+    band = noise_band(frame_from(base), level=0.9)
+    assert report.candidate_intervals is not None and report.baseline_intervals is not None
+    assert (report.candidate_intervals.pass_rate, report.baseline_intervals.pass_rate) == (None, None)
+    assert report.candidate_intervals.level == report.baseline_intervals.level == 0.9
+    assert band.half_width is not None and report.band_half_width == pytest.approx(band.half_width)
+    assert report.band_half_width != pytest.approx(noise_band(frame_from(base)).half_width)
+    half_widths = band.scenarios.set_index("scenario_id")["half_width"]
+    assert report.scenarios["half_width"].to_numpy() == pytest.approx(half_widths.loc[report.scenarios["scenario_id"]].to_numpy())
+    assert ", 90% CI [" in finding(report, "mean_drop").detail
+
+
+def rebuilt_band(base: np.ndarray, seed: int = 77) -> NoiseBand:
+    """The baseline's band with a registered rebuild (its scores redrawn, seed `seed`): between-build variance."""
+    rebuild = draws(np.clip(base.mean(axis=1) + 0.03, 0, 1), seed)
+    return noise_band(frame_from(base), rebuild=frame_from(rebuild))
+
+
+def test_a_band_with_a_registered_rebuild_is_the_one_used_and_the_mean_finding_names_it() -> None:
+    _, base, cand = pair(n=30)
+    band = rebuilt_band(base)
+    assert band.between_build_var > 0 and band.between_build_df >= 1 and band.half_width is not None
+    report = compare(frame_from(base), frame_from(cand), FLOOR, band, aa_replications=0)
+    assert report.band_half_width == pytest.approx(band.half_width)
+    assert report.band_half_width != pytest.approx(noise_band(frame_from(base)).half_width)
+    detail = finding(report, "mean_drop").detail
+    assert f"between-build variance {band.between_build_var:.3g} from a registered rebuild" in detail
+
+
+def test_every_re_evaluation_and_the_aa_simulation_use_the_reports_own_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The report's rules, the sensitivity check's two refills (worst score, baseline mean) and the A/A
+    simulation all run with the report's floor, band (between-build variance and its df), level, looks
+    of the adaptive design and A/A seed: a refill or a simulation under other settings answers another
+    question than the report's. The refills run over one scenario more than the report (s003, which
+    the candidate lost entirely: every repeat excluded), so their first look is the report's with s003
+    put in its place with no repeats and not topped up."""
+    from eval_assets.stats import _compare
+
+    calls: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {"evaluate": [], "aa_rates": []}
+
+    def spy(name: str, real: Any) -> Any:
+        def record(*args: Any, **kwargs: Any) -> Any:
+            calls[name].append((args, kwargs))
+            return real(*args, **kwargs)
+
+        return record
+
+    monkeypatch.setattr(_compare, "evaluate", spy("evaluate", _compare.evaluate))
+    monkeypatch.setattr(_compare, "aa_rates", spy("aa_rates", _compare.aa_rates))
+    _, base, cand = pair(n=12, seed=4)
+    band = rebuilt_band(base)
+    candidate = _one_based(exclude(frame_from(cand), ["s003"]))
+    candidate = candidate[(candidate["repeat"] <= 3) | candidate["scenario_id"].isin(["s000", "s001"])].copy()
+    hit = (candidate["scenario_id"] == "s005") & (candidate["repeat"] == 2)
+    candidate.loc[hit, "status"], candidate.loc[hit, "score"] = "excluded", math.nan
+    design = AdaptiveDesign()
+    report = compare(
+        _one_based(frame_from(base)), candidate, FLOOR, band, level=0.9, aa_replications=5, aa_seed=11,
+        design=design,
+    )  # fmt: skip
+    assert "s003" not in set(report.scenarios["scenario_id"]) and len(report.scenarios) == 11
+    assert len(calls["evaluate"]) == 3  # the report's, then the two refills
+    settings = {"between": band.between_build_var, "between_df": band.between_build_df, "level": 0.9}
+    for args, kwargs in calls["evaluate"]:
+        assert args[2] == FLOOR and {k: kwargs[k] for k in settings} == settings
+        assert kwargs["looks"] is not None and kwargs["looks"].shares == design.shares(0.05 * 0.05)
+    first = calls["evaluate"][0][1]["looks"]
+    assert first.topped[0].tolist() == [True, True] + [False] * 9
+    assert first.interim.n[0].tolist() == [3.0] * 4 + [2.0] + [3.0] * 6  # s005 lost its repeat 2
+    present = [0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11]  # the refills' positions of the report's scenarios
+    for _, kwargs in calls["evaluate"][1:]:
+        looks = kwargs["looks"]
+        assert looks.topped.dtype == bool and looks.topped[0].tolist() == first.topped[0].tolist()[:3] + [False] + first.topped[0].tolist()[3:]
+        for field in ("n", "mean", "var", "below"):
+            got = np.asarray(getattr(looks.interim, field), dtype=float)
+            assert np.array_equal(got[0, present], getattr(first.interim, field)[0], equal_nan=True), field
+        absent = [float(getattr(looks.interim, f)[0, 3]) for f in ("n", "mean", "var", "below")]
+        assert absent[0] == 0.0 and math.isnan(absent[1]) and math.isnan(absent[2]) and absent[3] == 0.0
+    (args, kwargs), = calls["aa_rates"]
+    assert args[1] == FLOOR and (kwargs["between"], kwargs["between_df"]) == (settings["between"], settings["between_df"])
+    assert (kwargs["replications"], kwargs["seed"], kwargs["design"]) == (5, 11, design)
+
+
+# --- the policy finding and the reasons: every scenario named, at most ten, the rest counted -------------
+
+
+def policy_detail(failing: list[str], outputs: int, baseline: str) -> str:
+    shown = [f"{sid} (candidate 1 of 5 attempts with output, {baseline})" for sid in failing]
+    more = f"; and {len(shown) - 10} more" if len(shown) > 10 else ""
+    return (
+        f"policy failures in the candidate in {len(failing)} scenario(s), {len(failing)} of {outputs} attempts "
+        f"with output (baseline 0 of {outputs}): {'; '.join(shown[:10])}{more}; any policy failure blocks, "
+        "whatever the baseline did and whatever the scores"
+    )
+
+
+@pytest.mark.parametrize("failing", [10, 11])
+def test_the_policy_finding_names_ten_scenarios_and_counts_the_rest(failing: int) -> None:
+    _, base, cand = pair(n=12)
+    candidate = frame_from(cand)
+    candidate.loc[candidate["repeat"] == 0, "policy_failures"] = [1] * failing + [0] * (12 - failing)
+    policy = finding(compare(frame_from(base), candidate, FLOOR, aa_replications=0), "policy_failures")
+    ids = [f"s{i:03d}" for i in range(failing)]
+    assert (policy.verdict, policy.rule, policy.statistic) == ("block", "any", float(failing))
+    assert policy.detail == policy_detail(ids, 60, "baseline 0 of 5")
+
+
+def test_a_policy_failure_where_the_baseline_has_no_such_scenario_or_no_baseline_says_n_a() -> None:
+    _, base, cand = pair(n=6)
+    candidate = frame_from(cand, [f"s{i:03d}" for i in range(5)] + ["new"])
+    candidate.loc[candidate["scenario_id"] == "new", "policy_failures"] = [1, 0, 0, 0, 0]
+    policy = finding(compare(frame_from(base), candidate, FLOOR, aa_replications=0), "policy_failures")
+    assert policy.detail == policy_detail(["new"], 30, "baseline n/a")
+    alone = finding(compare(None, candidate, FLOOR), "policy_failures")
+    assert alone.verdict == "block"
+    assert alone.detail == policy_detail(["new"], 30, "baseline n/a").replace("(baseline 0 of 30)", "(no baseline)")
+
+
+def test_a_policy_check_without_failures_counts_zero_and_without_output_says_no_check_ran() -> None:
+    _, base, cand = pair(n=10)
+    clean = finding(compare(frame_from(base), frame_from(cand), FLOOR, aa_replications=0), "policy_failures")
+    assert (clean.verdict, clean.statistic, clean.rule) == ("ok", 0.0, "")
+    assert clean.detail == (
+        "no policy failure in the candidate: 0 of 50 attempts with output (baseline 0 of 50 attempts with "
+        "output had one)"
+    )
+    candidate = exclude(frame_from(cand), [f"s{i:03d}" for i in range(10)]).assign(has_output=False)
+    silent = finding(compare(frame_from(base), candidate, FLOOR), "policy_failures")
+    assert (silent.verdict, silent.statistic) == ("info", None)
+    assert silent.detail == "the candidate has no attempt with output: no policy check ran"
+
+
+@pytest.mark.parametrize("named", [10, 11])
+def test_a_reason_names_ten_scenarios_and_counts_the_rest(named: int) -> None:
+    _, base, cand = pair(n=12)
+    report = compare(frame_from(base), frame_from(cand), FLOOR, aa_replications=0)
+    blocks = tuple(
+        Finding("floor_drop", f"s{i:03d}", -0.5, 1e-9, 1e-9, "block", "collapsed", "collapse") for i in range(named)
+    )
+    reasons = replace(report, findings=blocks).reasons()
+    assert len(reasons) == 1 and reasons[0].scenario_ids == tuple(f"s{i:03d}" for i in range(named))
+    shown = ", ".join(f"s{i:03d}" for i in range(10)) + (" and 1 more" if named == 11 else "")
+    label = "scenario fell below the rubric floor (mean or most repeats) where the baseline's did not (Holm)"
+    assert reasons[0].message == f"{label}: {shown}"
+
+
+# --- judge versions: which build, which version -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("role", ["candidate", "baseline"])
+def test_a_build_mixing_judge_versions_is_named_in_the_refusal(role: str) -> None:
+    _, base, cand = pair(n=10)
+    frames = {"baseline": frame_from(base), "candidate": frame_from(cand)}
+    frames[role] = frames[role].assign(judge_version=["v1", "v2"] * 25)
+    with pytest.raises(CrossJudgeVersionError) as refusal:
+        compare(frames["baseline"], frames["candidate"], FLOOR)
+    assert str(refusal.value) == f"the {role}'s verdicts span judge versions v1, v2; a report compares one only"
+
+
+def test_a_candidate_under_another_judge_version_than_asked_is_refused_naming_both() -> None:
+    _, base, cand = pair(n=10)
+    with pytest.raises(CrossJudgeVersionError) as refusal:
+        compare(frame_from(base), frame_from(cand).assign(judge_version="v2"), FLOOR, judge_version="v1")
+    assert str(refusal.value) == "the candidate's verdicts are under judge version v2, not v1"
+
+
+def test_the_judge_version_is_the_baselines_when_only_the_baseline_names_one() -> None:
+    _, base, cand = pair(n=10)
+    report = compare(frame_from(base).assign(judge_version="v1"), frame_from(cand), FLOOR, aa_replications=0)
+    assert report.judge_version == "v1" and report.source.startswith("judge v1, ")
+
+
+# --- a report that decided nothing: the exact reason, the exclusions row, each build's intervals --------
+
+
+WHY_NOTHING = {
+    # case: (baseline and candidate from the A/A pair, with build names?, the reason)
+    "baseline without verdicts, named": (
+        lambda b, c: (pd.DataFrame(), c), True, "no verdicts for the baseline b1: decides nothing"
+    ),
+    "baseline without verdicts, unnamed": (
+        lambda b, c: (pd.DataFrame(), c), False, "no verdicts for the baseline: decides nothing"
+    ),
+    "candidate excluded, named": (
+        lambda b, c: (b, exclude(c, list(c["scenario_id"]))), True,
+        "every repeat of the candidate b2 was excluded: decides nothing",
+    ),
+    "one scenario": (
+        lambda b, c: (b.head(5), c.head(5)), False,
+        "1 scenario(s) with scored repeats in both builds: no inference over scenarios is possible (need at "
+        "least 2): decides nothing",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(WHY_NOTHING))
+def test_a_report_that_decided_nothing_says_exactly_why_and_does_not_run_the_sensitivity(case: str) -> None:
+    make, named, why = WHY_NOTHING[case]
+    _, base, cand = pair(n=10)
+    baseline, candidate = make(frame_from(base), frame_from(cand))
+    names = {"baseline_build": "b1", "candidate_build": "b2"} if named else {}
+    report = compare(baseline, candidate, FLOOR, **names)  # type: ignore[arg-type]
+    assert report.decided_nothing == why
+    excl = finding(report, "exclusions")
+    assert excl.detail.endswith(f"; sensitivity not run: {why}") and excl.rule == ""
+    assert [r.severity for r in report.reasons()] == ["none"]
+    if case.startswith("baseline without verdicts"):
+        assert report.baseline_intervals is None and report.candidate_intervals is not None
+        assert excl.detail.startswith(
+            "excluded repeats: baseline 0/0 (n/a), candidate 0/50 (0.0%); two-sided Fisher p=n/a for a change in rate"
+        )
+
+
+def test_two_scenarios_in_common_are_enough_to_decide() -> None:
+    report = compare(frame_from(HAND_BASE[:2]), frame_from(HAND_CAND[:2]), FLOOR, aa_replications=0)
+    assert report.decided_nothing is None and len(report.scenarios) == 2
+    assert finding(report, "evidence").detail.startswith("insufficient evidence: 2 scenarios compared (need 5)")
+
+
+def test_a_report_without_a_baseline_carries_the_candidates_own_intervals() -> None:
+    """One scenario of four repeats, one of them below the floor: pass rate 3/4, mean 0.55."""
+    report = compare(None, frame_from(np.array([[0.1, 0.6, 0.7, 0.8]])), FLOOR)
+    assert report.decided_nothing == "no baseline: decides nothing" and report.baseline_intervals is None
+    intervals = report.candidate_intervals
+    assert intervals is not None and intervals.n_scenarios == 1
+    assert (intervals.mean, intervals.pass_rate, intervals.k) == (pytest.approx(0.55), pytest.approx(0.75), 4)
+
+
+def test_the_pass_rates_of_a_report_that_decided_nothing_count_each_builds_repeats_below_the_floor() -> None:
+    base = frame_from(np.array([[0.9, 0.8, 0.9], [0.2, 0.3, 0.2], [0.5, 0.5, 0.6]]))
+    cand = frame_from(np.array([[0.4, 0.5, 0.4], [0.6, 0.7, 0.6]]), ["s000", "other"])
+    report = compare(base, cand, 0.25)  # one scenario in common: decides nothing
+    assert report.decided_nothing is not None
+    assert report.candidate_intervals is not None and report.baseline_intervals is not None
+    assert report.candidate_intervals.pass_rate == pytest.approx(1.0)  # no candidate repeat below 0.25
+    assert report.baseline_intervals.pass_rate == pytest.approx((1 + 1 / 3 + 1) / 3)  # s001: 0.2, 0.2 below
+
+
+# --- which scenarios are compared, and the exclusions row ----------------------------------------------
+
+
+def test_a_scenario_the_baseline_never_scored_is_not_compared() -> None:
+    _, base, cand = pair(n=10)
+    baseline = all_failed(frame_from(base)).where(lambda f: f["scenario_id"] == "s004", frame_from(base))
+    report = compare(baseline, frame_from(cand), FLOOR, aa_replications=0)
+    assert "s004" not in set(report.scenarios["scenario_id"]) and len(report.scenarios) == 9
+    assert finding(report, "evidence").statistic == 9.0
+
+
+def test_exclusions_in_both_builds_are_compared_with_fisher_by_hand() -> None:
+    """Baseline 5 of 50 excluded (10%), candidate 15 of 50 (30%): change +0.2, two-sided Fisher exact on
+    [[15, 35], [5, 45]]."""
+    _, base, cand = pair(n=10)
+    report = compare(
+        exclude(frame_from(base), ["s009"]), exclude(frame_from(cand), ["s000", "s001", "s002"]), FLOOR,
+        aa_replications=0,
+    )  # fmt: skip
+    excl = finding(report, "exclusions")
+    assert excl.statistic == pytest.approx(0.2)
+    assert excl.p_value == pytest.approx(stats.fisher_exact([[15, 35], [5, 45]]).pvalue)
+    assert excl.detail.startswith("excluded repeats: baseline 5/50 (10.0%), candidate 15/50 (30.0%);")
+
+
+# --- the sensitivity check: over the scenarios the baseline scored, and what it says when nothing flips ----
+
+
+def test_the_sensitivity_counts_the_exclusions_of_scenarios_the_baseline_scored_and_says_when_it_holds() -> None:
+    """The baseline scored nothing in s000 and once in s001; the candidate lost two repeats in s000 and
+    one each in s001 and s002: the check refills the 2 of s001 and s002 (s000 cannot be compared). The
+    baseline's one-repeat s001 makes the evidence thin (investigate) whatever the refill, a worst score of
+    0.75 (near the scores) blocks nothing: the verdict holds."""
+    _, base, cand = pair(n=10)
+    baseline = frame_from(base)
+    baseline.loc[baseline["scenario_id"] == "s000", ["status", "score"]] = ["failed", math.nan]
+    baseline.loc[(baseline["scenario_id"] == "s001") & (baseline["repeat"] > 0), ["status", "score"]] = [
+        "failed",
+        math.nan,
+    ]
+    candidate = frame_from(cand)
+    lost = ((candidate["scenario_id"] == "s000") & (candidate["repeat"] < 2)) | (
+        candidate["scenario_id"].isin(["s001", "s002"]) & (candidate["repeat"] == 0)
+    )
+    candidate.loc[lost, ["status", "score"]] = ["excluded", math.nan]
+    report = compare(baseline, candidate, FLOOR, worst_score=0.75, aa_replications=0)
+    assert report.verdict == "investigate"
+    excl = finding(report, "exclusions")
+    assert excl.detail.endswith(
+        "; sensitivity (2 excluded candidate repeats) — filled with the worst score: investigate; filled with "
+        "the baseline mean: investigate; the score verdict (investigate) holds"
+    )
+    assert excl.rule == ""
+
+
+# --- the mean and concentrated findings ------------------------------------------------------------------
+
+
+def test_a_mean_drop_without_a_band_investigates_and_asks_for_repeats() -> None:
+    """One repeat per scenario: the baseline has no noise band; a significant drop investigates under
+    the rule `no_band`, whose advice is to run at least two repeats."""
+    _, base, cand = pair(n=30)
+    report = compare(frame_from(base[:, :1]), frame_from(np.clip(cand[:, :1] - 0.05, 0, 1)), None, aa_replications=0)
+    mean = finding(report, "mean_drop")
+    assert (mean.verdict, mean.rule) == ("investigate", "no_band") and "noise band +/-n/a" in mean.detail
+    advice = [r.advice for r in report.reasons() if r.finding == "mean_drop"]
+    assert advice == ["run at least 2 repeats per scenario so the baseline has a noise band"]
+
+
+def test_identical_differences_have_no_p_values_and_the_detail_says_so() -> None:
+    _, base, _ = pair(n=20)
+    detail = finding(compare(frame_from(base), frame_from(base - 0.3), None, aa_replications=0), "mean_drop").detail
+    assert (
+        "paired t one-sided p=n/a; p(drop beyond band, band uncertainty included)=n/a; every scenario moved alike "
+        "(zero spread): compared to the band directly; blocks under weighted Holm"
+    ) in detail
+
+
+@pytest.mark.parametrize(("drop", "over"), [(0.15, 30), (0.3, 29)])
+def test_the_concentrated_test_is_rerun_without_a_scenario_blocked_alone_only_when_it_rejected(
+    drop: float, over: int
+) -> None:
+    """s003 falls alone and blocks on its own drop. At 0.15 the concentrated test over all 30 scenarios
+    does not reject and is reported as it is; at 0.3 it rejects because of s003 alone, so it is run
+    again over the other 29, where it no longer holds (s003 is already named)."""
+    _, base, cand = pair(n=30)
+    cand[3] = np.clip(cand[3] - drop, 0, 1)
+    report = compare(frame_from(base), frame_from(cand), FLOOR, aa_replications=0)
+    assert finding(report, "floor_drop", "s003").verdict == "block"
+    conc = finding(report, "concentrated_drop")
+    assert conc.verdict == "ok" and conc.statistic is not None
+    assert f"median-centred differences = {conc.statistic:.3g} over {over} scenarios" in conc.detail
+
+
+def test_a_first_look_below_the_floor_counts_in_the_floor_test_of_a_scenario_not_topped_up() -> None:
+    """Adaptive repeats (start 3 of 5): s004 was not topped up and all three of its first-look repeats
+    fell below the floor, against none of the baseline's five. Its floor p is the first look's alone,
+    divided by that look's share of alpha: (1 / C(8, 3)) / w1. s005 has no first-look repeat at all (its
+    two verdicts are the top-up's): no first look to combine, and it is still compared."""
+    design = AdaptiveDesign()
+    _, base, cand = pair(n=12, seed=4)
+    cand[4, :3] = 0.1
+    candidate = _one_based(frame_from(cand))
+    topped = candidate["scenario_id"].isin(["s000", "s001", "s005"])
+    keep = ((candidate["repeat"] <= 3) | topped) & ((candidate["scenario_id"] != "s005") | (candidate["repeat"] > 3))
+    report = compare(_one_based(frame_from(base)), candidate[keep], FLOOR, design=design, aa_replications=0)
+    w1 = design.shares(0.05 * 0.05)[0]
+    assert 0.03 < w1 < 0.04
+    expected = (1 / math.comb(8, 3)) / w1
+    assert f"Fisher floor p={expected:.3g};" in finding(report, "floor_drop", "s004").detail
+    assert "s005" in set(report.scenarios["scenario_id"])
+
+
+def test_the_sensitivity_names_both_fills_when_both_flip_the_verdict() -> None:
+    """Seven of 30 scenarios dropped by 0.08 and lost four of their five repeats: with one scored repeat
+    each they make the evidence thin (investigate). Filled with the worst score they block; filled with
+    the baseline's mean the drop and the thinness are gone (ok): the verdict flips both ways."""
+    _, base, cand = pair(n=30, seed=3)
+    dropped = [1, 4, 8, 12, 16, 20, 24]
+    cand[dropped] -= 0.08
+    candidate = frame_from(cand)
+    lost = candidate["scenario_id"].isin([f"s{i:03d}" for i in dropped]) & (candidate["repeat"] >= 1)
+    candidate.loc[lost, ["status", "score"]] = ["excluded", math.nan]
+    report = compare(frame_from(base), candidate, None, aa_replications=0)
+    assert report.verdict == "investigate" and finding(report, "evidence").rule == "insufficient"
+    excl = finding(report, "exclusions")
+    assert excl.detail.endswith(
+        "— filled with the worst score: block; filled with the baseline mean: ok; the score verdict FLIPS from "
+        "investigate when filled with the worst score and the baseline mean"
+    )
+    assert excl.rule == "sensitivity_flip"
+
+
+def test_a_scenario_blocked_by_the_floor_test_alone_is_left_out_of_the_concentrated_retest() -> None:
+    """20 repeats a scenario (skills seed 8, draws seeds 1 and 2). s003: the baseline scores 0.5 twenty
+    times, the candidate 0.1 twelve times and 1.0 eight (mean 0.46: no significant drop), so only the
+    Fisher floor test blocks it: P(X >= 12), X ~ hypergeometric(40, 12, 20) = C(20, 12) / C(40, 12).
+    s010 and s011 drop by 0.3 and block on their drops; the concentrated test rejects, and is run again
+    without all three scenarios blocked on their own: over 27 scenarios."""
+    skills = np.random.default_rng(8).uniform(0.6, 0.9, 30)
+    base, cand = draws(skills, 1, k=20), draws(skills, 2, k=20)
+    base[3], cand[3] = 0.5, [0.1] * 12 + [1.0] * 8
+    cand[[10, 11]] -= 0.3
+    report = compare(frame_from(base), frame_from(cand), FLOOR, aa_replications=0)
+    s003 = finding(report, "floor_drop", "s003")
+    assert (s003.verdict, s003.rule) == ("block", "floor_test")
+    assert f"Fisher floor p={math.comb(20, 12) / math.comb(40, 12):.3g};" in s003.detail
+    assert [finding(report, "floor_drop", sid).rule for sid in ("s010", "s011")] == ["drop", "drop"]
+    assert " over 27 scenarios, " in finding(report, "concentrated_drop").detail
+
+
+def test_a_scenario_lost_with_its_only_attempt_is_refilled_by_the_sensitivity_check() -> None:
+    """The candidate ran s000 once and that attempt was excluded: the report cannot compare s000 (ok), but
+    the sensitivity check refills it as one repeat: at the worst score (0) the report would block, at the
+    baseline's mean nothing moves."""
+    _, base, cand = pair(n=20)
+    candidate = frame_from(cand)
+    candidate = candidate[(candidate["scenario_id"] != "s000") | (candidate["repeat"] == 0)].copy()
+    candidate.loc[candidate["scenario_id"] == "s000", ["status", "score"]] = ["excluded", math.nan]
+    report = compare(frame_from(base), candidate, FLOOR, aa_replications=0)
+    assert report.verdict == "ok" and "s000" not in set(report.scenarios["scenario_id"])
+    assert finding(report, "exclusions").detail.endswith(
+        "sensitivity (1 excluded candidate repeats) — filled with the worst score: block; filled with the "
+        "baseline mean: ok; the score verdict FLIPS from ok when filled with the worst score"
+    )
+
+
+def test_a_scenario_the_moderated_t_cannot_test_has_no_p_or_q_and_bh_runs_over_the_others() -> None:
+    """Twenty scenarios of two repeats whose spreads range over three orders of magnitude (seed 1): the
+    variance prior has less than one degree of freedom, so s000, one repeat in each build, has nothing
+    to test with. It gets no p and no q; the other scenarios' q are Benjamini-Hochberg over their 19 p."""
+    rng = np.random.default_rng(1)
+    sds, means = np.exp(rng.uniform(-7, -0.5, 20)), rng.uniform(0.3, 0.7, 20)
+    base, cand = (np.clip(means[:, None] + sds[:, None] * rng.standard_normal((20, 2)), 0, 1) for _ in range(2))
+    frames = [frame_from(x) for x in (base, cand)]
+    baseline, candidate = (f[(f["scenario_id"] != "s000") | (f["repeat"] == 0)] for f in frames)
+    report = compare(baseline, candidate, None, aa_replications=0)
+    s000 = finding(report, "floor_drop", "s000")
+    assert (s000.p_value, s000.q_value, s000.verdict) == (None, None, "ok")
+    rows = report.scenarios.set_index("scenario_id")
+    assert rows["q_value"].isna().tolist() == [True] + [False] * 19
+    tested = rows["p_value"].to_numpy(dtype=float)[1:]
+    assert rows["q_value"].to_numpy(dtype=float)[1:] == pytest.approx(stats.false_discovery_control(tested))
