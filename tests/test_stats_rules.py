@@ -346,3 +346,56 @@ def test_the_own_variance_tail_family_contains_the_rule_and_moderates_only_the_n
     assert tight.df[0, 1] == own_df and tight.se[0, 1] == rule.se[0, 1]  # an outlier keeps its own
     outcome = evaluate(b, c, FLOOR, Budget(), own_variance_tail=0.05)
     np.testing.assert_array_equal(outcome.tests.df, tight.df)
+
+
+# --- the rules' boundaries and the band's terms, by hand (survivors of the rules' mutation run) -------
+
+
+def test_weighted_holm_rejects_a_p_value_exactly_at_its_threshold() -> None:
+    """Holm rejects at p_(j) <= alpha w_(j) / remaining weight: at equality too. 0.025 is exactly
+    0.05 / 2 in binary, so the first step is at its threshold, and the second (0.05 <= 0.05 / 1) too."""
+    p = np.array([[0.025, 0.05], [0.0251, 0.05]])
+    w = np.ones((2, 2))
+    assert weighted_holm(p, w, 0.05).tolist() == [[True, True], [False, False]]
+
+
+def test_a_scenario_with_no_scored_repeat_has_no_mean_and_a_score_at_the_floor_is_not_below_it() -> None:
+    """`Moments.of`: a scenario none of whose repeats scored has n 0 and NaN mean and variance (never a
+    mean of 0, which would read as a collapse); a repeat scored exactly at the floor is not below it."""
+    scores = np.array([[[np.nan, np.nan, np.nan], [FLOOR, 0.1, 0.9]]])
+    moments = Moments.of(scores, FLOOR)
+    assert moments.n.tolist() == [[0.0, 3.0]]
+    assert math.isnan(moments.mean[0, 0]) and math.isnan(moments.var[0, 0])
+    assert moments.below.tolist() == [[0.0, 1.0]]  # 0.1 only
+    assert moments.below.dtype == float and moments.n.dtype == float
+
+
+def test_the_band_counts_every_baseline_scenario_with_two_scored_repeats_by_hand() -> None:
+    """The suite band of `mean_test` by hand, per row of a two-row (vectorised) input: the usable
+    baseline scenarios are those with at least two scored repeats (a scenario with exactly two counts,
+    one with one does not, and adds nothing), V = sum(2 s_i^2 / K_i) / n^2 + 2 tau^2, its
+    Welch-Satterthwaite df with the rebuild's df, and the half-width t(0.975, df) sqrt(V)."""
+    base_scores = np.array(
+        [
+            [[0.6, 0.8, np.nan], [0.5, 0.7, 0.9], [0.4, np.nan, np.nan]],  # K = 2, 3, 1
+            [[0.2, 0.4, 0.9], [0.5, 0.5, 0.8], [0.3, 0.6, 0.6]],  # K = 3, 3, 3
+        ]
+    )
+    base = Moments.of(base_scores, FLOOR)
+    cand = Moments.of(base_scores - 0.05, FLOOR)
+    tests = scenario_tests(base, cand, FLOOR)
+    between, between_df, level = 0.0004, 3, 0.95
+    result = mean_test(tests, base, between, between_df, level)
+    for row in range(2):
+        usable = [i for i in range(3) if np.sum(np.isfinite(base_scores[row, i])) >= 2]
+        terms = []
+        for i in usable:
+            x = base_scores[row, i][np.isfinite(base_scores[row, i])]
+            terms.append((2.0 * np.var(x, ddof=1) / len(x), len(x)))
+        n = len(usable)
+        v = sum(u for u, _ in terms) / n**2 + 2.0 * between
+        denominator = sum((u / n**2) ** 2 / (k - 1) for u, k in terms) + (2.0 * between) ** 2 / between_df
+        df = v**2 / denominator
+        assert result.band[row] == pytest.approx(stats.t.ppf(0.5 + level / 2, df) * math.sqrt(v), rel=1e-12)
+        assert result.band_df[row] == pytest.approx(df, rel=1e-12)
+    assert len([i for i in range(3) if np.sum(np.isfinite(base_scores[0, i])) >= 2]) == 2  # the K = 2 one counts
