@@ -178,9 +178,10 @@ def for_all(ctx: GateContext) -> Outcome:
     names = (_callable_name(ctx.generator), _callable_name(ctx.predicate))
     if not all(n.startswith(f"{PACKAGE.name}.") for n in names):  # source the digest does not cover
         return _draw(ctx, ctx.generator, ctx.predicate)
-    key = (ctx.gate_id, *names, str(ctx.min_trials), str(ctx.root.resolve()), _tree_digest(ctx.root))
+    root = str(ctx.root.resolve())
+    key = (ctx.gate_id, *names, str(ctx.min_trials), root, _tree_digest(ctx.root))
     if key not in _HELD:
-        _take_ahead(key[4])
+        _take_ahead(root)
     if key in _HELD:
         return _HELD[key]
     outcome = _draw(ctx, ctx.generator, ctx.predicate)
