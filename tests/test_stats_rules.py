@@ -6,6 +6,7 @@ rules: each one fails when its rule is broken.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -17,10 +18,14 @@ from eval_assets.capability.track import exclude_stopped_scenarios
 from eval_assets.stats import (
     Budget,
     CapabilityReport,
+    Concentrated,
+    Looks,
     Moments,
     VerdictFrameError,
+    combine_looks,
     compare,
     concentrated_test,
+    concentrated_without,
     decide,
     evaluate,
     holm_blocks,
@@ -399,3 +404,113 @@ def test_the_band_counts_every_baseline_scenario_with_two_scored_repeats_by_hand
         assert result.band[row] == pytest.approx(stats.t.ppf(0.5 + level / 2, df) * math.sqrt(v), rel=1e-12)
         assert result.band_df[row] == pytest.approx(df, rel=1e-12)
     assert len([i for i in range(3) if np.sum(np.isfinite(base_scores[0, i])) >= 2]) == 2  # the K = 2 one counts
+
+
+def test_the_mean_rule_reads_a_constant_drop_as_certain_and_an_untested_mean_as_no_evidence() -> None:
+    """`mean_rule_p`: when every scenario moved by the same amount there is no spread and no t test;
+    a constant drop is then certain (p 0) and beyond the band when it exceeds it, a constant gain is
+    no drop (p 1). A mean that could not be tested (one usable scenario: NaN p) is no evidence of a
+    drop: p 1, never 0."""
+    rng = np.random.default_rng(5)
+    base_scores = np.clip(0.6 + 0.03 * rng.standard_normal((3, 4, 3)), 0, 1)
+    shift = np.array([-0.1, 0.1, -0.1])[:, None, None]
+    cand_scores = base_scores + shift
+    cand_scores[2, 1:] = np.nan  # the third row: one scenario left to compare
+    base, cand = Moments.of(base_scores, FLOOR), Moments.of(cand_scores, FLOOR)
+    test = mean_test(scenario_tests(base, cand, FLOOR), base, 0.0, 0, 0.95)
+    assert test.constant.tolist() == [True, True, False]
+    assert test.band[0] < 0.1  # the drop is beyond the band
+    p_beyond, p_drop = mean_rule_p(test)
+    assert p_beyond.tolist() == [0.0, 1.0, 1.0] and p_drop.tolist() == [0.0, 1.0, 1.0]
+
+
+def test_holm_shares_each_scenario_weight_over_the_tested_scenarios_only() -> None:
+    """`holm_inputs`: the drops' and floor tests' shares of the blocking alpha are split evenly over
+    the scenarios that could be tested; an untested one (NaN p) gets weight 0 (it would otherwise
+    dilute the others' thresholds); one tested scenario gets the whole share. The concentrated test
+    gets its share from MIN_SCENARIOS (5) compared scenarios on."""
+    rng = np.random.default_rng(2)
+    x = np.clip(0.6 + 0.1 * rng.standard_normal((2, 5, 3)), 0, 1)
+    tests = scenario_tests(Moments.of(x, FLOOR), Moments.of(x - 0.05, FLOOR), FLOOR)
+    nan = np.nan
+    tests = dataclasses.replace(
+        tests,
+        p_drop=np.array([[0.01, nan, 0.2, 0.3, 0.4], [nan, nan, nan, nan, 0.5]]),
+        collapse=np.zeros((2, 5), dtype=bool),
+    )
+    conc = Concentrated(np.zeros(2), np.array([0.5, 0.5]), np.array([5, 4]), np.zeros((2, 5)))
+    budget = Budget()
+    p, w = holm_inputs(tests, np.array([0.5, 0.5]), conc, budget)
+    assert w[:, 0].tolist() == [budget.w_mean] * 2 and w[:, 1].tolist() == [budget.w_concentrated, 0.0]
+    quarter = [budget.w_drop / 4, 0.0, budget.w_drop / 4, budget.w_drop / 4, budget.w_drop / 4]
+    assert w[0, 2:7].tolist() == pytest.approx(quarter) and w[1, 2:7].tolist() == [0, 0, 0, 0, budget.w_drop]
+    assert w[0, 7:12].tolist() == pytest.approx([v / 2 for v in quarter])  # w_floor = w_drop / 2
+    assert w[1, 7:12].tolist() == [0, 0, 0, 0, budget.w_floor] and w[:, 12:].sum() == 0.0
+
+
+def test_the_looks_may_give_all_of_alpha_to_either_look_but_no_more() -> None:
+    """The spending shares are >= 0 and sum to 1: (0, 1) and (1, 0) are valid splits (one look never
+    rejects); a negative share or a sum above 1 spends more than the budget and is refused."""
+    interim, topped = Moments.of(np.full((1, 1, 2), 0.5), FLOOR), np.zeros((1, 1), dtype=bool)
+    for shares in [(0.0, 1.0), (1.0, 0.0)]:
+        assert Looks(interim, topped, shares).shares == shares
+    for shares in [(-0.01, 1.01), (0.5, 0.51)]:
+        with pytest.raises(ValueError, match="alpha shares"):
+            Looks(interim, topped, shares)
+
+
+def test_the_re_test_without_blocked_scenarios_keeps_both_looks() -> None:
+    """`concentrated_without` on a two-look outcome: the concentrated test once more without the
+    excluded scenarios AT BOTH LOOKS, the second centred on the first look's median unless every
+    scenario was topped up, the looks combined where the row had a second look (not in a row that
+    topped nothing up); never the one-look test of the final data."""
+    rng = np.random.default_rng(17)
+    rows, m, k = 3, 12, 5
+    base = Moments.of(np.clip(0.6 + 0.15 * rng.standard_normal((rows, m, k)), 0, 1), FLOOR)
+    drop = np.zeros((rows, m))
+    drop[:, :3] = -0.3
+    cand_scores = np.clip(0.6 + drop[:, :, None] + 0.15 * rng.standard_normal((rows, m, k)), 0, 1)
+    topped = np.zeros((rows, m), dtype=bool)
+    topped[0, :4] = True  # some topped up
+    topped[1, :] = True  # every scenario topped up: the second look is the fixed design's
+    attempted = np.ones((rows, m, k), dtype=bool)
+    attempted[:, :, 3:] = topped[:, :, None]
+    interim = Moments.of(cand_scores[:, :, :3], FLOOR)
+    looks = Looks(interim, topped, (0.2, 0.8))
+    cand = Moments.of(cand_scores, FLOOR, attempted)
+    outcome = evaluate(base, cand, FLOOR, Budget(), looks=looks)
+    assert outcome.first is not None
+    exclude = np.zeros((rows, m), dtype=bool)
+    exclude[:, 0] = True  # the scenario blocked on its own
+
+    got = concentrated_without(outcome, exclude)
+    full = np.array([False, True, False])
+    centre = dataclasses.replace(
+        outcome.first, difference=np.where(full[:, None], outcome.tests.difference, outcome.first.difference)
+    )
+    one = concentrated_test(outcome.first, exclude)
+    two = concentrated_test(outcome.tests, exclude, centre_from=centre)
+    expected = combine_looks(one.p, two.p, np.array([True, True, False]), looks.shares)
+    assert np.allclose(got.p, expected, equal_nan=True) and np.allclose(got.statistic, two.statistic)
+    assert not np.allclose(got.p, concentrated_test(outcome.tests, exclude).p)
+    assert not np.allclose(got.p, concentrated_without(outcome, np.zeros((rows, m), dtype=bool)).p)
+
+
+def test_the_concentrated_test_leaves_out_excluded_and_untestable_scenarios_alike() -> None:
+    """A scenario whose difference could not be computed (NaN) and a scenario `exclude` names are
+    both left out of the concentrated test: the result is the test over the other scenarios alone."""
+    rng = np.random.default_rng(8)
+    x = np.clip(0.6 + 0.15 * rng.standard_normal((1, 9, 5)), 0, 1)
+    y = np.clip(x - np.where(np.arange(9) < 2, 0.3, 0.0)[None, :, None] + 0.05 * rng.standard_normal(x.shape), 0, 1)
+    tests = scenario_tests(Moments.of(x, FLOOR), Moments.of(y, FLOOR), FLOOR)
+    tests = dataclasses.replace(tests, difference=np.where(np.arange(9) == 3, np.nan, tests.difference))
+    exclude = np.zeros((1, 9), dtype=bool)
+    exclude[0, 0] = True
+    keep = [i for i in range(9) if i not in (0, 3)]
+    alone = dataclasses.replace(
+        tests,
+        **{f: getattr(tests, f)[:, keep] for f in ("difference", "se", "df", "p_drop", "p_floor", "collapse")},
+    )
+    got, expected = concentrated_test(tests, exclude), concentrated_test(alone)
+    assert got.count.tolist() == [7] and np.isfinite(got.p).all()
+    assert got.p == pytest.approx(expected.p) and got.statistic == pytest.approx(expected.statistic)
