@@ -22,6 +22,7 @@ from eval_assets.stats import (
     Looks,
     Moments,
     VerdictFrameError,
+    chi_bar_sf,
     combine_looks,
     compare,
     concentrated_test,
@@ -514,3 +515,55 @@ def test_the_concentrated_test_leaves_out_excluded_and_untestable_scenarios_alik
     got, expected = concentrated_test(tests, exclude), concentrated_test(alone)
     assert got.count.tolist() == [7] and np.isfinite(got.p).all()
     assert got.p == pytest.approx(expected.p) and got.statistic == pytest.approx(expected.statistic)
+
+
+def test_the_chi_bar_squared_tail_is_its_binomial_mixture() -> None:
+    """`chi_bar_sf(s, m)` = P(sum of m min(Z, 0)^2 >= s) = sum_k C(m, k) 2^-m P(chi2_k >= s), with chi2_0
+    the point 0 (it counts only for s <= 0), against that sum term by term, for small suites (every
+    term) and a large one (the function keeps the binomial terms within 8 standard deviations: what it
+    leaves out is below 1e-14); no scenario at all is no evidence (1)."""
+    sizes = [0, 1, 2, 3, 5, 8, 200]
+    values = [0.0, 0.5, 1.0, 4.0, 12.0, 100.0]
+    s = np.array([v for _ in sizes for v in values])
+    m = np.array([n for n in sizes for _ in values])
+    got = chi_bar_sf(s, m)
+    for value, size, p in zip(s, m, got, strict=True):
+        if size == 0:
+            assert p == 1.0
+            continue
+        n = int(size)
+        exact = (value <= 0) * 0.5**n + sum(math.comb(n, k) * 0.5**n * stats.chi2.sf(value, k) for k in range(1, n + 1))
+        assert p == pytest.approx(exact, rel=1e-11, abs=1e-300), (value, n)
+
+
+def test_the_suite_mean_test_by_hand_over_the_scenarios_it_can_compare() -> None:
+    """`mean_test` per row, by hand: the mean, standard error and one-sided t p of the per-scenario
+    differences over the scenarios that have one (a NaN difference is left out, not read as 0 or 1);
+    two scenarios are enough for a t test (1 df); one is not (NaN p); a row whose differences are all
+    equal is `constant` (no p), whatever the other rows hold. The drops are clear enough for p to be in
+    the lower tail, where the t cdf is exact (`t_to_normal`)."""
+    nan = np.nan
+    d = np.array(
+        [
+            [-0.10, nan, -0.12, -0.11],  # three compared scenarios
+            [-0.20, -0.25, nan, nan],  # two
+            [-0.07, -0.07, -0.07, -0.07],  # constant
+            [0.10, nan, nan, nan],  # one
+            [-0.05, nan, -0.05, nan],  # two, equal: constant
+        ]
+    )
+    rng = np.random.default_rng(3)
+    x = np.clip(0.6 + 0.1 * rng.standard_normal((5, 4, 3)), 0, 1)
+    base = Moments.of(x, FLOOR)
+    tests = dataclasses.replace(scenario_tests(base, Moments.of(x, FLOOR), FLOOR), difference=d)
+    result = mean_test(tests, base, 0.0, 0, 0.95)
+    assert result.n.tolist() == [3, 2, 4, 1, 2]
+    assert result.constant.tolist() == [False, False, True, False, True]
+    for row in (0, 1):
+        values = d[row][np.isfinite(d[row])]
+        mean, se = values.mean(), values.std(ddof=1) / math.sqrt(len(values))
+        assert result.mean[row] == pytest.approx(mean) and result.se[row] == pytest.approx(se)
+        assert result.p_drop[row] < 0.1
+        assert result.p_drop[row] == pytest.approx(stats.t.cdf(mean / se, len(values) - 1), rel=1e-9)
+    assert result.mean[2] == pytest.approx(-0.07) and math.isnan(result.p_drop[2])
+    assert result.mean[3] == pytest.approx(0.10) and math.isnan(result.p_drop[3]) and math.isnan(result.p_beyond[3])
