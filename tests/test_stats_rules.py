@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 from shared import frame_from
 
@@ -567,3 +569,40 @@ def test_the_suite_mean_test_by_hand_over_the_scenarios_it_can_compare() -> None
         assert result.p_drop[row] == pytest.approx(stats.t.cdf(mean / se, len(values) - 1), rel=1e-9)
     assert result.mean[2] == pytest.approx(-0.07) and math.isnan(result.p_drop[2])
     assert result.mean[3] == pytest.approx(0.10) and math.isnan(result.p_drop[3]) and math.isnan(result.p_beyond[3])
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.data())
+def test_the_fast_blocking_rule_equals_weighted_holm_at_every_edge(data: st.DataObject) -> None:
+    """`holm_blocks` is weighted Holm over `holm_inputs` without building them: equal on the edges
+    random suites rarely reach, drawn here per row (two rows at once): scenarios that could not be
+    tested (NaN p), a single tested scenario, floor tests missing, collapses, a concentrated test
+    with fewer or more than MIN_SCENARIOS compared scenarios or no p, no mean p, and p-values from a
+    grid that puts ratios at or beside their thresholds."""
+    rows, m = 2, data.draw(st.integers(1, 6))
+    grid = st.sampled_from([np.nan, 0.0, 0.001, 0.0025, 0.004, 0.005, 0.01, 0.0125, 0.02, 0.05, 0.1, 0.5, 1.0])
+
+    def array(shape: tuple[int, ...]) -> np.ndarray:
+        return np.array(data.draw(st.lists(grid, min_size=int(np.prod(shape)), max_size=int(np.prod(shape))))).reshape(shape)
+
+    x = np.full((rows, m, 2), 0.5)
+    tests = dataclasses.replace(
+        scenario_tests(Moments.of(x, FLOOR), Moments.of(x, FLOOR), FLOOR),
+        p_drop=array((rows, m)),
+        p_floor=array((rows, m)),
+        collapse=np.array(data.draw(st.lists(st.booleans(), min_size=rows * m, max_size=rows * m))).reshape(rows, m),
+    )
+    counts = np.array(data.draw(st.lists(st.integers(0, 7), min_size=rows, max_size=rows)))
+    conc = Concentrated(np.zeros(rows), array((rows,)), counts, np.zeros((rows, m)))
+    budget = Budget(n_judge_versions=data.draw(st.integers(1, 2)))
+    p_beyond = array((rows,))
+    slow = weighted_holm(*holm_inputs(tests, p_beyond, conc, budget), budget.report_alpha).any(axis=1)
+    assert holm_blocks(tests, p_beyond, conc, budget).tolist() == slow.tolist()
+
+
+def test_weighted_holm_never_rejects_a_hypothesis_without_weight_or_p_even_alone() -> None:
+    """A row where no hypothesis can be tested (every weight 0 or every p NaN) rejects nothing: the
+    remaining weight is 0 there, and alpha / 0 must not let an untestable hypothesis through."""
+    p = np.array([[0.0, 0.01], [np.nan, np.nan], [0.0, np.nan]])
+    w = np.array([[0.0, 0.0], [0.5, 0.5], [0.0, 0.0]])
+    assert weighted_holm(p, w, 0.05).tolist() == [[False, False]] * 3

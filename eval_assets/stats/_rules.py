@@ -554,7 +554,7 @@ def weighted_holm(p: np.ndarray, w: np.ndarray, alpha: float) -> np.ndarray:
     rs = np.take_along_axis(ratio, order, axis=1)
     remaining = np.cumsum(ws[:, ::-1], axis=1)[:, ::-1]
     with np.errstate(divide="ignore", invalid="ignore"):
-        passes = rs <= alpha / remaining
+        passes = (rs <= alpha / remaining) & np.isfinite(rs)  # inf: weight 0 or no p, never rejected
     rejected_sorted = np.cumprod(passes, axis=1).astype(bool)
     out = np.zeros(p.shape, dtype=bool)
     np.put_along_axis(out, order, rejected_sorted, axis=1)
@@ -654,17 +654,20 @@ def holm_inputs(
     tests: ScenarioTests, p_beyond: np.ndarray, conc: Concentrated, budget: Budget
 ) -> tuple[np.ndarray, np.ndarray]:
     """The blocking family as (R, 2 + 3m) p-values and weights, columns: mean, concentrated, drops,
-    floor tests, collapses (m each). Per-scenario weights are shared over the tested scenarios."""
+    floor tests, collapses (m each). Per-scenario weights are shared over the tested scenarios. A
+    hypothesis without a p-value (no mean test, a concentrated test without p, a floor test where the
+    rubric has no floor) weighs 0: it is not in the family, exactly as `holm_blocks` (the decision's
+    path) leaves it out, so the findings a report names are the ones that decided it."""
     tested = np.isfinite(tests.p_drop)
     m = np.maximum(tested.sum(axis=1, keepdims=True), 1)
     eligible = tests.collapse & tested
     m_collapse = np.maximum(eligible.sum(axis=1, keepdims=True), 1)
     w_drop = np.where(tested, budget.w_drop / m, 0.0)
-    w_floor = np.where(tested, budget.w_floor / m, 0.0)
+    w_floor = np.where(tested & np.isfinite(tests.p_floor), budget.w_floor / m, 0.0)
     w_collapse = np.where(eligible, budget.w_collapse / m_collapse, 0.0)
-    rows = tests.p_drop.shape[0]
-    w_mean = np.full((rows, 1), budget.w_mean)
-    w_conc = np.where(conc.count[:, None] >= MIN_SCENARIOS, budget.w_concentrated, 0.0)
+    w_mean = np.where(np.isfinite(p_beyond), budget.w_mean, 0.0)[:, None]
+    counted = (conc.count >= MIN_SCENARIOS) & np.isfinite(conc.p)
+    w_conc = np.where(counted, budget.w_concentrated, 0.0)[:, None]
     p_scenario = tests.p_drop
     p = np.concatenate(
         [
