@@ -71,6 +71,29 @@ def record_one_gate_suite(
     record_suite(track.warehouse, SuiteResult(build, milestone, datetime.now(UTC), (gate,)), run_id)
 
 
+def current_file(home: Path, table: str, build: str) -> Path:
+    """The file of `table`'s current partition of `build` in the home at `home`."""
+    con = sqlite3.connect(home / "warehouse" / "partitions.sqlite")
+    try:
+        (rel,) = con.execute(
+            "SELECT path FROM partition_files WHERE dataset = ? AND build = ? AND state = 'written' "
+            "ORDER BY written_at_ns DESC, run_id DESC LIMIT 1",
+            [table, build],
+        ).fetchone()
+    finally:
+        con.close()
+    return home / "warehouse" / "data" / rel
+
+
+def edit_in_place(path: Path, offset: int) -> None:
+    """Flip one byte, keeping the file's size and its mtime (what an mtime shortcut would miss)."""
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    data[offset % len(data)] ^= 0x01
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
 def baseline_home(project: Project, root: Path, *, judged: bool) -> Path:
     """An EVAL_HOME at `root` with the example baseline registered and its scenario_runs materialized
     (and, when `judged`, every judge version's verdicts): a module's template, made once."""

@@ -8,9 +8,7 @@ Every test perturbs a copy of it and asks `release-status` in-process.
 
 from __future__ import annotations
 
-import os
 import shutil
-import sqlite3
 import string
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +18,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shared import changed_manifest, record_one_gate_suite
+from shared import changed_manifest, current_file, edit_in_place, record_one_gate_suite
 
 from eval_assets import release
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
@@ -74,28 +72,6 @@ def copy_home(decided: Path, tmp_path: Path) -> Callable[[str], Path]:
 
 def status(home: Path, *args: str) -> int:
     return main(["--home", str(home), "release-status", *args])
-
-
-def current_file(home: Path, table: str, build: str) -> Path:
-    con = sqlite3.connect(home / "warehouse" / "partitions.sqlite")
-    try:
-        (rel,) = con.execute(
-            "SELECT path FROM partition_files WHERE dataset = ? AND build = ? AND state = 'written' "
-            "ORDER BY written_at_ns DESC, run_id DESC LIMIT 1",
-            [table, build],
-        ).fetchone()
-    finally:
-        con.close()
-    return home / "warehouse" / "data" / rel
-
-
-def edit_in_place(path: Path, offset: int) -> None:
-    """Flip one byte, keeping the file's size and its mtime (what an mtime shortcut would miss)."""
-    stat = path.stat()
-    data = bytearray(path.read_bytes())
-    data[offset % len(data)] ^= 0x01
-    path.write_bytes(bytes(data))
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
 def test_the_unperturbed_home_answers_allow_for_the_rebuild_and_none_for_the_baseline(

@@ -1,0 +1,295 @@
+"""What the release assets hand to Dagster, read value by value: the approval of each build, the board,
+a decision as its asset records it, and the rows a report and its reliability figures become.
+
+One home is decided once through the track, the way `evaltrack demo` decides it: the baseline (no
+baseline of its own: none), its unchanged rebuild (allow), the regressed candidate (block), each with
+a passing deterministic suite, and a fourth build registered and never run (no decision recorded).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from shared import changed_manifest, current_file, edit_in_place, record_one_gate_suite
+
+from eval_assets import release
+from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
+from eval_assets.capability.track import Summary, Track
+from eval_assets.config import Project
+from eval_assets.home import EvalHome
+from eval_assets.present import check_description, png_uri, recorded_reasons
+from eval_assets.stats import CapabilityReport, Finding, Reliability
+
+JUDGE = "helpfulness-v1"
+BASE, REBUILD, CAND = "agent-2026-11-28-base", "agent-2026-11-29-rebuild", "agent-2026-11-30-cand"
+UNDECIDED = "agent-2026-12-01-undecided"
+
+
+def report_link(version: str) -> str:
+    return f"/reports/{version}"
+
+
+@pytest.fixture(scope="module")
+def decided(tmp_path_factory: pytest.TempPathFactory, project: Project) -> tuple[Path, dict[str, Summary]]:
+    """The decided home and each build's `materialize_release_decision` summary."""
+    tmp = tmp_path_factory.mktemp("decided")
+    home = EvalHome(tmp / "home").ensure()
+    track = Track(project, home)
+    summaries = {}
+    for name in ("baseline.yaml", "rebuild.yaml", "candidate.yaml"):
+        build = track.register_build(changed_manifest(tmp, project, name, judges=[JUDGE])).id
+        materialize_scenario_runs(track, build, f"runs-{build}")
+        materialize_judge_verdicts(track, build, JUDGE, f"verdicts-{build}")
+        release.materialize_noise_bands(track, build, JUDGE, f"bands-{build}")
+        release.materialize_capability_report(track, build, JUDGE, f"report-{build}")
+        record_one_gate_suite(track, build, failing=False, milestone=3, run_id=f"suite-{build}")
+        summaries[build] = release.materialize_release_decision(
+            track, build, f"decide-{build}", report_link=report_link
+        )
+    track.register_build(changed_manifest(tmp, project, "rebuild.yaml", id=UNDECIDED, judges=[JUDGE]))
+    assert {b: str(s["decision"]) for b, s in summaries.items()} == {
+        BASE: "none",
+        REBUILD: "allow",
+        CAND: "block",
+    }
+    return home.root, summaries
+
+
+def track_of(root: Path, project: Project) -> Track:
+    return Track(project, EvalHome(root))
+
+
+def copy_of(decided: tuple[Path, dict[str, Summary]], tmp_path: Path) -> Path:
+    target = tmp_path / "home"
+    shutil.copytree(decided[0], target, symlinks=True)
+    return target
+
+
+def test_only_the_allowed_build_is_approved_and_each_approval_names_its_decision_baseline_and_reasons(
+    decided: tuple[Path, dict[str, Summary]], project: Project
+) -> None:
+    track = track_of(decided[0], project)
+    reasons = {b: s["reason_rows"] for b, s in decided[1].items()}
+    approvals = {b: release.materialize_release_approval(track, b).values for b in (BASE, REBUILD, CAND)}
+    assert approvals[REBUILD] == {
+        "approved": True,
+        "decision": "allow",
+        "baseline": BASE,
+        "why": check_description(REBUILD, "allow", reasons[REBUILD]),
+    }
+    assert approvals[CAND] == {
+        "approved": False,
+        "decision": "block",
+        "baseline": BASE,
+        "why": check_description(CAND, "block", reasons[CAND]),
+    }
+    blocks = reason_count(reasons[CAND], "block")
+    assert blocks >= 1 and approvals[CAND]["why"].startswith(f"{CAND}: block — {blocks} block: ")
+    # the baseline decided nothing (it has no baseline): "no decision", and its missing baseline reads "none"
+    assert approvals[BASE] == {
+        "approved": False,
+        "decision": "none",
+        "baseline": "none",
+        "why": check_description(BASE, "no decision", reasons[BASE]),
+    }
+    assert approvals[BASE]["why"].startswith(f"{BASE}: no decision — ")
+    assert release.materialize_release_approval(track, UNDECIDED).values == {
+        "approved": False,
+        "decision": "none",
+        "baseline": "none",
+        "why": f"{UNDECIDED}: no decision — release_decision of {UNDECIDED} is not materialized",
+    }
+
+
+def test_the_board_lists_every_registered_build_in_order_with_what_may_ship_and_what_is_blocked(
+    decided: tuple[Path, dict[str, Summary]], project: Project
+) -> None:
+    board = release.materialize_release_board(
+        track_of(decided[0], project), partition_link=lambda b: f"/p/{b}" if b != UNDECIDED else None
+    )
+    assert board.values == {"builds": 4, "allowed": [REBUILD], "blocked": [CAND]}
+    lines = [line for line in board.markdown.splitlines() if line.startswith("| ") and "---" not in line]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[1:]]
+    block = {b: reason_count(decided[1][b]["reason_rows"], "block") for b in (BASE, REBUILD, CAND)}
+    assert [c[:4] for c in cells] == [
+        [f"[{BASE}](/p/{BASE})", "no decision", "none", str(block[BASE])],
+        [f"[{REBUILD}](/p/{REBUILD})", "allow", BASE, str(block[REBUILD])],
+        [f"[{CAND}](/p/{CAND})", "**BLOCK**", BASE, str(block[CAND])],
+        [UNDECIDED, "not decided yet", "none", "0"],
+    ]
+    assert board.markdown.startswith("## Release board: 1 of 4 builds may ship")
+
+
+def reason_count(rows: list[dict[str, Any]], severity: str) -> int:
+    return sum(r["severity"] == severity for r in rows)
+
+
+def test_a_current_decision_reads_back_with_its_baseline_and_recorded_reasons(
+    decided: tuple[Path, dict[str, Summary]], project: Project
+) -> None:
+    track = track_of(decided[0], project)
+    row, reasons = release.decision_and_reasons(track, CAND)
+    assert row == {"decision": "block", "baseline": BASE, "stale": False}
+    recorded = recorded_reasons(track.warehouse, CAND)
+    keys = ("severity", "source", "finding", "message")
+    assert [{k: r[k] for k in keys} for r in reasons] == [{k: r[k] for k in keys} for r in recorded]
+    assert release.decision_and_reasons(track, UNDECIDED) == (None, [])
+
+
+def test_a_stale_allow_reads_as_no_decision_with_one_reason_per_change(
+    decided: tuple[Path, dict[str, Summary]], project: Project, tmp_path: Path
+) -> None:
+    track = track_of(copy_of(decided, tmp_path), project)
+    record_one_gate_suite(track, REBUILD, failing=False, milestone=3, run_id="suite-again")
+    row, reasons = release.decision_and_reasons(track, REBUILD)
+    assert row == {"decision": "none", "baseline": BASE, "stale": True}
+    assert reasons and all(r["severity"] == "none" and r["source"] == "release" for r in reasons)
+    assert all(set(r) == {"severity", "source", "message"} for r in reasons)
+    for r in reasons:
+        assert r["message"].startswith("the recorded decision (allow) is stale: ")
+        assert r["message"].endswith("; materialize release_decision again")
+    approval = release.materialize_release_approval(track, REBUILD).values
+    assert approval["approved"] is False and approval["decision"] == "none"
+    assert approval["why"].startswith(f"{REBUILD}: no decision — ")
+
+
+def test_a_damaged_decision_reads_as_no_decision_naming_the_damage(
+    decided: tuple[Path, dict[str, Summary]], project: Project, tmp_path: Path
+) -> None:
+    root = copy_of(decided, tmp_path)
+    edit_in_place(current_file(root, "release_decisions", REBUILD), 40)
+    row, reasons = release.decision_and_reasons(track_of(root, project), REBUILD)
+    assert row == {"decision": "none", "baseline": None, "damaged": True}
+    [reason] = reasons
+    assert set(reason) == {"severity", "source", "message"}
+    assert (reason["severity"], reason["source"]) == ("none", "evidence")
+    assert reason["message"].startswith(f"the decision of {REBUILD} cannot be verified: ")
+    assert len(reason["message"]) > len(f"the decision of {REBUILD} cannot be verified: ")
+
+
+def test_the_decision_asset_records_its_reasons_links_each_report_shows_its_plot_and_writes_the_page(
+    decided: tuple[Path, dict[str, Summary]], project: Project
+) -> None:
+    root, summaries = decided
+    track = track_of(root, project)
+    summary = summaries[CAND]
+    assert summary["reason_rows"] == recorded_reasons(track.warehouse, CAND, f"decide-{CAND}")
+    assert reason_count(summary["reason_rows"], "block") >= 1
+    markdown = summary.markdown
+    assert markdown.startswith(f"## {CAND}: block\n")
+    assert f"]({report_link(JUDGE)})" in markdown
+    plot = root / "reports" / CAND / f"{JUDGE}.png"
+    assert png_uri(plot.read_bytes()) in markdown
+    page = summary.files["html_report"]
+    assert page == root / "reports" / CAND / "report.html"
+    assert CAND in page.read_text()
+
+
+def test_a_judge_version_whose_evidence_failed_keeps_the_decision_from_allowing(
+    decided: tuple[Path, dict[str, Summary]], project: Project, tmp_path: Path
+) -> None:
+    track = track_of(copy_of(decided, tmp_path), project)
+    failure = f"the capability report of {JUDGE} failed"
+    summary = release.materialize_release_decision(
+        track, REBUILD, "decide-again", evidence_failure=lambda jv: failure if jv == JUDGE else None
+    )
+    assert summary["decision"] != "allow"
+    assert any(failure in r["message"] for r in summary["reason_rows"])
+
+
+def test_reliability_rows_are_two_info_rows_per_figure_with_where_and_what_was_counted() -> None:
+    figures = [
+        Reliability("scenario", "coding.a", 5, 3, 5, 1.0, 0.0),
+        Reliability("scenario", "coding.b", 5, 4, 5, None, 0.5),
+        Reliability("suite", "coding", 5, 1, 2, 0.5, None),
+    ]
+    rows = release.reliability_rows(figures, 0.6)
+    common = {"p_value": None, "q_value": None, "verdict": "info"}
+    at_floor = "k=5, 3 of 5 repeats at or above the floor 0.6"
+    unknown = "; unknown: a judge could not score a repeat"
+    assert rows == [
+        {"finding": "pass_at_k", "scenario_id": "coding.a", "statistic": 1.0, **common,
+         "detail": f"scenario coding.a: {at_floor}"},
+        {"finding": "pass_hat_k", "scenario_id": "coding.a", "statistic": 0.0, **common,
+         "detail": f"scenario coding.a: {at_floor}"},
+        {"finding": "pass_at_k", "scenario_id": "coding.b", "statistic": None, **common,
+         "detail": "scenario coding.b: k=5, 4 of 5 repeats at or above the floor 0.6" + unknown},
+        {"finding": "pass_hat_k", "scenario_id": "coding.b", "statistic": 0.5, **common,
+         "detail": "scenario coding.b: k=5, 4 of 5 repeats at or above the floor 0.6"},
+        {"finding": "pass_at_k", "scenario_id": None, "statistic": 0.5, **common,
+         "detail": "suite coding: k=5, 2 scenarios, 1 solved in all repeats"},
+        {"finding": "pass_hat_k", "scenario_id": None, "statistic": None, **common,
+         "detail": "suite coding: k=5, 2 scenarios, 1 solved in all repeats" + unknown},
+    ]  # fmt: skip
+
+
+def a_report(findings: tuple[Finding, ...]) -> CapabilityReport:
+    return CapabilityReport(
+        candidate_build=CAND,
+        baseline_build=BASE,
+        judge_version=JUDGE,
+        floor=0.6,
+        alpha=0.05,
+        q=0.1,
+        n_judge_versions=1,
+        band_half_width=0.1,
+        optimal_repeats=None,
+        aa_block_rate=0.012,
+        aa_flag_rate=0.034,
+        aa_replications=200,
+        aa_seed=7,
+        decided_nothing=None,
+        findings=findings,
+        scenarios=pd.DataFrame(),
+    )
+
+
+def plain(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """`frame`'s records with NaN read as None (a missing figure is NaN in a frame, None in a finding)."""
+    return [{k: None if v is None or (isinstance(v, float) and v != v) else v for k, v in r.items()}
+            for r in frame.to_dict("records")]  # fmt: skip
+
+
+FINDINGS = (
+    Finding("mean_drop", None, -0.02, 0.4, None, "ok", "suite mean"),
+    Finding("scenario_drop", "coding.a", -0.3, 0.001, 0.004, "block", "t=5.1", rule="bh"),
+)
+
+
+def test_finding_rows_carry_every_report_column_in_order() -> None:
+    rows = release.finding_rows(a_report(FINDINGS))
+    assert list(rows.columns) == list(release.CAPABILITY_REPORT_COLUMNS)
+    assert plain(rows) == [
+        {"finding": "mean_drop", "scenario_id": None, "statistic": -0.02, "p_value": 0.4,
+         "q_value": None, "verdict": "ok", "detail": "suite mean"},
+        {"finding": "scenario_drop", "scenario_id": "coding.a", "statistic": -0.3, "p_value": 0.001,
+         "q_value": 0.004, "verdict": "block", "detail": "t=5.1"},
+    ]  # fmt: skip
+    assert list(release.finding_rows(a_report(())).columns) == list(release.CAPABILITY_REPORT_COLUMNS)
+
+
+@pytest.mark.parametrize("findings", [FINDINGS, ()], ids=["with-findings", "no-findings"])
+def test_report_rows_stamp_each_finding_and_reliability_row_with_the_report_and_its_source(
+    findings: tuple[Finding, ...],
+) -> None:
+    run = release.ReportRun(a_report(findings), BASE, None)
+    figures = [Reliability("scenario", "coding.a", 5, 3, 5, 1.0, 0.0)]
+    sources = {"coding.a": "trajectory"}
+    rows = release.capability_report_rows(run, CAND, JUDGE, sources, figures, 0.6)
+    expected = [*release.finding_rows(run.report).to_dict("records"), *release.reliability_rows(figures, 0.6)]
+    assert list(rows.index) == list(range(len(expected)))
+    assert plain(rows[list(release.CAPABILITY_REPORT_COLUMNS)]) == plain(pd.DataFrame(expected))
+    assert set(rows["build"]) == {CAND} and set(rows["judge_version"]) == {JUDGE}
+    assert set(rows["baseline"]) == {BASE}
+    assert set(rows["aa_flag_rate"]) == {0.034} and set(rows["aa_block_rate"]) == {0.012}
+    named = [isinstance(sid, str) for sid in rows["scenario_id"]]
+    assert [s if isinstance(s, str) else None for s in rows["source"]] == [
+        "trajectory" if n else None for n in named
+    ]
+    assert sum(named) == len(expected) - (1 if findings else 0)
+    # the floor named in the reliability rows is the one given, not a default
+    assert rows["detail"].iloc[-1].endswith("at or above the floor 0.6")
