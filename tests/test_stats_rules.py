@@ -35,6 +35,7 @@ from eval_assets.stats import (
     holm_inputs,
     mean_rule_p,
     mean_test,
+    moderated_prior,
     release_invariant,
     scenario_tests,
     weighted_holm,
@@ -606,3 +607,90 @@ def test_weighted_holm_never_rejects_a_hypothesis_without_weight_or_p_even_alone
     p = np.array([[0.0, 0.01], [np.nan, np.nan], [0.0, np.nan]])
     w = np.array([[0.0, 0.0], [0.5, 0.5], [0.0, 0.0]])
     assert weighted_holm(p, w, 0.05).tolist() == [[False, False]] * 3
+
+
+COLLAPSE_EDGES = [
+    # (baseline repeats, candidate repeats, fell below the floor where the baseline did not)
+    ([0.5] * 5, [FLOOR] * 5, False),  # a mean exactly at the floor is not below it
+    ([0.5] * 5, [0.1, 0.1, 0.1, 0.9, 0.9], True),  # most repeats (3 of 5) below, mean above the floor
+    ([0.5] * 6, [0.1, 0.1, 0.1, 0.9, 0.9, 0.9], False),  # half the repeats below is not most
+    ([0.5] * 3, [0.1, 0.1, 0.9], False),  # most repeats below, but fewer than 3 of them
+    ([FLOOR] * 4, [0.0] * 4, True),  # a baseline mean exactly at the floor is above it
+    ([0.1, 0.1, 0.9, 0.9], [0.0] * 4, True),  # a baseline with half its repeats below is above it
+    ([0.1, 0.1, 0.1, 0.9, 0.9], [0.0] * 5, False),  # a baseline with most repeats below is not
+]
+
+
+@pytest.mark.parametrize(("base_row", "cand_row", "collapsed"), COLLAPSE_EDGES)
+def test_the_collapse_rule_at_each_of_its_edges(
+    base_row: list[float], cand_row: list[float], collapsed: bool
+) -> None:
+    """The rule: "fell below the floor" is the candidate's mean below it, or most of its repeats and at least 3;
+    "where the baseline did not": the baseline's mean at or above it and at most half its repeats below.
+    Four steady scenarios beside the one under test give the moderated t its prior."""
+    k = len(base_row)
+    steady = np.linspace(0.6, 0.8, 4)[:, None] + np.linspace(0.0, 0.04, k)
+    base = np.vstack([[base_row], steady])[None]
+    cand = np.vstack([[cand_row], steady])[None]
+    tests = scenario_tests(Moments.of(base, FLOOR), Moments.of(cand, FLOOR), FLOOR)
+    assert tests.collapse[0].tolist() == [collapsed, False, False, False, False]
+
+
+def test_the_floor_p_is_1_unless_the_candidate_has_more_repeats_below_and_always_1_without_a_floor() -> None:
+    """Fisher's one-sided p where the candidate has more repeats below the floor than the baseline, and
+    exactly 1 where it has as many (2 of 5 each) or fewer; with no floor every testable p is 1."""
+    steady = np.linspace(0.6, 0.8, 3)[:, None] + np.linspace(0.0, 0.04, 5)
+    base = np.vstack([[0.1, 0.1, 0.5, 0.5, 0.5], [0.5] * 5, steady])[None]
+    cand = np.vstack([[0.1, 0.1, 0.6, 0.6, 0.6], [0.1, 0.1, 0.1, 0.5, 0.5], steady])[None]
+    tests = scenario_tests(Moments.of(base, FLOOR), Moments.of(cand, FLOOR), FLOOR)
+    more_below = stats.fisher_exact([[3, 2], [0, 5]], alternative="greater").pvalue
+    assert tests.p_floor[0].tolist() == pytest.approx([1.0, more_below, 1.0, 1.0, 1.0])
+    assert tests.p_floor[0, 0] == 1.0
+    unfloored = scenario_tests(Moments.of(base, None), Moments.of(cand, None), None)
+    assert unfloored.p_floor[0].tolist() == [1.0] * 5
+    assert not unfloored.collapse.any()
+
+
+def prior_by_hand(var: list[float], df: list[float]) -> tuple[float, float]:
+    """Smyth's (2004) method-of-moments prior of one row, written out: variances above 1e-12 with at
+    least 1 degree of freedom; d0 from trigamma(d0/2) = Var(e) - mean(trigamma(d/2)) given 3 of them
+    and a positive excess (inf past 1e4 or without); s0² = exp(mean(e) + digamma(d0/2) - log(d0/2))."""
+    from scipy import optimize, special
+
+    kept = [(v, d) for v, d in zip(var, df, strict=True) if math.isfinite(v) and d >= 1 and v > 1e-12]
+    if not kept:
+        return math.inf, math.nan
+    e = [math.log(v) - special.digamma(d / 2) + math.log(d / 2) for v, d in kept]
+    d0 = math.inf
+    if len(kept) >= 3:
+        excess = float(np.var(e, ddof=1)) - float(np.mean([special.polygamma(1, d / 2) for _v, d in kept]))
+        if excess > 1e-6:
+            d0 = 2 * optimize.brentq(lambda x: special.polygamma(1, x) - excess, 1e-9, 1e9, xtol=1e-12)
+            d0 = math.inf if d0 > 1e4 else d0
+    correction = special.digamma(d0 / 2) - math.log(d0 / 2) if math.isfinite(d0) else 0.0
+    return d0, math.exp(float(np.mean(e)) + correction)
+
+
+PRIOR_ROWS = [
+    # (pooled variances, their degrees of freedom): one replication each
+    ([0.010, 0.020, 0.080, 0.015, 0.030, 0.001], [4, 4, 8, 1, 2, 6]),  # spread: a finite d0; df 1 counts
+    ([0.010, 0.050, 0.002, 0.0, math.nan, 0.04], [4, 3, 3, 4, 4, 0]),  # exactly 3 usable (0, NaN, df 0 not)
+    ([0.020, 0.0, 1e-12, math.nan, 0.0, 0.0], [4, 4, 4, 4, 4, 4]),  # 1 usable: no d0, s0² its own
+    ([0.020, 0.021, 0.019, 0.020, 0.022, 0.018], [4, 4, 4, 4, 4, 4]),  # no excess spread: d0 inf
+]
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.3, 9000.0], ids=["whole-df", "fractional-df", "df-past-the-table"])
+def test_the_variance_prior_by_hand_per_replication_whatever_the_degrees_of_freedom(shift: float) -> None:
+    """`moderated_prior` against the estimator written out, row by row, on rows that reach each of its
+    branches; whole, fractional and very large degrees of freedom (the last two cannot use the
+    half-integer lookup table) give the same estimator."""
+    var = np.array([v for v, _d in PRIOR_ROWS])
+    df = np.array([[d + shift if d > 0 else 0.0 for d in ds] for _v, ds in PRIOR_ROWS])
+    prior = moderated_prior(var, df)
+    expected = [prior_by_hand(list(v), list(d)) for v, d in zip(var, df, strict=True)]
+    assert prior.d0.tolist() == pytest.approx([d0 for d0, _s in expected], rel=1e-6)
+    assert prior.s0_sq.tolist() == pytest.approx([s for _d, s in expected], rel=1e-9, nan_ok=True)
+    if shift == 0.0:
+        assert math.isfinite(prior.d0[0]) and math.isfinite(prior.d0[1])
+        assert prior.d0[2] == math.inf and prior.d0[3] == math.inf
