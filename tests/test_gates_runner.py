@@ -6,6 +6,7 @@ import functools
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from eval_assets.gates import (
     GateContext,
     GateResult,
     MemoryQuarantineStore,
+    Outcome,
     SuiteResult,
     materialize_suite,
     read_registry,
@@ -706,8 +708,8 @@ def test_property_draws_started_ahead_run_in_another_interpreter_and_the_gate_ta
     def ctx(root: Path) -> GateContext:
         return _property_context(root, "p.ahead", held)
 
-    drivers.start_draws_ahead(tmp_path)
-    drivers.start_draws_ahead(tmp_path)  # the same root: nothing new is started
+    drivers.start_ahead(tmp_path)
+    drivers.start_ahead(tmp_path)  # the same root: nothing new is started
     assert len([r for r in drivers._AHEAD if r == str(tmp_path.resolve())]) == 1
     outcome = drivers.for_all(ctx(tmp_path))
     assert outcome.passed and outcome.trials == 20 and outcome.message == "20 trial(s) hold"
@@ -719,11 +721,68 @@ def test_property_draws_started_ahead_run_in_another_interpreter_and_the_gate_ta
 
     dead = tmp_path / "dead"
     shutil.copytree(tmp_path, dead, ignore=shutil.ignore_patterns("dead"))
-    monkeypatch.setattr(drivers, "_DRAW_AHEAD", "raise SystemExit(3)")
-    drivers.start_draws_ahead(dead)
+    monkeypatch.setattr(drivers, "_RUN_AHEAD", "raise SystemExit(3)")
+    drivers.start_ahead(dead)
     before = len(calls)
     again = drivers.for_all(ctx(dead))
     assert again.passed and again.trials == 20 and len(calls) - before >= 20  # drawn here instead
+
+
+def test_a_tree_only_check_that_held_holds_again_until_the_tree_changes_and_always_runs_with_seams(
+    tmp_path: Path,
+) -> None:
+    """`tree_only`: a pass over an unchanged tree is kept (the canary materialization runs once per tree,
+    not once per build); a changed configuration file runs it again, a failure is never kept, and a
+    context with hooks or extra scan paths (a recording run) runs it every time."""
+    from eval_assets.gates import drivers
+
+    project_copy(tmp_path)
+    runs: list[str] = []
+    verdicts = iter([True, True, False, False, True, True])
+
+    def counted(ctx: GateContext) -> Outcome:
+        runs.append(ctx.gate_id)
+        return Outcome.ok("held") if next(verdicts) else Outcome.failed("leaked", ["a finding"])
+
+    check = drivers.tree_only(counted)
+    ctx = GateContext(root=tmp_path, gate_id="t.once", kind="structural", build="b1", milestone=0)
+    assert check(ctx).passed and check(replace(ctx, build="b2")).passed
+    assert len(runs) == 1  # the second build took the first one's pass
+    rubric = sorted((tmp_path / "rubrics").glob("*.yaml"))[0]
+    rubric.write_text(rubric.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert check(ctx).passed and len(runs) == 2  # run again over the changed tree
+    rubric.write_text(rubric.read_text(encoding="utf-8") + "# edited again\n", encoding="utf-8")
+    assert not check(ctx).passed and not check(ctx).passed and len(runs) == 4  # a failure is run again
+    assert check(ctx).passed and check(replace(ctx, hooks={"h": lambda: None})).passed and len(runs) == 6
+    with pytest.raises(StopIteration):  # a seam runs it even over a tree whose pass is kept
+        check(replace(ctx, extra_scan_paths=(tmp_path,)))
+
+
+def test_the_canary_gate_runs_ahead_in_another_interpreter_and_the_suite_takes_its_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`start_ahead` runs the tree-only canary gate (`security.no-api-key-persisted`: a materialization
+    with a canary key) in its fresh interpreter; the gate here takes that pass without materializing
+    anything in this process. A tree changed since runs it here."""
+    from eval_assets.gates import drivers
+    from eval_assets.gates.dogfood import security
+
+    project_copy(tmp_path)
+    check = "eval_assets.gates.dogfood.security:no_api_key_persisted"
+    write_registry(tmp_path, {"canary.yaml": {"gates": [gate("s.canary", "structural", check=check)]}})
+
+    def here(*_args: object) -> None:
+        raise AssertionError("materialized in the calling process")
+
+    monkeypatch.setattr(security, "_materialize", here)
+    drivers.start_ahead(tmp_path)
+    ctx = GateContext(root=tmp_path, gate_id="s.canary", kind="structural", build="b1", milestone=0)
+    outcome = security.no_api_key_persisted(ctx)
+    assert outcome.passed and outcome.message.startswith("canary key absent from ")
+    rubric = sorted((tmp_path / "rubrics").glob("*.yaml"))[0]
+    rubric.write_text(rubric.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match="materialized in the calling process"):
+        security.no_api_key_persisted(ctx)
 
 
 # --- scratch directories of the gates that build a throwaway home or project -------------------------

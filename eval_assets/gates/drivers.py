@@ -7,6 +7,7 @@ than `min_trials` fails; a converted case without assertions never reaches the d
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable
@@ -80,10 +81,11 @@ def each_member(ctx: GateContext) -> Outcome:
     return Outcome.ok(f"all {n} member(s) pass", members=n)
 
 
-# A property gate that held, per (gate, generator, predicate, trials, root, digest of the code and the
-# project it ran on). With `derandomize=True` the draws are a function of the code alone, so over an
-# unchanged tree the gate holds again for the very same values: the demo and a daemon run the suite
-# once per build in one process, and the four shipped property gates cost ~3.5 s of CPU per build.
+# A property gate or tree-only check that held, per (gate, its callables, root, digest of the code and
+# the project it ran on). With `derandomize=True` a property gate's draws are a function of the code
+# alone, and a `tree_only` check reads nothing but the tree: over an unchanged tree either holds again
+# for the very same reasons. The demo and a daemon run the suite once per build in one process; the four
+# shipped property gates cost ~3.5 s of CPU per build, the canary materialization ~1 s.
 # Any changed, added or removed source or configuration file changes the digest and the gate runs
 # again; a gate that failed always runs again; a generator or predicate outside eval_assets (whose
 # source the digest does not cover) is never reused. The installed packages do not change under a
@@ -91,62 +93,103 @@ def each_member(ctx: GateContext) -> Outcome:
 _HELD: dict[tuple[str, ...], Outcome] = {}
 
 
-# The property gates drawn ahead, per resolved root: `start_draws_ahead` draws every property gate of
+# The gates run ahead, per resolved root: `start_ahead` runs every property gate and tree-only check of
 # the registry in a fresh interpreter (the same package, the same derandomized draws) while the caller
-# materializes a build's other steps; `for_all` takes the outcomes that held from there, under the very
-# keys it would have stored itself (their digest is the child's: a tree edited since gives other keys,
-# which are then drawn here). A failed, crashed or missing child changes nothing: the gate draws.
+# materializes a build's other steps; `for_all` and `tree_only` take the outcomes that held from there,
+# under the very keys they would have stored themselves (their digest is the child's: a tree edited
+# since gives other keys, which are then run here). A failed, crashed or missing child changes nothing:
+# the gate runs here.
 _AHEAD: dict[str, Future[dict[tuple[str, ...], Outcome]]] = {}
 
-_DRAW_AHEAD = """
+_RUN_AHEAD = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from eval_assets.gates import drivers, load_registry, run_suite
+from eval_assets.gates import drivers, load_registry, resolve_callable, run_suite
 root = Path(sys.argv[2])
 registry = load_registry(root)
 top = max((g.milestone for g in registry.gates), default=0)
-run_suite(registry, milestone=top, root=root, kinds={"property"}, converted_glob=None)
+
+def ahead(gate):
+    try:
+        return gate.kind == "property" or getattr(resolve_callable(gate.check), "tree_only", False)
+    except Exception:  # a broken entry is the suite's to report, here it is simply not run ahead
+        return False
+
+only = {g.id for g in registry.gates if ahead(g)}
+run_suite(registry, milestone=top, root=root, only=only, converted_glob=None)
 held = [[list(key), o.message, list(o.findings), o.trials, o.members] for key, o in drivers._HELD.items()]
 print(json.dumps(held))
 """
 
 
-def start_draws_ahead(root: Path) -> None:
-    """Start drawing every property gate of the registry under `root` in a fresh interpreter, in the
-    background, unless this root is drawn (or being drawn) in this process already; `for_all` then
-    takes the outcomes that held instead of drawing them. For a command that runs the suite in this
-    process after other work (`evaltrack run`, `demo`): the draws run on another core meanwhile."""
+def start_ahead(root: Path) -> None:
+    """Start running every property gate and `tree_only` check of the registry under `root` in a fresh
+    interpreter, in the background, unless this root is run (or being run) ahead in this process
+    already; the gates then take the outcomes that held instead of running. For a command that runs the
+    suite in this process after other work (`evaltrack run`, `demo`): they run on another core
+    meanwhile."""
     root = root.resolve()
     if str(root) in _AHEAD:
         return
     future: Future[dict[tuple[str, ...], Outcome]] = Future()
 
-    def draw() -> None:
+    def run() -> None:
         try:
-            proc = fresh_interpreter(_DRAW_AHEAD, [str(PACKAGE.parent), str(root)], root, check=True)
+            proc = fresh_interpreter(_RUN_AHEAD, [str(PACKAGE.parent), str(root)], root, check=True)
             held = {
                 tuple(key): Outcome(True, message, tuple(findings), trials, members)
                 for key, message, findings, trials, members in json.loads(proc.stdout.splitlines()[-1])
             }
             future.set_result(held)
-        except BaseException as exc:  # taken as nothing drawn ahead: the gates draw themselves
+        except BaseException as exc:  # taken as nothing run ahead: the gates run themselves
             future.set_exception(exc)
 
-    # a daemon thread: a command that ends before its suite runs does not wait for the draws
-    threading.Thread(target=draw, name="draws-ahead", daemon=True).start()
+    # a daemon thread: a command that ends before its suite runs does not wait for the child
+    threading.Thread(target=run, name="gates-ahead", daemon=True).start()
     _AHEAD[str(root)] = future
 
 
 def _take_ahead(root: str) -> None:
-    """Wait for the draws started ahead for `root`, if any, and keep the outcomes that held."""
+    """Wait for the gates started ahead for `root`, if any, and keep the outcomes that held."""
     future = _AHEAD.get(root)
     if future is None:
         return
     try:
         _HELD.update(future.result())
-    except Exception:  # a child that failed leaves each gate to draw here
+    except Exception:  # a child that failed leaves each gate to run here
         pass
+
+
+def _held_or_run(key: tuple[str, ...], root: str, run: Callable[[], Outcome]) -> Outcome:
+    """The outcome held under `key` (taken from the gates run ahead for `root` if need be), else `run()`,
+    kept when it passed."""
+    if key not in _HELD:
+        _take_ahead(root)
+    if key in _HELD:
+        return _HELD[key]
+    outcome = run()
+    if outcome.passed:
+        _HELD[key] = outcome
+    return outcome
+
+
+def tree_only(check: Callable[[GateContext], Outcome]) -> Callable[[GateContext], Outcome]:
+    """Declare a check whose outcome is a function of the source tree and the project's configuration
+    alone (what `_tree_digest` covers), never of the build: over an unchanged tree a pass holds again
+    without running (`_HELD`), and `start_ahead` runs it in its fresh interpreter. A context with hooks
+    or extra scan paths (a recording run, a test's seams) always runs it."""
+
+    @functools.wraps(check)
+    def held_or_checked(ctx: GateContext) -> Outcome:
+        if ctx.hooks or ctx.extra_scan_paths:
+            return check(ctx)
+        root = str(ctx.root.resolve())
+        key = (ctx.gate_id, _callable_name(check), root, _tree_digest(ctx.root))
+        return _held_or_run(key, root, lambda: check(ctx))
+
+    held_or_checked.tree_only = True  # type: ignore[attr-defined]
+    return held_or_checked
 
 
 def _callable_name(fn: Any) -> str:
@@ -180,14 +223,8 @@ def for_all(ctx: GateContext) -> Outcome:
         return _draw(ctx, ctx.generator, ctx.predicate)
     root = str(ctx.root.resolve())
     key = (ctx.gate_id, *names, str(ctx.min_trials), root, _tree_digest(ctx.root))
-    if key not in _HELD:
-        _take_ahead(root)
-    if key in _HELD:
-        return _HELD[key]
-    outcome = _draw(ctx, ctx.generator, ctx.predicate)
-    if outcome.passed:
-        _HELD[key] = outcome
-    return outcome
+    generator, predicate = ctx.generator, ctx.predicate
+    return _held_or_run(key, root, lambda: _draw(ctx, generator, predicate))
 
 
 def _draw(ctx: GateContext, generator: Callable[..., Any], predicate: Callable[..., Any]) -> Outcome:

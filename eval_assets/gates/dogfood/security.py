@@ -50,6 +50,7 @@ from eval_assets.config import ConfigError
 from eval_assets.gates._outcome import GateContext, Outcome
 from eval_assets.gates._scratch import scratch
 from eval_assets.gates.dogfood._tree import project_files
+from eval_assets.gates.drivers import tree_only
 from eval_assets.home import EvalHome
 
 CANARY_ENV = "OPENAI_API_KEY"
@@ -358,10 +359,12 @@ def _materialize(track: Any, tmp: Path, provider: EchoingProvider) -> dict[str, 
     return summaries
 
 
+@tree_only
 def no_api_key_persisted(ctx: GateContext) -> Outcome:
     """With a canary key set, a tiny materialization against a key-echoing provider leaves it in no
     log line, stdout/stderr byte, journal row, warehouse row or other file under EVAL_HOME (plus
-    `ctx.extra_scan_paths`). See the module doc."""
+    `ctx.extra_scan_paths`). See the module doc. Its outcome is a function of the tree alone
+    (`tree_only`): over an unchanged tree, later builds take the first one's pass."""
     from eval_assets.capability.track import Track  # the warehouse and journal (the engine on first run)
 
     key = str(ctx.hooks[KEY_HOOK]()) if KEY_HOOK in ctx.hooks else canary_key()
