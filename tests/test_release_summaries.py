@@ -35,7 +35,8 @@ def report_link(version: str) -> str:
 
 @pytest.fixture(scope="module")
 def decided(tmp_path_factory: pytest.TempPathFactory, project: Project) -> tuple[Path, dict[str, Summary]]:
-    """The decided home and each build's `materialize_release_decision` summary."""
+    """The decided home and each build's `materialize_release_decision` summary (and, under
+    `report:<build>`, its `materialize_capability_report` summary)."""
     tmp = tmp_path_factory.mktemp("decided")
     home = EvalHome(tmp / "home").ensure()
     track = Track(project, home)
@@ -45,13 +46,15 @@ def decided(tmp_path_factory: pytest.TempPathFactory, project: Project) -> tuple
         materialize_scenario_runs(track, build, f"runs-{build}")
         materialize_judge_verdicts(track, build, JUDGE, f"verdicts-{build}")
         release.materialize_noise_bands(track, build, JUDGE, f"bands-{build}")
-        release.materialize_capability_report(track, build, JUDGE, f"report-{build}")
+        summaries[f"report:{build}"] = release.materialize_capability_report(
+            track, build, JUDGE, f"report-{build}"
+        )
         record_one_gate_suite(track, build, failing=False, milestone=3, run_id=f"suite-{build}")
         summaries[build] = release.materialize_release_decision(
             track, build, f"decide-{build}", report_link=report_link
         )
     track.register_build(changed_manifest(tmp, project, "rebuild.yaml", id=UNDECIDED, judges=[JUDGE]))
-    assert {b: str(s["decision"]) for b, s in summaries.items()} == {
+    assert {b: str(s["decision"]) for b, s in summaries.items() if ":" not in b} == {
         BASE: "none",
         REBUILD: "allow",
         CAND: "block",
@@ -73,7 +76,7 @@ def test_only_the_allowed_build_is_approved_and_each_approval_names_its_decision
     decided: tuple[Path, dict[str, Summary]], project: Project
 ) -> None:
     track = track_of(decided[0], project)
-    reasons = {b: s["reason_rows"] for b, s in decided[1].items()}
+    reasons = {b: decided[1][b]["reason_rows"] for b in (BASE, REBUILD, CAND)}
     approvals = {b: release.materialize_release_approval(track, b).values for b in (BASE, REBUILD, CAND)}
     assert approvals[REBUILD] == {
         "approved": True,
@@ -293,3 +296,36 @@ def test_report_rows_stamp_each_finding_and_reliability_row_with_the_report_and_
     assert sum(named) == len(expected) - (1 if findings else 0)
     # the floor named in the reliability rows is the one given, not a default
     assert rows["detail"].iloc[-1].endswith("at or above the floor 0.6")
+
+
+def test_the_report_asset_shows_its_sections_each_on_its_own_lines_and_names_its_reasons(
+    decided: tuple[Path, dict[str, Summary]], project: Project
+) -> None:
+    """The report's summary, then its reliability table, then judge-human agreement, each starting on a
+    line of its own, then the plot; its reasons as severity, source, message and advice; its rows'
+    reliability figures judged against the rubric's own floor."""
+    root, summaries = decided
+    summary = summaries[f"report:{CAND}"]
+    lines = summary.markdown.splitlines()
+    assert lines[0] == f"### Capability report: judge {JUDGE}, {CAND} vs {BASE}"
+    reliability = lines.index(
+        "**Reliability over repeats** (pass@k: solved in at least one of k repeats; pass^k: in all k)"
+    )
+    agreement = next(i for i, line in enumerate(lines) if line.startswith("**Judge-human agreement** "))
+    assert 0 < reliability < agreement and lines[reliability - 1] == "" and lines[agreement - 1] == ""
+    plot = root / "reports" / CAND / f"{JUDGE}.png"
+    assert summary.files == {"plot_file": plot}
+    assert lines[-1] == release.png_markdown(plot.read_bytes())
+    assert "Provider-family exemptions" not in summary.markdown  # the judge's family is not the subject's
+    reasons = summary["reason_rows"]
+    assert reasons and all(set(r) == {"severity", "source", "message", "advice"} for r in reasons)
+    assert [r["severity"] for r in reasons if r["severity"] == "block"]
+    assert all(r["source"] == f"judge {JUDGE}, {CAND} vs {BASE}" for r in reasons)
+    assert (summary["verdict"], summary["baseline"], summary["decided_nothing"]) == ("block", BASE, "")
+    floor = project.rubric_for(track_of(root, project).judge(JUDGE)).floor
+    details = track_of(root, project).warehouse.query(
+        "SELECT detail FROM capability_reports WHERE build = ? AND finding = 'pass_at_k' "
+        "AND scenario_id IS NOT NULL",
+        [CAND],
+    )["detail"]
+    assert len(details) and all(f"at or above the floor {floor:g}" in d for d in details)
