@@ -694,3 +694,79 @@ def test_the_variance_prior_by_hand_per_replication_whatever_the_degrees_of_free
     if shift == 0.0:
         assert math.isfinite(prior.d0[0]) and math.isfinite(prior.d0[1])
         assert prior.d0[2] == math.inf and prior.d0[3] == math.inf
+
+
+@pytest.mark.parametrize("binary_test", ["fisher", "barnard", "moderated"])
+def test_pass_fail_scenarios_get_the_exact_test_asked_for_and_graded_ones_keep_the_moderated_t(
+    binary_test: str,
+) -> None:
+    """On a pass/fail suite, `scenario_tests` gives the binary scenarios Fisher's or Barnard's one-sided
+    exact p (candidate passes less often) as asked, or the moderated t with `binary_test="moderated"`;
+    a graded scenario beside them keeps the moderated t whichever is asked."""
+    base = np.array([[[1, 1, 1, 1, 1], [1, 0, 1, 1, 0], [0, 1, 0, 1, 1], [0.55, 0.6, 0.62, 0.58, 0.6]]], float)
+    cand = np.array([[[0, 0, 1, 0, 0], [1, 1, 0, 1, 0], [0, 1, 1, 1, 0], [0.50, 0.52, 0.55, 0.49, 0.51]]], float)
+    asked = scenario_tests(Moments.of(base, FLOOR), Moments.of(cand, FLOOR), FLOOR, binary_test=binary_test)  # type: ignore[arg-type]
+    moderated = scenario_tests(Moments.of(base, FLOOR), Moments.of(cand, FLOOR), FLOOR, binary_test="moderated")
+    exact = {"fisher": stats.fisher_exact, "barnard": stats.barnard_exact}
+    if binary_test == "moderated":
+        expected = moderated.p_drop[0, 0]
+    else:
+        expected = exact[binary_test]([[5, 1], [0, 4]], alternative="greater").pvalue
+    assert asked.p_drop[0, 0] == pytest.approx(expected, rel=1e-9)
+    assert asked.p_drop[0, 1] == (1.0 if binary_test != "moderated" else moderated.p_drop[0, 1])  # 3/5 -> 3/5
+    assert asked.p_drop[0, 3] == pytest.approx(moderated.p_drop[0, 3], rel=1e-12)  # graded: the moderated t
+    fisher = stats.fisher_exact([[5, 1], [0, 4]], alternative="greater").pvalue
+    barnard = stats.barnard_exact([[5, 1], [0, 4]], alternative="greater").pvalue
+    assert len({round(fisher, 9), round(barnard, 9), round(float(moderated.p_drop[0, 0]), 9)}) == 3
+
+
+@pytest.mark.parametrize("spread", ["heterogeneous", "homogeneous"])
+@pytest.mark.parametrize("tail", [0.1, 0.25, 0.9])
+def test_the_own_variance_tail_by_hand_under_a_finite_and_an_infinite_prior(spread: str, tail: float) -> None:
+    """Which scenarios keep their own variance at tail q < 1, written out: those noisier than their
+    posterior whose pooled variance's upper tail under the prior is below q: P(F(d, d0) >= s²/s0²) for
+    a finite d0, P(chi²(d) >= d s²/s0²) for an infinite one. A scenario keeping its own variance is
+    tested on its own d degrees of freedom, any other on d + d0."""
+    rng = np.random.default_rng(5 if spread == "heterogeneous" else 6)
+    n, k = 30, 4
+    sds = rng.uniform(0.02, 0.3, n) if spread == "heterogeneous" else np.full(n, 0.1)
+    base = 0.5 + sds[:, None] * rng.standard_normal((n, k))
+    cand = 0.5 + sds[:, None] * rng.standard_normal((n, k))
+    b, c = Moments.of(base[None], FLOOR), Moments.of(cand[None], FLOOR)
+    tests = scenario_tests(b, c, FLOOR, own_variance_tail=tail)
+    d = (b.n - 1) + (c.n - 1)
+    pooled = (b.var * (b.n - 1) + c.var * (c.n - 1)) / d
+    prior = moderated_prior(pooled, d)
+    d0, s0 = float(prior.d0[0]), float(prior.s0_sq[0])
+    assert math.isfinite(d0) == (spread == "heterogeneous")
+    post = (d0 * s0 + d * pooled) / (d0 + d) if math.isfinite(d0) else np.full_like(pooled, s0)
+    upper = stats.f.sf(pooled / s0, d, d0) if math.isfinite(d0) else stats.chi2.sf(d * pooled / s0, d)
+    own = (pooled > post) & (upper < tail)
+    assert own.sum() > 0
+    if tail < 0.5:
+        assert own.sum() < (pooled > post).sum()  # the tail keeps some noisier scenarios, not all
+    else:
+        assert ((pooled <= post) & (upper < tail)).any()  # a quieter scenario inside the tail stays moderated
+    np.testing.assert_array_equal(tests.df, np.where(own, d, d + d0))
+    np.testing.assert_allclose(tests.se, np.sqrt(np.where(own, pooled, post) * (2 / k)), rtol=1e-12)
+
+
+def test_a_scenario_with_one_scored_repeat_per_build_is_tested_on_the_prior_alone() -> None:
+    """A scenario is testable with one scored repeat in a build: with one in each it has no degrees of
+    freedom of its own (d = 0), and under a homogeneous suite's infinite prior it is tested on the
+    prior's variance (df inf), as is one with a single baseline repeat; two and one repeats give one
+    degree of freedom, whose variance counts."""
+    rng = np.random.default_rng(6)
+    base = 0.5 + 0.1 * rng.standard_normal((30, 4))
+    cand = 0.5 + 0.1 * rng.standard_normal((30, 4))
+    base[0, 1:] = np.nan  # one scored baseline repeat
+    base[1, 1:] = cand[1, 1:] = np.nan  # one scored repeat in each build
+    base[2, :2], base[2, 2:], cand[2, 1:] = [0.4, 0.6], np.nan, np.nan  # d = 1, and noisier than the prior
+    cand[0] -= 0.3
+    tests = scenario_tests(Moments.of(base[None], FLOOR), Moments.of(cand[None], FLOOR), FLOOR)
+    assert tests.prior.d0[0] == math.inf
+    assert tests.df[0, 2] == 1  # its one degree of freedom pools its own variance, which it keeps
+    assert tests.se[0, 2] == pytest.approx(math.sqrt(0.02 * (1 / 2 + 1)), rel=1e-12)
+    assert np.isfinite(tests.p_drop[0, :2]).all() and tests.p_drop[0, 0] < 0.05
+    assert tests.df[0, 1] == math.inf and tests.df[0, 0] == math.inf  # both on the prior's variance
+    assert tests.se[0, 0] == pytest.approx(math.sqrt(tests.prior.s0_sq[0] * (1 + 1 / 4)), rel=1e-12)
