@@ -45,7 +45,7 @@ def decided(tmp_path_factory: pytest.TempPathFactory, project: Project) -> tuple
         build = track.register_build(changed_manifest(tmp, project, name, judges=[JUDGE])).id
         materialize_scenario_runs(track, build, f"runs-{build}")
         materialize_judge_verdicts(track, build, JUDGE, f"verdicts-{build}")
-        release.materialize_noise_bands(track, build, JUDGE, f"bands-{build}")
+        summaries[f"bands:{build}"] = release.materialize_noise_bands(track, build, JUDGE, f"bands-{build}")
         summaries[f"report:{build}"] = release.materialize_capability_report(
             track, build, JUDGE, f"report-{build}"
         )
@@ -329,3 +329,33 @@ def test_the_report_asset_shows_its_sections_each_on_its_own_lines_and_names_its
         [CAND],
     )["detail"]
     assert len(details) and all(f"at or above the floor {floor:g}" in d for d in details)
+
+
+def test_the_report_asset_values_agree_with_the_rows_it_wrote(
+    decided: tuple[Path, dict[str, Summary]], project: Project
+) -> None:
+    """What the asset's metadata shows (verdict, baseline, counts, A/A rates, pass^k per suite, the
+    partition file) is what its `capability_reports` rows say; a report with no baseline says so."""
+    root, summaries = decided
+    track = track_of(root, project)
+    values = summaries[f"report:{CAND}"].values
+    rows = track.warehouse.query("SELECT * FROM capability_reports WHERE build = ?", [CAND])
+    findings = rows[~rows["finding"].isin(["pass_at_k", "pass_hat_k"])]
+    suites = rows[(rows["finding"] == "pass_hat_k") & rows["scenario_id"].isna()]
+    assert values["verdict"] == "block" and values["baseline"] == BASE and values["decided_nothing"] == ""
+    assert values["findings"] == len(findings)
+    assert values["block_findings"] == (rows["verdict"] == "block").sum() >= 1
+    assert values["investigate_findings"] == (rows["verdict"] == "investigate").sum() >= 1
+    assert (values["aa_block_rate"], values["aa_flag_rate"]) == (
+        rows["aa_block_rate"].iloc[0],
+        rows["aa_flag_rate"].iloc[0],
+    )
+    names = [d.split(":")[0].removeprefix("suite ") for d in suites["detail"]]
+    assert sorted(values["pass_hat_k"]) == sorted(names) and len(names) >= 2
+    stored = {n: None if v != v else v for n, v in zip(names, suites["statistic"], strict=True)}
+    assert values["pass_hat_k"] == stored and any(v is not None for v in stored.values())
+    # the band the report stands on is the baseline's (whose optimal repeats the example suite leaves open)
+    assert values["optimal_repeats"] == summaries[f"bands:{BASE}"]["optimal_repeats"]
+    assert values["partition_file"] == str(current_file(root, "capability_reports", CAND))
+    base = summaries[f"report:{BASE}"].values
+    assert base["baseline"] == "none" and base["decided_nothing"] and base["verdict"] == "none"
