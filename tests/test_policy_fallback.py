@@ -19,6 +19,7 @@ from eval_assets.capability.materialize import materialize_judge_verdicts, mater
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
+from eval_assets.present import recorded_reasons
 
 JUDGE = "helpfulness-v1"
 VERDICT_COLUMNS = (
@@ -75,6 +76,9 @@ def test_a_report_that_raises_still_blocks_on_the_candidates_policy_failures_nam
     assert "the report could not be computed: VerdictFrameError" in reasons
     named = ", ".join(f"{r.scenario_id} ({int(r.attempts)} attempts)" for r in leaks.itertuples())
     assert f"policy failures in attempts with output: {named}" in reasons
+    [row] = [r for r in recorded_reasons(track.warehouse, cand, "r2") if r["source"] == "policy"]
+    assert (row["severity"], row["finding"]) == ("block", "policy_failures")
+    assert row["message"] == f"check policy_failures failed: policy failures in attempts with output: {named}"
 
 
 def test_a_report_that_raises_without_policy_failures_decides_nothing_never_allow(
