@@ -26,18 +26,25 @@ What each side runs (printed again at the top of the output):
 
 Each side is run alternately, `--runs` times (default 3), each run a fresh process tree measured by a
 small wrapper process: wall (perf_counter around the command), CPU (user + sys of the wrapper's
-waited-for children, workers included: the fork server and its workers are waited for), and peak RSS of
+waited-for children, workers included: the wrapper adopts the command's orphans, `PR_SET_CHILD_SUBREAPER`,
+and waits for the fork server, which outlives the command by a moment, and so for its workers;
+before 2026-12-05 it did not, and eval-track's CPU figures left out its workers'), and peak RSS of
 the largest process (the largest `VmHWM` of every process in the tree, sampled every 0.2 s, and the
-children's ru_maxrss, whichever is larger). Medians, the wall ratio and the load average are printed.
+children's ru_maxrss, whichever is larger), and the peak of each kind of process in it: the command's
+own (the calling process), the fork server, the largest worker forked from it, the largest other
+helper. Medians, the wall ratio and the load average are printed.
 Wall includes waiting for a CPU: on a shared machine read the CPU figures and the load beside them.
 
 With `--before DIR` (another checkout, e.g. `git worktree add /tmp/before main`), a third side runs the
 same eval-track commands with DIR's package first on PYTHONPATH (this checkout's virtual environment,
 as `benchmarks/demo.py` does), in the same rotation: before and after in the same window.
 
+With `--evaltrack-only`, Inspect is neither installed nor run: eval-track's side (and `--before`'s)
+alone, e.g. to measure its memory by process.
+
 Run: .venv/bin/python benchmarks/inspect_side_by_side.py [--quick] [--scenarios N] [--runs R]
      [--inspect-venv DIR] (reuse a venv that has inspect_ai; default: a new one in the temp directory)
-     [--inspect-model openai|mockllm] [--before DIR]
+     [--inspect-model openai|mockllm] [--before DIR] [--evaltrack-only]
 """
 
 from __future__ import annotations
@@ -110,6 +117,70 @@ def _tree(root: int) -> list[int]:
     return out
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+# what the per-process peaks are called, in the order printed
+ROLES = ("calling", "fork_server", "worker", "other")
+
+
+def _roles(root: int, pids: list[int]) -> dict[int, str]:
+    """Each pid's role in `root`'s tree (`pids`): the command itself, multiprocessing's fork server, a
+    process the fork server forked (a worker), or another helper. A child not yet past its exec (its
+    command line still its parent's, and its memory figures its parent's) has no role yet."""
+    lines = {pid: _cmdline(pid) for pid in pids}
+    parents: dict[int, int] = {}
+    for pid in pids:
+        try:
+            parents[pid] = int(_stat(pid)[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    roles = {root: "calling"}
+    servers = {
+        pid
+        for pid in pids
+        if pid != root
+        and "multiprocessing.forkserver" in lines[pid]
+        and lines[pid] != lines.get(parents.get(pid, -1))
+    }
+    for pid, parent in parents.items():
+        if pid == root:
+            continue
+        if parent in servers:  # forked, not exec'd: it shares the fork server's command line
+            roles[pid] = "worker"
+        elif pid in servers:
+            roles[pid] = "fork_server"
+        elif lines[pid] != lines.get(parent):
+            roles[pid] = "other"
+    return roles
+
+
+def _adopt_orphans() -> None:
+    """Make this process the reaper of its orphaned descendants (Linux `PR_SET_CHILD_SUBREAPER`): the
+    fork server outlives the command by a moment (it exits when its parent has gone), so without this
+    it would be reparented away and its CPU, and its workers', never counted in this process's
+    RUSAGE_CHILDREN."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:  # 36: PR_SET_CHILD_SUBREAPER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def _reap_all() -> None:
+    """Wait for every remaining descendant this process adopted, so their rusage is counted."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
 def _hwm_kb(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -125,7 +196,9 @@ def measure(cmd: list[str], env: dict[str, str], log: Path, cwd: Path) -> dict[s
     """Run `cmd` (output to `log`); its wall, CPU of the tree and the peak RSS of its largest process.
     Called in a fresh wrapper process, so the children's rusage is this command's alone."""
     peak_kb = 0
+    by_role = dict.fromkeys(ROLES, 0)  # each role's largest process (kB)
     done = threading.Event()
+    _adopt_orphans()
     with log.open("w") as out:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
@@ -133,8 +206,13 @@ def measure(cmd: list[str], env: dict[str, str], log: Path, cwd: Path) -> dict[s
         def sample() -> None:
             nonlocal peak_kb
             while not done.wait(0.2):
-                for pid in _tree(proc.pid):
-                    peak_kb = max(peak_kb, _hwm_kb(pid))
+                pids = _tree(proc.pid)
+                roles = _roles(proc.pid, pids)
+                for pid in pids:
+                    hwm = _hwm_kb(pid)
+                    peak_kb = max(peak_kb, hwm)
+                    if pid in roles:
+                        by_role[roles[pid]] = max(by_role[roles[pid]], hwm)
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -142,6 +220,7 @@ def measure(cmd: list[str], env: dict[str, str], log: Path, cwd: Path) -> dict[s
         wall = time.perf_counter() - start
         done.set()
         sampler.join()
+    _reap_all()  # the fork server (and so its workers' CPU), which exits once the command has
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "exit": code,
@@ -149,6 +228,7 @@ def measure(cmd: list[str], env: dict[str, str], log: Path, cwd: Path) -> dict[s
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "user_s": usage.ru_utime,
         "peak_rss_mb": max(peak_kb, usage.ru_maxrss) / 1024,
+        **{f"{role}_rss_mb": kb / 1024 for role, kb in by_role.items()},
     }
 
 
@@ -293,6 +373,11 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=32, help="Inspect's --max-connections")
     ap.add_argument("--keep", action="store_true", help="keep the temp directory (logs) and print it")
     ap.add_argument("--before", type=Path, help="another checkout run as a third side ('before')")
+    ap.add_argument(
+        "--evaltrack-only",
+        action="store_true",
+        help="run eval-track's side (and --before's) alone, no Inspect",
+    )
     args = ap.parse_args()
     if args.measure:
         spec = json.loads(args.measure)
@@ -320,6 +405,7 @@ def evaltrack_once(exe: str, project: Path, home: Path, env: dict[str, str]) -> 
         "wall_s": add["wall_s"] + run["wall_s"],
         "cpu_s": add["cpu_s"] + run["cpu_s"],
         "peak_rss_mb": max(add["peak_rss_mb"], run["peak_rss_mb"]),
+        **{k: max(add[k], run[k]) for k in (f"{role}_rss_mb" for role in ROLES)},
         "run_wall_s": run["wall_s"],
         "run_cpu_s": run["cpu_s"],
         "load": os.getloadavg()[0],
@@ -329,14 +415,17 @@ def evaltrack_once(exe: str, project: Path, home: Path, env: dict[str, str]) -> 
 def run_side_by_side(args: argparse.Namespace, n: int, runs: int, tmp: Path) -> None:
     import throughput
 
-    venv = inspect_venv(tmp, args.inspect_venv)
     project = tmp / "project"
     throughput.generated_project(project, n)
+    exe = str(Path(sys.executable).with_name("evaltrack"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_", "INSPECT_"))}
+    if args.evaltrack_only:
+        evaltrack_alone(args, n, runs, tmp, project, exe, env)
+        return
+    venv = inspect_venv(tmp, args.inspect_venv)
     text, target = scenario_input()
     task_file = tmp / "side_by_side_task.py"
     task_file.write_text(INSPECT_TASK.format(input=text, target=target))
-    exe = str(Path(sys.executable).with_name("evaltrack"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_", "INSPECT_"))}
     inspect_env = {
         **env,
         "XDG_DATA_HOME": str(tmp / "xdg-data"),
@@ -393,15 +482,7 @@ def compare(
             f"  Inspect's openai provider at {stand_in.base_url} (benchmarks/openai_stand_in.py, its own process;"
             " its CPU is neither side's and is shown apart)"
         )
-    tracks = {"evaltrack": env}
-    if args.before:
-        before = args.before.resolve()
-        if not (before / "eval_assets" / "__init__.py").is_file():
-            raise SystemExit(
-                f"--before {before}: no eval_assets/__init__.py (not a checkout of this project)"
-            )
-        tracks["before"] = {**env, "PYTHONPATH": str(before)}
-        print(f"  before: the same eval-track commands with PYTHONPATH={before}")
+    tracks = evaltrack_sides(args, env)
     results: dict[str, list[dict[str, float]]] = {side: [] for side in (*tracks, "inspect")}
     for i in range(runs):
         for side, side_env in tracks.items():
@@ -418,17 +499,7 @@ def compare(
         results["inspect"].append({**ins, "load": os.getloadavg()[0]})
         shutil.rmtree(logs, ignore_errors=True)
         for side in results:
-            r = results[side][-1]
-            extra = (
-                f"; stand-in CPU {r['stand_in_cpu_s']:.1f} s for {r['stand_in_calls']:.0f} calls"
-                if "stand_in_cpu_s" in r
-                else ""
-            )
-            print(
-                f"  run {i + 1} {side:<9} wall {r['wall_s']:6.1f} s  CPU {r['cpu_s']:6.1f} s  "
-                f"peak RSS {r['peak_rss_mb']:5.0f} MB  (load {r['load']:.1f}{extra})",
-                flush=True,
-            )
+            print_run(i, side, results[side][-1])
     med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in results.items()}
     e, s = med["evaltrack"], med["inspect"]
     sides = list(tracks)
@@ -450,6 +521,11 @@ def compare(
         + " | ".join(f"{med[t]['peak_rss_mb']:.0f} MB" for t in sides)
         + f" | {s['peak_rss_mb']:.0f} MB |"
     )
+    print(
+        "| peak RSS by process: calling / fork server / largest worker / other | "
+        + " | ".join(by_process(med[t]) for t in sides)
+        + f" | {by_process(s)} |"
+    )
     print("| Inspect's accuracy (grades read) | " + " | ".join("" for _ in sides) + f" | {s['scored']:.3f} |")
     if "stand_in_cpu_s" in s:
         print(
@@ -467,6 +543,82 @@ def compare(
         f"wall ratio evaltrack / inspect {ratio:.2f} (goal <= 0.25: {'met' if ratio <= 0.25 else 'NOT met'}); "
         f"CPU ratio {e['cpu_s'] / s['cpu_s']:.2f}; peak RSS {e['peak_rss_mb']:.0f} MB (goal <= 450: "
         f"{'met' if e['peak_rss_mb'] <= 450 else 'NOT met'}); load at end {os.getloadavg()[0]:.1f}"
+    )
+
+
+def evaltrack_sides(args: argparse.Namespace, env: dict[str, str]) -> dict[str, dict[str, str]]:
+    """eval-track's sides: this checkout, and `--before`'s with its package first on PYTHONPATH."""
+    tracks = {"evaltrack": env}
+    if args.before:
+        before = args.before.resolve()
+        if not (before / "eval_assets" / "__init__.py").is_file():
+            raise SystemExit(
+                f"--before {before}: no eval_assets/__init__.py (not a checkout of this project)"
+            )
+        tracks["before"] = {**env, "PYTHONPATH": str(before)}
+        print(f"  before: the same eval-track commands with PYTHONPATH={before}")
+    return tracks
+
+
+def by_process(r: dict[str, float]) -> str:
+    """A run's peak RSS per kind of process (the largest of each), in MB."""
+    return " / ".join(f"{r[f'{role}_rss_mb']:.0f}" for role in ROLES) + " MB"
+
+
+def print_run(i: int, side: str, r: dict[str, float]) -> None:
+    extra = (
+        f"; stand-in CPU {r['stand_in_cpu_s']:.1f} s for {r['stand_in_calls']:.0f} calls"
+        if "stand_in_cpu_s" in r
+        else ""
+    )
+    print(
+        f"  run {i + 1} {side:<9} wall {r['wall_s']:6.1f} s  CPU {r['cpu_s']:6.1f} s  "
+        f"peak RSS {r['peak_rss_mb']:5.0f} MB ({by_process(r)})  (load {r['load']:.1f}{extra})",
+        flush=True,
+    )
+
+
+def evaltrack_alone(
+    args: argparse.Namespace, n: int, runs: int, tmp: Path, project: Path, exe: str, env: dict[str, str]
+) -> None:
+    """`--evaltrack-only`: eval-track's sides alternately, no Inspect; medians per side."""
+    print(
+        f"{n} scenarios x {REPEATS} repeats, subject + one judge per attempt, zero latency; {runs} runs each"
+    )
+    print(
+        f"{os.cpu_count()} cores; load at start {os.getloadavg()[0]:.1f}; Inspect not run (--evaltrack-only)"
+    )
+    print(f"  eval-track: {exe} --project P --home H build add P/bench.yaml; then ... run --build bench")
+    tracks = evaltrack_sides(args, env)
+    results: dict[str, list[dict[str, float]]] = {side: [] for side in tracks}
+    for i in range(runs):
+        for side, side_env in tracks.items():
+            results[side].append(evaltrack_once(exe, project, tmp / f"{side}-{i}", side_env))
+            print_run(i, side, results[side][-1])
+    med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in results.items()}
+    print()
+    print("| median | " + " | ".join(f"{t}: build add + run" for t in tracks) + " |")
+    print("| --- | " + " | ".join("---" for _ in tracks) + " |")
+    print(
+        "| wall | "
+        + " | ".join(f"{med[t]['wall_s']:.1f} s (run alone {med[t]['run_wall_s']:.1f} s)" for t in tracks)
+        + " |"
+    )
+    print("| CPU (user+sys, whole tree) | " + " | ".join(f"{med[t]['cpu_s']:.1f} s" for t in tracks) + " |")
+    print(
+        "| peak RSS, largest process | "
+        + " | ".join(f"{med[t]['peak_rss_mb']:.0f} MB" for t in tracks)
+        + " |"
+    )
+    print(
+        "| peak RSS by process: calling / fork server / largest worker / other | "
+        + " | ".join(by_process(med[t]) for t in tracks)
+        + " |"
+    )
+    e = med["evaltrack"]
+    print(
+        f"peak RSS {e['peak_rss_mb']:.0f} MB (goal <= 450: {'met' if e['peak_rss_mb'] <= 450 else 'NOT met'}); "
+        f"load at end {os.getloadavg()[0]:.1f}"
     )
 
 

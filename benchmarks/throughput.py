@@ -191,7 +191,7 @@ def raw_workload(n: int, subjects: list[SubjectResult], latency_ms: int, judge: 
 def run_raw(work: list[list[CallSpec]], concurrency: int = 256) -> dict[str, Any]:
     """Bare litellm.acompletion calls (the gateway's request, `litellm_completion`), a semaphore per model
     like the engine's."""
-    ModelGateway(PRICES)  # registers the sim providers
+    ModelGateway(PRICES).ready()  # registers the sim providers and the prices, as the engine's gateway does
 
     async def main() -> None:
         limits: dict[str, asyncio.Semaphore] = {}

@@ -587,7 +587,7 @@ def test_the_sim_providers_stamp_the_cost_litellm_computes(
 
     from eval_assets.providers import sim
 
-    ModelGateway(prices={model: (PRICE_IN, PRICE_OUT)})
+    ModelGateway(prices={model: (PRICE_IN, PRICE_OUT)}).ready()  # the sim providers and the price registered
     meta = {"build": "b", "scenario_id": "s", "repeat": 1, "try_no": 1}
 
     def cost() -> tuple[float, int, int]:

@@ -335,7 +335,7 @@ def test_a_streamed_failure_turn_delivers_the_bytes_before_its_break_then_raises
     script = _script(
         [{"error": "APIConnectionError", "reply": "Refunds are accepted within 30 days.", "break_at": 19}]
     )
-    _gateway({"s": script})  # registers the providers with litellm
+    _gateway({"s": script}).ready()  # registers the providers (and the price) with litellm
 
     async def stream() -> tuple[str, BaseException | None]:
         got, error = "", None

@@ -8,8 +8,12 @@ whichever is ready first), each against its own fresh home and journal.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -338,3 +342,65 @@ def test_worker_processes_are_forked_from_a_fork_server_never_from_the_calling_p
     )
     ((parent,),) = list(drive(run.results()))
     assert parent != os.getpid()
+
+
+# --- the calling process of a run with worker processes calls no model --------------------------
+
+_RUN_AND_REPORT = """
+import json, sys
+import dagster as dg
+from eval_assets.cli import main
+project, home = sys.argv[1:3]
+base = ["--project", project, "--home", home]
+added = main([*base, "build", "add", project + "/bench.yaml"])
+ran = main([*base, "run", "--build", "bench", "--format", "json"])
+with dg.DagsterInstance.from_config(home + "/dagster") as instance:
+    event = instance.get_latest_materialization_event(dg.AssetKey("scenario_runs"))
+    metadata = {k.split(" · ")[0]: v.value for k, v in event.asset_materialization.metadata.items()}
+print(json.dumps({
+    "exits": [added, ran],
+    "blocks_by_process": metadata["blocks_by_process"],
+    "litellm": sorted(m for m in sys.modules if m == "litellm" or m.startswith("litellm.")),
+}))
+"""
+
+
+def test_a_run_with_worker_processes_never_imports_litellm_in_the_calling_process(tmp_path: Path) -> None:
+    """`evaltrack build add` + `run` of a build whose attempts run on two worker processes, in a fresh
+    interpreter: every step (subject runs, judge verdicts, ledger, report, suite, decision, board)
+    runs in that process, and litellm (~160 MB) never enters its sys.modules; the workers call the
+    models. A project without gates: the deterministic suite's own gates call models in-process."""
+    project = tmp_path / "project"
+    for folder in ("rubrics", "judges"):
+        shutil.copytree(ROOT / folder, project / folder)
+    template = (ROOT / "scenarios/support/support.password-reset.yaml").read_text()
+    (project / "scenarios/bench").mkdir(parents=True)
+    for i in range(4):
+        text = template.replace("id: support.password-reset", f"id: bench.s{i}").replace(
+            "suite: support", "suite: bench"
+        )
+        (project / "scenarios/bench" / f"bench.s{i}.yaml").write_text(text)
+    settings = (ROOT / "evaltrack.yaml").read_text()
+    (project / "evaltrack.yaml").write_text(
+        settings + "\nengine:\n  workers: 2\n  min_attempts_per_worker: 1\n"
+    )
+    (project / "bench.yaml").write_text(
+        "id: bench\nmilestone: 1\nsubject:\n  model: sim/agent\n  family: sim\n  params: {seed: 7}\n"
+        "judges: [helpfulness-v1]\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    out = subprocess.run(
+        [sys.executable, "-c", _RUN_AND_REPORT, str(project), str(tmp_path / "home")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["exits"] == [0, 0], out.stdout[-2000:]
+    assert report["litellm"] == [], report["litellm"][:5]
+    blocks = report["blocks_by_process"]
+    assert blocks[0] == 0 and len(blocks) == 3 and sum(blocks) == 1, blocks  # the one block: in a worker

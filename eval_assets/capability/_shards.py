@@ -1,15 +1,16 @@
-"""Every core: a run's attempts in blocks of whole scenarios, run by the calling process and by worker
+"""Every core: a run's attempts in blocks of whole scenarios, run by the calling process or by worker
 processes, handed out as each one asks for more, and given back in block order.
 
 A block is consecutive scenarios in id order (about `BLOCK_ATTEMPTS` attempts; a scenario is never
 split, so the whole-scenario exclusion of a stopped scenario sees all its repeats together). The
-calling process runs blocks itself on `lanes` coroutines of its own engine (its event loop) from the
-first moment; each worker process is forked from a fork server (a clean process that imported
-`open_runner`'s module once; Dagster's threads and a running event loop do not survive a fork of the
-caller), opens the run's engine (project, home, journal, run id) with `open_runner`, says it is
-ready, and is then handed two blocks at a time (the next waits in its pipe). A worker that is still
-starting when the blocks run out is stopped: a small run costs no process start, and a large one
-loses nothing while its workers start. Every
+calling process runs blocks itself on `lanes` coroutines of its own engine (its event loop), if it
+has lanes (the track gives it none when the run has worker processes: then it calls no model and
+never imports litellm); each worker process is forked from a fork server (a clean process that
+imported `open_runner`'s module and the `preload` modules once, litellm among them, and that the
+track may have started ahead, `start_fork_server`; Dagster's threads and a running event loop do not
+survive a fork of the caller), opens the run's engine (project, home, journal, run id) with
+`open_runner`, says it is ready, and is then handed two blocks at a time (the next waits in its
+pipe). A worker that is still starting when the blocks run out is stopped. Every
 process runs the SAME engine call on a block, against the same spend journal (its reservations are
 atomic across processes, so the ceilings hold). Blocks come back in block order, whoever ran them,
 so the rows are the same whatever the worker count; at most `ahead` blocks past the oldest
@@ -58,7 +59,7 @@ class WorkerSetup:
     build_id: str
     judge_version: str | None  # None: the subject attempts (scenario_runs)
     generation: int
-    processes: int  # the calling process and its workers: each takes this share of the per-model limits
+    processes: int  # the processes running blocks: each takes this share of the per-model limits
     deadline_at: float  # the run's deadline on time.monotonic() (one clock per host)
     judge_ahead: tuple[
         str, ...
@@ -190,6 +191,7 @@ class BlockRun(Generic[R]):
         lanes: int = 2,
         ahead: int = 8,
         log: Callable[[str], None] | None = None,
+        preload: Sequence[str] = (),
     ):
         if lanes < 1 and workers < 1:
             raise ValueError("a block run needs a lane or a worker process")
@@ -198,18 +200,19 @@ class BlockRun(Generic[R]):
         self.blocks, self.local, self.local_counters = blocks, local, local_counters
         self.workers, self.setup, self.open_runner = workers, setup, open_runner
         self.lanes, self.ahead, self.log = lanes, ahead, log
+        self.preload = tuple(preload)  # what the fork server imports besides the runner's module
         self.counters: list[Counters] = []
 
     async def _start_workers(self, pool: list[_Worker], on_message: Callable[[_Worker], None]) -> None:
         """Start the worker processes, each in a thread (the first start waits for the fork server to
-        import the track, seconds the calling process spends running blocks), adding each to `pool`."""
+        import the track, unless it was started ahead), adding each to `pool`."""
         setup, open_runner = self.setup, self.open_runner
         assert setup is not None and open_runner is not None
         loop = asyncio.get_running_loop()
-        context = multiprocessing.get_context("forkserver")
-        # the fork server imports the runner's module (litellm, the engine) once; each worker is forked
-        # from it, a clean single-threaded process, never from the caller (its threads, its event loop)
-        context.set_forkserver_preload([open_runner.__module__])
+        # the fork server imports the runner's module (the engine) and the preloads (litellm) once; each
+        # worker is forked from it, a clean single-threaded process, never from the caller (its
+        # threads, its event loop)
+        context = fork_server(fork_server_imports(open_runner, self.preload))
         for number in range(1, self.workers + 1):
             ours, theirs = context.Pipe()
             process = context.Process(
@@ -247,7 +250,8 @@ class BlockRun(Generic[R]):
             pool.append(worker)
             loop.add_reader(ours.fileno(), on_message, worker)
         if self.log is not None:
-            self.log(f"{self.workers} worker processes started; the calling process ran blocks meanwhile")
+            meanwhile = "; the calling process ran blocks meanwhile" if self.lanes else ""
+            self.log(f"{self.workers} worker processes started{meanwhile}")
 
     async def results(self) -> AsyncIterator[list[R]]:
         """Raises the first error of any block (a worker's error as its own exception type when it
@@ -372,6 +376,31 @@ class BlockRun(Generic[R]):
             replace(self.local_counters(), blocks=local_blocks),
             *(replace(w.counters, blocks=w.ran) for w in pool),
         ]
+
+
+def fork_server_imports(
+    open_runner: Callable[[WorkerSetup], Runner[Any]], preload: Sequence[str]
+) -> list[str]:
+    """What a block run's fork server imports: the runner's module, then `preload` (each once)."""
+    return list(dict.fromkeys([open_runner.__module__, *preload]))
+
+
+def fork_server(imports: Sequence[str]) -> Any:
+    """multiprocessing's forkserver context, its server (one per calling process, started by the first
+    worker start or by `start_fork_server`) importing `imports` once when it starts."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(imports))
+    return context
+
+
+def start_fork_server(imports: Sequence[str]) -> None:
+    """Start the fork server now, unless it runs: it imports `imports` in its own process, on another
+    core, while the caller goes on (this returns at once); a later block run forks its workers from it
+    without waiting for that import."""
+    from multiprocessing import forkserver
+
+    fork_server(imports)
+    forkserver.ensure_running()
 
 
 def _settle(future: asyncio.Future[None], exc: BaseException | None) -> None:

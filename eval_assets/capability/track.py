@@ -22,6 +22,8 @@ from eval_assets.capability._shards import (
     WorkerSetup,
     blocks_of,
     drive,
+    fork_server_imports,
+    start_fork_server,
     worker_main,
 )
 from eval_assets.capability.builds import Builds, judges_for
@@ -43,9 +45,10 @@ from eval_assets.spend import (
 from eval_assets.spend import journal_url as spend_journal_url
 from eval_assets.warehouse import Warehouse
 
-# The engine, the gateway (litellm) and the row shapes (the statistics) are imported when a run needs
-# them, not with the track: a command that only reads the project, the journal database and the
-# warehouse (`evaltrack review ...`) then pays ~1 s of CPU to start instead of ~7 s.
+# The engine, the gateway and the row shapes (the statistics) are imported when a run needs them, not
+# with the track (litellm only at a model call: providers/_litellm.py): a command that only reads the
+# project, the journal database and the warehouse (`evaltrack review ...`) then pays ~1 s of CPU to
+# start instead of ~7 s.
 if TYPE_CHECKING:
     from eval_assets.capability.rows import Summary, exclude_stopped_scenarios
     from eval_assets.engine import Engine
@@ -94,8 +97,8 @@ class Track:
         self._gateway: ModelGateway | None = None
         set_pii(project.settings.redaction.pii)  # the project's `redaction.pii` in force in this process
         self.clock: Callable[[], float] = time.monotonic  # the run deadline's clock (tests inject one)
-        # blocks the calling process runs at a time beside its worker processes (capability/_shards.py);
-        # a test sets 0 to have every block run in a worker process
+        # blocks the calling process runs at a time when a run has no worker process
+        # (capability/_shards.py); a run with worker processes leaves every block to them
         self.lanes = 2
         self.block_attempts = BLOCK_ATTEMPTS  # about how many attempts a block holds
 
@@ -238,9 +241,13 @@ class Track:
         log: Log | None,
         ahead: Sequence[tuple[Judge, Rubric]] = (),
     ) -> BlockRun[Any]:
-        """The run's blocks on this process (`local`) and `processes - 1` worker processes (_shards.py),
-        which open the same track for `run` = (run id, build id, judge version or None, generation)."""
+        """The run's blocks: with `processes` 1, on this process (`local`, on `lanes` coroutines);
+        else on `processes` worker processes (_shards.py), which open the same track for `run` =
+        (run id, build id, judge version or None, generation), and none on this process. So the calling
+        process of a run with workers calls no model and never imports litellm (~160 MB): the workers
+        do, forked from a fork server that imported it once."""
         from eval_assets.capability._worker import engine_counters, open_runner
+        from eval_assets.providers.gateway import CALL_MODULES
         from eval_assets.tracing import carrier
 
         run_id, build_id, judge_version, generation = run
@@ -263,12 +270,27 @@ class Track:
             blocks,
             local,
             lambda: engine_counters(engine),
-            workers=processes - 1,
+            workers=processes if processes > 1 else 0,
             setup=setup,
             open_runner=open_runner,
-            lanes=self.lanes,
+            lanes=0 if processes > 1 else self.lanes,
             log=log,
+            preload=CALL_MODULES,
         )
+
+    def start_workers_ahead(self, build: BuildManifest) -> bool:
+        """Start the fork server of this process's block runs now when `build`'s subject run will have
+        worker processes (its planned attempts, `engine.workers`): it imports the engine and litellm
+        (~4 s of CPU) on another core while this process loads the definitions and opens the run,
+        instead of while the run waits for its first worker. Returns whether it was started."""
+        from eval_assets.capability._worker import open_runner
+        from eval_assets.providers.gateway import CALL_MODULES
+
+        attempts = sum(s.repeats for s in self.scenarios_for(build))
+        if self.project.settings.engine.worker_count(attempts) < 2:
+            return False
+        start_fork_server(fork_server_imports(open_runner, CALL_MODULES))
+        return True
 
     def block_results(
         self,

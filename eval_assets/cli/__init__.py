@@ -17,8 +17,9 @@ from eval_assets.cli.common import EXIT_INTERNAL_ERROR
 # `validate` and a refused `build add` pay only for their own (CPU time to import, measured on a
 # loaded 2-core machine): project_commands ~0.4 s (the gates), review_commands and import_commands
 # ~1 s (the track without its engine: configuration, journal database, warehouse, pandas; was ~7 s
-# when the track imported litellm), judge_commands ~2 s, run_commands ~10 s (litellm, the engine,
-# scipy, Dagster), ui ~3 s (Dagster).
+# when the track imported litellm), judge_commands ~2 s, run_commands ~3 s (the engine, pandas, scipy,
+# matplotlib, Dagster; litellm only in the worker processes that call models, or at a first call in
+# this process), ui ~3 s (Dagster).
 
 
 def _init(args: argparse.Namespace) -> int:

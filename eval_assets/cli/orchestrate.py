@@ -129,8 +129,9 @@ def load_definitions() -> dg.Definitions:
     """The code location's definitions, built once per process for the same EVAL_HOME, project and
     environment (a command materializes up to ~20 runs, and building them cost ~0.2 s of CPU each
     time; the resources read EVAL_HOME, the project root and the webhook variable when built)."""
-    # the whole code location (litellm, the engine, the statistics: ~5 s CPU to import) only when a
-    # command materializes: `build add` imports this module to open the instance and add a partition
+    # the whole code location (the engine, the statistics, the warehouse: ~1.8 s CPU to import and
+    # build; litellm is not among them) only when a command materializes: `build add` imports this
+    # module to open the instance and add a partition
     from eval_assets.definitions import defs
 
     key = (str(default_home()), str(project_root()), *(os.environ.get(n, "") for n in _DEFINITIONS_READ))

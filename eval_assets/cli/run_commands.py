@@ -154,6 +154,9 @@ def _run_builds(
     start_suite_ahead(track)  # the suite's import probe runs beside the first build's other steps
     for build_id in build_ids:
         manifest = track.build(build_id)
+        # a build whose runs have worker processes: their fork server imports the engine and litellm
+        # beside this process's own start (the definitions), not while the first run waits for it
+        track.start_workers_ahead(manifest)
         versions = [judge] if judge else [j.version_id for j in track.judges_for(manifest)]
         expected = sum(s.repeats for s in track.scenarios_for(manifest))
         say(f"build {build_id}: scenario_runs, then {', '.join(versions)}, the suite and the decision")

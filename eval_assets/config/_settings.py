@@ -32,8 +32,9 @@ class EngineSettings(Strict):
     )
     workers: Annotated[int, Field(ge=1, le=256)] | None = Field(
         default=None,
-        description="processes a build's attempts run on, in blocks of whole scenarios: the calling one "
-        "and workers - 1 worker processes; default: the number of cores; 1 runs in the calling process alone",
+        description="processes a build's attempts run on, in blocks of whole scenarios: that many worker "
+        "processes (the calling process then calls no model); default: the number of cores; 1 runs in the "
+        "calling process alone",
     )
     min_attempts_per_worker: Annotated[int, Field(ge=1, le=10_000_000)] = Field(
         default=200,
@@ -42,7 +43,8 @@ class EngineSettings(Strict):
     )
 
     def worker_count(self, attempts: int) -> int:
-        """How many processes `attempts` planned attempts run on (1: the calling process alone)."""
+        """How many processes `attempts` planned attempts run on (1: the calling process alone; more:
+        that many worker processes)."""
         wanted = self.workers if self.workers is not None else (os.cpu_count() or 1)
         return max(1, min(wanted, attempts // self.min_attempts_per_worker))
 

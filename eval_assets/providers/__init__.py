@@ -1,15 +1,13 @@
 """Model access: the litellm gateway and the in-process sim provider.
 
-litellm is configured here, before anything imports it: offline mode (no price-map or tokenizer
-downloads at import) and no debug banners. The face names only what the configuration checks need
-(provider routes, sim knob names, and the model-script shape); the gateway is `eval_assets.providers.gateway`.
+litellm is imported and configured in one place, `_litellm.py`, imported first here: offline mode
+(no price-map or tokenizer downloads at import) is in the environment before anything imports
+litellm, and litellm itself is imported only where a model is called or a price is read. The face
+names only what the configuration checks need (provider routes, sim knob names, and the model-script
+shape); the gateway is `eval_assets.providers.gateway`.
 """
 
-import os
-
-os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
+from ._litellm import configured_litellm  # noqa: F401  (first: offline mode in the environment)
 from ._routes import LOCAL_PROVIDERS, litellm_providers  # noqa: E402
 from .scriptmodel import (  # noqa: E402
     SCRIPT_ERRORS,

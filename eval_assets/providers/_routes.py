@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 
+from ._litellm import configured_litellm
+
 # Providers served in-process (custom litellm providers); everything else must be a litellm provider.
 LOCAL_PROVIDERS = frozenset({"sim", "simjudge", "script"})
 
@@ -15,6 +17,5 @@ LOCAL_PROVIDERS = frozenset({"sim", "simjudge", "script"})
 @functools.cache
 def litellm_providers() -> frozenset[str]:
     """Provider prefixes litellm can route (e.g. 'openai', 'anthropic')."""
-    import litellm  # ~10 s CPU: the configuration (and so `evaltrack --help`) imports this module
-
-    return frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)
+    # ~3 s of CPU: the configuration (and so `evaltrack --help`) imports this module
+    return frozenset(str(getattr(p, "value", p)) for p in configured_litellm().provider_list)

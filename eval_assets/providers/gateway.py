@@ -9,12 +9,18 @@ key or the request's Authorization header anywhere, and what leaves here is stor
 to a judge. A credential in a tool call's id or function name is refused (the call fails with
 `SecretInIdentifier`), never redacted into an identifier. No litellm callback is registered here:
 callback kwargs hold the raw key.
+
+Importing this module does not import litellm: the gateway readies it (`litellm_ready`: litellm
+configured in its one place, `_litellm.py`, and the sim providers registered) at its first call, or
+when it reads a price its table lacks. So a process that holds a gateway but calls no model (a run's
+calling process, whose blocks run in worker processes) never loads litellm.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -22,25 +28,34 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from types import ModuleType
 from typing import Any
 
-import litellm  # noqa: E402
-
-import eval_assets.providers  # noqa: F401  (sets litellm's offline environment first)
+from eval_assets.providers._litellm import configured_litellm
 from eval_assets.providers.scriptmodel import SCRIPT_PROVIDER, ModelScript
-from eval_assets.providers.sim import register_sim_providers
 from eval_assets.redact import findings, redact, redact_any, redact_logs, without_traceback
 
-litellm.suppress_debug_info = True
 # litellm warns once per registered custom price about cache pricing it cannot know; not actionable here.
 logging.getLogger("LiteLLM").setLevel(logging.ERROR)
 # litellm logs raw provider responses (at DEBUG); a provider may echo the key in them.
 redact_logs(
     "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "openai", "httpx", "httpcore", "eval_assets"
 )
-litellm.telemetry = False
-litellm.drop_params = False
-litellm.set_verbose = False
+
+CALL_MODULES = ("eval_assets.providers.sim",)
+"""What a call imports besides this module (litellm, configured, and the sim providers): a fork server
+imports these once, ahead, so that the workers it forks do not each import litellm at their first call."""
+
+
+@functools.cache
+def litellm_ready() -> ModuleType:
+    """litellm, configured (`_litellm.configured_litellm`), with the sim providers registered: what
+    any call needs, done once per process. Returns the litellm module."""
+    from eval_assets.providers.sim import register_sim_providers  # imports litellm
+
+    litellm = configured_litellm()
+    register_sim_providers()
+    return litellm
 
 
 class UnpricedModel(Exception):
@@ -78,12 +93,14 @@ def litellm_completion(spec: CallSpec, metadata: Mapping[str, Any]) -> Any:
     # a `max_tokens` among the params is a lower cap, never a higher one (the scenario's or judge's
     # max_output_tokens bounds every reply); the other names the track sets itself are refused when the
     # file is validated (config.TRACK_SET_PARAMS)
-    max_tokens = min(int(kwargs.pop("max_tokens")), spec.max_tokens) if "max_tokens" in kwargs else spec.max_tokens
+    max_tokens = (
+        min(int(kwargs.pop("max_tokens")), spec.max_tokens) if "max_tokens" in kwargs else spec.max_tokens
+    )
     if spec.api_base:
         kwargs["api_base"] = spec.api_base
     if spec.tools:
         kwargs["tools"] = spec.tools
-    return litellm.acompletion(
+    return litellm_ready().acompletion(
         model=spec.model,
         messages=spec.messages,
         max_tokens=max_tokens,
@@ -116,23 +133,32 @@ class CallOutcome:
     finish_reason: str | None = None  # the answer's finish reason ("stop", "length", "tool_calls"), if given
 
 
-# Transient by nature: the same request may succeed later.
-RETRYABLE = (
-    litellm.RateLimitError,
-    litellm.InternalServerError,
-    litellm.ServiceUnavailableError,
-    litellm.APIConnectionError,
-    litellm.Timeout,
-)
+@functools.cache
+def retryable_errors() -> tuple[type[BaseException], ...]:
+    """litellm's errors that are transient by nature: the same request may succeed later."""
+    litellm = configured_litellm()
+    return (
+        litellm.RateLimitError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.APIConnectionError,
+        litellm.Timeout,
+    )
 
 
-# Rate limited or overloaded: the engine's adaptive limiter backs off on these (engine/_limiter.py).
-OVERLOAD = (litellm.RateLimitError, litellm.ServiceUnavailableError)
+@functools.cache
+def overload_errors() -> tuple[type[BaseException], ...]:
+    """litellm's errors that say rate limited or overloaded: the engine's adaptive limiter backs off on
+    these (engine/_limiter.py)."""
+    litellm = configured_litellm()
+    return (litellm.RateLimitError, litellm.ServiceUnavailableError)
+
+
 OVERLOAD_STATUS = frozenset({429, 503, 529})  # 529: "overloaded", which litellm maps to a plain APIError
 
 
 def is_overload(exc: BaseException) -> bool:
-    return isinstance(exc, OVERLOAD) or getattr(exc, "status_code", None) in OVERLOAD_STATUS
+    return isinstance(exc, overload_errors()) or getattr(exc, "status_code", None) in OVERLOAD_STATUS
 
 
 def retry_after_s(exc: BaseException, now: datetime | None = None) -> float | None:
@@ -222,31 +248,40 @@ class ModelGateway:
     ):
         """`prices`: model -> (USD per input token, USD per output token) for models litellm lacks.
         `scripts`: where `script/NAME` models find their script (the project's loader); without it a
-        script model's call fails (never a silent answer)."""
-        register_sim_providers()
+        script model's call fails (never a silent answer). Nothing of litellm is loaded here (`ready`)."""
         self._scripts = scripts
         self._prices: dict[str, tuple[float, float]] = dict(prices or {})
-        # litellm prices every response itself (in its logging path); teach it the registered prices so
-        # that path finds them directly instead of searching its map for a near match.
-        if self._prices:
-            litellm.register_model(
-                {
-                    model: {
-                        "input_cost_per_token": inp,
-                        "output_cost_per_token": out,
-                        "litellm_provider": model.partition("/")[0],
-                        "mode": "chat",
+        self._ready = False
+
+    def ready(self) -> ModuleType:
+        """litellm readied for this gateway's calls (`litellm_ready`) and taught its registered prices,
+        once: litellm prices every response itself (in its logging path, and the sim providers stamp
+        that price), so it finds them directly instead of searching its map for a near match. Done by
+        the first call; returns the litellm module."""
+        litellm = litellm_ready()
+        if not self._ready:
+            if self._prices:
+                litellm.register_model(
+                    {
+                        model: {
+                            "input_cost_per_token": inp,
+                            "output_cost_per_token": out,
+                            "litellm_provider": model.partition("/")[0],
+                            "mode": "chat",
+                        }
+                        for model, (inp, out) in self._prices.items()
                     }
-                    for model, (inp, out) in self._prices.items()
-                }
-            )
+                )
+            self._ready = True
+        return litellm
 
     def price(self, model: str) -> tuple[float, float]:
-        """(input, output) USD per token; raises UnpricedModel. Registered prices win over litellm's map."""
+        """(input, output) USD per token; raises UnpricedModel. Registered prices win over litellm's map
+        (read only for a model the table lacks: the one price read that loads litellm)."""
         if model in self._prices:
             return self._prices[model]
         try:
-            info = litellm.get_model_info(model)
+            info = configured_litellm().get_model_info(model)
         except Exception as exc:
             raise UnpricedModel(model) from exc
         inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
@@ -279,6 +314,7 @@ class ModelGateway:
     async def call(self, spec: CallSpec) -> CallOutcome:
         """One try. Never raises for provider failures; the hard timeout is enforced here too."""
         started = time.perf_counter()
+        self.ready()
         try:
             script = self._script_metadata(spec.model)
         except Exception as exc:  # a script that does not load is this call's failure, never an answer
@@ -289,7 +325,7 @@ class ModelGateway:
             )
         except TimeoutError as exc:
             return self._failure(started, "timeout", f"no answer within {spec.timeout_s:g}s", True, exc)
-        except RETRYABLE as exc:
+        except retryable_errors() as exc:
             return self._failure(started, type(exc).__name__, _safe_message(exc), True, exc)
         except Exception as exc:  # a provider error is an outcome, never a score
             return self._failure(started, type(exc).__name__, _safe_message(exc), False, exc)

@@ -30,14 +30,14 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-import litellm  # noqa: E402
-from litellm import CustomLLM  # noqa: E402
-from litellm.types.utils import ChatCompletionMessageToolCall, Function  # noqa: E402
-from litellm.utils import custom_llm_setup  # noqa: E402
+import litellm  # offline mode is in the environment already: the package's face imports _litellm first
+from litellm import CustomLLM
+from litellm.types.utils import ChatCompletionMessageToolCall, Function
+from litellm.utils import custom_llm_setup
 
-import eval_assets.providers  # noqa: F401
 from eval_assets.canonical import canonical_arguments
 from eval_assets.fence import fenced_content
+from eval_assets.providers._litellm import configured_litellm
 
 from .scriptmodel import (
     SCRIPT_PROVIDER,
@@ -61,6 +61,8 @@ from .simmodel import (  # noqa: E402
     tool_answer_quality,
     wrong_arguments,
 )
+
+configured_litellm()  # litellm configured in its one place (this module may be the first to import it)
 
 _QUALITY_RE = re.compile(re.escape(QUALITY_MARKER) + r"([0-9]*\.?[0-9]+)\]")
 _CRITERIA_RE = re.compile(r"^Criteria \(JSON\): (.*)$", re.MULTILINE)

@@ -21,7 +21,7 @@ def registry_matches_specs(ctx: GateContext) -> Outcome:
 
 def sim_provider_is_deterministic(ctx: GateContext) -> None:
     """The same sim call (model, knobs, identity) twice through litellm gives the same text."""
-    # litellm: ~10 s CPU; validate imports gates
+    # the gateway (~0.2 s of CPU, litellm ~3 s more at its first call); validate imports gates
     from eval_assets.providers.gateway import CallSpec, ModelGateway
 
     gateway = ModelGateway({"sim/agent": (3e-6, 15e-6)})
