@@ -1,6 +1,10 @@
 """What the release assets hand to Dagster, read value by value: the approval of each build, the board,
 a decision as its asset records it, and the rows a report and its reliability figures become.
 
+Each test calls the function it reads in its own body (on a copy of the home where it writes): the
+mutation run (scripts/mutation) maps a function to the tests that call it, and a call made by a shared
+fixture is mapped to the first test that sets the fixture up only.
+
 One home is decided once through the track, the way `evaltrack demo` decides it: the baseline (no
 baseline of its own: none), its unchanged rebuild (allow), the regressed candidate (block), each with
 a passing deterministic suite, and a fourth build registered and never run (no decision recorded).
@@ -14,12 +18,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from shared import changed_manifest, current_file, edit_in_place, record_one_gate_suite
+import yaml
+from shared import changed_manifest, current_file, edit_in_place, record_one_gate_suite, slow_project_copy
 
 from eval_assets import release
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Summary, Track
-from eval_assets.config import Project
+from eval_assets.config import Project, load_project
 from eval_assets.home import EvalHome
 from eval_assets.present import check_description, png_uri, recorded_reasons
 from eval_assets.stats import CapabilityReport, Finding, Reliability
@@ -175,12 +180,13 @@ def test_a_damaged_decision_reads_as_no_decision_naming_the_damage(
 
 
 def test_the_decision_asset_records_its_reasons_links_each_report_shows_its_plot_and_writes_the_page(
-    decided: tuple[Path, dict[str, Summary]], project: Project
+    decided: tuple[Path, dict[str, Summary]], project: Project, tmp_path: Path
 ) -> None:
-    root, summaries = decided
+    root = copy_of(decided, tmp_path)
     track = track_of(root, project)
-    summary = summaries[CAND]
-    assert summary["reason_rows"] == recorded_reasons(track.warehouse, CAND, f"decide-{CAND}")
+    summary = release.materialize_release_decision(track, CAND, "decide-again", report_link=report_link)
+    assert summary["reason_rows"] == recorded_reasons(track.warehouse, CAND, "decide-again")
+    assert summary["reason_rows"]
     assert reason_count(summary["reason_rows"], "block") >= 1
     markdown = summary.markdown
     assert markdown.startswith(f"## {CAND}: block\n")
@@ -299,13 +305,13 @@ def test_report_rows_stamp_each_finding_and_reliability_row_with_the_report_and_
 
 
 def test_the_report_asset_shows_its_sections_each_on_its_own_lines_and_names_its_reasons(
-    decided: tuple[Path, dict[str, Summary]], project: Project
+    decided: tuple[Path, dict[str, Summary]], project: Project, tmp_path: Path
 ) -> None:
     """The report's summary, then its reliability table, then judge-human agreement, each starting on a
     line of its own, then the plot; its reasons as severity, source, message and advice; its rows'
     reliability figures judged against the rubric's own floor."""
-    root, summaries = decided
-    summary = summaries[f"report:{CAND}"]
+    root = copy_of(decided, tmp_path)
+    summary = release.materialize_capability_report(track_of(root, project), CAND, JUDGE, "report-again")
     lines = summary.markdown.splitlines()
     assert lines[0] == f"### Capability report: judge {JUDGE}, {CAND} vs {BASE}"
     reliability = lines.index(
@@ -332,13 +338,14 @@ def test_the_report_asset_shows_its_sections_each_on_its_own_lines_and_names_its
 
 
 def test_the_report_asset_values_agree_with_the_rows_it_wrote(
-    decided: tuple[Path, dict[str, Summary]], project: Project
+    decided: tuple[Path, dict[str, Summary]], project: Project, tmp_path: Path
 ) -> None:
     """What the asset's metadata shows (verdict, baseline, counts, A/A rates, pass^k per suite, the
     partition file) is what its `capability_reports` rows say; a report with no baseline says so."""
-    root, summaries = decided
+    summaries = decided[1]
+    root = copy_of(decided, tmp_path)
     track = track_of(root, project)
-    values = summaries[f"report:{CAND}"].values
+    values = release.materialize_capability_report(track, CAND, JUDGE, "report-again").values
     rows = track.warehouse.query("SELECT * FROM capability_reports WHERE build = ?", [CAND])
     findings = rows[~rows["finding"].isin(["pass_at_k", "pass_hat_k"])]
     suites = rows[(rows["finding"] == "pass_hat_k") & rows["scenario_id"].isna()]
@@ -359,3 +366,33 @@ def test_the_report_asset_values_agree_with_the_rows_it_wrote(
     assert values["partition_file"] == str(current_file(root, "capability_reports", CAND))
     base = summaries[f"report:{BASE}"].values
     assert base["baseline"] == "none" and base["decided_nothing"] and base["verdict"] == "none"
+
+
+def test_a_report_judged_by_the_subjects_own_family_lists_the_exemptions_in_force(
+    tmp_path: Path, project: Project
+) -> None:
+    """A subject of the judge's own provider family is judged only where a scenario records an
+    exemption, and the report says which, with the recorded reason, in a section of its own."""
+    root = slow_project_copy(tmp_path / "project", {})
+    shipped = load_project(root)
+    judged = sorted(s.id for s in shipped.scenarios_for(shipped.judges[JUDGE]))[:2]
+    reasons = {sid: f"reviewed by hand weekly ({n})" for n, sid in enumerate(judged)}
+    for sid in judged:
+        path = shipped.sources[f"scenario{sid}"]
+        scenario = yaml.safe_load(path.read_text())
+        path.write_text(yaml.safe_dump({**scenario, "family_exemption": reasons[sid]}, sort_keys=False))
+    judge = yaml.safe_load((root / "judges" / f"{JUDGE}.yaml").read_text())
+    own = load_project(root)
+    track = Track(own, EvalHome(tmp_path / "home").ensure())
+    manifest = changed_manifest(tmp_path, own, "baseline.yaml", judges=[JUDGE])
+    data = yaml.safe_load(manifest.read_text())
+    data["subject"]["family"] = judge["family"]
+    manifest.write_text(yaml.safe_dump(data))
+    build = track.register_build(manifest).id
+    materialize_scenario_runs(track, build, "runs")
+    materialize_judge_verdicts(track, build, JUDGE, "verdicts")
+    markdown = release.materialize_capability_report(track, build, JUDGE, "report").markdown
+    section = "**Provider-family exemptions in force**"
+    listed = "".join(f"- {sid}: {reasons[sid]}\n" for sid in judged)
+    assert f"\n{section}\n\n{listed}" in markdown
+    assert markdown.count(section) == 1 and markdown.startswith("### Capability report: ")
