@@ -770,3 +770,21 @@ def test_a_scenario_with_one_scored_repeat_per_build_is_tested_on_the_prior_alon
     assert np.isfinite(tests.p_drop[0, :2]).all() and tests.p_drop[0, 0] < 0.05
     assert tests.df[0, 1] == math.inf and tests.df[0, 0] == math.inf  # both on the prior's variance
     assert tests.se[0, 0] == pytest.approx(math.sqrt(tests.prior.s0_sq[0] * (1 + 1 / 4)), rel=1e-12)
+
+
+@pytest.mark.parametrize(("count", "blocks"), [(4, False), (5, True), (6, True)])
+def test_the_concentrated_test_counts_from_exactly_min_scenarios_compared(count: int, blocks: bool) -> None:
+    """The concentrated-drop hypothesis carries its share of alpha from MIN_SCENARIOS (5) compared
+    scenarios on, in the decision and in the findings alike: its p alone (every other p untestable)
+    blocks at 5 and 6 scenarios and cannot at 4."""
+    x = np.full((1, count, 2), 0.5)
+    tests = dataclasses.replace(
+        scenario_tests(Moments.of(x, FLOOR), Moments.of(x, FLOOR), FLOOR),
+        p_drop=np.full((1, count), np.nan),
+        p_floor=np.full((1, count), np.nan),
+        collapse=np.zeros((1, count), dtype=bool),
+    )
+    conc = Concentrated(np.zeros(1), np.array([1e-6]), np.array([count]), np.zeros((1, count)))
+    p_beyond, budget = np.array([np.nan]), Budget()
+    assert holm_blocks(tests, p_beyond, conc, budget).tolist() == [blocks]
+    assert weighted_holm(*holm_inputs(tests, p_beyond, conc, budget), budget.report_alpha).any() == blocks
