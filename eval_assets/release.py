@@ -155,12 +155,11 @@ def build_report(
         design=run_design(track, candidate),
     )
     if baseline is not None and (base is None or base.empty):
-        report = _note(report, f"baseline {baseline} has no verdicts yet")
+        # compared with no baseline frame, the report says "no baseline"; this build names one
+        report = replace(
+            report, decided_nothing=f"baseline {baseline} has no verdicts yet under {judge_version}"
+        )
     return ReportRun(report, baseline, band)
-
-
-def _note(report: CapabilityReport, reason: str) -> CapabilityReport:
-    return replace(report, decided_nothing=report.decided_nothing or reason)
 
 
 def materialize_capability_report(track: Track, build: str, judge_version: str, run_id: str) -> Summary:

@@ -396,3 +396,27 @@ def test_a_report_judged_by_the_subjects_own_family_lists_the_exemptions_in_forc
     listed = "".join(f"- {sid}: {reasons[sid]}\n" for sid in judged)
     assert f"\n{section}\n\n{listed}" in markdown
     assert markdown.count(section) == 1 and markdown.startswith("### Capability report: ")
+
+
+def test_a_report_whose_baseline_has_no_verdicts_says_so_and_decides_nothing(
+    decided: tuple[Path, dict[str, Summary]], project: Project, tmp_path: Path
+) -> None:
+    """A candidate whose named baseline is registered but not judged: the report decides nothing and
+    says that baseline has no verdicts yet (not "no baseline", which would send the engineer looking for
+    a manifest field that is there)."""
+    track = track_of(copy_of(decided, tmp_path), project)
+    orphan = "agent-2026-12-02-orphan"
+    manifest = changed_manifest(
+        tmp_path, project, "rebuild.yaml", id=orphan, baseline=UNDECIDED, judges=[JUDGE]
+    )
+    track.register_build(manifest)
+    materialize_scenario_runs(track, orphan, "runs")
+    materialize_judge_verdicts(track, orphan, JUDGE, "verdicts")
+    summary = release.materialize_capability_report(track, orphan, JUDGE, "report")
+    expected = f"baseline {UNDECIDED} has no verdicts yet under {JUDGE}"
+    assert (summary["verdict"], summary["baseline"], summary["decided_nothing"]) == (
+        "none",
+        UNDECIDED,
+        expected,
+    )
+    assert f"**Verdict: none** — {expected}" in summary.markdown
