@@ -207,7 +207,8 @@ def test_a_judge_version_whose_evidence_failed_keeps_the_decision_from_allowing(
         track, REBUILD, "decide-again", evidence_failure=lambda jv: failure if jv == JUDGE else None
     )
     assert summary["decision"] != "allow"
-    assert any(failure in r["message"] for r in summary["reason_rows"])
+    [reason] = [r for r in summary["reason_rows"] if failure in r["message"]]
+    assert (reason["severity"], reason["source"], reason["finding"]) == ("none", JUDGE, "report")
 
 
 def test_reliability_rows_are_two_info_rows_per_figure_with_where_and_what_was_counted() -> None:
@@ -420,3 +421,35 @@ def test_a_report_whose_baseline_has_no_verdicts_says_so_and_decides_nothing(
         expected,
     )
     assert f"**Verdict: none** — {expected}" in summary.markdown
+
+
+def test_the_noise_band_asset_values_are_its_suite_row_and_the_suite_row_summarises_the_scenarios(
+    decided: tuple[Path, dict[str, Summary]], project: Project, tmp_path: Path
+) -> None:
+    """`noise_bands`: one suite row (no scenario id, the mean of the scenario means, the mean
+    within-scenario variance of the scenarios with two or more scored repeats, a band centred on 0),
+    then a row per scenario; the asset's values are that suite row, the scenario count and the file."""
+    root = copy_of(decided, tmp_path)
+    track = track_of(root, project)
+    values = release.materialize_noise_bands(track, BASE, JUDGE, "bands-again").values
+    rows = track.warehouse.query("SELECT * FROM noise_bands WHERE build = ?", [BASE])
+    suite, per = rows[rows["scope"] == "suite"], rows[rows["scope"] == "scenario"]
+    assert len(suite) == 1 and suite["scenario_id"].isna().all() and len(per) >= 16
+    [row] = suite.to_dict("records")
+    assert row["mean"] == pytest.approx(per["mean"].mean(), rel=1e-12)
+    assert row["within_var"] == pytest.approx(per.loc[per["n_repeats"] >= 2, "within_var"].mean(), rel=1e-12)
+    assert (row["low"], row["high"]) == (-row["half_width"], row["half_width"]) and row["half_width"] > 0
+    assert per["scenario_id"].map(type).eq(str).all()
+    assert values == {
+        "suite_half_width": round(row["half_width"], 6),
+        "suite_mean": round(row["mean"], 6),
+        "within_var": round(row["within_var"], 6),
+        "between_var": round(row["between_var"], 6),
+        "between_build_var": values["between_build_var"],
+        "rebuild_used": values["rebuild_used"],
+        "optimal_repeats": values["optimal_repeats"],
+        "scenarios": len(per),
+        "partition_file": str(current_file(root, "noise_bands", BASE)),
+    }
+    # the baseline's band takes its registered unchanged rebuild's spread (docs/methods.md: noise band)
+    assert values["rebuild_used"] is True and values["between_build_var"] is not None
