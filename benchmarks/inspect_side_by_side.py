@@ -63,6 +63,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -502,31 +503,10 @@ def compare(
             print_run(i, side, results[side][-1])
     med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in results.items()}
     e, s = med["evaltrack"], med["inspect"]
-    sides = list(tracks)
-    print()
-    print("| median | " + " | ".join(f"{t}: build add + run" for t in sides) + " | inspect eval |")
-    print("| --- | " + " | ".join("---" for _ in sides) + " | --- |")
+    print_medians(med, list(tracks), s)
     print(
-        "| wall | "
-        + " | ".join(f"{med[t]['wall_s']:.1f} s (run alone {med[t]['run_wall_s']:.1f} s)" for t in sides)
-        + f" | {s['wall_s']:.1f} s |"
+        "| Inspect's accuracy (grades read) | " + " | ".join("" for _ in tracks) + f" | {s['scored']:.3f} |"
     )
-    print(
-        "| CPU (user+sys, whole tree) | "
-        + " | ".join(f"{med[t]['cpu_s']:.1f} s (run alone {med[t]['run_cpu_s']:.1f} s)" for t in sides)
-        + f" | {s['cpu_s']:.1f} s |"
-    )
-    print(
-        "| peak RSS, largest process | "
-        + " | ".join(f"{med[t]['peak_rss_mb']:.0f} MB" for t in sides)
-        + f" | {s['peak_rss_mb']:.0f} MB |"
-    )
-    print(
-        "| peak RSS by process: calling / fork server / largest worker / other | "
-        + " | ".join(by_process(med[t]) for t in sides)
-        + f" | {by_process(s)} |"
-    )
-    print("| Inspect's accuracy (grades read) | " + " | ".join("" for _ in sides) + f" | {s['scored']:.3f} |")
     if "stand_in_cpu_s" in s:
         print(
             f"the stand-in (not counted on either side): {s['stand_in_cpu_s']:.1f} s of CPU for "
@@ -565,6 +545,39 @@ def by_process(r: dict[str, float]) -> str:
     return " / ".join(f"{r[f'{role}_rss_mb']:.0f}" for role in ROLES) + " MB"
 
 
+def print_medians(
+    med: dict[str, dict[str, float]], sides: list[str], inspect: dict[str, float] | None = None
+) -> None:
+    """The table of medians: a column per eval-track side, then Inspect's when `inspect` is given."""
+    head = [f"{t}: build add + run" for t in sides] + (["inspect eval"] if inspect is not None else [])
+    print()
+    print("| median | " + " | ".join(head) + " |")
+    print("| --- | " + " | ".join("---" for _ in head) + " |")
+
+    def row(
+        label: str, ours: Callable[[dict[str, float]], str], theirs: Callable[[dict[str, float]], str]
+    ) -> None:
+        cells = [ours(med[t]) for t in sides] + ([theirs(inspect)] if inspect is not None else [])
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+    row(
+        "wall",
+        lambda r: f"{r['wall_s']:.1f} s (run alone {r['run_wall_s']:.1f} s)",
+        lambda r: f"{r['wall_s']:.1f} s",
+    )
+    row(
+        "CPU (user+sys, whole tree)",
+        lambda r: f"{r['cpu_s']:.1f} s (run alone {r['run_cpu_s']:.1f} s)",
+        lambda r: f"{r['cpu_s']:.1f} s",
+    )
+    row(
+        "peak RSS, largest process",
+        lambda r: f"{r['peak_rss_mb']:.0f} MB",
+        lambda r: f"{r['peak_rss_mb']:.0f} MB",
+    )
+    row("peak RSS by process: calling / fork server / largest worker / other", by_process, by_process)
+
+
 def print_run(i: int, side: str, r: dict[str, float]) -> None:
     extra = (
         f"; stand-in CPU {r['stand_in_cpu_s']:.1f} s for {r['stand_in_calls']:.0f} calls"
@@ -596,25 +609,7 @@ def evaltrack_alone(
             results[side].append(evaltrack_once(exe, project, tmp / f"{side}-{i}", side_env))
             print_run(i, side, results[side][-1])
     med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in results.items()}
-    print()
-    print("| median | " + " | ".join(f"{t}: build add + run" for t in tracks) + " |")
-    print("| --- | " + " | ".join("---" for _ in tracks) + " |")
-    print(
-        "| wall | "
-        + " | ".join(f"{med[t]['wall_s']:.1f} s (run alone {med[t]['run_wall_s']:.1f} s)" for t in tracks)
-        + " |"
-    )
-    print("| CPU (user+sys, whole tree) | " + " | ".join(f"{med[t]['cpu_s']:.1f} s" for t in tracks) + " |")
-    print(
-        "| peak RSS, largest process | "
-        + " | ".join(f"{med[t]['peak_rss_mb']:.0f} MB" for t in tracks)
-        + " |"
-    )
-    print(
-        "| peak RSS by process: calling / fork server / largest worker / other | "
-        + " | ".join(by_process(med[t]) for t in tracks)
-        + " |"
-    )
+    print_medians(med, list(tracks))
     e = med["evaltrack"]
     print(
         f"peak RSS {e['peak_rss_mb']:.0f} MB (goal <= 450: {'met' if e['peak_rss_mb'] <= 450 else 'NOT met'}); "
