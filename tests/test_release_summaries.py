@@ -397,6 +397,13 @@ def test_a_report_judged_by_the_subjects_own_family_lists_the_exemptions_in_forc
     listed = "".join(f"- {sid}: {reasons[sid]}\n" for sid in judged)
     assert f"\n{section}\n\n{listed}" in markdown
     assert markdown.count(section) == 1 and markdown.startswith("### Capability report: ")
+    # and the release decision lists them, one info reason each (the build has no baseline: none)
+    decision = release.write_release_decision(track, build, "decide", lambda: [])
+    notes = [r for r in recorded_reasons(track.warehouse, build, "decide") if r["finding"] == "exemption"]
+    assert decision["decision"] == "none"
+    assert [(r["severity"], r["source"], r["message"]) for r in notes] == [
+        ("info", "provider family", f"{sid}: {reasons[sid]}") for sid in judged
+    ]
 
 
 def test_a_report_whose_baseline_has_no_verdicts_says_so_and_decides_nothing(
