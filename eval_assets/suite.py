@@ -44,10 +44,9 @@ def materialize_deterministic_suite(
 def start_suite_ahead(track: Track) -> None:
     """Start the parts of the deterministic suite that depend on the source tree alone (the import
     probe of `arch.domain-never-imports-dagster`, a fresh interpreter importing the whole domain, and
-    the property gates' draws and the tree-only checks such as the canary materialization, in
-    another) so they run on another core while this process materializes a build's other steps; the
-    gates then take their findings. For a command that runs the suite in this process (`evaltrack
-    run`, `demo`)."""
+    the property gates' draws, in another) so they run on another core while this process
+    materializes a build's other steps; the gates then take their findings. For a command that runs
+    the suite in this process (`evaltrack run`, `demo`)."""
     start_import_probe(track.project.root)
     start_ahead(track.project.root)
 

@@ -758,31 +758,23 @@ def test_a_tree_only_check_that_held_holds_again_until_the_tree_changes_and_alwa
         check(replace(ctx, extra_scan_paths=(tmp_path,)))
 
 
-def test_the_canary_gate_runs_ahead_in_another_interpreter_and_the_suite_takes_its_pass(
+def test_the_canary_gate_runs_once_per_tree_in_a_command_that_decides_several_builds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`start_ahead` runs the tree-only canary gate (`security.no-api-key-persisted`: a materialization
-    with a canary key) in its fresh interpreter; the gate here takes that pass without materializing
-    anything in this process. A tree changed since runs it here."""
-    from eval_assets.gates import drivers
+    """`security.no-api-key-persisted` (a materialization with a canary key) is tree-only: the second
+    build's suite over the same tree takes the first one's pass without materializing again."""
     from eval_assets.gates.dogfood import security
 
     project_copy(tmp_path)
-    check = "eval_assets.gates.dogfood.security:no_api_key_persisted"
-    write_registry(tmp_path, {"canary.yaml": {"gates": [gate("s.canary", "structural", check=check)]}})
-
-    def here(*_args: object) -> None:
-        raise AssertionError("materialized in the calling process")
-
-    monkeypatch.setattr(security, "_materialize", here)
-    drivers.start_ahead(tmp_path)
     ctx = GateContext(root=tmp_path, gate_id="s.canary", kind="structural", build="b1", milestone=0)
-    outcome = security.no_api_key_persisted(ctx)
-    assert outcome.passed and outcome.message.startswith("canary key absent from ")
-    rubric = sorted((tmp_path / "rubrics").glob("*.yaml"))[0]
-    rubric.write_text(rubric.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
-    with pytest.raises(AssertionError, match="materialized in the calling process"):
-        security.no_api_key_persisted(ctx)
+    first = security.no_api_key_persisted(ctx)
+    assert first.passed and first.message.startswith("canary key absent from ")
+
+    def again(*_args: object) -> None:
+        raise AssertionError("materialized for the second build")
+
+    monkeypatch.setattr(security, "_materialize", again)
+    assert security.no_api_key_persisted(replace(ctx, build="b2")) == first
 
 
 # --- scratch directories of the gates that build a throwaway home or project -------------------------

@@ -93,42 +93,35 @@ def each_member(ctx: GateContext) -> Outcome:
 _HELD: dict[tuple[str, ...], Outcome] = {}
 
 
-# The gates run ahead, per resolved root: `start_ahead` runs every property gate and tree-only check of
-# the registry in a fresh interpreter (the same package, the same derandomized draws) while the caller
-# materializes a build's other steps; `for_all` and `tree_only` take the outcomes that held from there,
-# under the very keys they would have stored themselves (their digest is the child's: a tree edited
-# since gives other keys, which are then run here). A failed, crashed or missing child changes nothing:
-# the gate runs here.
+# The gates run ahead, per resolved root: `start_ahead` draws every property gate of the registry in a
+# fresh interpreter (the same package, the same derandomized draws) while the caller materializes a
+# build's other steps; `for_all` takes the outcomes that held from there, under the very keys it would
+# have stored itself (their digest is the child's: a tree edited since gives other keys, which are then
+# drawn here). A failed, crashed or missing child changes nothing: the gate draws here. Tree-only checks
+# are not run there: the canary's materialization costs ~1 s in a process that has the track imported,
+# and several seconds of imports in a fresh one, which on two cores slowed the first build's runs more
+# than it saved (`benchmarks/demo.py`, 2026-12-05).
 _AHEAD: dict[str, Future[dict[tuple[str, ...], Outcome]]] = {}
 
 _RUN_AHEAD = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from eval_assets.gates import drivers, load_registry, resolve_callable, run_suite
+from eval_assets.gates import drivers, load_registry, run_suite
 root = Path(sys.argv[2])
 registry = load_registry(root)
 top = max((g.milestone for g in registry.gates), default=0)
-
-def ahead(gate):
-    try:
-        return gate.kind == "property" or getattr(resolve_callable(gate.check), "tree_only", False)
-    except Exception:  # a broken entry is the suite's to report, here it is simply not run ahead
-        return False
-
-only = {g.id for g in registry.gates if ahead(g)}
-run_suite(registry, milestone=top, root=root, only=only, converted_glob=None)
+run_suite(registry, milestone=top, root=root, kinds={"property"}, converted_glob=None)
 held = [[list(key), o.message, list(o.findings), o.trials, o.members] for key, o in drivers._HELD.items()]
 print(json.dumps(held))
 """
 
 
 def start_ahead(root: Path) -> None:
-    """Start running every property gate and `tree_only` check of the registry under `root` in a fresh
-    interpreter, in the background, unless this root is run (or being run) ahead in this process
-    already; the gates then take the outcomes that held instead of running. For a command that runs the
-    suite in this process after other work (`evaltrack run`, `demo`): they run on another core
-    meanwhile."""
+    """Start drawing every property gate of the registry under `root` in a fresh interpreter, in the
+    background, unless this root is drawn (or being drawn) ahead in this process already; `for_all`
+    then takes the outcomes that held instead of drawing them. For a command that runs the suite in
+    this process after other work (`evaltrack run`, `demo`): the draws run on another core meanwhile."""
     root = root.resolve()
     if str(root) in _AHEAD:
         return
@@ -177,8 +170,8 @@ def _held_or_run(key: tuple[str, ...], root: str, run: Callable[[], Outcome]) ->
 def tree_only(check: Callable[[GateContext], Outcome]) -> Callable[[GateContext], Outcome]:
     """Declare a check whose outcome is a function of the source tree and the project's configuration
     alone (what `_tree_digest` covers), never of the build: over an unchanged tree a pass holds again
-    without running (`_HELD`), and `start_ahead` runs it in its fresh interpreter. A context with hooks
-    or extra scan paths (a recording run, a test's seams) always runs it."""
+    without running (`_HELD`), so a command that decides several builds runs it once. A context with
+    hooks or extra scan paths (a recording run, a test's seams) always runs it."""
 
     @functools.wraps(check)
     def held_or_checked(ctx: GateContext) -> Outcome:

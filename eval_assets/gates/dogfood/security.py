@@ -364,7 +364,7 @@ def no_api_key_persisted(ctx: GateContext) -> Outcome:
     """With a canary key set, a tiny materialization against a key-echoing provider leaves it in no
     log line, stdout/stderr byte, journal row, warehouse row or other file under EVAL_HOME (plus
     `ctx.extra_scan_paths`). See the module doc. Its outcome is a function of the tree alone
-    (`tree_only`): over an unchanged tree, later builds take the first one's pass."""
+    (`tree_only`): over an unchanged tree, later builds in the same process take the first one's pass."""
     from eval_assets.capability.track import Track  # the warehouse and journal (the engine on first run)
 
     key = str(ctx.hooks[KEY_HOOK]()) if KEY_HOOK in ctx.hooks else canary_key()
