@@ -311,7 +311,13 @@ def _gate_ctx(**hooks: object) -> GateContext:
 
 @pytest.fixture
 def no_openai_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No OpenAI key in the environment, and no canary pass kept from an earlier test: the canary gate
+    keeps a pass per tree digest (`drivers.tree_only`), and these tests change the code in this process
+    (a patched gateway) without changing a file, which a fresh process would never see."""
+    from eval_assets.gates import drivers
+
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(drivers, "_HELD", {})
     yield
 
 
