@@ -181,7 +181,6 @@ def tree_only(check: Callable[[GateContext], Outcome]) -> Callable[[GateContext]
         key = (ctx.gate_id, _callable_name(check), root, _tree_digest(ctx.root))
         return _held_or_run(key, root, lambda: check(ctx))
 
-    held_or_checked.tree_only = True  # type: ignore[attr-defined]
     return held_or_checked
 
 
