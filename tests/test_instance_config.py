@@ -10,8 +10,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster._core.instance.config import dagster_instance_config
+from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
+from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
 
-from eval_assets.cli.orchestrate import instance_for, load_definitions
+from eval_assets.cli.orchestrate import instance_for, load_definitions, materialize_board
 from eval_assets.config import InstanceSettings, Pools, Project
 from eval_assets.home import (
     DAGSTER_YAML,
@@ -135,6 +137,7 @@ def test_an_operators_instance_at_dagster_home_is_opened_as_it_is_and_no_instanc
     assert (operator / "dagster.yaml").read_text() == theirs  # never rewritten
     assert instance.get_concurrency_config().run_queue_config.max_concurrent_runs == 9  # theirs, not 3
     assert instance.event_log_storage.get_concurrency_info("llm/sim").slot_count == 2  # pools still set
+    assert isinstance(instance.compute_log_manager, LocalComputeLogManager)  # their compute logs too
     assert not (home.dagster / "dagster.yaml").read_text().count("max_concurrent_runs: 3")
 
 
@@ -144,3 +147,21 @@ def test_a_dagster_home_eval_track_wrote_is_not_taken_for_an_operators(home: Eva
     assert operator_instance() is None
     monkeypatch.setenv("DAGSTER_HOME", str(home.root / "nowhere"))
     assert operator_instance() is None
+
+
+def test_a_command_s_runs_capture_no_compute_logs_and_the_daemon_s_instance_keeps_them(
+    project: Project, home: EvalHome
+) -> None:
+    """The command prints its own lines and the run's events hold the rest: its in-process runs start
+    no `tail` and write no stdout/stderr files. The instance file the daemon and the UI read is not
+    changed: the runs they launch keep their compute logs."""
+    instance = instance_for(home, project)
+    assert isinstance(instance.compute_log_manager, NoOpComputeLogManager)
+    assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)  # the rest of the file holds
+    step = materialize_board(home)
+    assert step.success, step.error
+    run = instance.get_run_by_id(step.run_id)
+    assert run is not None and run.is_success
+    assert not list(home.dagster.rglob("compute_logs"))  # Dagster's local capture: <run>/compute_logs/*.out
+    daemons = dg.DagsterInstance.from_config(str(home.dagster))
+    assert isinstance(daemons.compute_log_manager, LocalComputeLogManager)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster._core.instance.ref import InstanceRef
 from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 from dagster._core.workspace.load import location_origins_from_yaml_paths
@@ -49,6 +50,17 @@ def plain_key(key: str) -> str:
 HOST_TAG, PID_TAG = "evaltrack/host", "evaltrack/pid"
 
 
+# The runs this process executes in process do not capture its stdout and stderr into per-run files:
+# the command prints its own lines to the terminal, and every event is in the run's event log. Dagster's
+# local capture starts a `tail -F` and a watcher interpreter for each run and stops them after it (about
+# 80 ms per run; a demo launches about twenty). Runs the daemon or the UI launch read dagster.yaml as it
+# is and keep their compute logs; an operator's instance is never changed.
+_NO_COMPUTE_LOGS = {
+    "module": "dagster._core.storage.noop_compute_log_manager",
+    "class": "NoOpComputeLogManager",
+}
+
+
 def instance_for(home: EvalHome, project: Project | None = None) -> dg.DagsterInstance:
     """The instance an operator configured at $DAGSTER_HOME (`home.operator_instance`: a dagster.yaml
     eval-track did not write, e.g. the Helm chart's), used as it is; else the one in EVAL_HOME/dagster,
@@ -61,11 +73,13 @@ def instance_for(home: EvalHome, project: Project | None = None) -> dg.DagsterIn
     configured = operator_instance()
     if configured is None:
         home.ensure(settings)
-        configured = home.dagster
+        os.environ["DAGSTER_HOME"] = str(home.dagster)
+        ref = InstanceRef.from_dir(str(home.dagster), overrides={"compute_logs": _NO_COMPUTE_LOGS})
+        instance = dg.DagsterInstance.from_ref(ref)
     else:
         home.ensure()
-    os.environ["DAGSTER_HOME"] = str(configured)
-    instance = dg.DagsterInstance.from_config(str(configured))
+        os.environ["DAGSTER_HOME"] = str(configured)
+        instance = dg.DagsterInstance.from_config(str(configured))
     set_pool_limits(instance, settings.pool_limits(project.asset_pools().values()))
     fail_orphaned_runs(instance)
     return instance
