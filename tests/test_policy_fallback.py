@@ -79,6 +79,10 @@ def test_a_report_that_raises_still_blocks_on_the_candidates_policy_failures_nam
     [row] = [r for r in recorded_reasons(track.warehouse, cand, "r2") if r["source"] == "policy"]
     assert (row["severity"], row["finding"]) == ("block", "policy_failures")
     assert row["message"] == f"check policy_failures failed: policy failures in attempts with output: {named}"
+    # and the judge version whose report could not be computed is named, with why
+    [refused] = [r for r in recorded_reasons(track.warehouse, cand, "r2") if r["finding"] == "report"]
+    assert (refused["severity"], refused["source"]) == ("none", JUDGE)
+    assert refused["message"].startswith("the report could not be computed: VerdictFrameError: ")
 
 
 def test_a_report_that_raises_without_policy_failures_decides_nothing_never_allow(

@@ -34,8 +34,9 @@ def test_compare_across_judge_versions_is_refused_naming_both_versions_and_the_f
     assert code == 1
     assert "helpfulness-v1" in err and "safety-v1" in err
     assert "never compared" in err and "Re-judge" in err and "bridge" in err
+    assert f"{base.id} has no verdicts under judge version helpfulness-v1 (it has safety-v1)" in err
     # the report asset refuses the same way: no fallback to another version
-    with pytest.raises(release.CrossJudgeVersionError):
+    with pytest.raises(release.CrossJudgeVersionError, match=f"Re-judge {base.id}'s stored outputs"):
         release.materialize_capability_report(track, cand.id, "helpfulness-v1", "r2")
 
 

@@ -12,6 +12,7 @@ a passing deterministic suite, and a fourth build registered and never run (no d
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,13 @@ import yaml
 from shared import changed_manifest, current_file, edit_in_place, record_one_gate_suite, slow_project_copy
 
 from eval_assets import release
+from eval_assets.capability.baselines import band_for, verdict_frame
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
-from eval_assets.capability.track import Summary, Track
+from eval_assets.capability.track import Summary, Track, TrackError
 from eval_assets.config import Project, load_project
 from eval_assets.home import EvalHome
 from eval_assets.present import check_description, png_uri, recorded_reasons
-from eval_assets.stats import CapabilityReport, Finding, Reliability
+from eval_assets.stats import CapabilityReport, Finding, NoiseBand, Reliability, compare, decide
 
 JUDGE = "helpfulness-v1"
 BASE, REBUILD, CAND = "agent-2026-11-28-base", "agent-2026-11-29-rebuild", "agent-2026-11-30-cand"
@@ -460,3 +462,131 @@ def test_the_noise_band_asset_values_are_its_suite_row_and_the_suite_row_summari
     }
     # the baseline's band takes its registered unchanged rebuild's spread (docs/methods.md: noise band)
     assert values["rebuild_used"] is True and values["between_build_var"] is not None
+
+
+def band_figures(band: NoiseBand | None) -> tuple[Any, ...] | None:
+    return None if band is None else (band.half_width, band.between_build_var, band.between_build_df)
+
+
+def test_a_report_compares_on_its_baselines_band_widened_by_a_registered_rebuild_never_by_itself(
+    decided: tuple[Path, dict[str, Summary]], project: Project
+) -> None:
+    """The candidate's report is `compare` on the baseline's noise band with the run-to-run variance of
+    the baseline's registered unchanged rebuild; the rebuild's own report never widens the band with
+    itself. The report carries the rubric's floor, the number of judge versions the budget is split
+    over (one here), and names its baseline."""
+    track = track_of(decided[0], project)
+    base = verdict_frame(track, BASE, JUDGE)
+    floor = project.rubric_for(track.judge(JUDGE)).floor
+    widened = band_for(track, BASE, JUDGE, base, excluding=CAND)
+    alone = band_for(track, BASE, JUDGE, base, excluding=REBUILD)
+    assert widened.between_build_df > 0 and alone.between_build_df == 0  # the home has one rebuild
+
+    run = release.build_report(track, track.build(CAND), JUDGE, BASE)
+    assert run.baseline == BASE
+    assert band_figures(run.band) == band_figures(widened)
+    cand = verdict_frame(track, CAND, JUDGE)
+    expected = compare(
+        base, cand, floor, widened, n_judge_versions=1, judge_version=JUDGE, baseline_build=BASE, candidate_build=CAND
+    )
+    unwidened = compare(
+        base, cand, floor, None, n_judge_versions=1, judge_version=JUDGE, baseline_build=BASE, candidate_build=CAND
+    )
+    assert run.report.band_half_width == expected.band_half_width
+    assert (run.report.floor, run.report.n_judge_versions, run.report.baseline_build) == (floor, 1, BASE)
+    assert [repr(f) for f in run.report.findings] == [repr(f) for f in expected.findings]
+    # the mean-drop finding names where its between-build variance came from
+    assert "from a registered rebuild" in " ".join(f.detail for f in expected.findings)
+    assert [repr(f) for f in run.report.findings] != [repr(f) for f in unwidened.findings]
+
+    rebuild = release.build_report(track, track.build(REBUILD), JUDGE, BASE)
+    assert band_figures(rebuild.band) == band_figures(alone)
+    assert "from a registered rebuild" not in " ".join(f.detail for f in rebuild.report.findings)
+
+
+def test_a_report_against_an_unregistered_baseline_is_refused_naming_both_builds(
+    decided: tuple[Path, dict[str, Summary]], project: Project
+) -> None:
+    track = track_of(decided[0], project)
+    with pytest.raises(TrackError) as refused:
+        release.build_report(track, track.build(CAND), JUDGE, "agent-2026-01-01-nowhere")
+    assert str(refused.value) == f"baseline build 'agent-2026-01-01-nowhere' of {CAND!r} is not registered"
+
+
+def test_a_decision_names_each_judge_version_it_cannot_use_with_why_and_decides_on_the_others(
+    decided: tuple[Path, dict[str, Summary]], project: Project, tmp_path: Path
+) -> None:
+    """A version whose evidence is known to have failed, a bridging version whose offset is not
+    published, and a version the candidate has no verdicts under: each is one `none` reason naming the
+    version and why, never a decision resting on it; the versions after it in the manifest still
+    decide (the candidate blocks under helpfulness-v1)."""
+    track = track_of(copy_of(decided, tmp_path), project)
+    cand = track.build(CAND)
+    both = cand.model_copy(update={"judges": ["safety-v1", JUDGE]})
+
+    def refusals(decision: Any) -> list[tuple[str, str, str, str]]:
+        return [
+            (r.severity, r.source, r.finding, r.message) for r in decision.reasons if r.finding == "report"
+        ]
+
+    blocking = release.make_decision(track, cand)[0]
+    assert blocking.decision == "block" and refusals(blocking) == []
+
+    failed = "its judge_verdicts materialization failed"
+    decision, baseline = release.make_decision(
+        track, both, evidence_failure=lambda jv: failed if jv == "safety-v1" else None
+    )
+    assert (decision.decision, baseline) == ("block", BASE)
+    assert refusals(decision) == [("none", "safety-v1", "report", failed)]
+    # the helpfulness report's own reasons, its budget split over the manifest's two versions
+    helpful = decide([release.build_report(track, both, JUDGE, BASE).report])
+    assert [r for r in decision.reasons if r.finding != "report"] == list(helpful.reasons)
+
+    judges = dict(project.judges)
+    judges["safety-v1"] = judges["safety-v1"].model_copy(update={"bridges_from": JUDGE})
+    bridging = Track(dataclasses.replace(project, judges=judges), track.home)
+    decision = release.make_decision(bridging, both)[0]
+    assert decision.decision == "block"
+    assert refusals(decision) == [
+        (
+            "none",
+            "safety-v1",
+            "report",
+            f"judge safety-v1 bridges from {JUDGE} and has no calibration_offsets yet: materialize its bridge run",
+        )
+    ]
+
+    with pytest.raises(TrackError) as unjudged:
+        release.build_report(track, cand, "safety-v1", BASE)
+    assert str(unjudged.value) == (
+        f"build {CAND!r} has no verdicts under safety-v1 yet: materialize judge_verdicts [{CAND}|safety-v1] first"
+    )
+    decision = release.make_decision(track, both)[0]
+    assert decision.decision == "block"
+    assert refusals(decision) == [("none", "safety-v1", "report", str(unjudged.value))]
+    # its row: reasons one per line, the versions comma-joined in the manifest's order
+    row = release.release_decision_row(CAND, decision, release.decision_versions(track, both), BASE, "{}")
+    assert row == {
+        "build": CAND,
+        "decision": "block",
+        "reasons": "\n".join(r.text() for r in decision.reasons),
+        "judge_versions": f"safety-v1,{JUDGE}",
+        "baseline": BASE,
+        "evidence": "{}",
+    }
+    assert row["reasons"].count("\n") == len(decision.reasons) - 1 >= 2
+
+
+def test_a_decision_reads_the_build_its_baseline_and_the_baselines_rebuilds_never_another_build(
+    decided: tuple[Path, dict[str, Summary]], project: Project, tmp_path: Path
+) -> None:
+    """The partitions a decision's evidence record covers: the build, its baseline and every registered
+    unchanged rebuild of that baseline (the undecided build is one), never an unrelated build nor a
+    rebuild of the build itself."""
+    track = track_of(copy_of(decided, tmp_path), project)
+    other = "agent-2026-12-02-other"
+    track.register_build(changed_manifest(tmp_path, project, "candidate.yaml", id=other, judges=[JUDGE]))
+    rebuilds = [REBUILD, UNDECIDED]  # both declare rebuild_of the baseline
+    assert release.evidence_builds(track, track.build(CAND), BASE) == sorted([CAND, BASE, *rebuilds])
+    assert release.evidence_builds(track, track.build(REBUILD), BASE) == sorted([BASE, *rebuilds])
+    assert release.evidence_builds(track, track.build(BASE), None) == [BASE]
