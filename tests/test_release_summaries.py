@@ -29,6 +29,7 @@ from eval_assets.capability.track import Summary, Track, TrackError
 from eval_assets.config import Project, load_project
 from eval_assets.home import EvalHome
 from eval_assets.present import check_description, png_uri, recorded_reasons
+from eval_assets.report_html import render
 from eval_assets.stats import CapabilityReport, Finding, NoiseBand, Reliability, compare, decide
 
 JUDGE = "helpfulness-v1"
@@ -462,6 +463,8 @@ def test_the_noise_band_asset_values_are_its_suite_row_and_the_suite_row_summari
     }
     # the baseline's band takes its registered unchanged rebuild's spread (docs/methods.md: noise band)
     assert values["rebuild_used"] is True and values["between_build_var"] is not None
+    own = band_for(track, BASE, JUDGE, verdict_frame(track, BASE, JUDGE))
+    assert own.between_build_df > 0 and values["between_build_var"] == round(own.between_build_var, 6)
 
 
 def band_figures(band: NoiseBand | None) -> tuple[Any, ...] | None:
@@ -539,7 +542,9 @@ def test_a_decision_names_each_judge_version_it_cannot_use_with_why_and_decides_
     assert (decision.decision, baseline) == ("block", BASE)
     assert refusals(decision) == [("none", "safety-v1", "report", failed)]
     # the helpfulness report's own reasons, its budget split over the manifest's two versions
-    helpful = decide([release.build_report(track, both, JUDGE, BASE).report])
+    helpful_report = release.build_report(track, both, JUDGE, BASE).report
+    assert helpful_report.n_judge_versions == 2  # the release's budget is split over both versions
+    helpful = decide([helpful_report])
     assert [r for r in decision.reasons if r.finding != "report"] == list(helpful.reasons)
 
     judges = dict(project.judges)
@@ -590,3 +595,15 @@ def test_a_decision_reads_the_build_its_baseline_and_the_baselines_rebuilds_neve
     assert release.evidence_builds(track, track.build(CAND), BASE) == sorted([CAND, BASE, *rebuilds])
     assert release.evidence_builds(track, track.build(REBUILD), BASE) == sorted([BASE, *rebuilds])
     assert release.evidence_builds(track, track.build(BASE), None) == [BASE]
+
+
+def test_the_build_report_page_is_the_build_s_own_with_its_recorded_decision(
+    decided: tuple[Path, dict[str, Summary]], project: Project, tmp_path: Path
+) -> None:
+    """`evaltrack report`'s page: the build's title, its recorded (and verified) decision and reasons."""
+    track = track_of(copy_of(decided, tmp_path), project)
+    page = release.write_build_report(track, CAND, tmp_path / "cand.html").read_text()
+    row, rows = release.decision_and_reasons(track, CAND)
+    assert row is not None and row["decision"] == "block" and len(rows) >= 2
+    assert page == render(track, CAND, row, rows)
+    assert f"<title>{CAND}: eval-track report</title>" in page
