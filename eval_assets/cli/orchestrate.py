@@ -71,15 +71,15 @@ def instance_for(home: EvalHome, project: Project | None = None) -> dg.DagsterIn
         project = project_at(project_root())
     settings = project.settings.instance
     configured = operator_instance()
+    overrides = {}
     if configured is None:
         home.ensure(settings)
-        os.environ["DAGSTER_HOME"] = str(home.dagster)
-        ref = InstanceRef.from_dir(str(home.dagster), overrides={"compute_logs": _NO_COMPUTE_LOGS})
-        instance = dg.DagsterInstance.from_ref(ref)
+        configured, overrides = home.dagster, {"compute_logs": _NO_COMPUTE_LOGS}
     else:
         home.ensure()
-        os.environ["DAGSTER_HOME"] = str(configured)
-        instance = dg.DagsterInstance.from_config(str(configured))
+    os.environ["DAGSTER_HOME"] = str(configured)
+    # what DagsterInstance.from_config does, with this process's overrides of the file
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(configured), overrides=overrides))
     set_pool_limits(instance, settings.pool_limits(project.asset_pools().values()))
     fail_orphaned_runs(instance)
     return instance
