@@ -39,6 +39,11 @@ With `--before DIR` (another checkout, e.g. `git worktree add /tmp/before main`)
 same eval-track commands with DIR's package first on PYTHONPATH (this checkout's virtual environment,
 as `benchmarks/demo.py` does), in the same rotation: before and after in the same window.
 
+litellm's floor: every round also runs `litellm_floor.py` on the generated project (the same 2 x N x 5
+calls through bare `litellm.acompletion`, no journal, rows or Dagster, one fresh interpreter per core,
+litellm's import included), measured by the same wrapper; eval-track's wall (build add + run, and the
+run alone) is printed as a multiple of the floor's median (the throughput issue's goal: <= 1.3x).
+
 With `--evaltrack-only`, Inspect is neither installed nor run: eval-track's side (and `--before`'s)
 alone, e.g. to measure its memory by process.
 
@@ -413,6 +418,28 @@ def evaltrack_once(exe: str, project: Path, home: Path, env: dict[str, str]) -> 
     }
 
 
+def floor_once(project: Path, env: dict[str, str], log: Path) -> dict[str, float]:
+    """`litellm_floor.py` on the generated project: the same calls, bare litellm, one interpreter per core."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "litellm_floor.py"), "--project", str(project)]
+    return {**measured(cmd, env, log), "load": os.getloadavg()[0]}
+
+
+def print_floor(med: dict[str, dict[str, float]], sides: list[str]) -> None:
+    """eval-track's wall as a multiple of litellm's floor measured in the same rotation."""
+    f = med["floor"]
+    print(
+        f"litellm's floor (benchmarks/litellm_floor.py: the same 2 x N x 5 calls, bare litellm.acompletion, "
+        f"{os.cpu_count()} interpreters): wall {f['wall_s']:.1f} s, CPU {f['cpu_s']:.1f} s (medians)"
+    )
+    for side in sides:
+        r = med[side]
+        ratio = r["wall_s"] / f["wall_s"]
+        print(
+            f"  {side}: build add + run {ratio:.2f}x the floor (goal <= 1.3: {'met' if ratio <= 1.3 else 'NOT met'}), "
+            f"run alone {r['run_wall_s'] / f['wall_s']:.2f}x"
+        )
+
+
 def run_side_by_side(args: argparse.Namespace, n: int, runs: int, tmp: Path) -> None:
     import throughput
 
@@ -484,10 +511,11 @@ def compare(
             " its CPU is neither side's and is shown apart)"
         )
     tracks = evaltrack_sides(args, env)
-    results: dict[str, list[dict[str, float]]] = {side: [] for side in (*tracks, "inspect")}
+    results: dict[str, list[dict[str, float]]] = {side: [] for side in (*tracks, "floor", "inspect")}
     for i in range(runs):
         for side, side_env in tracks.items():
             results[side].append(evaltrack_once(exe, project, tmp / f"{side}-{i}", side_env))
+        results["floor"].append(floor_once(project, env, tmp / f"floor-{i}.log"))
         logs = tmp / f"inspect-logs-{i}"
         served = (stand_in.cpu_s(), stand_in.requests()) if stand_in else (0.0, 0)
         ins = measured([*inspect_cmd, "--log-dir", str(logs)], inspect_env, tmp / f"inspect-{i}.log")
@@ -504,6 +532,7 @@ def compare(
     med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in results.items()}
     e, s = med["evaltrack"], med["inspect"]
     print_medians(med, list(tracks), s)
+    print_floor(med, list(tracks))
     print(
         "| Inspect's accuracy (grades read) | " + " | ".join("" for _ in tracks) + f" | {s['scored']:.3f} |"
     )
@@ -603,13 +632,16 @@ def evaltrack_alone(
     )
     print(f"  eval-track: {exe} --project P --home H build add P/bench.yaml; then ... run --build bench")
     tracks = evaltrack_sides(args, env)
-    results: dict[str, list[dict[str, float]]] = {side: [] for side in tracks}
+    results: dict[str, list[dict[str, float]]] = {side: [] for side in (*tracks, "floor")}
     for i in range(runs):
         for side, side_env in tracks.items():
             results[side].append(evaltrack_once(exe, project, tmp / f"{side}-{i}", side_env))
             print_run(i, side, results[side][-1])
+        results["floor"].append(floor_once(project, env, tmp / f"floor-{i}.log"))
+        print_run(i, "floor", results["floor"][-1])
     med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in results.items()}
     print_medians(med, list(tracks))
+    print_floor(med, list(tracks))
     e = med["evaltrack"]
     print(
         f"peak RSS {e['peak_rss_mb']:.0f} MB (goal <= 450: {'met' if e['peak_rss_mb'] <= 450 else 'NOT met'}); "

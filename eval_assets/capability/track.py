@@ -279,18 +279,8 @@ class Track:
         )
 
     def start_workers_ahead(self, build: BuildManifest) -> bool:
-        """Start the fork server of this process's block runs now when `build`'s subject run will have
-        worker processes (its planned attempts, `engine.workers`): it imports the engine and litellm
-        (~4 s of CPU) on another core while this process loads the definitions and opens the run,
-        instead of while the run waits for its first worker. Returns whether it was started."""
-        from eval_assets.capability._worker import open_runner
-        from eval_assets.providers.gateway import CALL_MODULES
-
-        attempts = sum(s.repeats for s in self.scenarios_for(build))
-        if self.project.settings.engine.worker_count(attempts) < 2:
-            return False
-        start_fork_server(fork_server_imports(open_runner, CALL_MODULES))
-        return True
+        """`start_workers_ahead` for this track's project."""
+        return start_workers_ahead(self.project, build)
 
     def block_results(
         self,
@@ -314,3 +304,20 @@ class Track:
                 yield result
         self._check_deadline(any(c.deadline_passed for c in run.counters), build_id, what, finished, planned)
         held.check()
+
+
+def start_workers_ahead(project: Project, build: BuildManifest) -> bool:
+    """Start the fork server of this process's block runs now when `build`'s subject run will have
+    worker processes (its planned attempts, `engine.workers`): it imports the engine and litellm
+    (~4 s of CPU) on another core while this process loads the definitions and opens the run,
+    instead of while the run waits for its first worker. Needs only the project and the manifest, so
+    a command can call it before it opens the warehouse. Returns whether it was started."""
+    from eval_assets.capability._worker import open_runner
+    from eval_assets.providers.gateway import CALL_MODULES
+
+    names = {j.name for j in judges_for(project, build)}
+    attempts = sum(s.repeats for s in project.scenarios.values() if s.judge in names)
+    if project.settings.engine.worker_count(attempts) < 2:
+        return False
+    start_fork_server(fork_server_imports(open_runner, CALL_MODULES))
+    return True

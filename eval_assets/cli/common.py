@@ -6,10 +6,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eval_assets import exit_codes
 from eval_assets.config import ConfigError, Project, load_project
 from eval_assets.home import EvalHome, default_home, project_root
+
+if TYPE_CHECKING:
+    from eval_assets.capability.track import Track
 
 EXIT_INTERNAL_ERROR = exit_codes.INTERNAL_ERROR
 
@@ -24,6 +28,23 @@ def project_of(args: argparse.Namespace, *, check_registry: bool = True) -> Proj
     root = Path(args.project).resolve() if args.project else project_root()
     os.environ["EVAL_PROJECT_ROOT"] = str(root)
     return load_project(root, check_registry=check_registry)
+
+
+def track_started_ahead(args: argparse.Namespace) -> Track | None:
+    """`evaltrack run`'s track, its build's fork server started first when the run will have worker
+    processes (`capability.track.start_workers_ahead`): called before the command imports Dagster and
+    the rest (~2.5 s), and before the track opens its warehouse, so the server's import of the engine
+    and litellm (~4 s) overlaps them on the other core. None when the project, home or build is wrong:
+    the command then makes the track itself and reports the problem."""
+    from eval_assets.capability.builds import Builds  # the engine's floor, not Dagster
+    from eval_assets.capability.track import Track, TrackError, start_workers_ahead
+
+    try:
+        project, home = project_of(args), home_of(args)
+        start_workers_ahead(project, Builds(project, home).resolve(args.build))
+        return Track(project, home)
+    except (ConfigError, TrackError):
+        return None
 
 
 def print_problems(exc: ConfigError) -> int:

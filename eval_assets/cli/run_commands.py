@@ -250,9 +250,10 @@ def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
     )
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace, track: Track | None = None) -> int:
+    """`evaltrack run --build B`; `track` when the caller made it already (`track_started_ahead`)."""
     try:
-        track = Track(project_of(args), home_of(args))
+        track = track or Track(project_of(args), home_of(args))
         if args.judge_version:
             track.judge(args.judge_version)
         manifest = track.build(args.build)
