@@ -23,6 +23,7 @@ processes of one host), so a worker that took a while to start does not get long
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import queue
 import threading
@@ -422,6 +423,10 @@ def worker_main(
     except BaseException as exc:  # noqa: BLE001 (reported to the caller, which fails the run)
         _send_error(conn, exc)
         return
+    # what the worker holds for its whole life (the fork server's imports, litellm among them, and the
+    # opened track) never becomes garbage: frozen out of the collector's way, each full collection
+    # scans only what the blocks made (about 0.25 s each, several per worker of a 1000 x 5 run, before)
+    gc.freeze()
     try:
         conn.send(("ready",))
     except OSError:  # the run ended while this worker started
