@@ -4,6 +4,7 @@ module makes once and each test gets a copy of."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -163,6 +164,24 @@ def evaltrack(project: Path, home: Path, *args: str) -> subprocess.Popen[str]:
         text=True,
         start_new_session=True,
     )
+
+
+def fresh_python(script: str, *args: str, cwd: Path, **env: str) -> Any:
+    """`python -c script ARGS` in a fresh interpreter of this environment (this checkout first on the
+    path, no EVAL_/DAGSTER_ variable of the test process, `env` added), in `cwd`; it must exit 0. The
+    JSON its last stdout line prints."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_"))}
+    clean["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), clean.get("PYTHONPATH")]))
+    out = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env={**clean, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def evaltrack_here(capsys: pytest.CaptureFixture[str], project: Path, home: Path, *args: str) -> str:

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from shared import fresh_python
 
 from eval_assets.cli import EXITS, main
 from eval_assets.cli import parser as cli_parser
@@ -229,18 +226,9 @@ def test_the_command_freezes_its_heap_before_it_exits_and_an_in_process_caller_s
     """`evaltrack` (argv from sys.argv) freezes its heap as it returns, so the interpreter's exit skips
     a full collection of it; `main(argv)` from a caller that goes on (a test) leaves the collector as
     it was. In a fresh interpreter, whose collector nothing else froze."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_"))}
-    env["EVAL_HOME"] = str(tmp_path / "home")
-    out = subprocess.run(
-        [sys.executable, "-c", _FREEZE_COUNTS, str(ROOT)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    in_process, after_in_process, as_command, frozen = fresh_python(
+        _FREEZE_COUNTS, str(ROOT), cwd=tmp_path, EVAL_HOME=str(tmp_path / "home")
     )
-    assert out.returncode == 0, out.stderr[-2000:]
-    in_process, after_in_process, as_command, frozen = json.loads(out.stdout.strip().splitlines()[-1])
     assert (in_process, as_command) == (0, 0)
     assert after_in_process == 0
     assert frozen > 10_000, frozen

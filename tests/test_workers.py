@@ -9,15 +9,13 @@ whichever is ready first), each against its own fresh home and journal.
 from __future__ import annotations
 
 import gc
-import json
 import multiprocessing
 import os
 import shutil
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Any
 
 import duckdb
 import pytest
+from shared import fresh_python
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import (
@@ -309,38 +308,25 @@ def test_an_errors_text_carries_its_notes(project: Project) -> None:
     assert text == "RuntimeError: no track\nwhile opening the run's journal"
 
 
-class _Parent(Runner[int]):
-    """Gives back its process's parent id for each block."""
+class _Reports(Runner[int]):
+    """Gives back one figure of its process (`figure`) for each block."""
 
-    def __init__(self, setup: WorkerSetup):
-        pass
+    def __init__(self, figure: Callable[[], int]):
+        self.figure = figure
 
     def run(self, block: Block) -> list[int]:
-        return [os.getppid()]
+        return [self.figure()]
 
     def counters(self) -> Counters:
         return Counters()
 
 
 def _open_parent(setup: WorkerSetup) -> Runner[int]:
-    return _Parent(setup)
-
-
-class _FrozenCount(Runner[int]):
-    """Gives back how many objects its process's collector holds frozen, for each block."""
-
-    def __init__(self, setup: WorkerSetup):
-        pass
-
-    def run(self, block: Block) -> list[int]:
-        return [gc.get_freeze_count()]
-
-    def counters(self) -> Counters:
-        return Counters()
+    return _Reports(os.getppid)
 
 
 def _open_frozen_count(setup: WorkerSetup) -> Runner[int]:
-    return _FrozenCount(setup)
+    return _Reports(gc.get_freeze_count)
 
 
 def test_a_worker_freezes_what_it_holds_for_its_life_before_its_first_block(project: Project) -> None:
@@ -383,6 +369,13 @@ def test_worker_processes_are_forked_from_a_fork_server_never_from_the_calling_p
 
 
 # --- the calling process of a run with worker processes calls no model --------------------------
+
+_ADD = """
+import json, sys
+from eval_assets.cli import main
+project, home = sys.argv[1:3]
+print(json.dumps(main(["--project", project, "--home", home, "build", "add", project + "/bench.yaml"])))
+"""
 
 _RUN_AND_REPORT = """
 import json, sys
@@ -434,26 +427,11 @@ def run_on_two_workers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         "id: bench\nmilestone: 1\nsubject:\n  model: sim/agent\n  family: sim\n  params: {seed: 7}\n"
         "judges: [helpfulness-v1]\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_"))}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     home = str(tmp_path / "home")
-    added = subprocess.run(
-        [sys.executable, "-m", "eval_assets.cli", "--project", str(project), "--home", home, "build", "add",
-         str(project / "bench.yaml")],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert added.returncode == 0, added.stderr[-2000:]
-    out = subprocess.run(
-        [sys.executable, "-c", _RUN_AND_REPORT, str(project), home],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    report: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    assert report["exit"] == 0, out.stdout[-2000:]
+    added = fresh_python(_ADD, str(project), home, cwd=tmp_path)
+    assert added == 0
+    report: dict[str, Any] = fresh_python(_RUN_AND_REPORT, str(project), home, cwd=tmp_path)
+    assert report["exit"] == 0, report
     return report
 
 
