@@ -379,11 +379,15 @@ class BlockRun(Generic[R]):
         ]
 
 
+_COLLECTOR_OFF = "eval_assets.capability._collector_off"
+
+
 def fork_server_imports(
     open_runner: Callable[[WorkerSetup], Runner[Any]], preload: Sequence[str]
 ) -> list[str]:
-    """What a block run's fork server imports: the runner's module, then `preload` (each once)."""
-    return list(dict.fromkeys([open_runner.__module__, *preload]))
+    """What a block run's fork server imports: `_collector_off` (the server's collector off while it
+    imports), the runner's module, then `preload` (each once)."""
+    return list(dict.fromkeys([_COLLECTOR_OFF, open_runner.__module__, *preload]))
 
 
 def fork_server(imports: Sequence[str]) -> Any:
@@ -423,10 +427,13 @@ def worker_main(
     except BaseException as exc:  # noqa: BLE001 (reported to the caller, which fails the run)
         _send_error(conn, exc)
         return
-    # what the worker holds for its whole life (the fork server's imports, litellm among them, and the
-    # opened track) never becomes garbage: frozen out of the collector's way, each full collection
-    # scans only what the blocks made (about 0.25 s each, several per worker of a 1000 x 5 run, before)
-    gc.freeze()
+    if multiprocessing.parent_process() is not None:  # a worker process, not a caller's thread
+        # what the worker holds for its whole life (the fork server's imports, litellm among them, and
+        # the opened track) never becomes garbage: frozen out of the collector's way, each full
+        # collection scans only what the blocks make (about 0.25 s each, several per worker of a
+        # 1000 x 5 run, before); the collector, off in the fork server (`_collector_off`), back on
+        gc.freeze()
+        gc.enable()
     try:
         conn.send(("ready",))
     except OSError:  # the run ended while this worker started

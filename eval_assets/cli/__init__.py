@@ -42,20 +42,22 @@ def _judges_record(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from eval_assets.cli.run_commands import cmd_demo
+    from eval_assets.cli.common import collector_paused
 
+    with collector_paused():
+        from eval_assets.cli.run_commands import cmd_demo
     return cmd_demo(args)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from eval_assets.cli.common import track_started_ahead
+    from eval_assets.cli.common import collector_paused, track_started_ahead
 
-    # before the command's own imports (Dagster, the release and statistics modules: ~2.5 s): the
-    # build's fork server, when its run will have worker processes, imports the engine and litellm
-    # on the other core meanwhile
-    track = track_started_ahead(args)
-    from eval_assets.cli.run_commands import cmd_run
-
+    with collector_paused():
+        # before the command's own imports (Dagster, the release and statistics modules: ~2.5 s):
+        # the build's fork server, when its run will have worker processes, imports the engine and
+        # litellm on the other core meanwhile
+        track = track_started_ahead(args)
+        from eval_assets.cli.run_commands import cmd_run
     return cmd_run(args, track)
 
 

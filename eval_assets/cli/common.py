@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +31,20 @@ def project_of(args: argparse.Namespace, *, check_registry: bool = True) -> Proj
     root = Path(args.project).resolve() if args.project else project_root()
     os.environ["EVAL_PROJECT_ROOT"] = str(root)
     return load_project(root, check_registry=check_registry)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """A command's start (its imports, the project, the track) with the cyclic garbage collector off:
+    it makes long-lived objects and no garbage worth a collection, and collecting during the start of
+    `run` cost about 0.5 s. The collector is back as it was after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def track_started_ahead(args: argparse.Namespace) -> Track | None:
