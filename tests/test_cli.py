@@ -211,24 +211,31 @@ def test_compare_without_a_judge_version_is_a_usage_error(
 
 _FREEZE_COUNTS = """
 import gc, json, sys
-from eval_assets.cli import main
+from eval_assets.cli import common, main
 in_process = main(["--project", sys.argv[1], "validate"])
+with common.collector_paused():
+    import eval_assets.release  # a command's start
 after_in_process = gc.get_freeze_count()
 sys.argv = ["evaltrack", "--project", sys.argv[1], "validate"]
 as_command = main()
-print(json.dumps([in_process, after_in_process, as_command, gc.get_freeze_count()]))
+frozen_as_command = gc.get_freeze_count()
+with common.collector_paused():  # still the command's process: what this start makes is frozen
+    kept = [[i] for i in range(1000)]
+print(json.dumps([in_process, after_in_process, as_command, frozen_as_command, gc.get_freeze_count()]))
 """
 
 
-def test_the_command_freezes_its_heap_before_it_exits_and_an_in_process_caller_s_is_left_alone(
+def test_the_command_freezes_its_start_and_its_heap_before_it_exits_and_an_in_process_caller_s_is_left_alone(
     tmp_path: Path,
 ) -> None:
     """`evaltrack` (argv from sys.argv) freezes its heap as it returns, so the interpreter's exit skips
-    a full collection of it; `main(argv)` from a caller that goes on (a test) leaves the collector as
-    it was. In a fresh interpreter, whose collector nothing else froze."""
-    in_process, after_in_process, as_command, frozen = fresh_python(
+    a full collection of it, and what a start with the collector paused made (`collector_paused`);
+    `main(argv)` from a caller that goes on (a test) leaves the collector as it was, starts included.
+    In a fresh interpreter, whose collector nothing else froze."""
+    in_process, after_in_process, as_command, frozen, after_a_start = fresh_python(
         _FREEZE_COUNTS, str(ROOT), cwd=tmp_path, EVAL_HOME=str(tmp_path / "home")
     )
     assert (in_process, as_command) == (0, 0)
     assert after_in_process == 0
     assert frozen > 10_000, frozen
+    assert after_a_start > frozen, (frozen, after_a_start)  # what a start made, frozen after it
