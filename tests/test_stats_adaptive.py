@@ -6,6 +6,8 @@ The rates (A/A, power and the attempts saved, side by side with fixed 5 repeats)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,6 +23,7 @@ from eval_assets.stats import (
     Looks,
     Moments,
     chi_bar_sf,
+    collapse_reachable,
     combine_looks,
     compare,
     decide,
@@ -217,6 +220,50 @@ def test_the_tail_screen_leaves_scenarios_tied_with_the_median_out_of_its_count(
     assert tail_screen(conc)[0] < conc.p[0]
 
 
+def test_the_collapse_condition_is_reachable_only_where_the_remaining_repeats_could_meet_it() -> None:
+    """Two more repeats at 0 could take the mean below the floor (0.25 x 3 -> 0.15 of 5) or most repeats
+    (3 of 5) below it; not from a mean of 1/3 with no repeat below, nor where the baseline was below."""
+    base = Moments.of(np.full((1, 5, 5), 0.45), FLOOR)
+    base = Moments(base.n, base.mean.copy(), base.var, base.below.copy(), base.rows)
+    base.mean[0, 4], base.below[0, 4] = 0.1, 5.0  # the baseline itself below the floor: no collapse
+    first = np.array([[[0.25, 0.25, 0.25], [0.5, 0.0, 0.5], [0.5, 0.5, 0.0], [0.5, 0.5, 0.5], [0.25] * 3]])
+    reach = collapse_reachable(base, Moments.of(first, FLOOR), FLOOR, remaining=2)
+    # 0.75/5 < 0.2; one below + 2 = 3 of 5; one below + 2 again; 1.5/5 and none below: out of reach
+    assert reach.tolist() == [[True, True, True, False, False]]
+    assert not collapse_reachable(base, Moments.of(first, FLOOR), None, remaining=2).any()
+
+
+def test_a_collapsed_scenario_whose_first_repeats_score_above_the_floor_is_topped_up() -> None:
+    """Scenario 0 of a 200-scenario 5-level suite collapsed to skill 0, as in a replication of the
+    benchmark's 200 x discrete cell that lost its collapse block without this rule: its first three
+    repeats are 0.5, 0, 0.5 against 0.55 (mean 1/3, above the floor; its own variance keeps the drop p at 0.085), and
+    two more at 0 give 3 of 5 below the floor, the collapse condition the fixed design blocks on. Seeded:
+    on an unchanged build of that shape the rule tops up under 0.1% more scenarios."""
+    rng = np.random.default_rng(20261205)
+
+    def five_level(latent: np.ndarray, k: int) -> np.ndarray:
+        noise = 0.15 * rng.standard_normal((*latent.shape, k))
+        return np.round(np.clip(latent[:, :, None] + noise, 0, 1) * 4) / 4
+
+    skills = rng.uniform(0.55, 0.95, (1, 200))
+    base, first = five_level(skills, 5), five_level(skills, 3)
+    base[0, 0], first[0, 0] = [0.5, 0.5, 0.75, 0.5, 0.5], [0.5, 0.0, 0.5]
+    raw = evaluate(moments(base), moments(first), FLOOR, Budget())
+    # the suite screens shut in both plans, so only the per-scenario conditions decide scenario 0
+    rule = AdaptiveDesign(suite_futility=1e-9, tail_futility=1e-9)
+    assert rule.futility < raw.tests.p_drop[0, 0] <= rule.collapse_futility and not raw.tests.collapse[0, 0]
+    assert collapse_reachable(moments(base), moments(first), FLOOR, remaining=2)[0, 0]
+    without = replace(rule, collapse_futility=1e-12)
+    assert plan_top_ups(moments(base), moments(first), FLOOR, Budget(), rule).repeats[0, 0] == 2
+    assert plan_top_ups(moments(base), moments(first), FLOOR, Budget(), without).repeats[0, 0] == 0
+    # an unchanged build of the same shape, 500 replications of 22 scenarios
+    skills = rng.uniform(0.55, 0.95, (500, 22))
+    aa_base, aa_first = moments(five_level(skills, 5)), moments(five_level(skills, 3))
+    opened = plan_top_ups(aa_base, aa_first, FLOOR, Budget(), rule).uncertain
+    shut = plan_top_ups(aa_base, aa_first, FLOOR, Budget(), without).uncertain
+    assert (opened & ~shut).mean() < 0.001
+
+
 def test_a_scenario_the_candidate_could_not_be_tested_in_is_topped_up_unless_the_baseline_never_scored_it() -> (
     None
 ):
@@ -351,7 +398,13 @@ def _first_look_case(case: int) -> tuple[FirstLook, object, dict[str, object]]:
     }  # fmt: skip
     budget = Budget(alpha_block=alpha, alpha_flag=q, n_judge_versions=versions)
     plan = plan_top_ups(
-        Moments.of(base, floor), Moments.of(first, floor), floor, budget, design, between=between[0], between_df=between[1]
+        Moments.of(base, floor),
+        Moments.of(first, floor),
+        floor,
+        budget,
+        design,
+        between=between[0],
+        between_df=between[1],
     )
     return first_look(**args), plan, args  # type: ignore[arg-type]
 
@@ -388,7 +441,8 @@ def test_the_first_look_defaults_to_the_releases_budget_at_one_judge_version() -
 def test_a_first_look_scenario_the_baseline_never_ran_is_not_topped_up() -> None:
     base, cand = builds(7, 1, 10)
     candidate = pd.concat(
-        [_frame(cand[0, :, :3]), _frame(np.array([[0.7, 0.8, 0.75]])).assign(scenario_id="zz")], ignore_index=True
+        [_frame(cand[0, :, :3]), _frame(np.array([[0.7, 0.8, 0.75]])).assign(scenario_id="zz")],
+        ignore_index=True,
     )
     look = first_look(_frame(base[0]), candidate, FLOOR, AdaptiveDesign())
     assert look == FirstLook((), False, 11)
@@ -408,16 +462,17 @@ def test_first_look_repeats_below_the_floor_open_the_floor_test() -> None:
 
 def test_the_first_look_reads_the_rebuilds_degrees_of_freedom_in_the_band() -> None:
     """A rebuild's between-build variance estimated on 1 degree of freedom widens the suite's band (a
-    t quantile on few df): the first look's suite test stays closed and only s11 is topped up. Read as
-    known (df 0), the same variance leaves the band narrow and the suite test tops up every scenario.
-    Seeds 937 (builds) and 37 (the shift and the rebuild)."""
+    t quantile on few df): the first look's suite test stays closed and only s11 (and s03, s06: the collapse
+    condition at this high floor, 0.5, is reachable by two more repeats and their drop p is at most 0.1)
+    are topped up. Read as known (df 0), the same variance leaves the band narrow and the suite test tops
+    up every scenario. Seeds 937 (builds) and 37 (the shift and the rebuild)."""
     rng = np.random.default_rng(37)
     base, cand = builds(937, 1, 14, np.full(14, -rng.uniform(0.0, 0.12)))
     rebuild = np.clip(base[0] + rng.normal(0, 0.1, (14, 1)), 0, 1)
     band = noise_band(_frame(base[0]), rebuild=_frame(rebuild))
     assert band.between_build_df == 1 and band.between_build_var > 0
     look = first_look(_frame(base[0]), _frame(cand[0, :, :3]), 0.5, AdaptiveDesign(), band=band)
-    assert look.top_up == ("s11",)
+    assert look.top_up == ("s03", "s06", "s11")
     plan = {
         df: plan_top_ups(
             Moments.of(base, 0.5), Moments.of(cand[:, :, :3], 0.5), 0.5, Budget(), AdaptiveDesign(),
@@ -425,5 +480,5 @@ def test_the_first_look_reads_the_rebuilds_degrees_of_freedom_in_the_band() -> N
         )
         for df in (band.between_build_df, 0)
     }  # fmt: skip
-    assert np.flatnonzero(plan[1].repeats[0]).tolist() == [11]
+    assert np.flatnonzero(plan[1].repeats[0]).tolist() == [3, 6, 11]
     assert (plan[0].repeats[0] > 0).all()

@@ -5,7 +5,14 @@ Inputs are verdict frames of one build under one judge version (see `validate_ve
 """
 
 from ._aa import AA_REPLICATIONS, AA_SEED, AARates, aa_rates, binomial_draws, chi_square_variance_draws
-from ._adaptive import AdaptiveDesign, TopUps, obrien_fleming_spent, plan_top_ups, tail_screen
+from ._adaptive import (
+    AdaptiveDesign,
+    TopUps,
+    collapse_reachable,
+    obrien_fleming_spent,
+    plan_top_ups,
+    tail_screen,
+)
 from ._agreement import (
     AGREEMENT_LEVEL,
     AGREEMENT_N_BOOT,
@@ -102,6 +109,7 @@ __all__ = [
     "obrien_fleming_spent",
     "plan_top_ups",
     "tail_screen",
+    "collapse_reachable",
     "Reliability",
     "reliability",
     "reliability_markdown",

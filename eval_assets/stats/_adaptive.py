@@ -32,6 +32,13 @@ SUITE_FUTILITY: Final = 0.4
 topped up, since the mean test needs every scenario's repeats (an unchanged build's mean is about two
 standard errors above the band, so this rarely costs anything there)."""
 
+COLLAPSE_FUTILITY: Final = 0.1
+"""A scenario whose first look has not met the collapse rule's condition but could still meet it at the
+maximum (`collapse_reachable`) is topped up when its first-look drop p is at most this. Twice `FUTILITY`:
+a collapsed scenario whose first repeats happen to score above the floor (0.25 three times on a 5-level
+rubric, against a baseline at 0.45) has a first-look drop p of 0.06-0.08 and would otherwise stop before
+the repeats that show the collapse (docs/methods.md, "Adaptive repeats")."""
+
 TAIL_FUTILITY: Final = 0.15
 """The first-look concentrated-drop screen (`tail_screen`): at or below this, every scenario is topped
 up, so the concentrated test's second look sees the repeats the fixed design would have (topping up only
@@ -50,13 +57,14 @@ class AdaptiveDesign:
     futility: float = FUTILITY
     suite_futility: float = SUITE_FUTILITY
     tail_futility: float = TAIL_FUTILITY
+    collapse_futility: float = COLLAPSE_FUTILITY
 
     def __post_init__(self) -> None:
         if not 2 <= self.start < self.maximum:
             raise ValueError(
                 f"adaptive repeats need 2 <= start < maximum, not start {self.start}, maximum {self.maximum}"
             )
-        for name in ("futility", "suite_futility", "tail_futility"):
+        for name in ("futility", "suite_futility", "tail_futility", "collapse_futility"):
             if not 0.0 < getattr(self, name) < 1.0:
                 raise ValueError(f"the {name} bound must be in (0, 1), not {getattr(self, name)}")
 
@@ -101,6 +109,23 @@ def tail_screen(conc: Concentrated) -> np.ndarray:
     return chi_bar_sf(conc.statistic, moved)
 
 
+def collapse_reachable(base: Moments, interim: Moments, floor: float | None, remaining: int) -> np.ndarray:
+    """(R, m) bool: the collapse rule's condition (`_rules._floor_tests`: the candidate's mean below the
+    floor, or most of its repeats and at least 3, where the baseline's was not) could still hold once
+    `remaining` more repeats are scored, if each of them scored 0 (the least a score can be), though it
+    may not hold on the first look's repeats yet."""
+    if floor is None:
+        return np.zeros(interim.n.shape, dtype=bool)
+    n_b, n_c = np.nan_to_num(base.n), np.nan_to_num(interim.n)
+    below_b, below_c = np.nan_to_num(base.below), np.nan_to_num(interim.below)
+    total = n_c + remaining
+    with np.errstate(invalid="ignore"):
+        base_above = (base.mean >= floor) & (below_b <= n_b / 2.0)
+        mean_can_fall = np.nan_to_num(interim.mean) * n_c / total < floor
+        most_can_fall = (below_c + remaining > total / 2.0) & (below_c + remaining >= 3)
+    return np.asarray((n_b >= 1) & base_above & (mean_can_fall | most_can_fall))
+
+
 @dataclass(frozen=True)
 class TopUps:
     """The first look's plan, (R, m) arrays: `repeats` more attempts per scenario (0 or
@@ -130,7 +155,9 @@ def plan_top_ups(
     (R, m) moments over the same scenarios. A scenario is topped up when its comparison is uncertain:
     its first-look drop p (moderated t, or Fisher on pass/fail repeats) or its floor-test p is at most
     `design.futility`, or its first-look mean is below the floor where the baseline's was not (the
-    collapse rule's condition), or the candidate could not be tested in it yet while the baseline scored it.
+    collapse rule's condition), or that condition is still reachable at the maximum
+    (`collapse_reachable`) and its first-look drop p is at most `design.collapse_futility`, or the
+    candidate could not be tested in it yet while the baseline scored it.
     Every scenario is topped up when a suite test is uncertain: the first-look mean drop beyond the
     band has p at most `design.suite_futility`, or the concentrated-drop screen (`tail_screen`) is at
     most `design.tail_futility`. A scenario the baseline never scored cannot be compared at any count:
@@ -162,6 +189,10 @@ def plan_top_ups(
         # a scenario whose first-look mean is below the floor where the baseline's was not: the collapse
         # rule's own condition, whatever its p (0 of 3 passes against 4 of 5 has Fisher p 0.071)
         open_collapse = np.asarray(raw.tests.collapse, dtype=bool)
+        # ... or one that could still meet it at the maximum, with a small first-look drop p (a collapsed
+        # scenario whose first repeats happen to score above the floor)
+        reachable = collapse_reachable(base, interim, floor, design.maximum - design.start)
+        open_collapse |= reachable & (np.nan_to_num(raw.tests.p_drop, nan=1.0) <= design.collapse_futility)
         # the suite's mean may be beyond the noise band: every scenario carries that test
         open_suite = raw.p_beyond <= design.suite_futility
         # a concentrated drop may be under way: its test at the second look needs every scenario's
