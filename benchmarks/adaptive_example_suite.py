@@ -33,6 +33,7 @@ from eval_assets.stats import AdaptiveDesign
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = "agent-2026-11-28-base"
+BOUNDS = ("futility", "suite_futility", "tail_futility")  # what --plan sets, in its order
 
 
 def uptime() -> str:
@@ -58,10 +59,16 @@ def main() -> None:
     parser.add_argument("--plan", default=None, help="futility/suite/tail bounds, e.g. 0.05/0.4/0.15")
     args = parser.parse_args()
     if args.plan:  # every AdaptiveDesign made in this process (the run's, the report's) takes these bounds
-        bounds = tuple(float(x) for x in args.plan.split("/"))
-        defaults = AdaptiveDesign.__init__.__defaults__ or ()
-        AdaptiveDesign.__init__.__defaults__ = (*defaults[:-3], *bounds)
-    plan = "/".join(str(getattr(AdaptiveDesign(), f)) for f in ("futility", "suite_futility", "tail_futility"))
+        # by name: every field has a default, in field order (a field added later must not shift them)
+        bounds = dict(zip(BOUNDS, (float(x) for x in args.plan.split("/")), strict=True))
+        names = [field.name for field in dataclasses.fields(AdaptiveDesign)]
+        defaults = list(AdaptiveDesign.__init__.__defaults__ or ())
+        assert len(defaults) == len(names)
+        for name, value in bounds.items():
+            defaults[names.index(name)] = value
+        AdaptiveDesign.__init__.__defaults__ = tuple(defaults)
+    plan = "/".join(str(getattr(AdaptiveDesign(), f)) for f in BOUNDS)
+    plan += f" (collapse_futility {AdaptiveDesign().collapse_futility})"
     print(f"load before: {uptime()}; plan {plan}")
     started = time.perf_counter()
     loaded = load_project(ROOT)
