@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from eval_assets import exit_codes
-from eval_assets.cli import common
 from eval_assets.cli.build_commands import cmd_build_add
-from eval_assets.cli.common import EXIT_INTERNAL_ERROR
+from eval_assets.cli.common import EXIT_INTERNAL_ERROR, is_command_process, set_command_process
 
 # The other commands' modules are imported when the command runs, not before, so that `--help`,
 # `validate` and a refused `build add` pay only for their own (CPU time to import, measured on a
@@ -482,14 +481,14 @@ def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """The `evaltrack` command; `argv` None: this process is the command (its arguments from sys.argv)."""
     args = parser().parse_args(argv)
-    common.COMMAND_PROCESS = argv is None
+    set_command_process(argv is None)
     try:
         return int(args.func(args))
     except Exception as exc:  # anything a command did not turn into its own outcome
         print(one_line_error(exc, debug=bool(getattr(args, "debug", False)), home=args.home), file=sys.stderr)
         return EXIT_INTERNAL_ERROR
     finally:
-        if common.COMMAND_PROCESS:
+        if is_command_process():
             # the process exits next: its heap (Dagster, pandas, the project, a run's rows) frozen, the
             # interpreter's exit skips a full collection of it (~1.4 s after a 1000 x 5 run)
             gc.freeze()

@@ -33,11 +33,22 @@ def project_of(args: argparse.Namespace, *, check_registry: bool = True) -> Proj
     return load_project(root, check_registry=check_registry)
 
 
-COMMAND_PROCESS = False
-"""Whether this process is the `evaltrack` command itself (`cli.main` called without arguments), set
-by `main`. Then what its start made is frozen after it (`collector_paused`) and its whole heap as it
-returns, out of the collector's way; a caller of `main(argv)` in a process that goes on (a test) keeps
-its collector as it was, since freezing would also keep the garbage it had not collected yet."""
+_command_process = False
+
+
+def set_command_process(own: bool) -> None:
+    """Say whether this process is the `evaltrack` command itself (`cli.main` called without
+    arguments; `main` says so). Then what its start made is frozen after it (`collector_paused`) and its
+    whole heap as it returns, out of the collector's way; a caller of `main(argv)` in a process that goes
+    on (a test) keeps its collector as it was, since freezing would also keep the garbage it had not
+    collected yet."""
+    global _command_process
+    _command_process = own
+
+
+def is_command_process() -> bool:
+    """Whether this process is the `evaltrack` command itself (`set_command_process`)."""
+    return _command_process
 
 
 @contextmanager
@@ -51,7 +62,7 @@ def collector_paused() -> Iterator[None]:
     try:
         yield
     finally:
-        if COMMAND_PROCESS:
+        if _command_process:
             gc.freeze()
         if was:
             gc.enable()
