@@ -330,46 +330,39 @@ def _open_frozen_count(setup: WorkerSetup) -> Runner[int]:
     return _Reports(lambda: gc.get_freeze_count() * (1 if gc.isenabled() else -1))
 
 
+def _figure_from_one_worker(project: Project, open_runner: Callable[[WorkerSetup], Runner[int]]) -> int:
+    """The figure a one-block run's one worker process (`lanes=0`: none in this process) gives back."""
+
+    async def local(block: Block) -> list[int]:
+        raise AssertionError("lanes=0: the calling process runs no block")
+
+    run = BlockRun(
+        [Block(0, ("a",))],
+        local,
+        Counters,
+        workers=1,
+        setup=_setup(project),
+        open_runner=open_runner,
+        lanes=0,
+    )
+    ((figure,),) = list(drive(run.results()))
+    return figure
+
+
 def test_a_worker_freezes_what_it_holds_for_its_life_and_collects_what_its_blocks_make(
     project: Project,
 ) -> None:
     """The fork server's imports and the opened track are out of the collector's way in a worker, so
     its full collections scan only what its blocks make (~0.25 s each over litellm's heap, before);
     the collector the fork server turned off for its imports is on again in the worker."""
-
-    async def local(block: Block) -> list[int]:
-        raise AssertionError("lanes=0: the calling process runs no block")
-
-    run = BlockRun(
-        [Block(0, ("a",))],
-        local,
-        Counters,
-        workers=1,
-        setup=_setup(project),
-        open_runner=_open_frozen_count,
-        lanes=0,
-    )
-    ((frozen,),) = list(drive(run.results()))
+    frozen = _figure_from_one_worker(project, _open_frozen_count)
     assert frozen > 10_000, frozen  # on, and every module the fork server imported frozen, at least
 
 
 def test_worker_processes_are_forked_from_a_fork_server_never_from_the_calling_process(
     project: Project,
 ) -> None:
-    async def local(block: Block) -> list[int]:
-        raise AssertionError("lanes=0: the calling process runs no block")
-
-    run = BlockRun(
-        [Block(0, ("a",))],
-        local,
-        Counters,
-        workers=1,
-        setup=_setup(project),
-        open_runner=_open_parent,
-        lanes=0,
-    )
-    ((parent,),) = list(drive(run.results()))
-    assert parent != os.getpid()
+    assert _figure_from_one_worker(project, _open_parent) != os.getpid()
 
 
 # --- the calling process of a run with worker processes calls no model --------------------------
