@@ -14,7 +14,16 @@ from pathlib import Path
 import yaml
 
 from eval_assets.capability.errors import TrackError
-from eval_assets.config import BuildManifest, ConfigError, Judge, Problem, Project, id_problem, load_build
+from eval_assets.config import (
+    BuildManifest,
+    ConfigError,
+    Judge,
+    Problem,
+    Project,
+    Scenario,
+    id_problem,
+    load_build,
+)
 from eval_assets.home import EvalHome
 
 
@@ -23,6 +32,12 @@ def judges_for(project: Project, build: BuildManifest) -> list[Judge]:
     if build.judges is not None:
         return [project.judges[j] for j in build.judges]
     return project.active_judges
+
+
+def scenarios_for(project: Project, build: BuildManifest) -> list[Scenario]:
+    """The scenarios a build runs: those its judge versions score, in id order."""
+    names = {j.name for j in judges_for(project, build)}
+    return [s for _, s in sorted(project.scenarios.items()) if s.judge in names]
 
 
 class Builds:

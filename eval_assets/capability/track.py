@@ -26,7 +26,7 @@ from eval_assets.capability._shards import (
     start_fork_server,
     worker_main,
 )
-from eval_assets.capability.builds import Builds, judges_for
+from eval_assets.capability.builds import Builds, judges_for, scenarios_for
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
 from eval_assets.capability.progress import ProgressMeter
 from eval_assets.config import BuildManifest, Judge, Project, Rubric, Scenario
@@ -148,8 +148,7 @@ class Track:
         return self.project.judges[judge_version]
 
     def scenarios_for(self, build: BuildManifest) -> list[Scenario]:
-        names = {j.name for j in self.judges_for(build)}
-        return [s for _, s in sorted(self.project.scenarios.items()) if s.judge in names]
+        return scenarios_for(self.project, build)
 
     # --- engine --------------------------------------------------------------------------------
 
@@ -315,8 +314,7 @@ def start_workers_ahead(project: Project, build: BuildManifest) -> bool:
     from eval_assets.capability._worker import open_runner
     from eval_assets.providers.gateway import CALL_MODULES
 
-    names = {j.name for j in judges_for(project, build)}
-    attempts = sum(s.repeats for s in project.scenarios.values() if s.judge in names)
+    attempts = sum(s.repeats for s in scenarios_for(project, build))
     if project.settings.engine.worker_count(attempts) < 2:
         return False
     start_fork_server(fork_server_imports(open_runner, CALL_MODULES))
