@@ -23,11 +23,22 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CONCURRENCY = 256  # the generated project's engine.concurrency_per_model (throughput.generated_project)
 TIMEOUT_S = 30.0
 FENCE = b"litellm floor: fence secret"
+
+
+async def bare_completion(spec: Any, limits: dict[str, asyncio.Semaphore], concurrency: int) -> Any:
+    """One bare `litellm.acompletion` of `spec` (the gateway's request, one try, `gateway.litellm_completion`),
+    at most `concurrency` in flight per model (`limits`: the caller's semaphore per model). The floor's
+    calls and `throughput.py`'s bare side both go through this."""
+    from eval_assets.providers.gateway import litellm_completion
+
+    async with limits.setdefault(spec.model, asyncio.Semaphore(concurrency)):
+        return await litellm_completion(spec, {**spec.metadata, "try_no": 1})
 
 
 def part(project_dir: Path, build_file: Path, index: int, parts: int) -> int:
@@ -38,7 +49,7 @@ def part(project_dir: Path, build_file: Path, index: int, parts: int) -> int:
     from eval_assets.config import Scenario, load_build, load_project
     from eval_assets.engine import judge_spec, subject_spec
     from eval_assets.fence import fence_nonce
-    from eval_assets.providers.gateway import CallSpec, ModelGateway, litellm_completion
+    from eval_assets.providers.gateway import CallSpec, ModelGateway
     from eval_assets.spend import AttemptRef
 
     project = load_project(project_dir)
@@ -60,8 +71,7 @@ def part(project_dir: Path, build_file: Path, index: int, parts: int) -> int:
 
         async def call(spec: CallSpec) -> str:
             nonlocal calls
-            async with limits.setdefault(spec.model, asyncio.Semaphore(CONCURRENCY)):
-                reply = await litellm_completion(spec, {**spec.metadata, "try_no": 1})
+            reply = await bare_completion(spec, limits, CONCURRENCY)
             calls += 1
             return str(reply.choices[0].message.content)
 

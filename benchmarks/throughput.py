@@ -67,6 +67,8 @@ ROOT = Path(os.environ.get("EVAL_BENCH_ROOT") or Path(__file__).resolve().parent
 """The tree measured: this checkout, or another's (`overhead --before DIR` runs a child with it)."""
 sys.path.insert(0, str(ROOT))
 
+from litellm_floor import bare_completion  # noqa: E402  (benchmarks/, this script's folder)
+
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs  # noqa: E402
 from eval_assets.capability.track import Track  # noqa: E402
 from eval_assets.config import (  # noqa: E402
@@ -80,7 +82,7 @@ from eval_assets.config import (  # noqa: E402
 from eval_assets.engine import Engine, Limiters, SubjectResult, judge_spec, subject_spec  # noqa: E402
 from eval_assets.fence import fence_nonce  # noqa: E402
 from eval_assets.home import EvalHome  # noqa: E402
-from eval_assets.providers.gateway import CallSpec, ModelGateway, litellm_completion  # noqa: E402
+from eval_assets.providers.gateway import CallSpec, ModelGateway  # noqa: E402
 from eval_assets.spend import AttemptRef, SpendPath, open_journal  # noqa: E402
 
 PROJECT = load_project(ROOT)
@@ -189,21 +191,16 @@ def raw_workload(n: int, subjects: list[SubjectResult], latency_ms: int, judge: 
 
 
 def run_raw(work: list[list[CallSpec]], concurrency: int = 256) -> dict[str, Any]:
-    """Bare litellm.acompletion calls (the gateway's request, `litellm_completion`), a semaphore per model
-    like the engine's."""
+    """Bare litellm.acompletion calls (the gateway's request, `litellm_floor.bare_completion`), a
+    semaphore per model like the engine's."""
     ModelGateway(PRICES).ready()  # registers the sim providers and the prices, as the engine's gateway does
 
     async def main() -> None:
         limits: dict[str, asyncio.Semaphore] = {}
 
-        async def call(spec: CallSpec) -> None:
-            sem = limits.setdefault(spec.model, asyncio.Semaphore(concurrency))
-            async with sem:
-                await litellm_completion(spec, {**spec.metadata, "try_no": 1})  # the gateway's request
-
         async def attempt(calls: list[CallSpec]) -> None:
             for spec in calls:
-                await call(spec)
+                await bare_completion(spec, limits, concurrency)  # the gateway's request
 
         await asyncio.gather(*(attempt(calls) for calls in work))
 
