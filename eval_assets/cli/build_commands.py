@@ -1,5 +1,8 @@
-"""`evaltrack build add`: validate and register a manifest. A refused manifest costs only the
-project load: the Dagster instance is opened only once the build is registered."""
+"""`evaltrack build add`: validate and register a manifest. It loads only the configuration: a
+refused manifest costs the project load, a registered one no more. The build's Dagster partition is
+added by what opens the instance for it (`orchestrate.register_partitions`): `run` and `demo` before
+its first run, `ui` at its start (every registered build), the daemon's `build_sensor` within its
+interval."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from eval_assets.capability.builds import Builds
-from eval_assets.cli.common import collector_paused, home_of, print_problems, project_of
+from eval_assets.cli.common import home_of, print_problems, project_of
 from eval_assets.config import ConfigError
 
 
@@ -17,12 +20,5 @@ def cmd_build_add(args: argparse.Namespace) -> int:
         manifest = builds.register(Path(args.file))
     except ConfigError as exc:
         return print_problems(exc)
-    # Dagster costs ~3 s CPU to import: only a registered build needs its partition added (its import
-    # and the instance's storage modules make long-lived objects only: no collection meanwhile)
-    with collector_paused():
-        from eval_assets.cli.orchestrate import instance_for, register_partition
-
-        instance = instance_for(builds.home, builds.project)
-    register_partition(instance, manifest.id)
     print(f"registered build {manifest.id} -> {builds.path(manifest.id)}")
     return 0

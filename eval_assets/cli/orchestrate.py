@@ -20,6 +20,7 @@ from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 from dagster._core.workspace.load import location_origins_from_yaml_paths
 
+from eval_assets.capability.builds import Builds
 from eval_assets.config import Project, project_at
 from eval_assets.defs.selections import JOB_OF, PER_BUILD_FINAL_ASSETS, PER_BUILD_RUN_ASSETS, PER_JUDGE_ASSETS
 from eval_assets.home import EvalHome, default_home, operator_instance, project_root
@@ -226,9 +227,22 @@ def _not_approved(event: dg.DagsterEvent) -> bool:
     return event.step_key == "release_approval" and approved is not None and approved.value is False
 
 
-def register_partition(instance: dg.DagsterInstance, build_id: str) -> None:
-    if not instance.has_dynamic_partition("build", build_id):
-        instance.add_dynamic_partitions("build", [build_id])
+def register_partitions(instance: dg.DagsterInstance, build_ids: Sequence[str]) -> list[str]:
+    """Add the `build` partition of each of `build_ids` that the instance lacks; returns those added.
+    `build add` only stores the manifest (it never imports Dagster): a command adds the partitions
+    of the builds it opens the instance for, as `build_sensor` does in the daemon."""
+    known = set(instance.get_dynamic_partitions("build"))
+    new = [b for b in dict.fromkeys(build_ids) if b not in known]
+    if new:
+        instance.add_dynamic_partitions("build", new)
+    return new
+
+
+def register_builds(home: EvalHome, project: Project, warn: Callable[[str], None]) -> list[str]:
+    """Open the instance and add the partition of every registered build whose manifest loads (a
+    manifest that no longer does is skipped with its reason, `warn`, as build_sensor skips it);
+    returns the builds added."""
+    return register_partitions(instance_for(home, project), Builds(project, home).loadable(warn))
 
 
 def materialize_build(
@@ -249,7 +263,7 @@ def materialize_build(
     """
     instance = instance_for(home)
     defs = load_definitions()
-    register_partition(instance, build_id)
+    register_partitions(instance, [build_id])
     steps: list[tuple[list[str], str | dg.MultiPartitionKey | None]] = [
         (list(PER_BUILD_RUN_ASSETS), build_id)
     ]

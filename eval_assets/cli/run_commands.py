@@ -22,7 +22,7 @@ from eval_assets.cli.orchestrate import (
     materialize_board,
     materialize_build,
     materialize_trends,
-    register_partition,
+    register_partitions,
 )
 from eval_assets.cli.status_commands import decision_record
 from eval_assets.config import ConfigError, project_loaded_once
@@ -303,8 +303,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         build_ids = []
         for name in EXAMPLE_BUILDS:
             manifest = track.register_build(project.root / "examples" / "builds" / name)
-            register_partition(instance, manifest.id)
             build_ids.append(manifest.id)
+        register_partitions(instance, build_ids)
     except ConfigError as exc:
         return print_problems(exc)
     with project_loaded_once(project):  # once per command, not per run (about twenty runs)

@@ -11,7 +11,11 @@ import time
 from pathlib import Path
 
 from eval_assets.cli.common import home_of, project_of
-from eval_assets.cli.orchestrate import instance_for
+from eval_assets.cli.orchestrate import register_builds
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -22,7 +26,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     and is then killed, so `evaltrack ui` never leaves an orphan holding a run or the port.
     """
     home = home_of(args)
-    instance_for(home, project_of(args))
+    # the partitions of builds registered since a command last opened the instance (`build add` only
+    # stores the manifest), so the UI lists them from its first page
+    register_builds(home, project_of(args), _warn)
     root = Path(os.environ["EVAL_PROJECT_ROOT"])
     dagster = Path(sys.executable).with_name("dagster")
     cmd = [str(dagster), "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(args.port)]
