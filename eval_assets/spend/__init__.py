@@ -6,7 +6,7 @@ statements; `_batch`: group commit; `_backends`: SQLite and PostgreSQL; `_leases
 `_journal`: the journal; `_location`: where the journal is (its URL, its SQLite file); `_path`: reserve -> call -> settle. Why the journal is correct: docs/journal.md.
 """
 
-from ._backends import DEFAULT_LOCK_WAIT_S, journal_engine, journal_write
+from ._backends import DEFAULT_LOCK_WAIT_S, WriteTurn, journal_engine, journal_write
 from ._journal import HeldLease, SpendJournal, hold_lease, open_journal
 from ._keys import TURN_STRIDE, AttemptKey, AttemptRef, Role, attempt_id
 from ._leases import pid_alive, process_holder
@@ -61,6 +61,7 @@ __all__ = [
     "ScopeTotal",
     "SpendJournal",
     "SpendPath",
+    "WriteTurn",
     "attempt_id",
     "cut_output",
     "cut_reason",
