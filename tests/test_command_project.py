@@ -1,5 +1,5 @@
-"""A command loads its project once: the runs it launches use that load (`project_loaded_once`), and
-`build add` opens the Dagster instance without importing the track's stack."""
+"""A command loads its project once: the runs it launches and the code location it loads use that load
+(`project_loaded_once`), and opening the Dagster instance does not import the track's stack."""
 
 from __future__ import annotations
 
@@ -44,10 +44,10 @@ def test_a_project_at_another_root_is_loaded_from_disk_while_a_command_holds_one
     assert load_project(other_root).scenarios.keys() == other.scenarios.keys()
 
 
-def test_build_add_imports_neither_the_code_location_nor_litellm_nor_pandas() -> None:
-    """`build add` imports orchestrate to add the build's partition; the definitions (and with them
-    litellm, the engine, pandas: ~5 s of CPU and ~250 MB) are imported only by a command that
-    materializes."""
+def test_opening_the_instance_imports_neither_the_code_location_nor_litellm_nor_pandas() -> None:
+    """`orchestrate` opens the instance and adds partitions (`ui` does only that before it starts the UI);
+    the definitions (and with them litellm, the engine, pandas: ~5 s of CPU and ~250 MB) are imported
+    only by a command that materializes."""
     probe = (
         "import sys\n"
         "import eval_assets.cli.build_commands, eval_assets.cli.orchestrate\n"
@@ -56,3 +56,20 @@ def test_build_add_imports_neither_the_code_location_nor_litellm_nor_pandas() ->
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+def test_the_code_location_loaded_inside_a_command_uses_the_command_s_project() -> None:
+    """`defs/project.py` takes the command's own load while one is in force (a 1000-scenario project
+    takes ~0.3 s to load, on the path to `evaltrack run`'s first model call). A fresh interpreter: the
+    module is loaded once per process."""
+    probe = (
+        "from eval_assets.config import load_project, project_loaded_once\n"
+        "from eval_assets.home import PROJECT_ROOT\n"
+        "project = load_project(PROJECT_ROOT)\n"
+        "with project_loaded_once(project):\n"
+        "    from eval_assets.defs.project import PROJECT\n"
+        "print(PROJECT is project)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
