@@ -40,6 +40,8 @@ import os
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -358,12 +360,31 @@ def _value_pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(re.escape(v) for v in sorted(forms, key=len, reverse=True)))
 
 
+# the value pattern `values_read_once` holds for the texts redacted inside it (None: read each time)
+_HELD: ContextVar[tuple[re.Pattern[str] | None] | None] = ContextVar("redact_values_held", default=None)
+
+
+@contextmanager
+def values_read_once() -> Iterator[None]:
+    """Inside, `redact` uses the secret values as they are on entry instead of checking the environment
+    again for every text (2.5 us each: a report page redacts ~64,000 fields of a 1000 x 5 build, 0.16 s).
+    For a batch of texts redacted at one moment; a value registered meanwhile applies after it."""
+    token = _HELD.set((_values_now(),))
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+
+
 def _values_now() -> re.Pattern[str] | None:
     """The pattern of every value `redact` removes by value, for the environment and the registered
-    secrets as they are now. Reading them costs 65 us (every variable decoded and its name matched),
-    more than the rest of a short `redact`; they are read again only when the raw environment (the
-    bytes mapping behind `os.environ`, compared without decoding: 1.5 us) or the registered secrets
-    changed."""
+    secrets as they are now (or as `values_read_once` holds them). Reading them costs 65 us (every
+    variable decoded and its name matched), more than the rest of a short `redact`; they are read
+    again only when the raw environment (the bytes mapping behind `os.environ`, compared without
+    decoding: 1.5 us) or the registered secrets changed."""
+    held = _HELD.get()
+    if held is not None:
+        return held[0]
     raw = getattr(os.environ, "_data", None)
     key = tuple(raw.items()) if isinstance(raw, dict) else tuple(os.environ.items())
     return _pattern_for(key, frozenset(_registered))

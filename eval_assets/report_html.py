@@ -21,7 +21,7 @@ from typing import Any
 from eval_assets.capability.track import Track
 from eval_assets.human_scores import agreement_markdown
 from eval_assets.present import SEVERITY_HEADINGS, grouped_reasons, png_data_uri
-from eval_assets.redact import redact
+from eval_assets.redact import redact, values_read_once
 from eval_assets.spend import TURN_STRIDE, JournalRow, read_payload
 
 STATUS_ORDER = ("block", "investigate", "error", "fail", "pass")  # a scenario's filter status, worst first
@@ -339,6 +339,13 @@ def render(
 ) -> str:
     """The whole report of `build` as one HTML document (redacted, no external resource).
     `decision`: its recorded decision row (None: none recorded); `rows`: the reasons to show."""
+    with values_read_once():  # the page's ~13 fields per attempt, against one reading of the secrets
+        return _render(track, build, decision, rows)
+
+
+def _render(
+    track: Track, build: str, decision: Mapping[str, Any] | None, rows: Sequence[Mapping[str, Any]]
+) -> str:
     versions, views = collect(track, build)
     options = "".join(
         f'<option value="{shown(v.scenario_id)}">{shown(v.scenario_id)}</option>' for v in views

@@ -611,3 +611,16 @@ def test_redact_any_removes_secrets_and_masks_personal_data_in_keys_values_and_s
         "mail [email]": ["card [card number]", ("call [phone number]",)],
         "": "",
     }
+
+
+def test_values_read_once_redacts_with_the_secrets_of_its_entry_and_afterwards_reads_them_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A report page redacts its fields against one reading of the secret values (`values_read_once`):
+    a value in the environment on entry is removed inside; one set meanwhile applies after it."""
+    held, later = k("heldvalue", "Q7", "pagetoken"), k("latervalue", "Z9", "pagetoken")
+    monkeypatch.setenv("PAGE_API_TOKEN", held)
+    with redact.values_read_once():
+        monkeypatch.setenv("LATER_API_TOKEN", later)
+        assert redact.redact(f"a {held} b {later}") == f"a [redacted] b {later}"
+    assert redact.redact(f"a {held} b {later}") == "a [redacted] b [redacted]"
