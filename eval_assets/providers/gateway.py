@@ -42,9 +42,10 @@ redact_logs(
     "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "openai", "httpx", "httpcore", "eval_assets"
 )
 
-CALL_MODULES = ("eval_assets.providers.sim",)
-"""What a call imports besides this module (litellm, configured, and the sim providers): a fork server
-imports these once, ahead, so that the workers it forks do not each import litellm at their first call."""
+CALL_MODULES = ("eval_assets.providers.sim", "eval_assets.providers._first_call")
+"""What a call imports besides this module (litellm, configured, the sim providers, and what litellm
+imports lazily at its first call, `_first_call`): a fork server imports these once, ahead, so that the
+workers it forks do not each import litellm at their first call."""
 
 
 @functools.cache
