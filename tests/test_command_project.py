@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from eval_assets.capability.track import Track, track_opened_once
 from eval_assets.config import Project, load_project, project_at, project_loaded_once
 from eval_assets.defs.resources import TrackResource
 from eval_assets.home import PROJECT_ROOT, EvalHome
@@ -26,6 +27,21 @@ def test_runs_inside_a_command_use_its_project_and_runs_outside_load_it_from_dis
     outside = _resource(home, PROJECT_ROOT).instance.project
     assert outside is not project
     assert outside.scenarios.keys() == project.scenarios.keys()
+
+
+def test_runs_inside_a_command_use_its_track_and_runs_outside_open_their_own(
+    project: Project, home: EvalHome
+) -> None:
+    """`track_opened_once`: each of a command's runs takes the command's track (its project, home,
+    warehouse and journal as opened), not a new one; another home, or outside, a track of its own."""
+    track = Track(project, home)
+    other_home = EvalHome(home.root.parent / "other_home")
+    with track_opened_once(track):
+        assert _resource(home, PROJECT_ROOT).instance is track
+        assert project_at(PROJECT_ROOT) is project
+        assert _resource(other_home, PROJECT_ROOT).instance is not track
+    outside = _resource(home, PROJECT_ROOT).instance
+    assert outside is not track and outside.project is not project
 
 
 def test_a_project_at_another_root_is_loaded_from_disk_while_a_command_holds_one(

@@ -29,7 +29,15 @@ from eval_assets.capability._shards import (
 from eval_assets.capability.builds import Builds, judges_for, scenarios_for
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
 from eval_assets.capability.progress import ProgressMeter
-from eval_assets.config import BuildManifest, Judge, Project, Rubric, Scenario
+from eval_assets.config import (
+    BuildManifest,
+    Judge,
+    Project,
+    Rubric,
+    Scenario,
+    project_at,
+    project_loaded_once,
+)
 from eval_assets.home import EvalHome
 from eval_assets.redact import set_pii
 from eval_assets.spend import (
@@ -71,6 +79,8 @@ __all__ = [
     "Track",
     "TrackError",
     "exclude_stopped_scenarios",
+    "open_track",
+    "track_opened_once",
 ]
 
 Log = Callable[[str], None]
@@ -303,6 +313,40 @@ class Track:
                 yield result
         self._check_deadline(any(c.deadline_passed for c in run.counters), build_id, what, finished, planned)
         held.check()
+
+
+# the track a command opened, by (project root, home, journal URL), while the command's runs go
+_COMMAND_TRACKS: dict[tuple[Path, Path, str], Track] = {}
+
+
+@contextmanager
+def track_opened_once(track: Track) -> Iterator[None]:
+    """While inside, `open_track` over `track`'s project root, home and journal is `track` as the
+    command opened it, and `project_at` its project (`project_loaded_once`): each of a command's runs
+    (six for `run`, about twenty for `demo`) opened its own track before, about 40 ms each (the home
+    ensured, the warehouse initialised, the journal's engine opened). Runs the daemon or the UI launch
+    are outside and open their own."""
+    key = (track.project.root.resolve(), track.home.root.resolve(), track.journal_url)
+    previous = _COMMAND_TRACKS.get(key)
+    _COMMAND_TRACKS[key] = track
+    try:
+        with project_loaded_once(track.project):
+            yield
+    finally:
+        if previous is None:
+            del _COMMAND_TRACKS[key]
+        else:
+            _COMMAND_TRACKS[key] = previous
+
+
+def open_track(project_root: Path, home: EvalHome, journal_url: str | None = None) -> Track:
+    """The track over the project at `project_root`, `home` and the journal (`journal_url`, else the
+    project's or the home's): the command's own (`track_opened_once`) while one is in force, else
+    opened now."""
+    project = project_at(project_root)
+    url = spend_journal_url(home.root, project.settings.spend.journal_url, journal_url)
+    held = _COMMAND_TRACKS.get((project.root.resolve(), home.root.resolve(), url))
+    return held if held is not None else Track(project, home, journal_url)
 
 
 def start_workers_ahead(project: Project, build: BuildManifest) -> bool:

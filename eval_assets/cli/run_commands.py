@@ -14,7 +14,7 @@ from typing import TextIO
 
 from eval_assets import exit_codes
 from eval_assets.capability.progress import PROGRESS_LOGGER
-from eval_assets.capability.track import Track, TrackError
+from eval_assets.capability.track import Track, TrackError, track_opened_once
 from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, print_problems, project_of
 from eval_assets.cli.orchestrate import (
     StepResult,
@@ -25,7 +25,7 @@ from eval_assets.cli.orchestrate import (
     register_partitions,
 )
 from eval_assets.cli.status_commands import decision_record
-from eval_assets.config import ConfigError, project_loaded_once
+from eval_assets.config import ConfigError
 from eval_assets.evidence import DecisionDamaged
 from eval_assets.present import (
     MAX_LINE,
@@ -275,7 +275,7 @@ def cmd_run(args: argparse.Namespace, track: Track | None = None) -> int:
     targets = [("scenario_runs", args.build)] + [("judge_verdicts", f"{args.build}|{v}") for v in versions]
     try:
         with ExitStack() as leases:
-            leases.enter_context(project_loaded_once(track.project))  # once per command, not per run
+            leases.enter_context(track_opened_once(track))  # once per command, not per run
             for asset, partition in targets:
                 leases.enter_context(
                     track.lease(args.build, asset, partition, None, wait=args.wait, on_wait=waiting)
@@ -307,7 +307,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         register_partitions(instance, build_ids)
     except ConfigError as exc:
         return print_problems(exc)
-    with project_loaded_once(project):  # once per command, not per run (about twenty runs)
+    with track_opened_once(track):  # once per command, not per run (about twenty runs)
         ok, steps = _run_builds(args, track, build_ids, None, quiet=args.format == "json")
         records = [_decision_record(track, b) for b in build_ids]
         # the score trend of each active judge version over the builds just run (a plot in the UI)

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_assets.capability.track import Track
-from eval_assets.config import project_at
+from eval_assets.capability.track import Track, open_track
 from eval_assets.home import EvalHome, default_home, project_root
 from eval_assets.notify import Notifier
 
@@ -22,10 +21,11 @@ class TrackResource(dg.ConfigurableResource):
 
     @cached_property
     def instance(self) -> Track:
-        return Track(project_at(Path(self.project_root)), EvalHome(Path(self.eval_home)), self.journal_url)
+        return open_track(Path(self.project_root), EvalHome(Path(self.eval_home)), self.journal_url)
 
     def get(self) -> Track:
-        """The track over this EVAL_HOME and project (opened once per resource instance)."""
+        """The track over this EVAL_HOME and project: the command's own inside an `evaltrack` command
+        (`track_opened_once`), else opened once per resource instance."""
         return self.instance
 
 
