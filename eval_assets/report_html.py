@@ -72,29 +72,26 @@ def _latest(rows: Iterable[JournalRow]) -> dict[tuple[str | None, str, int, int]
     return out
 
 
-def _records(frame: Any) -> list[dict[str, Any]]:
-    return [{k: (None if v != v else v) for k, v in r.items()} for r in frame.to_dict("records")]
+def _records(track: Track, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+    """The rows of `sql`, a NaN (a float no statistic could give) shown as missing, like NULL."""
+    return [{k: (None if v != v else v) for k, v in r.items()} for r in track.warehouse.rows(sql, params)]
 
 
 def collect(track: Track, build: str) -> tuple[list[str], list[ScenarioView]]:
     """The judge versions with verdicts for `build` and its scenarios, in id order."""
     runs = _records(
-        track.warehouse.query(
-            "SELECT * FROM scenario_runs WHERE build = ? ORDER BY scenario_id, repeat", [build]
-        )
+        track, "SELECT * FROM scenario_runs WHERE build = ? ORDER BY scenario_id, repeat", [build]
     )
     verdicts = _records(
-        track.warehouse.query(
-            "SELECT * FROM judge_verdicts WHERE build = ? ORDER BY judge_version, scenario_id, repeat",
-            [build],
-        )
+        track,
+        "SELECT * FROM judge_verdicts WHERE build = ? ORDER BY judge_version, scenario_id, repeat",
+        [build],
     )
     findings = _records(
-        track.warehouse.query(
-            "SELECT judge_version, scenario_id, verdict FROM capability_reports "
-            "WHERE build = ? AND scenario_id IS NOT NULL AND verdict IN ('block', 'investigate')",
-            [build],
-        )
+        track,
+        "SELECT judge_version, scenario_id, verdict FROM capability_reports "
+        "WHERE build = ? AND scenario_id IS NOT NULL AND verdict IN ('block', 'investigate')",
+        [build],
     )
     versions = sorted({str(v["judge_version"]) for v in verdicts})
     floors = {
@@ -211,7 +208,8 @@ def _decision_html(build: str, decision: Mapping[str, Any] | None, rows: Sequenc
 def _reports_html(track: Track, build: str, versions: Sequence[str]) -> str:
     out = ['<h2 id="reports">Capability reports</h2>']
     for jv in versions:
-        frame = track.warehouse.query(
+        rows = _records(
+            track,
             "SELECT finding, scenario_id, verdict, statistic, q_value, detail FROM capability_reports "
             "WHERE build = ? AND judge_version = ? ORDER BY verdict, finding, scenario_id",
             [build, jv],
@@ -220,7 +218,6 @@ def _reports_html(track: Track, build: str, versions: Sequence[str]) -> str:
         image = png_data_uri(track.home.root / "reports" / build / f"{jv}.png")
         if image:
             out.append(f'<img alt="capability report {shown(jv)}" src="{image}">')
-        rows = _records(frame)
         if rows:
             out.append(
                 "<table><tr><th>finding</th><th>scenario</th><th>verdict</th><th>statistic</th><th>q</th><th>detail</th></tr>"

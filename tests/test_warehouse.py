@@ -56,6 +56,35 @@ def test_newest_file_per_partition_is_current_and_history_keeps_all(tmp_path: Pa
     assert history == (4,)
 
 
+def test_rows_answers_as_query_does_with_python_values_and_none_for_null(tmp_path: Path) -> None:
+    """`Warehouse.rows`: the same rows, in the same order, as `query`'s frame, each a dict of plain
+    Python values; a NULL (an output the subject never gave) is None, not NaN."""
+    wh = Warehouse(tmp_path / "wh")
+    wh.initialise()
+    row = full_row(
+        "scenario_runs",
+        {
+            "scenario_id": "s",
+            "repeat": 1,
+            "status": "ok",
+            "output": "x",
+            "policy_failures": 0,
+            "cost_usd": 0.1,
+        },
+    )
+    wh.write_partition("scenario_runs", {"build": "b"}, [dict(row, repeat=2, output=None), row], "run-1")
+    sql = "SELECT scenario_id, repeat, output, cost_usd FROM scenario_runs WHERE build = ? ORDER BY repeat"
+    rows = wh.rows(sql, ["b"])
+    assert rows == [
+        {"scenario_id": "s", "repeat": 1, "output": "x", "cost_usd": 0.1},
+        {"scenario_id": "s", "repeat": 2, "output": None, "cost_usd": 0.1},
+    ]
+    assert [type(r["repeat"]) for r in rows] == [int, int]
+    frame = wh.query(sql, ["b"])
+    assert [r["repeat"] for r in rows] == frame["repeat"].tolist()
+    assert rows[0]["output"] == frame["output"][0]
+
+
 def test_views_resolve_from_any_working_directory(tmp_path: Path, monkeypatch) -> None:
     wh = Warehouse(tmp_path / "wh")
     wh.initialise()
@@ -459,7 +488,11 @@ def test_no_chunks_at_all_write_an_empty_file_with_the_tables_columns(tmp_path: 
         count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()
     finally:
         con.close()
-    assert [(name, kind) for name, kind, *_ in described][:3] == [("build", "VARCHAR"), ("n", "INTEGER"), ("text", "VARCHAR")]
+    assert [(name, kind) for name, kind, *_ in described][:3] == [
+        ("build", "VARCHAR"),
+        ("n", "INTEGER"),
+        ("text", "VARCHAR"),
+    ]
     assert count == (0,)
 
 

@@ -231,23 +231,23 @@ def _judges_ahead(
 
 
 def stored_attempts(track: Track, build_id: str) -> list[StoredAttempt]:
-    frame = track.warehouse.query(
+    rows = track.warehouse.rows(
         # every column: a partition written before `trajectory` existed has none (read as None)
         "SELECT * FROM scenario_runs WHERE build = ? ORDER BY scenario_id, repeat",
         [build_id],
     )
     return [
         StoredAttempt(
-            r.scenario_id,
-            int(r.repeat),
-            r.status,
-            r.output if isinstance(r.output, str) else None,
-            int(r.policy_failures),
-            r.excluded_reason if isinstance(r.excluded_reason, str) else None,
-            r.error if isinstance(r.error, str) else None,
-            trajectory if isinstance(trajectory := getattr(r, "trajectory", None), str) else None,
+            r["scenario_id"],
+            int(r["repeat"]),
+            r["status"],
+            r["output"] if isinstance(r["output"], str) else None,
+            int(r["policy_failures"]),
+            r["excluded_reason"] if isinstance(r["excluded_reason"], str) else None,
+            r["error"] if isinstance(r["error"], str) else None,
+            trajectory if isinstance(trajectory := r.get("trajectory"), str) else None,
         )
-        for r in frame.itertuples()
+        for r in rows
     ]
 
 
