@@ -84,3 +84,27 @@ def test_suite_figures_are_the_share_of_known_scenarios_and_pass_hat_k_never_exc
         else:
             assert suite.pass_at_k == sum(m.pass_at_k or 0 for m in members) / len(members)
             assert suite.pass_hat_k == sum(m.pass_hat_k or 0 for m in members) / len(members)
+
+
+@given(st.dictionaries(st.sampled_from("abcdefgh"), st.lists(REPEAT, min_size=1, max_size=6), max_size=8))
+def test_each_scenario_s_figures_are_its_definition_over_its_own_repeats(
+    repeats: dict[str, list[tuple[str, float, bool]]],
+) -> None:
+    """Per scenario, straight from the definitions: left out with an excluded repeat; `passed` the
+    repeats scored at or above the floor; unknown when a repeat with output failed to be judged."""
+    rows = [(sid, s, (x if s == "scored" else None), o) for sid, rs in repeats.items() for s, x, o in rs]
+    figures = reliability(frame(rows), FLOOR, {})
+
+    expected = []
+    for sid in sorted(repeats):
+        rs = repeats[sid]
+        if any(s == "excluded" for s, _, _ in rs):
+            continue
+        passed = sum(1 for s, x, _ in rs if s == "scored" and x >= FLOOR)
+        known = not any(s == "failed" and o for s, _, o in rs)
+        k = len(rs)
+        expected.append(
+            (sid, k, passed, k, float(passed > 0) if known else None, float(passed == k) if known else None)
+        )
+    got = [(f.name, f.k, f.passed, f.of, f.pass_at_k, f.pass_hat_k) for f in figures if f.scope == "scenario"]
+    assert got == expected

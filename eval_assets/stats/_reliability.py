@@ -42,25 +42,36 @@ def reliability(frame: pd.DataFrame, floor: float, suite_of: Mapping[str, str]) 
     `status`, `score` and `has_output`. `suite_of[scenario_id]` names its suite (a scenario not listed
     is in suite "unknown"). An empty frame gives []."""
     scenarios: list[Reliability] = []
-    for sid, rows in frame.groupby("scenario_id", sort=True):
-        statuses = rows["status"].tolist()
-        if "excluded" in statuses:
-            continue
-        judged = [not (s == "failed" and bool(o)) for s, o in zip(statuses, rows["has_output"], strict=True)]
-        passed = int(((rows["status"] == "scored") & (rows["score"] >= floor)).sum())
-        k = len(statuses)
-        known = all(judged)
-        scenarios.append(
-            Reliability(
-                "scenario",
-                str(sid),
-                k,
-                passed,
-                k,
-                float(passed > 0) if known else None,
-                float(passed == k) if known else None,
+    if len(frame):
+        # one grouped pass over flags per repeat (a group at a time in Python took 0.26 s on 1000
+        # scenarios x 5 repeats, most of a report's statistics)
+        status = frame["status"]
+        per = pd.DataFrame(
+            {
+                "scenario_id": frame["scenario_id"],
+                "excluded": status.eq("excluded"),
+                # a repeat with output the judge could not score: the figures are unknown, not zero
+                "unknown": status.eq("failed") & frame["has_output"].map(bool),
+                "passed": status.eq("scored") & (frame["score"] >= floor),
+            }
+        ).groupby("scenario_id", sort=True)
+        grouped = per.agg(excluded=("excluded", "any"), unknown=("unknown", "any"), passed=("passed", "sum"))
+        grouped["k"] = per.size()
+        for sid, excluded, unknown, passed, k in grouped.itertuples(name=None):
+            if excluded:
+                continue
+            n, hits = int(k), int(passed)
+            scenarios.append(
+                Reliability(
+                    "scenario",
+                    str(sid),
+                    n,
+                    hits,
+                    n,
+                    None if unknown else float(hits > 0),
+                    None if unknown else float(hits == n),
+                )
             )
-        )
     suites: dict[str, list[Reliability]] = {}
     for r in scenarios:
         suites.setdefault(suite_of.get(r.name, "unknown"), []).append(r)
