@@ -46,7 +46,8 @@ the scenarios that dropped recovers none of the power: the others, left at 3 rep
 centre and its variance prior). 0.15, not 0.1: on the same 1,000 replications per cell it loses power
 beyond Monte Carlo error in 4 of 44 benchmark cells against 11, for 1.1 points of saving
 (docs/methods.md, "Trade-off"). Not 0.2 either: it leaves 1 such cell against 3 but saves 28.0% of the
-example suite's attempts against 30.1% (stop 40)."""
+example suite's attempts against 30.1% (stop 40). Nor the tail screen against its own null simulated
+from the baseline, or the fixed design's conditional power (stop 41): no bound of either meets both goals."""
 
 
 @dataclass(frozen=True)
