@@ -69,9 +69,7 @@ def test_opening_the_instance_imports_neither_the_code_location_nor_litellm_nor_
         "import eval_assets.cli.build_commands, eval_assets.cli.orchestrate\n"
         "print(sorted(m for m in ('litellm', 'pandas', 'matplotlib', 'eval_assets.definitions') if m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[]"
+    assert _fresh_interpreter(probe) == "[]"
 
 
 def test_the_code_location_loaded_inside_a_command_uses_the_command_s_project() -> None:
@@ -86,6 +84,11 @@ def test_the_code_location_loaded_inside_a_command_uses_the_command_s_project() 
         "    from eval_assets.defs.project import PROJECT\n"
         "print(PROJECT is project)"
     )
+    assert _fresh_interpreter(probe) == "True"
+
+
+def _fresh_interpreter(probe: str) -> str:
+    """What `python -c probe` prints in a fresh interpreter (it must exit 0)."""
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "True"
+    return done.stdout.strip()

@@ -1039,14 +1039,8 @@ def test_settle_refuses_a_bad_status_cost_or_token_count_naming_it(
 def test_settle_accepts_zero_tokens(journal: SpendJournal) -> None:
     reserve(journal, subject_key())
     journal.settle(
-        subject_key(),
-        status="settled",
-        cost_usd=0.0,
-        prompt_tokens=0,
-        completion_tokens=0,
-        payload="",
-        error=None,
-        now=NOW,
+        subject_key(), status="settled", cost_usd=0.0, prompt_tokens=0, completion_tokens=0, payload="",
+        error=None, now=NOW,
     )
     row = journal.lookup(subject_key())
     assert row is not None and (row.status, row.prompt_tokens, row.completion_tokens) == ("settled", 0, 0)
@@ -1064,12 +1058,7 @@ def test_a_day_without_spend_totals_zero_and_every_total_names_its_day(journal: 
     assert (empty.scope, empty.key, empty.spent_usd, empty.outstanding_usd) == ("day", "2026-01-01", 0.0, 0.0)
     reserve(journal, subject_key(), worst_usd=0.5)
     total = journal.day_total(NOW.date())
-    assert (total.scope, total.key, total.spent_usd, total.outstanding_usd) == (
-        "day",
-        NOW.date().isoformat(),
-        0.0,
-        0.5,
-    )
+    assert (total.scope, total.key, total.spent_usd, total.outstanding_usd) == ("day", NOW.date().isoformat(), 0.0, 0.5)
 
 
 def test_reserving_a_recorded_key_again_says_it_is_not_new(journal: SpendJournal) -> None:
@@ -1258,9 +1247,7 @@ def test_event_loop_caller_gets_the_journal_error_of_a_bad_settlement(journal: S
         asyncio.run(main())
 
 
-def test_a_process_waiting_for_the_sqlite_write_turn_polls_every_50_us_at_first_then_at_most_every_ms() -> (
-    None
-):
+def test_the_sqlite_write_turn_is_polled_every_50_us_at_first_then_at_most_every_ms() -> None:
     """Another process's batch holds the turn a few ms: a wait that short is polled every 50 us (a
     1 ms poll left each worker process of a 1000 x 5 run idle 16% of its call phase, docs/journal.md);
     a long one backs off, monotonically, to at most a thousand polls a second."""
