@@ -15,7 +15,7 @@ from eval_assets.cli.build_commands import cmd_build_add
 from eval_assets.cli.common import EXIT_INTERNAL_ERROR, is_command_process, set_command_process
 
 # The other commands' modules are imported when the command runs, not before, so that `--help`,
-# `validate` and a refused `build add` pay only for their own (CPU time to import, measured on a
+# `validate` and `build add` pay only for their own (CPU time to import, measured on a
 # loaded 2-core machine): project_commands ~0.4 s (the gates), review_commands and import_commands
 # ~1 s (the track without its engine: configuration, journal database, warehouse, pandas; was ~7 s
 # when the track imported litellm), judge_commands ~2 s, run_commands ~3 s (the engine, pandas, scipy,

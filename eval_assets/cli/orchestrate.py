@@ -145,8 +145,8 @@ def load_definitions() -> dg.Definitions:
     environment (a command materializes up to ~20 runs, and building them cost ~0.2 s of CPU each
     time; the resources read EVAL_HOME, the project root and the webhook variable when built)."""
     # the whole code location (the engine, the statistics, the warehouse: ~1.8 s CPU to import and
-    # build; litellm is not among them) only when a command materializes: `build add` imports this
-    # module to open the instance and add a partition
+    # build; litellm is not among them) only when a command materializes: `ui` imports this module to
+    # open the instance and add the registered builds' partitions
     from eval_assets.definitions import defs
 
     key = (str(default_home()), str(project_root()), *(os.environ.get(n, "") for n in _DEFINITIONS_READ))
