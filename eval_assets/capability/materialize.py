@@ -232,7 +232,8 @@ def _judges_ahead(
 
 def stored_attempts(track: Track, build_id: str) -> list[StoredAttempt]:
     rows = track.warehouse.rows(
-        # every column: a partition written before `trajectory` existed has none (read as None)
+        # every column: a partition written before `trajectory` existed has none (read as None); the
+        # text columns come back as str or None (NULL), never pandas' NaN
         "SELECT * FROM scenario_runs WHERE build = ? ORDER BY scenario_id, repeat",
         [build_id],
     )
@@ -241,11 +242,11 @@ def stored_attempts(track: Track, build_id: str) -> list[StoredAttempt]:
             r["scenario_id"],
             int(r["repeat"]),
             r["status"],
-            r["output"] if isinstance(r["output"], str) else None,
+            r["output"],
             int(r["policy_failures"]),
-            r["excluded_reason"] if isinstance(r["excluded_reason"], str) else None,
-            r["error"] if isinstance(r["error"], str) else None,
-            trajectory if isinstance(trajectory := r.get("trajectory"), str) else None,
+            r["excluded_reason"],
+            r["error"],
+            r.get("trajectory"),
         )
         for r in rows
     ]
