@@ -55,8 +55,12 @@ def reliability(frame: pd.DataFrame, floor: float, suite_of: Mapping[str, str]) 
                 "passed": status.eq("scored") & (frame["score"] >= floor),
             }
         ).groupby("scenario_id", sort=True)
-        grouped = per.agg(excluded=("excluded", "any"), unknown=("unknown", "any"), passed=("passed", "sum"))
-        grouped["k"] = per.size()
+        grouped = per.agg(
+            excluded=("excluded", "any"),
+            unknown=("unknown", "any"),
+            passed=("passed", "sum"),
+            k=("passed", "size"),
+        )
         for sid, excluded, unknown, passed, k in grouped.itertuples(name=None):
             if excluded:
                 continue
