@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+from shared import fresh_python
 
 from eval_assets.capability.track import Track, track_opened_once
 from eval_assets.config import Project, load_project, project_at, project_loaded_once
@@ -60,35 +60,32 @@ def test_a_project_at_another_root_is_loaded_from_disk_while_a_command_holds_one
     assert load_project(other_root).scenarios.keys() == other.scenarios.keys()
 
 
-def test_opening_the_instance_imports_neither_the_code_location_nor_litellm_nor_pandas() -> None:
+def test_opening_the_instance_imports_neither_the_code_location_nor_litellm_nor_pandas(
+    tmp_path: Path,
+) -> None:
     """`orchestrate` opens the instance and adds partitions (`ui` does only that before it starts the UI);
     the definitions (and with them litellm, the engine, pandas: ~5 s of CPU and ~250 MB) are imported
     only by a command that materializes."""
     probe = (
-        "import sys\n"
+        "import json, sys\n"
         "import eval_assets.cli.build_commands, eval_assets.cli.orchestrate\n"
-        "print(sorted(m for m in ('litellm', 'pandas', 'matplotlib', 'eval_assets.definitions') if m in sys.modules))"
+        "print(json.dumps(sorted(m for m in ('litellm', 'pandas', 'matplotlib', 'eval_assets.definitions') "
+        "if m in sys.modules)))"
     )
-    assert _fresh_interpreter(probe) == "[]"
+    assert fresh_python(probe, cwd=tmp_path) == []
 
 
-def test_the_code_location_loaded_inside_a_command_uses_the_command_s_project() -> None:
+def test_the_code_location_loaded_inside_a_command_uses_the_command_s_project(tmp_path: Path) -> None:
     """`defs/project.py` takes the command's own load while one is in force (a 1000-scenario project
     takes ~0.3 s to load, on the path to `evaltrack run`'s first model call). A fresh interpreter: the
     module is loaded once per process."""
     probe = (
+        "import json\n"
         "from eval_assets.config import load_project, project_loaded_once\n"
         "from eval_assets.home import PROJECT_ROOT\n"
         "project = load_project(PROJECT_ROOT)\n"
         "with project_loaded_once(project):\n"
         "    from eval_assets.defs.project import PROJECT\n"
-        "print(PROJECT is project)"
+        "print(json.dumps(PROJECT is project))"
     )
-    assert _fresh_interpreter(probe) == "True"
-
-
-def _fresh_interpreter(probe: str) -> str:
-    """What `python -c probe` prints in a fresh interpreter (it must exit 0)."""
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip()
+    assert fresh_python(probe, cwd=tmp_path) is True
