@@ -91,7 +91,7 @@ def look(
     design = adaptive_design(track, scenarios)
     assert design is not None and plan.baseline is not None
     rows = scenario_run_rows(build, first)
-    attempts = [_stored(r) for r in rows]
+    attempts = [stored_attempt(r) for r in rows]
     produced = {(a.scenario_id, a.repeat): a.output is not None for a in attempts}
     top_up: set[str] = set()
     per_judge: dict[str, dict[str, Any]] = {}
@@ -130,8 +130,10 @@ def look(
     return LookPlan(plan.start, plan.baseline, plan.judges, frozenset(top_up), note, per_judge)
 
 
-def _stored(row: dict[str, Any]) -> StoredAttempt:
-    """A `scenario_runs` row as a judge reads it (as `stored_attempts` reads it back)."""
+def stored_attempt(row: dict[str, Any]) -> StoredAttempt:
+    """A `scenario_runs` row (as `scenario_run_rows` makes it, or as `Warehouse.rows` reads it back: text
+    columns str or None, `trajectory` absent from a partition written before it existed) as a judge reads
+    it: the look's first repeats and `materialize.stored_attempts` alike."""
     return StoredAttempt(
         row["scenario_id"],
         int(row["repeat"]),

@@ -16,7 +16,7 @@ from typing import Any
 
 from eval_assets.capability._shards import Block, BlockRun, blocks_of
 from eval_assets.capability.errors import RunRefused, TrackError
-from eval_assets.capability.looks import LookPlan, adaptive_design, look, plan_run
+from eval_assets.capability.looks import LookPlan, adaptive_design, look, plan_run, stored_attempt
 from eval_assets.capability.progress import Progress, ProgressMeter
 from eval_assets.capability.rows import (
     Summary,
@@ -232,24 +232,9 @@ def _judges_ahead(
 
 def stored_attempts(track: Track, build_id: str) -> list[StoredAttempt]:
     rows = track.warehouse.rows(
-        # every column: a partition written before `trajectory` existed has none (read as None); the
-        # text columns come back as str or None (NULL), never pandas' NaN
-        "SELECT * FROM scenario_runs WHERE build = ? ORDER BY scenario_id, repeat",
-        [build_id],
+        "SELECT * FROM scenario_runs WHERE build = ? ORDER BY scenario_id, repeat", [build_id]
     )
-    return [
-        StoredAttempt(
-            r["scenario_id"],
-            int(r["repeat"]),
-            r["status"],
-            r["output"],
-            int(r["policy_failures"]),
-            r["excluded_reason"],
-            r["error"],
-            r.get("trajectory"),
-        )
-        for r in rows
-    ]
+    return [stored_attempt(r) for r in rows]
 
 
 @traced(
