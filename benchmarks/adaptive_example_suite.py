@@ -1,6 +1,7 @@
 """Adaptive repeats on the example suite: paid attempts and the report's verdicts, against fixed 5.
 
     .venv/bin/python benchmarks/adaptive_example_suite.py [--rebuilds 10] [--home DIR] [--plan F/S/T]
+        [--repeats adaptive|fixed]
 
 The shipped project with `repeats: adaptive`, on the sim provider, through the track's own
 materializations (`materialize_scenario_runs`, `materialize_judge_verdicts`, `build_report`): the
@@ -9,7 +10,11 @@ example rebuild's manifest with subject seeds 100, 101, ...: an A/A comparison e
 candidate (three scenarios broken). Prints per build the attempts paid (fixed count: every scenario's
 `repeats`), the scenarios topped up, and each judge version's report verdict with the looks combined,
 then the mean saving over the rebuilds. A fresh EVAL_HOME under a temporary directory unless `--home`.
-`--plan` sets the adaptive design's bounds (futility / suite / tail, as in decision_calibration.py's
+`--repeats fixed` runs the same rebuilds at the fixed count instead (the same draws: a rebuild's first
+repeats, and the top-ups it would pay, are the fixed run's repeats of the same numbers), so a home kept
+from it holds both arms of every comparison. Rebuild ids are zero-padded to sort in registration order
+(`rebuild-00` .. `rebuild-99`; three digits from 101 rebuilds, which draws other repeats: the id is
+part of the sim's seed). `--plan` sets the adaptive design's bounds (futility / suite / tail, as in decision_calibration.py's
 `--plans`) for this process in place of the shipped ones, so a plan's cost on this suite can be seen.
 """
 
@@ -57,6 +62,12 @@ def main() -> None:
     parser.add_argument("--rebuilds", type=int, default=10, help="unchanged rebuilds (A/A comparisons)")
     parser.add_argument("--home", type=Path, default=None, help="EVAL_HOME to use (default: a temporary one)")
     parser.add_argument("--plan", default=None, help="futility/suite/tail bounds, e.g. 0.05/0.4/0.15")
+    parser.add_argument(
+        "--repeats",
+        choices=("adaptive", "fixed"),
+        default="adaptive",
+        help="the project's repeats setting (fixed: the same draws at the fixed count, the paired arm)",
+    )
     args = parser.parse_args()
     if args.plan:  # every AdaptiveDesign made in this process (the run's, the report's) takes these bounds
         # by name: every field has a default, in field order (a field added later must not shift them)
@@ -72,7 +83,7 @@ def main() -> None:
     print(f"load before: {uptime()}; plan {plan}")
     started = time.perf_counter()
     loaded = load_project(ROOT)
-    project = dataclasses.replace(loaded, settings=loaded.settings.model_copy(update={"repeats": "adaptive"}))
+    project = dataclasses.replace(loaded, settings=loaded.settings.model_copy(update={"repeats": args.repeats}))
     with tempfile.TemporaryDirectory(prefix="adaptive-example-") as tmp:
         home = args.home or Path(tmp) / "home"
         track = Track(project, EvalHome(home))
@@ -82,13 +93,14 @@ def main() -> None:
             track.register_build(ROOT / "examples" / "builds" / f"{name}.yaml")
         rebuild = yaml.safe_load((ROOT / "examples" / "builds" / "rebuild.yaml").read_text())
         ids = []
+        width = max(2, len(str(args.rebuilds - 1)))  # ids sort in registration order
         for i in range(args.rebuilds):
-            manifest = {**rebuild, "id": f"rebuild-{i:02d}"}
+            manifest = {**rebuild, "id": f"rebuild-{i:0{width}d}"}
             manifest["subject"] = {
                 **rebuild["subject"],
                 "params": {**rebuild["subject"]["params"], "seed": 100 + i},
             }
-            path = builds / f"rebuild-{i:02d}.yaml"
+            path = builds / f"{manifest['id']}.yaml"
             path.write_text(yaml.safe_dump(manifest))
             track.register_build(path)
             ids.append(manifest["id"])
@@ -100,7 +112,7 @@ def main() -> None:
         saved = []
         for build in [BASE, *ids, "agent-2026-11-30-cand"]:
             values, verdicts = run(track, build)
-            attempts, fixed = int(values["attempts"]), int(values["attempts_fixed_count"])  # type: ignore[call-overload]
+            attempts, fixed = int(values["attempts"]), int(values.get("attempts_fixed_count", values["attempts"]))  # type: ignore[call-overload]
             share = 1.0 - attempts / fixed
             if build.startswith("rebuild-"):
                 saved.append(share)
