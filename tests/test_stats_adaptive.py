@@ -465,17 +465,19 @@ def test_the_first_look_reads_the_rebuilds_degrees_of_freedom_in_the_band() -> N
     t quantile on few df): the first look's suite test stays closed and only s11 (and s03, s06: the collapse
     condition at this high floor, 0.5, is reachable by two more repeats and their drop p is at most 0.1)
     are topped up. Read as known (df 0), the same variance leaves the band narrow and the suite test tops
-    up every scenario. Seeds 937 (builds) and 37 (the shift and the rebuild)."""
+    up every scenario. Seeds 937 (builds) and 37 (the shift and the rebuild); the suite bound 0.4 (the
+    shipped one until stop 42), at which the narrow band's p opens the suite test."""
+    design = AdaptiveDesign(suite_futility=0.4)
     rng = np.random.default_rng(37)
     base, cand = builds(937, 1, 14, np.full(14, -rng.uniform(0.0, 0.12)))
     rebuild = np.clip(base[0] + rng.normal(0, 0.1, (14, 1)), 0, 1)
     band = noise_band(_frame(base[0]), rebuild=_frame(rebuild))
     assert band.between_build_df == 1 and band.between_build_var > 0
-    look = first_look(_frame(base[0]), _frame(cand[0, :, :3]), 0.5, AdaptiveDesign(), band=band)
+    look = first_look(_frame(base[0]), _frame(cand[0, :, :3]), 0.5, design, band=band)
     assert look.top_up == ("s03", "s06", "s11")
     plan = {
         df: plan_top_ups(
-            Moments.of(base, 0.5), Moments.of(cand[:, :, :3], 0.5), 0.5, Budget(), AdaptiveDesign(),
+            Moments.of(base, 0.5), Moments.of(cand[:, :, :3], 0.5), 0.5, Budget(), design,
             between=band.between_build_var, between_df=df,
         )
         for df in (band.between_build_df, 0)

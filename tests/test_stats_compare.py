@@ -943,22 +943,30 @@ def test_the_concentrated_test_is_rerun_without_a_scenario_blocked_alone_only_wh
     assert f"median-centred differences = {conc.statistic:.3g} over {over} scenarios" in conc.detail
 
 
-def test_a_first_look_below_the_floor_counts_in_the_floor_test_of_a_scenario_not_topped_up() -> None:
-    """Adaptive repeats (start 3 of 5): s004 was not topped up and all three of its first-look repeats
-    fell below the floor, against none of the baseline's five. Its floor p is the first look's alone,
-    divided by that look's share of alpha: (1 / C(8, 3)) / w1. s005 has no first-look repeat at all (its
-    two verdicts are the top-up's): no first look to combine, and it is still compared."""
+def test_a_scenario_not_topped_up_cannot_block_on_its_first_look_and_a_topped_up_one_uses_all_its_repeats() -> None:
+    """Adaptive repeats (start 3 of 5): a scenario's own tests spend no alpha at the first look. s004 was
+    not topped up and all three of its first-look repeats fell below the floor, against none of the
+    baseline's five (Fisher p 1 / C(8, 3) = 0.018 on its own): its drop and floor p are 1, none of its
+    own rules blocks it (a plan would have topped it up; the suite's concentrated test, which spends its
+    share at the first look, still names it). s001 was topped up and dropped by 0.4 in all five repeats:
+    its p is its five repeats' own, undivided, exactly as a one-look comparison of the same repeats gives
+    it, and it blocks on its drop. s005 has no first-look repeat at all (its two verdicts are the
+    top-up's): no first look to combine, and it is still compared."""
     design = AdaptiveDesign()
     _, base, cand = pair(n=12, seed=4)
     cand[4, :3] = 0.1
+    cand[1] -= 0.4
     candidate = _one_based(frame_from(cand))
     topped = candidate["scenario_id"].isin(["s000", "s001", "s005"])
     keep = ((candidate["repeat"] <= 3) | topped) & ((candidate["scenario_id"] != "s005") | (candidate["repeat"] > 3))
     report = compare(_one_based(frame_from(base)), candidate[keep], FLOOR, design=design, aa_replications=0)
-    w1 = design.shares(0.05 * 0.05)[0]
-    assert 0.03 < w1 < 0.04
-    expected = (1 / math.comb(8, 3)) / w1
-    assert f"Fisher floor p={expected:.3g};" in finding(report, "floor_drop", "s004").detail
+    s004 = finding(report, "floor_drop", "s004")
+    assert "moderated t one-sided p=1," in s004.detail and "Fisher floor p=1;" in s004.detail
+    assert s004.rule not in ("drop", "floor", "collapse")
+    one_look = compare(_one_based(frame_from(base)), candidate[keep], FLOOR, aa_replications=0)
+    s001 = finding(report, "floor_drop", "s001")
+    assert s001.p_value == finding(one_look, "floor_drop", "s001").p_value < 1e-4
+    assert s001.verdict == "block" and s001.rule == "drop"
     assert "s005" in set(report.scenarios["scenario_id"])
 
 

@@ -461,6 +461,9 @@ def test_the_looks_may_give_all_of_alpha_to_either_look_but_no_more() -> None:
     for shares in [(-0.01, 1.01), (0.5, 0.51)]:
         with pytest.raises(ValueError, match="alpha shares"):
             Looks(interim, topped, shares)
+        with pytest.raises(ValueError, match="alpha shares"):
+            Looks(interim, topped, (0.5, 0.5), shares)  # a scenario's own tests: the same budget
+    assert Looks(interim, topped, (0.5, 0.5)).scenario_shares == (0.0, 1.0)  # nothing at the first look
 
 
 def test_the_re_test_without_blocked_scenarios_keeps_both_looks() -> None:

@@ -738,21 +738,27 @@ class Looks:
     `topped` (R, m) the scenarios topped up after it; `shares` the alpha shares (w1, w2) the spending
     rule gives the two looks. Every blocking and flagging p-value becomes min(p1 / w1, p2 / w2): a
     Bonferroni split of each hypothesis's alpha over its looks, valid under any dependence between
-    them. A scenario not topped up had no second look (its p is p1 / w1); the suite's tests (mean,
-    concentrated) have a second look when some scenario of the replication was topped up.
+    them. The suite's tests (mean, concentrated) spend `shares`, and have a second look when some
+    scenario of the replication was topped up. A scenario's own tests (drop, floor, collapse) spend
+    `scenario_shares`, by default nothing at the first look: a scenario blocks or is flagged only on
+    the repeats of its second look, so one not topped up cannot (the first look's tests on three
+    repeats are anti-conservative on coarse scores at the ceiling: 0.33, 0.33, 0.67 against five
+    repeats at 1.0 has moderated-t p 6e-6 where its exact separation p is 1/56; docs/methods.md).
     """
 
     interim: Moments
     topped: np.ndarray
     shares: tuple[float, float]
+    scenario_shares: tuple[float, float] = (0.0, 1.0)
 
     def __post_init__(self) -> None:
-        first, second = self.shares
-        if not (first >= 0.0 and second >= 0.0 and abs(first + second - 1.0) <= 1e-9):
-            raise ValueError(
-                f"the looks' alpha shares must be >= 0 and sum to 1 (the error budget holds across looks), "
-                f"not {self.shares}"
-            )
+        for shares in (self.shares, self.scenario_shares):
+            first, second = shares
+            if not (first >= 0.0 and second >= 0.0 and abs(first + second - 1.0) <= 1e-9):
+                raise ValueError(
+                    f"the looks' alpha shares must be >= 0 and sum to 1 (the error budget holds across "
+                    f"looks), not {shares}"
+                )
 
 
 def combine_looks(
@@ -817,8 +823,8 @@ def evaluate(
         conc = _combined_concentrated(first, tests, looks, None)
         tests = replace(
             tests,
-            p_drop=combine_looks(first.p_drop, tests.p_drop, looks.topped, looks.shares),
-            p_floor=combine_looks(first.p_floor, tests.p_floor, looks.topped, looks.shares),
+            p_drop=combine_looks(first.p_drop, tests.p_drop, looks.topped, looks.scenario_shares),
+            p_floor=combine_looks(first.p_floor, tests.p_floor, looks.topped, looks.scenario_shares),
         )
     block = holm_blocks(tests, p_beyond, conc, budget)
     flag_mean = p_drop < budget.report_flag
