@@ -83,7 +83,8 @@ def main() -> None:
     print(f"load before: {uptime()}; plan {plan}")
     started = time.perf_counter()
     loaded = load_project(ROOT)
-    project = dataclasses.replace(loaded, settings=loaded.settings.model_copy(update={"repeats": args.repeats}))
+    settings = loaded.settings.model_copy(update={"repeats": args.repeats})
+    project = dataclasses.replace(loaded, settings=settings)
     with tempfile.TemporaryDirectory(prefix="adaptive-example-") as tmp:
         home = args.home or Path(tmp) / "home"
         track = Track(project, EvalHome(home))
@@ -112,7 +113,8 @@ def main() -> None:
         saved = []
         for build in [BASE, *ids, "agent-2026-11-30-cand"]:
             values, verdicts = run(track, build)
-            attempts, fixed = int(values["attempts"]), int(values.get("attempts_fixed_count", values["attempts"]))  # type: ignore[call-overload]
+            attempts = int(values["attempts"])  # type: ignore[call-overload]
+            fixed = int(values.get("attempts_fixed_count", attempts))  # type: ignore[call-overload]
             share = 1.0 - attempts / fixed
             if build.startswith("rebuild-"):
                 saved.append(share)
