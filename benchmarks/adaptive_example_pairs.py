@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from adaptive_example_suite import BASE, ROOT
+from adaptive_screens import table_moments
 
 from eval_assets.capability.baselines import band_for, registered_manifests, verdict_frame
 from eval_assets.capability.track import Track
-from eval_assets.config import load_project
+from eval_assets.config import BuildManifest, load_project
 from eval_assets.home import EvalHome
 from eval_assets.stats import (
     AdaptiveDesign,
@@ -43,72 +44,82 @@ COUNTS = ["n_rows", "n_output", "n_attempts", "n_excluded", "n_scored", "n_below
 
 
 def moments(frames: list[pd.DataFrame], ids: pd.Index, floor: float | None) -> Moments:
-    """(len(frames), m) moments of each frame's scored repeats over the scenarios `ids`."""
+    """(len(frames), m) moments of each frame's scored repeats over the scenarios `ids`, each row as
+    `stats.first_look` builds it (`adaptive_screens.table_moments`)."""
     rows = []
     for frame in frames:
         table = scenario_table(validate_verdicts(frame), floor).reindex(ids)
         table[COUNTS] = table[COUNTS].fillna(0)
-        rows.append(table)
-    stack = {
-        c: np.stack([t[c].to_numpy(dtype=float) for t in rows]) for c in ("n_scored", "mean", "variance")
-    }
-    below = np.stack([t["n_below_floor"].to_numpy(dtype=float) for t in rows])
-    paired = np.stack([t["n_rows"].to_numpy(dtype=float) for t in rows])
-    return Moments(stack["n_scored"], stack["mean"], stack["variance"], below, paired)
+        rows.append(table_moments(table, ids))
+    return Moments(*(np.concatenate([getattr(r, f) for r in rows]) for f in Moments.__dataclass_fields__))
 
 
 @dataclass(frozen=True)
 class Report:
-    """One judge version's comparisons, (R, m) over the rebuilds compared."""
+    """One judge version's comparisons, (R, m) over the rebuilds compared: what no plan changes (the
+    baseline, the rebuilds' verdicts, their first looks, the fixed arm's blocks) read and rated once."""
 
     ids: pd.Index
     floor: float | None
     base: Moments
-    full: dict[str, pd.DataFrame]
+    frames: list[pd.DataFrame]
+    first: Moments
+    fixed_block: np.ndarray
     between: float
     between_df: int
 
 
-def reports(track: Track, rebuilds: list[str], reference: str) -> list[Report]:
+def reports(
+    track: Track, manifests: dict[str, BuildManifest], rebuilds: list[str], reference: str, start: int
+) -> list[Report]:
     out = []
-    manifests = registered_manifests(track)
-    for judge in track.judges_for(track.build(rebuilds[0])):
+    judges = track.judges_for(track.build(rebuilds[0]))
+    budget = Budget(n_judge_versions=len(judges))
+    for judge in judges:
         floor = track.project.rubric_for(judge).floor
         baseline = verdict_frame(track, BASE, judge.version_id)
+        frames = [verdict_frame(track, b, judge.version_id) for b in [reference, *rebuilds]]
+        missing = [b for b, f in zip([reference, *rebuilds], frames, strict=True) if f.empty]
+        if missing:
+            raise SystemExit(
+                f"{track.home.root}: rebuilds without {judge.version_id} verdicts (the run did not finish?): "
+                + ", ".join(missing[:5])
+            )
+        frames = frames[1:]  # the reference gives the band only (band_for reads it)
         ids = scenario_table(validate_verdicts(baseline), floor).index
-        base = moments([baseline], ids, floor)
+        one = moments([baseline], ids, floor)
         base = Moments(
-            *(np.repeat(getattr(base, f), len(rebuilds), axis=0) for f in Moments.__dataclass_fields__)
+            *(np.repeat(getattr(one, f), len(rebuilds), axis=0) for f in Moments.__dataclass_fields__)
         )
         band = band_for(track, BASE, judge.version_id, baseline, rebuilds[0], manifests)
-        assert manifests[reference].rebuild_of == BASE
-        full = {b: verdict_frame(track, b, judge.version_id) for b in rebuilds}
-        out.append(Report(ids, floor, base, full, band.between_build_var, band.between_build_df))
+        between = {"between": band.between_build_var, "between_df": band.between_build_df}
+        fixed_block = evaluate(base, moments(frames, ids, floor), floor, budget, **between).block
+        first = moments([f.loc[f["repeat"] <= start] for f in frames], ids, floor)
+        out.append(Report(ids, floor, base, frames, first, fixed_block, **between))
     return out
 
 
-def rate(rebuilds: list[str], per_judge: list[Report], design: AdaptiveDesign, fixed: int) -> str:
+def rate(rebuilds: list[str], per_judge: list[Report], design: AdaptiveDesign) -> str:
     budget = Budget(n_judge_versions=len(per_judge))
-    blocked_fixed = np.zeros(len(rebuilds), dtype=bool)
+    blocked_fixed = np.logical_or.reduce([r.fixed_block for r in per_judge])
     blocked = np.zeros(len(rebuilds), dtype=bool)
     topped = np.zeros(len(rebuilds))
     for r in per_judge:
         band = {"between": r.between, "between_df": r.between_df}
-        frames = [r.full[b] for b in rebuilds]
-        blocked_fixed |= evaluate(r.base, moments(frames, r.ids, r.floor), r.floor, budget, **band).block
-        first = moments([f.loc[f["repeat"] <= design.start] for f in frames], r.ids, r.floor)
-        top = plan_top_ups(r.base, first, r.floor, budget, design, **band).repeats > 0
+        top = plan_top_ups(r.base, r.first, r.floor, budget, design, **band).repeats > 0
         ran = [
             f.loc[(f["repeat"] <= design.start) | f["scenario_id"].isin(r.ids[top[i]])]
-            for i, f in enumerate(frames)
+            for i, f in enumerate(r.frames)
         ]
-        looks = design.looks(first, top, budget)
+        looks = design.looks(r.first, top, budget)
         blocked |= evaluate(r.base, moments(ran, r.ids, r.floor), r.floor, budget, looks=looks, **band).block
         topped += top.sum(axis=1)
-    # every scenario of these builds runs the same repeats, and no scenario is under two judge versions
-    per_scenario = fixed // sum(len(r.ids) for r in per_judge)
-    attempts = design.start * fixed // per_scenario + (design.maximum - design.start) * topped
-    saved = 1.0 - attempts / fixed
+    # every scenario of these builds runs `design.maximum` repeats at the fixed count, and no scenario is
+    # under two judge versions
+    scenarios = sum(len(r.ids) for r in per_judge)
+    saved = 1.0 - (design.start * scenarios + (design.maximum - design.start) * topped) / (
+        design.maximum * scenarios
+    )
     se = saved.std(ddof=1) / np.sqrt(len(saved))
     alone = [b for b, a, f in zip(rebuilds, blocked, blocked_fixed, strict=True) if a and not f]
     return (
@@ -125,19 +136,14 @@ def main() -> None:
     args = parser.parse_args()
     track = Track(load_project(ROOT), EvalHome(args.home))
     manifests = registered_manifests(track)
-    ids = sorted(b for b in manifests if manifests[b].rebuild_of == BASE)
-    reference, rebuilds = ids[0], ids[1:]
-    missing = [
-        b
-        for b in ids
-        if any(verdict_frame(track, b, j.version_id).empty for j in track.judges_for(track.build(b)))
-    ]
-    if missing:
+    reference, *rebuilds = sorted(b for b in manifests if manifests[b].rebuild_of == BASE)
+    fixed = {s.repeats for s in track.scenarios_for(track.build(rebuilds[0]))}
+    start = AdaptiveDesign().start
+    if fixed != {AdaptiveDesign().maximum}:
         raise SystemExit(
-            f"{args.home}: rebuilds without verdicts (the run did not finish?): {', '.join(missing[:5])}"
+            f"{args.home}: the rebuilds' scenarios run {sorted(fixed)} repeats, not the design's maximum"
         )
-    fixed = sum(s.repeats for s in track.scenarios_for(track.build(rebuilds[0])))
-    per_judge = reports(track, rebuilds, reference)
+    per_judge = reports(track, manifests, rebuilds, reference, start)
     print(f"{args.home}: {len(rebuilds)} unchanged rebuilds compared with {BASE} (band from {reference})")
     plans = [p for p in args.plans.split(",") if p] or [None]
     for plan in plans:
@@ -147,7 +153,7 @@ def main() -> None:
             futility, suite, tail = (float(x) for x in plan.split("/"))
             design = AdaptiveDesign(futility=futility, suite_futility=suite, tail_futility=tail)
         name = f"{design.futility}/{design.suite_futility}/{design.tail_futility}"
-        print(f"  {name:<16} {rate(rebuilds, per_judge, design, fixed)}", flush=True)
+        print(f"  {name:<16} {rate(rebuilds, per_judge, design)}", flush=True)
 
 
 if __name__ == "__main__":

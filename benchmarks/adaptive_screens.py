@@ -351,7 +351,7 @@ def main() -> None:
             print(line, flush=True)
 
 
-def _moments(table: pd.DataFrame, ids: pd.Index) -> Moments:
+def table_moments(table: pd.DataFrame, ids: pd.Index) -> Moments:
     """(1, m) moments as `stats.first_look` builds them (rows scaled to the build's scored share)."""
     rows = table.loc[ids]
     n = rows["n_scored"].to_numpy(dtype=float)
@@ -413,7 +413,7 @@ def example_suite(home: Path, chosen: list[str]) -> None:
             base_s = base_s.reindex(ids)
             counts = ["n_rows", "n_output", "n_attempts", "n_excluded", "n_scored", "n_below_floor"]
             base_s[counts] = base_s[counts].fillna(0)
-            b, c = _moments(base_s, ids), _moments(cand_s, ids)
+            b, c = table_moments(base_s, ids), table_moments(cand_s, ids)
             between = {"between": band.between_build_var, "between_df": band.between_build_df}
             plan = plan_top_ups(b, c, floor, budget, none, **between)
             stat = screens(b, c, wanted, floor, budget)
