@@ -4,10 +4,9 @@ for another checkout, side by side in one run.
 
     .venv/bin/python benchmarks/suite.py [--rounds 1] [--before DIR]
 
-Prints, per build run: wall seconds, CPU seconds of the process and of its waited-for children (the
-import probe of arch.domain-never-imports-dagster is a child), and the five gates that took the most
-wall. The first run pays what a process pays once (the import probe, litellm's first import through
-the config gates, the first parse of each source file); later runs show the per-build cost the demo's
+Prints, per build run: wall seconds, CPU seconds of the process and of its waited-for children, and
+the five gates that took the most wall. The first run pays what a process pays once (litellm's first
+import through the config gates, the first parse of each source file); later runs show the per-build cost the demo's
 second and third builds pay. DIR is another checkout (e.g. `git worktree add /tmp/before main`), run
 with this checkout's virtual environment: each side runs in a fresh process of its own, alternating
 which goes first per round, and the medians per build and their ratio (after / before) are printed.

@@ -12,8 +12,6 @@ from datetime import datetime
 
 from eval_assets.capability.track import Summary, Track
 from eval_assets.gates import materialize_suite, stored_evidence, utc_now
-from eval_assets.gates.dogfood.architecture import start_import_probe
-from eval_assets.gates.drivers import start_ahead
 from eval_assets.present import gates_markdown
 from eval_assets.stats import CheckSuiteEvidence
 
@@ -39,16 +37,6 @@ def materialize_deterministic_suite(
         for row in result.results
     )
     return Summary(dict(result.summary()), gates_markdown(result.results), log=log)
-
-
-def start_suite_ahead(track: Track) -> None:
-    """Start the parts of the deterministic suite that depend on the source tree alone (the import
-    probe of `arch.domain-never-imports-dagster`, a fresh interpreter importing the whole domain, and
-    the property gates' draws, in another) so they run on another core while this process
-    materializes a build's other steps; the gates then take their findings. For a command that runs
-    the suite in this process (`evaltrack run`, `demo`)."""
-    start_import_probe(track.project.root)
-    start_ahead(track.project.root)
 
 
 def suite_evidence(track: Track, build_id: str) -> CheckSuiteEvidence:

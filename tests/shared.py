@@ -31,7 +31,7 @@ from eval_assets.home import EvalHome
 from eval_assets.warehouse import DATASETS
 
 BASELINE = "agent-2026-11-28-base"
-ONE_GATE = "arch.one-partition-writer"  # the gate of `record_one_gate_suite`
+ONE_GATE = "config.example-builds-validate"  # the gate of `record_one_gate_suite`
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -62,12 +62,12 @@ def record_one_gate_suite(
     """The deterministic suite's recorded outcome for a build: one gate (`ONE_GATE`), failing or passing."""
     gate = GateResult(
         gate_id=ONE_GATE,
-        kind="structural",
+        kind="corpus",
         milestone=0,
         status="fail" if failing else "pass",
         duration_s=0.01,
-        message="a module other than warehouse.py writes Parquet" if failing else "",
-        declared_in="docs/specs/architecture.md#Hard gates",
+        message="1 of 3 member(s) failed" if failing else "",
+        declared_in="docs/specs/configuration.md#Hard gates",
     )
     record_suite(track.warehouse, SuiteResult(build, milestone, datetime.now(UTC), (gate,)), run_id)
 

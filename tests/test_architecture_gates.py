@@ -1,7 +1,7 @@
 """The architecture gates bite: each violation they exist for is planted in a small fixture package
 (an `eval_assets` of a few modules under a temporary root) and the gate must fail naming it.
 
-The shipped code passing both gates is checked by the dogfood suite (test_gates_runner.py).
+The shipped code passing them is checked by tests/test_own_invariants.py.
 """
 
 from __future__ import annotations
@@ -11,16 +11,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
-
-from eval_assets.gates import GateContext, Outcome
-from eval_assets.gates.dogfood.architecture import (
+from invariants.architecture import (
     FORBIDDEN_EDGES,
     domain_never_imports_dagster,
     floors,
     import_graph,
     one_partition_writer,
 )
+
+from eval_assets.gates import GateContext, Outcome
 
 
 def package(root: Path, modules: dict[str, str]) -> Path:
@@ -74,69 +73,6 @@ def test_dagster_imported_under_a_computed_name_is_caught_by_importing_the_modul
         "eval_assets.sneaky",
         "eval_assets.uses_sneaky",
     ]
-
-
-def test_an_unchanged_tree_is_probed_once_per_process_and_a_changed_file_is_probed_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The demo runs the suite for three builds in one process: the import probe (a fresh interpreter
-    importing the whole domain) runs once for the same sources, and again once any file changes."""
-    from eval_assets.gates.dogfood import architecture
-
-    probes: list[list[str]] = []
-    real_run = architecture.fresh_interpreter
-
-    def counted(code, args, cwd, **kwargs):  # type: ignore[no-untyped-def]
-        probes.append(list(args))
-        return real_run(code, args, cwd, **kwargs)
-
-    monkeypatch.setattr(architecture, "fresh_interpreter", counted)
-    root = package(tmp_path, {})
-    assert run(domain_never_imports_dagster, root).passed
-    assert run(domain_never_imports_dagster, root).passed
-    assert len(probes) == 1
-    hidden = 'import importlib\n\nNAME = "dag" + "ster"\nimportlib.import_module(NAME)\n'
-    (root / "eval_assets" / "clean.py").write_text(hidden, encoding="utf-8")  # no import statement to see
-    outcome = run(domain_never_imports_dagster, root)
-    assert len(probes) > 1  # probed again (a new interpreter for the modules after the one that failed)
-    assert not outcome.passed
-    assert any(f.startswith("eval_assets.clean: importing it loads dagster") for f in outcome.findings)
-
-
-def test_a_probe_started_ahead_runs_beside_the_caller_and_the_gate_takes_its_findings(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`evaltrack run` starts the import probe before a build's steps: it runs in a background thread
-    (its own interpreter on another core), the gate then takes its findings instead of probing again,
-    and a file changed after the start is probed afresh (the findings are of the tree the gate sees)."""
-    import threading
-
-    from eval_assets.gates.dogfood import architecture
-
-    threads: list[threading.Thread] = []  # the thread of each probe interpreter started (kept alive: distinct)
-    real_run = architecture.fresh_interpreter
-
-    def counted(code, args, cwd, **kwargs):  # type: ignore[no-untyped-def]
-        threads.append(threading.current_thread())
-        return real_run(code, args, cwd, **kwargs)
-
-    monkeypatch.setattr(architecture, "fresh_interpreter", counted)
-    hidden = 'import importlib\n\nNAME = "dag" + "ster"\nimportlib.import_module(NAME)\n'
-    root = package(tmp_path, {"sneaky.py": hidden})
-    architecture.start_import_probe(root)
-    outcome = run(domain_never_imports_dagster, root)
-    assert threads and all(t is threads[0] for t in threads)  # one probe: the one started ahead
-    assert threads[0] is not threading.current_thread() and threads[0].name == "import-probe"
-    assert any(f.startswith("eval_assets.sneaky: importing it loads dagster") for f in outcome.findings)
-
-    architecture.start_import_probe(root)  # the same tree: nothing new is started
-    probed = len(threads)
-    assert run(domain_never_imports_dagster, root).findings == outcome.findings and len(threads) == probed
-    (root / "eval_assets" / "sneaky.py").write_text(hidden + "# edited\n", encoding="utf-8")
-    architecture.start_import_probe(root)  # a new tree, still bringing Dagster in: probed ahead
-    (root / "eval_assets" / "sneaky.py").write_text("import json\n", encoding="utf-8")  # changed after the start
-    assert run(domain_never_imports_dagster, root).passed  # not the findings of the tree probed ahead
-    assert len({id(t) for t in threads[probed:]}) == 2  # the new tree's probe, and the gate's own
 
 
 def test_a_wiring_module_imported_inside_a_domain_function_fails_the_gate(tmp_path: Path) -> None:
@@ -308,11 +244,11 @@ def test_a_planted_forbidden_edge_fails_the_import_graph_gate(tmp_path: Path) ->
     )
 
 
-def test_the_import_graph_gate_statement_lists_every_forbidden_edge() -> None:
-    gates = yaml.safe_load((REPO / "gates/architecture.yaml").read_text(encoding="utf-8"))["gates"]
-    (statement,) = [g["statement"] for g in gates if g["id"] == "arch.import-graph"]
-    listed = [part.strip().rstrip(".") for part in statement.split(":", 1)[1].split(";") if "->" in part]
-    assert listed == [f"{a} -> {b}" for a, b, _ in FORBIDDEN_EDGES]
+def test_the_architecture_spec_lists_every_forbidden_edge() -> None:
+    spec = (REPO / "docs/specs/architecture.md").read_text(encoding="utf-8")
+    item = spec[spec.index("- `arch.import-graph`") :].split("\n- ", 1)[0]
+    listed = [" ".join(e.split()).strip("`") for e in item.split("importer -> imported):", 1)[1].split(";")]
+    assert [e.rstrip(".").strip().strip("`") for e in listed] == [f"{a} -> {b}" for a, b, _ in FORBIDDEN_EDGES]
 
 
 def test_a_planted_import_up_the_floors_fails_the_import_graph_gate_even_inside_a_function(
@@ -334,7 +270,7 @@ def test_a_module_in_no_room_of_the_design_and_a_room_naming_no_module_fail_the_
 ) -> None:
     root = tree_copy(tmp_path, {"eval_assets/latency.py": "VALUE = 1\n"})
     design = root / "docs/design.md"
-    design.write_text(design.read_text().replace("`notify.py`, ", "`notify.py`, `gone.py`, "))
+    design.write_text(design.read_text().replace("`trend.py`, ", "`trend.py`, `gone.py`, "))
     outcome = run(import_graph, root)
     assert not outcome.passed
     assert outcome.findings == (

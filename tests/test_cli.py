@@ -111,7 +111,7 @@ def test_release_status_markdown_groups_the_reasons_by_severity_ready_for_a_pull
     out = capsys.readouterr().out
     assert out.startswith(f"## {build}: block\n")
     block, rest = out.split("### Block\n", 1)[1].split("### No decision\n", 1)
-    assert "#### deterministic_suite" in block and "arch.one-partition-writer" in block
+    assert "#### deterministic_suite" in block and "config.example-builds-validate" in block
     # each judge version has one heading; no reason repeats the "judge X, A vs B:" source prefix
     for version in ("helpfulness-v1", "safety-v1"):
         assert sum(1 for line in rest.splitlines() if line.startswith("####") and version in line) == 1, rest

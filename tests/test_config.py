@@ -11,9 +11,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from invariants.bad_config import assemble_cases
 
 from eval_assets.config import ConfigError, Judge, Rubric, Scenario, load_build, load_file, load_project
-from eval_assets.gates.dogfood.configuration import assemble_cases
 from eval_assets.providers.simmodel import POLICY_VIOLATION_TEXT
 
 REPO = Path(__file__).resolve().parents[1]

@@ -135,7 +135,7 @@ def test_release_and_gate_checks_are_recorded_per_build_with_the_decisions_sever
     descriptions = {r.partition: r.event.dagster_event.event_specific_data.description for r in check}  # type: ignore[union-attr]
     assert descriptions[blocked].startswith(f"{blocked}: block — 1 block: ")
     assert (
-        "arch.one-partition-writer" in descriptions[blocked] and "block (block)" not in descriptions[blocked]
+        "config.example-builds-validate" in descriptions[blocked] and "block (block)" not in descriptions[blocked]
     )
     assert NO_FAILING_GATES.partitions_def is not None  # the gate check, too, is recorded per build
     event = instance.get_latest_materialization_event(dg.AssetKey("release_decision"))

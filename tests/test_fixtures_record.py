@@ -33,6 +33,8 @@ def root(tmp_path: Path) -> Path:
             shutil.copytree(src, out / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy(src, out / name)
+    # the engine's cases of this repository, as a project's case files
+    shutil.copytree(PROJECT_ROOT / "tests" / "cases", out / "gates" / "cases", dirs_exist_ok=True)
     return out
 
 

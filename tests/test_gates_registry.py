@@ -56,15 +56,6 @@ def test_the_scenario_corpus_floor_is_the_shipped_count() -> None:
     assert gate_.minimum_members == len(shipped)
 
 
-def test_the_determinism_check_is_a_gate_not_a_retriable_test() -> None:
-    registry = read_registry(REPO)
-
-    gate_ = registry.gate("suite.sim-provider-is-deterministic")
-    assert gate_.kind == "structural"
-    assert gate_.check == "eval_assets.gates.dogfood.suite:sim_provider_is_deterministic"
-    assert not [t.id for t in registry.tests if "determinis" in t.id or "determinis" in t.check]
-
-
 # --- validation -----------------------------------------------------------------------------------
 
 

@@ -6,7 +6,6 @@ import functools
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,6 @@ from eval_assets.gates import (
     GateContext,
     GateResult,
     MemoryQuarantineStore,
-    Outcome,
     SuiteResult,
     materialize_suite,
     read_registry,
@@ -473,28 +471,23 @@ def test_a_result_without_a_build_cannot_be_recorded(tmp_path: Path) -> None:
         record_suite(warehouse, result, "run-1")
 
 
-# --- the dogfood suite ----------------------------------------------------------------------------
+# --- the shipped suite -----------------------------------------------------------------------------
 
 
-def test_the_dogfood_gates_pass_at_milestone_2_and_the_trajectory_gate_switches_on_at_3() -> None:
+def test_the_shipped_gates_pass_at_milestone_2_and_the_trajectory_gate_switches_on_at_3() -> None:
     registry = read_registry(REPO)
 
-    result = run_suite(registry, milestone=2, build="dogfood", converted_glob=None)
+    result = run_suite(registry, milestone=2, build="example", converted_glob=None)
 
     blocking = {r.gate_id: r.full_message() for r in result.blocking}
     assert blocking == {}
     statuses = {r.gate_id: r.status for r in result.results}
-    assert statuses["security.no-api-key-in-dagster-events"] == "pending"
     assert statuses["trajectories.converted-case-exists"] == "pending"
-    assert {r.kind for r in result.results if r.status == "pass"} >= {
-        "structural",
-        "property",
-        "corpus",
-        "case",
-    }
+    assert statuses["security.suite-needs-no-network"] == "pending"
+    assert {r.kind for r in result.results if r.status == "pass"} >= {"corpus"}
 
     at_three = only(
-        run_suite(registry, milestone=3, build="dogfood", only={"trajectories.converted-case-exists"})
+        run_suite(registry, milestone=3, build="example", only={"trajectories.converted-case-exists"})
     )
     assert at_three.status == "pass", at_three.full_message()  # converted cases ship
 
@@ -592,189 +585,21 @@ def test_the_canary_gate_finds_a_key_that_reached_a_warehouse_row() -> None:
         )
         return []
 
-    registry = read_registry(REPO)
-    result = run_suite(
-        registry,
-        milestone=4,
+    from invariants import security
+
+    ctx = GateContext(
+        root=REPO,
+        gate_id="security.no-api-key-in-dagster-events",
+        kind="structural",
         build="canary",
-        only={"security.no-api-key-in-dagster-events"},
+        milestone=4,
         hooks={"canary.dagster_run": leaky_dagster_run},
     )
+    outcome = security.no_api_key_in_dagster_events(ctx)
 
-    row = only(result)
-    assert row.status == "fail", row.full_message()
-    assert any("holds the key" in f for f in row.findings)
+    assert not outcome.passed, outcome.message
+    assert any("holds the key" in f for f in outcome.findings)
     assert "OPENAI_API_KEY" not in os.environ or not os.environ["OPENAI_API_KEY"].startswith("sk-canary-")
-
-
-def test_the_dagster_canary_gate_without_its_hook_fails_when_no_network_run_was_recorded(
-    tmp_path: Path,
-) -> None:
-    missing = tmp_path / "ci" / "suite-no-network.json"
-    result = run_suite(
-        read_registry(REPO),
-        milestone=4,
-        build="canary",
-        only={"security.no-api-key-in-dagster-events"},
-        hooks={"no_network.record": lambda: missing},
-    )
-
-    row = only(result)
-    assert row.status == "fail" and row.message.startswith(f"no record at {missing}")
-
-
-def _counted(fn: Any, calls: list[object]) -> Any:
-    """`fn` under its own module and name (functools.wraps), recording every value it is called with."""
-
-    @functools.wraps(fn)
-    def counted(value: Any) -> Any:
-        calls.append(value)
-        return fn(value)
-
-    return counted
-
-
-def _property_context(root: Path, gate_id: str, predicate: Any) -> GateContext:
-    """A property gate's context over `root`: the shipped suites generator, `predicate`, 20 trials."""
-    from eval_assets.gates.dogfood import statistics
-
-    return GateContext(
-        root=root,
-        gate_id=gate_id,
-        kind="property",
-        build="b1",
-        milestone=0,
-        generator=statistics.check_suites,
-        predicate=predicate,
-        min_trials=20,
-    )
-
-
-def test_a_property_that_held_holds_again_without_drawing_until_the_project_changes(tmp_path: Path) -> None:
-    """Derandomized draws are a function of the code and the project: the same gate over the same tree
-    later in the process is reused, a changed configuration file draws again, a failure never is."""
-    from eval_assets.gates import drivers
-    from eval_assets.gates.dogfood import statistics
-
-    project_copy(tmp_path)
-    calls: list[object] = []
-
-    def ctx(predicate: Any) -> GateContext:
-        return _property_context(tmp_path, "p.reuse", predicate)
-
-    held = _counted(statistics.failed_check_blocks, calls)
-    first = drivers.for_all(ctx(held))
-    drawn = len(calls)
-    again = drivers.for_all(ctx(held))
-
-    assert first.passed and first.trials == 20 and drawn >= 20
-    assert again == first and len(calls) == drawn  # nothing drawn the second time
-
-    rubric = sorted((tmp_path / "rubrics").glob("*.yaml"))[0]
-    rubric.write_text(rubric.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
-    drivers.for_all(ctx(held))
-    assert len(calls) == 2 * drawn  # the same draws again over the changed project
-
-    def never(value: Any) -> None:
-        raise AssertionError("rejects everything")
-
-    rejects = _counted(functools.update_wrapper(never, statistics.failed_check_blocks), calls)
-    rubric.write_text(rubric.read_text(encoding="utf-8") + "# edited again\n", encoding="utf-8")
-    before = len(calls)
-    assert not drivers.for_all(ctx(rejects)).passed
-    middle = len(calls)
-    assert not drivers.for_all(ctx(rejects)).passed
-    assert middle > before and len(calls) > middle  # a failure is drawn (and shrunk) every time
-
-
-def test_property_draws_started_ahead_run_in_another_interpreter_and_the_gate_takes_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`evaltrack run` starts the property gates' draws before a build's steps: a fresh interpreter
-    draws every property gate of the registry, and the gate then takes the outcome that held there
-    instead of drawing here. A project changed after the start is drawn here (the outcome is of the
-    tree the gate sees), and a child that dies leaves the gate to draw as if nothing started."""
-    from eval_assets.gates import drivers
-    from eval_assets.gates.dogfood import statistics
-
-    project_copy(tmp_path)
-    generator = "eval_assets.gates.dogfood.statistics:check_suites"
-    predicate = "eval_assets.gates.dogfood.statistics:failed_check_blocks"
-    entry = gate("p.ahead", "property", check="eval_assets.gates.drivers:for_all", min_trials=20)
-    write_registry(tmp_path, {"ahead.yaml": {"gates": [{**entry, "generator": generator, "predicate": predicate}]}})
-    calls: list[object] = []
-    held = _counted(statistics.failed_check_blocks, calls)  # the registry's predicate, counted here
-
-    def ctx(root: Path) -> GateContext:
-        return _property_context(root, "p.ahead", held)
-
-    drivers.start_ahead(tmp_path)
-    drivers.start_ahead(tmp_path)  # the same root: nothing new is started
-    assert len([r for r in drivers._AHEAD if r == str(tmp_path.resolve())]) == 1
-    outcome = drivers.for_all(ctx(tmp_path))
-    assert outcome.passed and outcome.trials == 20 and outcome.message == "20 trial(s) hold"
-    assert calls == []  # every value was drawn in the other interpreter
-
-    rubric = sorted((tmp_path / "rubrics").glob("*.yaml"))[0]
-    rubric.write_text(rubric.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
-    assert drivers.for_all(ctx(tmp_path)).passed and len(calls) >= 20  # changed since: drawn here
-
-    dead = tmp_path / "dead"
-    shutil.copytree(tmp_path, dead, ignore=shutil.ignore_patterns("dead"))
-    monkeypatch.setattr(drivers, "_RUN_AHEAD", "raise SystemExit(3)")
-    drivers.start_ahead(dead)
-    before = len(calls)
-    again = drivers.for_all(ctx(dead))
-    assert again.passed and again.trials == 20 and len(calls) - before >= 20  # drawn here instead
-
-
-def test_a_tree_only_check_that_held_holds_again_until_the_tree_changes_and_always_runs_with_seams(
-    tmp_path: Path,
-) -> None:
-    """`tree_only`: a pass over an unchanged tree is kept (the canary materialization runs once per tree,
-    not once per build); a changed configuration file runs it again, a failure is never kept, and a
-    context with hooks or extra scan paths (a recording run) runs it every time."""
-    from eval_assets.gates import drivers
-
-    project_copy(tmp_path)
-    runs: list[str] = []
-    verdicts = iter([True, True, False, False, True, True])
-
-    def counted(ctx: GateContext) -> Outcome:
-        runs.append(ctx.gate_id)
-        return Outcome.ok("held") if next(verdicts) else Outcome.failed("leaked", ["a finding"])
-
-    check = drivers.tree_only(counted)
-    ctx = GateContext(root=tmp_path, gate_id="t.once", kind="structural", build="b1", milestone=0)
-    assert check(ctx).passed and check(replace(ctx, build="b2")).passed
-    assert len(runs) == 1  # the second build took the first one's pass
-    rubric = sorted((tmp_path / "rubrics").glob("*.yaml"))[0]
-    rubric.write_text(rubric.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
-    assert check(ctx).passed and len(runs) == 2  # run again over the changed tree
-    rubric.write_text(rubric.read_text(encoding="utf-8") + "# edited again\n", encoding="utf-8")
-    assert not check(ctx).passed and not check(ctx).passed and len(runs) == 4  # a failure is run again
-    assert check(ctx).passed and check(replace(ctx, hooks={"h": lambda: None})).passed and len(runs) == 6
-    with pytest.raises(StopIteration):  # a seam runs it even over a tree whose pass is kept
-        check(replace(ctx, extra_scan_paths=(tmp_path,)))
-
-
-def test_the_canary_gate_runs_once_per_tree_in_a_command_that_decides_several_builds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`security.no-api-key-persisted` (a materialization with a canary key) is tree-only: the second
-    build's suite over the same tree takes the first one's pass without materializing again."""
-    from eval_assets.gates.dogfood import security
-
-    project_copy(tmp_path)
-    ctx = GateContext(root=tmp_path, gate_id="s.canary", kind="structural", build="b1", milestone=0)
-    first = security.no_api_key_persisted(ctx)
-    assert first.passed and first.message.startswith("canary key absent from ")
-
-    def again(*_args: object) -> None:
-        raise AssertionError("materialized for the second build")
-
-    monkeypatch.setattr(security, "_materialize", again)
-    assert security.no_api_key_persisted(replace(ctx, build="b2")) == first
 
 
 # --- scratch directories of the gates that build a throwaway home or project -------------------------

@@ -44,6 +44,8 @@ sys.addaudithook(_audit)  # process-wide and permanent; inert while `_recorded` 
 
 _LITELLM_IMPORTED_HERE = "litellm" not in sys.modules
 
+from invariants.security import LOGGERS  # noqa: E402  (the loggers the canary gate watches)
+
 from eval_assets.capability.rows import judge_verdict_rows, scenario_run_rows  # noqa: E402
 from eval_assets.config import (  # noqa: E402
     BuildManifest,
@@ -55,7 +57,6 @@ from eval_assets.config import (  # noqa: E402
     Subject,
 )
 from eval_assets.engine import Engine, StoredAttempt  # noqa: E402
-from eval_assets.gates.dogfood.security import LOGGERS  # noqa: E402  (the loggers the canary gate watches)
 from eval_assets.providers import simmodel  # noqa: E402
 from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway, UnpricedModel  # noqa: E402
 from eval_assets.providers.sim import SimSubject  # noqa: E402

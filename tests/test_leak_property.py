@@ -22,11 +22,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from invariants.security import scan_for_secret
 
 from eval_assets.capability.materialize import materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import ConfigError, Project
-from eval_assets.gates.dogfood.security import scan_for_secret
 from eval_assets.home import EvalHome, environment
 from eval_assets.redact import SHAPES, findings
 from eval_assets.trajectory import ExportRefused, convert_export

@@ -292,11 +292,11 @@ def test_validate_reports_a_broken_script(tmp_path: Path) -> None:
     )
 
 
-# --- the scripted case gates ----------------------------------------------------------------------------
+# --- the scripted cases (tests/cases/) ----------------------------------------------------------------------------
 
 
 def _outcome(root: Path, name: str) -> Any:
-    case, problems = load_case(root / f"gates/cases/{name}.yaml")
+    case, problems = load_case(root / f"tests/cases/{name}.yaml")
     assert case is not None, problems
     return case_outcome(case, GateContext(root=root, gate_id=name, kind="case", build="b", milestone=3))
 
@@ -434,6 +434,7 @@ def test_a_tool_loop_failing_on_its_second_turn_counts_that_turns_tries_not_ever
         "  - error: InternalServerError\n"
         "  - error: InternalServerError\n"
     )
+    (root / "gates/cases").mkdir(exist_ok=True)
     (root / "gates/cases/tool-then-fail.yaml").write_text(
         "id: tool-then-fail\ndescription: the second turn fails both of its tries\n"
         "scenario: converted.support-728838cd92b1\nmodel_fixture: tool-then-fail\nbuild: gates-scripted\n"

@@ -1,9 +1,10 @@
-"""The suite needs no network: the record's gates, the namespace facts, the Dagster event-log dump.
+"""The suite needs no network: the record's gate, the namespace facts, the Dagster event-log dump.
 
-The gates read a record of the no-network run (eval_assets/gates/dogfood/network.py); here records
+The gate reads a record of the no-network run (eval_assets/gates/project_checks/network.py); here records
 are written by the test (one that is a proof for this tree, then each way it can fail to be one).
 The network facts are taken in a real network namespace (`unshare --net`). The Dagster dump runs a
-real job on a real instance with a planted key in a tag, a log line and materialization metadata.
+real job on a real instance with a planted key in a tag, a log line and materialization metadata
+(the Dagster canary's scan, a test of this repository: tests/invariants/dagster_canary.py).
 The whole recorded run is `scripts/suite_no_network` (part of `.ci/run`).
 """
 
@@ -22,14 +23,14 @@ from typing import Any
 import dagster as dg
 import pytest
 from gates_fixtures.build import REPO
+from invariants.dagster_canary import dump_event_log, small_project
+from invariants.security import scan_for_secret
 
-from eval_assets.cli.no_network import dump_event_log
 from eval_assets.gates import GateResult, read_registry, run_suite
-from eval_assets.gates.dogfood import network
-from eval_assets.gates.dogfood.security import scan_for_secret
+from eval_assets.gates.project_checks import network
 from eval_assets.home import EvalHome
 
-GATES = {network.SUITE_GATE, network.DAGSTER_GATE}
+GATES = {network.SUITE_GATE}
 
 
 def proof() -> dict[str, Any]:
@@ -65,7 +66,6 @@ def proof() -> dict[str, Any]:
             }
             for m in manifests
         ],
-        "dagster_canary": {"gate_id": network.DAGSTER_GATE, "status": "pass", "message": "canary key absent"},
     }
 
 
@@ -85,7 +85,7 @@ def gates_on(record: dict[str, Any] | None, tmp_path: Path) -> dict[str, GateRes
     return {r.gate_id: r for r in result.results}
 
 
-def test_a_proof_of_this_tree_passes_both_gates(tmp_path: Path) -> None:
+def test_a_proof_of_this_tree_passes_the_gate(tmp_path: Path) -> None:
     rows = gates_on(proof(), tmp_path)
 
     assert {g: r.status for g, r in rows.items()} == {g: "pass" for g in GATES}, [
@@ -94,7 +94,7 @@ def test_a_proof_of_this_tree_passes_both_gates(tmp_path: Path) -> None:
     assert "3 example builds' suites" in rows[network.SUITE_GATE].message
 
 
-def test_without_a_record_both_gates_fail_and_say_so(tmp_path: Path) -> None:
+def test_without_a_record_the_gate_fails_and_says_so(tmp_path: Path) -> None:
     rows = gates_on(None, tmp_path)
 
     assert {r.status for r in rows.values()} == {"fail"}
@@ -130,10 +130,10 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
             _set("environment.credential_names", ["OPENAI_API_KEY"]),
             "credential variables: ['OPENAI_API_KEY']",
         ),
-        (_set("format", 0), "is not format 1"),
+        (_set("format", 0), f"is not format {network.FORMAT}"),
     ],
 )
-def test_a_record_of_another_tree_or_with_a_network_or_a_key_fails_both_gates(
+def test_a_record_of_another_tree_or_with_a_network_or_a_key_fails_the_gate(
     tmp_path: Path, change: Callable[[dict[str, Any]], None], finding: str
 ) -> None:
     rows = gates_on(_with(change), tmp_path)
@@ -154,30 +154,13 @@ def test_a_record_of_another_tree_or_with_a_network_or_a_key_fails_both_gates(
         (_set("builds", []), "the record ran builds []"),
     ],
 )
-def test_a_failing_or_missing_build_fails_the_suite_gate_only(
+def test_a_failing_or_missing_build_fails_the_gate(
     tmp_path: Path, change: Callable[[dict[str, Any]], None], finding: str
 ) -> None:
     rows = gates_on(_with(change), tmp_path)
 
     suite = rows[network.SUITE_GATE]
     assert suite.status == "fail" and finding in suite.full_message(), suite.full_message()
-    assert rows[network.DAGSTER_GATE].status == "pass"
-
-
-def test_a_failing_dagster_canary_fails_the_dagster_gate(tmp_path: Path) -> None:
-    record = _with(
-        _set(
-            "dagster_canary",
-            {"status": "fail", "message": "the key leaked", "findings": ["events.jsonl: bytes"]},
-        )
-    )
-
-    rows = gates_on(record, tmp_path)
-
-    dagster = rows[network.DAGSTER_GATE]
-    assert dagster.status == "fail" and "events.jsonl: bytes" in dagster.full_message()
-    assert rows[network.SUITE_GATE].status == "pass"
-    assert gates_on(_with(lambda r: r.pop("dagster_canary")), tmp_path)[network.DAGSTER_GATE].status == "fail"
 
 
 def test_editing_a_tracked_file_changes_the_fingerprint(tmp_path: Path) -> None:
@@ -195,7 +178,7 @@ def _in_namespace(script: str) -> dict[str, Any]:
     if shutil.which("unshare") is None:
         pytest.fail("unshare is missing (util-linux): the no-network proof needs it")
     prefix = ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "--net", "--map-root-user"]
-    code = "import json; from eval_assets.gates.dogfood.network import network_facts; print(json.dumps(network_facts()))"
+    code = "import json; from eval_assets.gates.project_checks.network import network_facts; print(json.dumps(network_facts()))"
     done = subprocess.run(
         [*prefix, "--", "sh", "-c", f"{script} exec {sys.executable} -c '{code}'"],
         capture_output=True,
@@ -262,16 +245,14 @@ def test_the_event_log_dump_holds_every_channel_a_key_could_reach(tmp_path: Path
 
 def test_the_runner_selects_by_kind_and_leaves_out_excluded_ids() -> None:
     registry = read_registry(REPO)
-    cases = {g.id for g in registry.gates if g.kind == "case"}
+    corpora = {g.id for g in registry.gates if g.kind == "corpus"}
+    left_out = "config.every-scenario-validates"
 
-    by_kind = run_suite(
-        registry, milestone=0, kinds={"case"}, exclude={"security.planted-key-is-a-policy-failure"}
-    )
+    by_kind = run_suite(registry, milestone=0, kinds={"corpus"}, exclude={left_out}, converted_glob=None)
 
     listed = {r.gate_id for r in by_kind.results}
-    assert {r.kind for r in by_kind.results} == {"case"}
-    assert listed >= cases - {"security.planted-key-is-a-policy-failure"}
-    assert "security.planted-key-is-a-policy-failure" not in listed and len(cases) >= 2
+    assert {r.kind for r in by_kind.results} == {"corpus"}
+    assert listed == corpora - {left_out} and left_out in corpora and len(corpora) >= 2
 
 
 def _evaltrack(*args: str) -> subprocess.CompletedProcess[str]:
@@ -285,21 +266,20 @@ def _evaltrack(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_gates_run_prints_the_rows_and_exits_by_what_blocks() -> None:
-    ran = _evaltrack("--milestone", "0", "--only", "suite.registry-matches-specs", "--format", "json")
+    ran = _evaltrack("--milestone", "0", "--only", "config.example-builds-validate", "--format", "json")
     nothing = _evaltrack("--milestone", "0", "--only", "no.such.gate")
     both = _evaltrack("--milestone", "0", "--manifest", str(REPO / "examples" / "builds" / "baseline.yaml"))
 
     report = json.loads(ran.stdout)
     assert ran.returncode == 0 and report["exit_code"] == 0, ran.stderr
     assert [(r["gate_id"], r["status"]) for r in report["results"]] == [
-        ("suite.registry-matches-specs", "pass")
+        ("config.example-builds-validate", "pass")
     ]
     assert nothing.returncode == 1 and "no gate matched" in nothing.stderr
     assert both.returncode == 1 and "exactly one of --manifest FILE and --milestone N" in both.stderr
 
 
 def test_the_dagster_canary_project_has_one_two_repeat_scenario_per_judge_and_no_gates(tmp_path: Path) -> None:
-    from eval_assets.cli.no_network import small_project
     from eval_assets.config import load_project
 
     root = small_project(REPO, tmp_path / "p")

@@ -10,14 +10,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from eval_assets.gates import CallableImportError, GateContext, Outcome, resolve_callable
-from eval_assets.gates.dogfood.architecture import (
+from invariants.architecture import (
     domain_never_imports_dagster,
     no_merge_conflict_markers,
     one_partition_writer,
 )
-from eval_assets.gates.dogfood.security import no_secret_checked_in
+from invariants.security import no_secret_checked_in
+
+from eval_assets.gates import CallableImportError, GateContext, Outcome, resolve_callable
 
 REPO = Path(__file__).resolve().parents[1]
 

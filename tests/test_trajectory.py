@@ -12,7 +12,7 @@ import yaml
 
 from eval_assets.cli import main
 from eval_assets.config import load_project
-from eval_assets.gates.dogfood.trajectories import is_converted_case
+from eval_assets.gates.project_checks.trajectories import is_converted_case
 from eval_assets.trajectory import ExportRefused, convert_export, read_export
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -36,7 +36,6 @@ from eval_assets.present import (
 from eval_assets.release import build_report, checked_decision, write_build_report
 from eval_assets.spend import JournalError, LeaseRow
 from eval_assets.stats import CrossJudgeVersionError, summary_markdown
-from eval_assets.suite import start_suite_ahead
 from eval_assets.warehouse import WarehouseError
 
 EXAMPLE_BUILDS = ("baseline.yaml", "rebuild.yaml", "candidate.yaml")
@@ -151,7 +150,6 @@ def _run_builds(
     ok = True
     out: list[dict[str, object]] = []
     say: Callable[[str], None] = (lambda _line: None) if quiet else (lambda line: print(line, flush=True))
-    start_suite_ahead(track)  # the suite's import probe runs beside the first build's other steps
     for build_id in build_ids:
         manifest = track.build(build_id)
         # a build whose runs have worker processes: their fork server imports the engine and litellm

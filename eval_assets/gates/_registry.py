@@ -5,16 +5,19 @@ errors):
 
 ```yaml
 gates:                      # hard gates: never retried, never quarantined, never skipped
-  - id: arch.domain-never-imports-dagster
+  - id: config.example-builds-validate
     milestone: 0            # the build milestone from which the gate must run and pass
-    kind: structural        # case | corpus | property | structural
-    declared_in: {document: docs/specs/architecture.md, heading: Hard gates}
-    statement: The domain package never imports Dagster.
-    check: eval_assets.gates.dogfood.architecture:domain_never_imports_dagster
+    kind: corpus            # case | corpus | property | structural
+    declared_in: {document: docs/specs/configuration.md, heading: Hard gates}
+    statement: Every example build manifest loads against the shipped project.
+    check: eval_assets.gates.drivers:each_member
+    corpus: examples/builds/*.yaml
+    procedure: eval_assets.gates.project_checks.configuration:example_build_validates
+    minimum_members: 3
 tests:                      # ordinary (non-gate) tests: retried once, may be quarantined
-  - id: tests.warehouse-round-trip
-    statement: A partition written by the one partition writer reads back unchanged.
-    check: eval_assets.gates.dogfood.tests:warehouse_round_trip
+  - id: myagent.answers-in-english
+    statement: The agent answers an English question in English.
+    check: myagent.checks:answers_in_english
 ```
 
 Kind-specific gate fields: `property` → `generator`, `predicate` (callable paths) and `min_trials`;

@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from invariants import security
 
 from eval_assets.config import ConfigError, Message, Scenario, load_build, load_project
 from eval_assets.fence import fence, fence_nonce, fenced_content
 from eval_assets.gates import GateContext
-from eval_assets.gates.dogfood import security
 from eval_assets.home import PROJECT_ROOT, EvalHome
 from eval_assets.judging import parse_verdict, render_judge_prompt
 from eval_assets.providers import gateway as gateway_module
@@ -311,13 +311,8 @@ def _gate_ctx(**hooks: object) -> GateContext:
 
 @pytest.fixture
 def no_openai_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No OpenAI key in the environment, and no canary pass kept from an earlier test: the canary gate
-    keeps a pass per tree digest (`drivers.tree_only`), and these tests change the code in this process
-    (a patched gateway) without changing a file, which a fresh process would never see."""
-    from eval_assets.gates import drivers
-
+    """No OpenAI key in the environment: the canary sets its own."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.setattr(drivers, "_HELD", {})
     yield
 
 

@@ -1,4 +1,4 @@
-"""Gates of docs/specs/security.md: API keys never persist; no secret is checked in.
+"""Checks of docs/specs/security.md: API keys never persist; no secret is checked in.
 
 The canary gate runs a tiny materialization of the capability track in a temporary EVAL_HOME with
 a fresh fake key in `OPENAI_API_KEY`: a random plain token, not shaped like any key (so only the
@@ -11,19 +11,19 @@ header in the text (which is then judged). While it runs, stdout and stderr (fil
 stdout/stderr, the journal, every Parquet row, every SQLite or DuckDB table and every other file
 under that home for the key.
 
-Hooks (`run_suite(hooks=...)`):
+Hooks (`GateContext.hooks`):
 
 - `canary.dagster_run(home: Path, build_ids: list[str]) -> Sequence[Path]`: called while the canary
   key is set and output is captured, after the plain materialization; it runs the same builds
   through Dagster with `home` as EVAL_HOME (so the event log and compute logs land under
-  `home/dagster`) and returns more paths to scan (the Dagster wiring's hook,
-  eval_assets/cli/no_network.py, returns a dump of every event and run record of the instance).
+  `home/dagster`) and returns more paths to scan (tests/invariants/dagster_canary.py returns a dump
+  of every event and run record of the instance).
 - `canary.key() -> str`: the canary key to use instead of a random plain token.
-- `run_suite(extra_scan_paths=...)`: more files or directories scanned with the same canary
-  (for example a Dagster instance directory outside the temporary home).
+- `GateContext.extra_scan_paths`: more files or directories scanned with the same canary (for
+  example a Dagster instance directory outside the temporary home).
 
-`security.no-api-key-in-dagster-events` without the hook reads the record of the no-network run
-(eval_assets/gates/dogfood/network.py), which ran it with the hook.
+Checks of eval-track itself, run by the test command (tests/test_own_invariants.py), never gates of
+an evaluated build.
 """
 
 from __future__ import annotations
@@ -47,10 +47,8 @@ import yaml
 
 from eval_assets import redact
 from eval_assets.config import ConfigError
-from eval_assets.gates._outcome import GateContext, Outcome
-from eval_assets.gates._scratch import scratch
-from eval_assets.gates.dogfood._tree import project_files
-from eval_assets.gates.drivers import tree_only
+from eval_assets.gates import GateContext, Outcome, scratch
+from eval_assets.gates.project_checks.tree import project_files
 from eval_assets.home import EvalHome
 
 CANARY_ENV = "OPENAI_API_KEY"
@@ -359,12 +357,10 @@ def _materialize(track: Any, tmp: Path, provider: EchoingProvider) -> dict[str, 
     return summaries
 
 
-@tree_only
 def no_api_key_persisted(ctx: GateContext) -> Outcome:
     """With a canary key set, a tiny materialization against a key-echoing provider leaves it in no
     log line, stdout/stderr byte, journal row, warehouse row or other file under EVAL_HOME (plus
-    `ctx.extra_scan_paths`). See the module doc. Its outcome is a function of the tree alone
-    (`tree_only`): over an unchanged tree, later builds in the same process take the first one's pass."""
+    `ctx.extra_scan_paths`). See the module doc."""
     from eval_assets.capability.track import Track  # the warehouse and journal (the engine on first run)
 
     key = str(ctx.hooks[KEY_HOOK]()) if KEY_HOOK in ctx.hooks else canary_key()
@@ -416,14 +412,11 @@ def no_api_key_persisted(ctx: GateContext) -> Outcome:
 
 
 def no_api_key_in_dagster_events(ctx: GateContext) -> Outcome:
-    """The canary run also goes through Dagster (hook `canary.dagster_run`, which the recording
-    no-network run provides: `evaltrack gates no-network`), and its event log holds no key. Without
-    the hook (the ordinary suite, a Dagster asset) the gate reads that run's record instead: it
-    passes only if the record is of this tree and its Dagster canary passed."""
+    """The canary run also goes through Dagster (hook `canary.dagster_run`,
+    tests/invariants/dagster_canary.py), and its event log holds no key. Without the hook it fails:
+    a Dagster canary that ran no Dagster would prove nothing."""
     if DAGSTER_HOOK not in ctx.hooks:
-        from eval_assets.gates.dogfood.network import dagster_canary_recorded
-
-        return dagster_canary_recorded(ctx)
+        return Outcome.failed(f"no {DAGSTER_HOOK} hook: the canary would not run through Dagster")
     return no_api_key_persisted(ctx)
 
 

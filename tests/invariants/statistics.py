@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from hypothesis import strategies as st
 
-from eval_assets.gates._outcome import GateContext
+from eval_assets.gates import GateContext
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -10,13 +10,12 @@ inside a network namespace that has only loopback, with a clean environment). It
   and subject in a child `evaltrack gates run` — exit code and every row's status. The first build
   runs every gate; the others run the case gates only, the only kind whose outcome depends on the
   build (cases run on the build's subject; every other kind reads the tree alone);
-- the Dagster canary (`security.no-api-key-in-dagster-events` run with its Dagster hook);
 - the fingerprint of the tree it ran on (every tracked file's path and content).
 
-The record lives at `$EVAL_HOME/ci/suite-no-network.json`. The two gates that read it are left out
-of the recording run itself (it cannot read its own result); the ordinary suite reads it. Without a
-record, with a record of another tree, or with one that shows an interface, a route out, a key, a
-failing build or a failing canary, the gates fail and say which.
+The record lives at `$EVAL_HOME/ci/suite-no-network.json`. The gate that reads it is left out of
+the recording run itself (it cannot read its own result); the ordinary suite reads it. Without a
+record, with a record of another tree, or with one that shows an interface, a route out, a key or a
+failing build, the gate fails and says which.
 
 Hook (`run_suite(hooks=...)`): `no_network.record() -> Path`, the record to read instead of
 EVAL_HOME's (tests use it).
@@ -39,19 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from eval_assets.gates._outcome import GateContext, Outcome
-from eval_assets.gates._registry import read_registry
-from eval_assets.gates._runner import run_suite
-from eval_assets.gates.dogfood._tree import project_files
+from eval_assets.gates.project_checks.tree import project_files
 from eval_assets.home import default_home
 from eval_assets.redact import is_secret_env_name
 
 RECORD = Path("ci") / "suite-no-network.json"
-FORMAT = 1
+FORMAT = 2
 SUITE_GATE = "security.suite-needs-no-network"
-DAGSTER_GATE = "security.no-api-key-in-dagster-events"
-RECORDING_EXCLUDES = (SUITE_GATE, DAGSTER_GATE)
-"""Gates the recording run leaves out: the first reads the record; the second runs there with its
-Dagster hook, apart from the builds' suites."""
+RECORDING_EXCLUDES = (SUITE_GATE,)
+"""Gates the recording run leaves out: this one reads the record."""
 OUTSIDE = (("1.1.1.1", 53), ("2606:4700:4700::1111", 53))
 BUILD_TIMEOUT_S = 1800
 
@@ -173,9 +168,9 @@ def _run_build(root: Path, manifest: Path, *, all_gates: bool) -> dict[str, Any]
 
 
 def record_no_network(
-    root: Path, home: Path, dagster_hook: Callable[..., Any], clock: Callable[[], dt.datetime] | None = None
+    root: Path, home: Path, clock: Callable[[], dt.datetime] | None = None
 ) -> tuple[dict[str, Any], Path]:
-    """Run the example builds' suites and the Dagster canary here and now, write the record to
+    """Run the example builds' suites here and now, write the record to
     `home`/ci/suite-no-network.json, and return it with its path. Meant to run inside a network
     namespace with only loopback and a clean environment (scripts/suite_no_network)."""
     started = time.monotonic()
@@ -190,23 +185,6 @@ def record_no_network(
     }
     manifests = example_manifests(root)
     record["builds"] = [_run_build(root, m, all_gates=n == 0) for n, m in enumerate(manifests)]
-    canary_started = time.monotonic()
-    [row] = run_suite(
-        read_registry(root),
-        milestone=4,
-        build="no-network-canary",
-        root=root,
-        only={DAGSTER_GATE},
-        converted_glob=None,
-        hooks={"canary.dagster_run": dagster_hook},
-    ).results
-    record["dagster_canary"] = {
-        "gate_id": row.gate_id,
-        "status": row.status,
-        "message": row.message,
-        "findings": list(row.findings),
-        "seconds": round(time.monotonic() - canary_started, 1),
-    }
     record["tree"], record["tree_files"] = tree_fingerprint(root)  # after the run: what it ran on
     record["seconds"] = round(time.monotonic() - started, 1)
     path = record_path(home)
@@ -231,8 +209,7 @@ def read_record(path: Path) -> tuple[dict[str, Any] | None, str]:
 
 
 def record_problems(root: Path, record: Mapping[str, Any]) -> list[str]:
-    """What makes the record no proof for this tree: another tree, a network, a key (shared by both
-    gates that read it)."""
+    """What makes the record no proof for this tree: another tree, a network, a key."""
     problems = []
     tree, _ = tree_fingerprint(root)
     if record.get("tree") != tree:
@@ -287,22 +264,3 @@ def suite_needs_no_network(ctx: GateContext) -> Outcome:
         f"(recorded {record.get('recorded_at')}, {record.get('seconds')} s, tree {record['tree'][:12]})"
     )
 
-
-def dagster_canary_recorded(ctx: GateContext) -> Outcome:
-    """`security.no-api-key-in-dagster-events` read from the record: its Dagster canary passed in
-    the no-network run of this tree."""
-    record, path, why = _record(ctx)
-    if record is None:
-        return Outcome.failed(why)
-    problems = record_problems(ctx.root, record)
-    canary = record.get("dagster_canary") or {}
-    if canary.get("status") != "pass":
-        problems.append(
-            f"the Dagster canary {canary.get('status') or 'did not run'}: {canary.get('message')}"
-        )
-        problems += [str(f) for f in canary.get("findings") or []]
-    if problems:
-        return Outcome.failed(f"the no-network record {path} is no proof for this tree", problems)
-    return Outcome.ok(
-        f"Dagster canary in the no-network run ({record.get('recorded_at')}): {canary['message']}"
-    )

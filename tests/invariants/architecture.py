@@ -1,27 +1,26 @@
-"""Structural gates of docs/specs/architecture.md: boundaries checked by walking the source (AST).
+"""Checks of docs/specs/architecture.md: boundaries checked by walking the source (AST), run by the
+test command (tests/test_own_invariants.py).
 
 These checks parse the files they inspect; `domain_never_imports_dagster` also imports each domain
-module, in a separate interpreter, and looks at its sys.modules. This module is the one place in the
-domain that mentions Dagster, and only as a name to look for.
+module, in a separate interpreter, and looks at its sys.modules.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import os
 import re
-import threading
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Future
 from functools import lru_cache
 from pathlib import Path
 
-from eval_assets.gates._digest import files_digest
-from eval_assets.gates._outcome import GateContext, Outcome
-from eval_assets.gates._scratch import fresh_interpreter
+from eval_assets.gates import GateContext, Outcome
+from eval_assets.gates.project_checks.tree import project_files
 
-from ._ast import dotted, parsed, python_files
-from ._tree import project_files
+from .ast_walk import dotted, parsed, python_files
 
 PACKAGE = "eval_assets"
 # The Dagster wiring layer and the modules that drive Dagster: everything else is the domain.
@@ -120,65 +119,33 @@ for name in sys.argv[3:]:
 """
 
 
-# The probe's findings per (root, modules, digest of every Python file under the package): the demo and
-# a daemon run the suite for several builds in one process over the same tree, and a fresh interpreter
-# importing the whole domain costs seconds of CPU each time. Any changed, added or removed source file
-# changes the digest, so the probe runs again; the installed packages do not change under a process.
-# Each entry is the probe's future: `start_import_probe` starts it ahead, in a background thread that
-# waits on the probe's own interpreter, so the probe runs beside the caller's work on another core.
-_PROBED: dict[tuple[str, tuple[str, ...], str], Future[tuple[str, ...]]] = {}
-
-
-def _package_digest(root: Path) -> str:
-    """SHA-256 over the path and bytes of every .py file under `root/eval_assets`, in path order."""
-    return files_digest((root, path) for path in sorted((root / PACKAGE).rglob("*.py")))
-
-
 def _module_names(root: Path, files: Sequence[Path]) -> list[str]:
     """The dotted module names of `files` (paths under `root`), in their order."""
     return [_module_name(str(path.relative_to(root))) for path in files]
-
-
-def start_import_probe(root: Path) -> None:
-    """Start the import probe of the domain under `root` in the background, unless this tree is probed
-    (or being probed) in this process already. `domain_never_imports_dagster` then waits for its
-    findings instead of probing again. The probe depends on the source tree alone (its digest is the
-    key), so starting it before a build's steps changes no finding, only when the work is done."""
-    root = root.resolve()
-    _probe_future(root, _module_names(root, python_files(root, PACKAGE, WIRING)))
-
-
-def _probe_future(root: Path, modules: list[str]) -> Future[tuple[str, ...]]:
-    key = (str(root), tuple(modules), _package_digest(root))
-    if key not in _PROBED:
-        future: Future[tuple[str, ...]] = Future()
-
-        def probe() -> None:
-            try:
-                future.set_result(tuple(_probe(root, modules)))
-            except BaseException as exc:  # the gate re-raises it: an error row, never a pass
-                future.set_exception(exc)
-
-        # a daemon thread: a command that ends before the gate runs does not wait for the probe
-        threading.Thread(target=probe, name="import-probe", daemon=True).start()
-        _PROBED[key] = future
-    return _PROBED[key]
 
 
 def _runtime_findings(root: Path, modules: list[str]) -> list[str]:
     """Import every module in a fresh interpreter (the project under `root` first on sys.path) and
     name each one after whose import Dagster is in sys.modules: that catches Dagster reached through
     any chain of imports, e.g. a wiring module a domain module imports. An import that fails is a
-    finding too (fail closed: the module could not be checked). The same tree, unchanged since it was
-    probed (or `start_import_probe` started probing it) in this process, is not probed again."""
-    return list(_probe_future(root.resolve(), modules).result())
+    finding too (fail closed: the module could not be checked)."""
+    return _probe(root.resolve(), modules)
+
+
+def fresh_interpreter(code: str, args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`python -c code *args` in a new interpreter of this environment, in `cwd`, without PYTHONPATH
+    (the code puts the package it means first on its sys.path), output captured as text."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600, check=False
+    )
 
 
 def _probe(root: Path, modules: list[str]) -> list[str]:
     findings: list[str] = []
     pending = list(modules)
     while pending:
-        proc = fresh_interpreter(_PROBE, [str(root), ORCHESTRATOR, *pending], root, check=False)
+        proc = fresh_interpreter(_PROBE, [str(root), ORCHESTRATOR, *pending], root)
         done = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("[")]
         if not done:
             detail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -495,7 +462,7 @@ def _cycles(edges: Iterable[tuple[str, str, int]]) -> list[list[str]]:
 
 
 def floors(root: Path) -> list[tuple[str, tuple[str, ...]]]:
-    """The design's floors table: (floor, its rooms as written: `release.py`, `gates/dogfood/`), top
+    """The design's floors table: (floor, its rooms as written: `release.py`, `gates/project_checks/`), top
     floor first; [] when the table is not there."""
     path = root / DESIGN
     lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
@@ -512,7 +479,7 @@ def floors(root: Path) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def _room_module(room: str) -> str:
-    """`release.py` -> eval_assets.release, `gates/dogfood/` -> eval_assets.gates.dogfood."""
+    """`release.py` -> eval_assets.release, `gates/project_checks/` -> eval_assets.gates.project_checks."""
     return ".".join([PACKAGE, *room.removesuffix("/").removesuffix(".py").split("/")])
 
 

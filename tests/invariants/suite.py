@@ -1,12 +1,11 @@
-"""The structural gates of docs/specs/deterministic-suite.md: the registry is valid and matches the
-specs; the sim provider the suite runs on is deterministic."""
+"""Checks of docs/specs/deterministic-suite.md: the registry is valid and matches the specs; the sim
+provider the suite's case and property gates rest on is deterministic. Run by the test command."""
 
 from __future__ import annotations
 
 import asyncio
 
-from eval_assets.gates._docs import validate_gates
-from eval_assets.gates._outcome import GateContext, GateFailed, Outcome
+from eval_assets.gates import GateContext, GateFailed, Outcome, validate_gates
 
 
 def registry_matches_specs(ctx: GateContext) -> Outcome:

@@ -1,43 +1,20 @@
-"""Corpus procedures of docs/specs/configuration.md: the loader accepts what ships, rejects what is bad.
+"""The loader's bad-input corpus (tests/bad_config): each case is refused with each expected line.
 
-Each procedure takes one corpus member and the gate context and returns None (accepted) or the
-reasons it is not.
+A test of eval-track's own loader, run in the test command (tests/test_own_invariants.py).
 """
 
 from __future__ import annotations
 
 import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from eval_assets.config import ConfigError, load_build, load_project
-from eval_assets.gates._outcome import GateContext
-from eval_assets.gates._scratch import scratch
 
 BAD_CONFIG_BASE = "_base"
 CONTROL_FILES = frozenset({"expected.txt", "remove.txt"})
 BUILD_FILE = "build.yaml"
-
-
-def _relative(path: Path, root: Path) -> str:
-    return str(path.resolve().relative_to(root))
-
-
-def scenario_validates(member: Path, ctx: GateContext) -> list[str] | None:
-    """The scenario file loads with the project: the same validation `evaltrack validate` runs
-    (fields, types, and references such as its judge)."""
-    shown = _relative(member, ctx.root)
-    try:
-        project = ctx.project()
-    except ConfigError as exc:
-        mine = [str(p) for p in exc.problems if p.path == shown]
-        return mine or None  # the project is invalid elsewhere; this file has no problem of its own
-    loaded = {
-        str(Path(p).resolve().relative_to(ctx.root))
-        for k, p in project.sources.items()
-        if k.startswith("scenario")
-    }
-    return None if shown in loaded else [f"{shown} was not loaded as a scenario"]
 
 
 def assemble_cases(base: Path, cases: Sequence[Path], dest: Path) -> Path:
@@ -63,7 +40,7 @@ def _assemble(case: Path, dest: Path) -> Path:
     return assemble_cases(case.parent / BAD_CONFIG_BASE, [case], dest)
 
 
-def bad_config_fails_as_expected(member: Path, ctx: GateContext) -> list[str] | None:
+def bad_config_fails_as_expected(member: Path) -> list[str] | None:
     """The bad-config case (tests/bad_config/README.md) is refused with each of its expected lines.
 
     A project case must make `load_project` raise; a build case (with build.yaml) must load as a
@@ -80,7 +57,7 @@ def bad_config_fails_as_expected(member: Path, ctx: GateContext) -> list[str] | 
     ]
     if not expected:
         return ["expected.txt lists no problem line"]
-    with scratch("evaltrack-bad-config-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="evaltrack-bad-config-") as tmp:
         root = _assemble(member, Path(tmp) / "project")
         try:
             project = load_project(root)
@@ -94,13 +71,4 @@ def bad_config_fails_as_expected(member: Path, ctx: GateContext) -> list[str] | 
     missing = [line for line in expected if line not in printed]
     if missing:
         return [f"expected line not printed: {line}" for line in missing] + [f"printed: {p}" for p in printed]
-    return None
-
-
-def example_build_validates(member: Path, ctx: GateContext) -> list[str] | None:
-    """The example build manifest loads against the shipped project (what `evaltrack build add` checks)."""
-    try:
-        load_build(member, ctx.project())
-    except ConfigError as exc:
-        return [str(p) for p in exc.problems]
     return None

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from eval_assets.config import BoolScale, FloatScale, IntScale, LabelScale, Rubric, load_file
 from eval_assets.fence import FENCE_LABELS, fence, fence_nonce, fenced_content
-from eval_assets.gates._outcome import GateContext
+from eval_assets.gates import GateContext
 from eval_assets.judging import parse_verdict
 from eval_assets.judging_corpus import CorpusError, check_case, load_corpus
 

@@ -1,14 +1,11 @@
-"""Ordinary (non-gate) tests of the deterministic suite, declared in gates/tests.yaml.
-
-They are retried once on failure and may be quarantined (docs/methods.md: flaky tests); they never block as gates do.
-"""
+"""The one partition writer's round trip, checked by the test command."""
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
 
-from eval_assets.gates._outcome import GateContext, GateFailed
+from eval_assets.gates import GateContext, GateFailed
 
 
 def warehouse_round_trip(ctx: GateContext) -> None:
