@@ -9,7 +9,6 @@ from gates_fixtures.build import DOC, REPO, gate, suite_test, write_registry, wr
 
 from eval_assets.config import ConfigError, Problem
 from eval_assets.gates import (
-    KINDS,
     CaseGate,
     CorpusGate,
     PropertyGate,
@@ -34,8 +33,7 @@ def test_shipped_registry_is_valid_and_every_spec_declares_exactly_its_gates() -
 
     assert lines(registry.problems) == []
     assert lines(check_docs(REPO, registry)) == []
-    assert len(registry.gates) >= 12
-    assert {g.kind for g in registry.gates} == set(KINDS)
+    assert registry.gates  # the example project's gates (its configuration loads, its suite is offline)
     assert all(g.declared_in.document.startswith("docs/specs/") for g in registry.gates)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from invariants import architecture, judging, security, statistics, suite, warehouse
+from invariants import architecture, judging, security, statistics, suite
 from invariants.bad_config import bad_config_fails_as_expected
 from invariants.dagster_canary import dagster_canary_hook
 
@@ -36,7 +36,6 @@ STRUCTURAL: dict[str, Callable[[GateContext], Outcome | None]] = {
     "security.no-secret-checked-in": security.no_secret_checked_in,
     "suite.registry-matches-specs": suite.registry_matches_specs,
     "suite.sim-provider-is-deterministic": suite.sim_provider_is_deterministic,
-    "tests.warehouse-round-trip": warehouse.warehouse_round_trip,
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_journal_contract import NOW, reserve, settle
+from test_contract_spend_journal import NOW, reserve, settle
 
 from eval_assets.capability.track import Track
 from eval_assets.cli import main

@@ -5,7 +5,7 @@ Measured with `python -X importtime` around the first sim call of a fresh proces
 that call imported 65 modules in 0.22 s, 0.2 s of it these two (its token encoding, 0.12 s; the
 proxy's types, which a files-endpoint helper pulls in, 0.08 s); a worker's first call then takes
 0.05 s instead of 0.24 s, and the import is paid once, in the fork server, beside the calling process's
-own start. tests/test_gateway_contract.py checks that a first call after this import loads neither.
+own start. tests/test_contract_model_gateway.py checks that a first call after this import loads neither.
 """
 
 from __future__ import annotations

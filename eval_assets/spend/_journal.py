@@ -7,7 +7,7 @@ the caller settles it with the actual cost and the output, so a later run reuses
 of paying again. A refused reservation is recorded too, naming the ceiling it hit.
 
 Backends: SQLite (WAL) for one machine, PostgreSQL when runs span machines, both through SQLAlchemy
-Core and one contract test module (tests/test_journal_contract.py). Spend scopes, running totals,
+Core and one contract test module (tests/test_contract_spend_journal.py). Spend scopes, running totals,
 group commit, locking, why a ceiling holds on PostgreSQL, durability and leases: docs/journal.md.
 """
 

@@ -1,13 +1,17 @@
-"""Contract of the model gateway port: every test runs on each implementation that can show it.
+"""Contract of the model gateway port (eval_assets/ports.py): every test runs on each implementation
+that can show it.
 
-Implementations:
+Implementations (`IMPLEMENTATIONS`):
 
 - `sim`: the in-process sim provider (`sim/agent`), registered with litellm as a custom provider;
   its behaviours come from its knobs (`error_rate`, `latency_ms`, an unknown param).
-- `http`: litellm's real OpenAI path (`openai/local-test`) against `tests/openai_stub.py`, a real
+- `script`: an authored model script (`script/contract`) played back by the script provider; its
+  behaviours are its turns (a text turn, failure turns such as `InternalServerError`, `Timeout`,
+  `BadRequestError`), given to the gateway as its script source.
+- `openai`: litellm's real OpenAI path (`openai/local-test`) against `tests/openai_stub.py`, a real
   HTTP server on 127.0.0.1 whose answers each test scripts (ok, 429, 500, 400, hang, malformed).
 
-Both are priced through `ModelGateway(prices=...)`. Retries and journaling are exercised through
+All are priced through `ModelGateway(prices=...)`. Retries and journaling are exercised through
 `Engine.call` with a real `SpendPath` and a SQLite `SpendJournal`. Every test also checks that no
 socket reaches anything but the stub (a Python audit hook sees every connect and name lookup).
 """
@@ -57,7 +61,7 @@ from eval_assets.config import (  # noqa: E402
     Subject,
 )
 from eval_assets.engine import Engine, StoredAttempt  # noqa: E402
-from eval_assets.providers import simmodel  # noqa: E402
+from eval_assets.providers import ModelScript, simmodel  # noqa: E402
 from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway, UnpricedModel  # noqa: E402
 from eval_assets.providers.sim import SimSubject  # noqa: E402
 from eval_assets.spend import RETRYABLE_TAG, AttemptRef, SpendJournal, SpendPath  # noqa: E402
@@ -75,7 +79,9 @@ _recorded = None
 PRICE_IN = 2e-6  # USD per input token
 PRICE_OUT = 8e-6  # USD per output token
 SIM_MODEL = "sim/agent"
+SCRIPT_MODEL = "script/contract"
 HTTP_MODEL = "openai/local-test"
+IMPLEMENTATIONS = ("sim", "script", "openai")  # registered against the port (eval_assets/ports.py)
 BUILD, SCENARIO, REPEAT = "b1", "s1", 1
 METADATA = {"build": BUILD, "scenario_id": SCENARIO, "repeat": REPEAT, "role": "subject"}
 MESSAGES = [{"role": "user", "content": "Summarise the release notes in one sentence."}]
@@ -161,8 +167,51 @@ class SimProvider(Provider):
         return {"temprature": 0.2}  # not a sim knob: litellm.BadRequestError
 
 
+class ScriptProvider(Provider):
+    """The script provider; each behaviour is the script the gateway's source hands out next."""
+
+    name, model = "script", SCRIPT_MODEL
+
+    def __init__(self) -> None:
+        self.script = ModelScript.model_validate({"turns": [{"text": "unset"}]})
+        self.lookups = 0
+        self.gateway = ModelGateway(prices={self.model: (PRICE_IN, PRICE_OUT)}, scripts=self._source)
+
+    def _source(self, name: str) -> ModelScript:
+        assert name == SCRIPT_MODEL.split("/", 1)[1], name
+        self.lookups += 1  # one lookup per call the gateway makes to the script model
+        return self.script
+
+    def _play(self, *turns: dict[str, Any]) -> dict[str, Any]:
+        self.script = ModelScript.model_validate({"turns": list(turns)})
+        return {}  # the script model takes no knobs
+
+    def provider_calls(self) -> int:
+        return self.lookups
+
+    def ok(self) -> dict[str, Any]:
+        return self._play({"text": "The release fixes two bugs."})
+
+    def transient_then_ok(self, failure: str) -> dict[str, Any]:
+        assert failure == "injected", failure
+        return self._play({"error": "InternalServerError", "message": "503 upstream"}, {"text": "second time lucky"})
+
+    def always_failing(self) -> dict[str, Any]:
+        failures = [{"error": "InternalServerError", "message": f"503 try {n}"} for n in range(1, SETTINGS.max_tries + 1)]
+        return self._play(*failures)
+
+    def hanging(self) -> dict[str, Any]:
+        return self._play({"error": "Timeout", "message": "no answer in time"}, {"text": "late"})
+
+    def non_retryable(self) -> dict[str, Any]:
+        return self._play(
+            {"error": "BadRequestError", "message": "Unrecognized request argument supplied: temprature"},
+            {"text": "never played"},
+        )
+
+
 class HttpProvider(Provider):
-    name, model = "http", HTTP_MODEL
+    name, model = "openai", HTTP_MODEL
 
     def __init__(self, stub: OpenAIStub, api_key: str) -> None:
         super().__init__()
@@ -266,16 +315,18 @@ def sim_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def canary(monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh fake API key in OPENAI_API_KEY: the http implementation sends it, nothing else may hold it."""
+    """A fresh fake API key in OPENAI_API_KEY: the openai implementation sends it, nothing else may hold it."""
     key = f"sk-canary-{secrets.token_hex(16)}"
     monkeypatch.setenv("OPENAI_API_KEY", key)
     return key
 
 
-@pytest.fixture(params=["sim", "http"])
+@pytest.fixture(params=IMPLEMENTATIONS)
 def provider(request: pytest.FixtureRequest) -> Provider:
     if request.param == "sim":
         return SimProvider(request.getfixturevalue("sim_calls"))
+    if request.param == "script":
+        return ScriptProvider()
     return HttpProvider(request.getfixturevalue("stub"), request.getfixturevalue("canary"))
 
 
@@ -331,7 +382,7 @@ def test_a_max_tokens_param_lowers_the_reply_cap_and_never_raises_it(
 
 @pytest.mark.parametrize(
     ("provider", "failure"),
-    [("http", "429"), ("http", "500"), ("sim", "injected")],
+    [("openai", "429"), ("openai", "500"), ("sim", "injected"), ("script", "injected")],
     indirect=["provider"],
 )
 def test_a_transient_error_is_retried_and_each_try_is_journaled(
@@ -473,7 +524,7 @@ def test_retries_are_bounded_and_a_failed_attempt_is_never_scored(
     assert verdict.tries == 0 and len(journal.rows(build=BUILD)) == SETTINGS.max_tries  # no judge call
 
 
-@pytest.mark.parametrize("provider", ["http"], indirect=True)
+@pytest.mark.parametrize("provider", ["openai"], indirect=True)
 def test_a_malformed_response_is_an_outcome_not_an_exception(provider: Provider) -> None:
     assert isinstance(provider, HttpProvider)
     provider.stub.script(Behaviour.malformed())
@@ -484,7 +535,7 @@ def test_a_malformed_response_is_an_outcome_not_an_exception(provider: Provider)
     assert outcome.cost_usd == 0.0
 
 
-@pytest.mark.parametrize("provider", ["http"], indirect=True)
+@pytest.mark.parametrize("provider", ["openai"], indirect=True)
 def test_the_api_key_never_leaks(
     provider: Provider,
     engine: Engine,

@@ -1,4 +1,4 @@
-"""Contract of the spend journal port: every test runs on SQLite and on PostgreSQL.
+"""Contract of the spend journal port (eval_assets/ports.py): every test runs on SQLite and on PostgreSQL.
 
 The PostgreSQL parameter starts a throwaway cluster (tests/pg.py). When the server binaries are
 missing, the PostgreSQL tests fail with the install hint; EVAL_TRACK_SKIP_PG=1 turns that into a
@@ -52,7 +52,7 @@ except ImportError:
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 MODEL = "sim/agent"
-BACKENDS = ["sqlite", "postgres"]
+IMPLEMENTATIONS = ("sqlite", "postgres")  # registered against the port (eval_assets/ports.py)
 
 
 # --- postgres -----------------------------------------------------------------------------------
@@ -68,7 +68,7 @@ def pg_cluster() -> Iterator[PostgresCluster]:
 # --- fixtures -----------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=IMPLEMENTATIONS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
