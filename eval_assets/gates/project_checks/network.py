@@ -7,9 +7,8 @@ inside a network namespace that has only loopback, with a clean environment). It
   whether a route to an outside address exists (a UDP `connect`, which sends nothing);
 - the names (never values) of credential-bearing environment variables present at its start;
 - per example build (`examples/builds/*.yaml`): the gate registry run for the build's milestone
-  and subject in a child `evaltrack gates run` — exit code and every row's status. The first build
-  runs every gate; the others run the case gates only, the only kind whose outcome depends on the
-  build (cases run on the build's subject; every other kind reads the tree alone);
+  and subject in a child `evaltrack gates run` — exit code and every row's status, every gate for
+  every build (the registry holds the project's gates only: each build's suite is what it ran);
 - the fingerprint of the tree it ran on (every tracked file's path and content).
 
 The record lives at `$EVAL_HOME/ci/suite-no-network.json`. The gate that reads it is left out of
@@ -124,7 +123,7 @@ def example_manifests(root: Path) -> list[Path]:
     return sorted((root / "examples" / "builds").glob("*.yaml"))
 
 
-def _run_build(root: Path, manifest: Path, *, all_gates: bool) -> dict[str, Any]:
+def _run_build(root: Path, manifest: Path) -> dict[str, Any]:
     """The suite for one example build in a child `evaltrack gates run` (its exit code is recorded)."""
     command = [sys.executable, "-m", "eval_assets.cli", "--project", str(root), "gates", "run"]
     command += [
@@ -134,13 +133,11 @@ def _run_build(root: Path, manifest: Path, *, all_gates: bool) -> dict[str, Any]
         "json",
         *(a for g in RECORDING_EXCLUDES for a in ("--exclude", g)),
     ]
-    if not all_gates:
-        command += ["--kind", "case"]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
     entry: dict[str, Any] = {
         "manifest": manifest.relative_to(root).as_posix(),
-        "selection": "every gate" if all_gates else "case gates (the build's subject)",
+        "selection": "every gate",
         "exit_code": done.returncode,
         "seconds": round(time.monotonic() - started, 1),
     }
@@ -184,7 +181,7 @@ def record_no_network(
         "excluded_gates": list(RECORDING_EXCLUDES),
     }
     manifests = example_manifests(root)
-    record["builds"] = [_run_build(root, m, all_gates=n == 0) for n, m in enumerate(manifests)]
+    record["builds"] = [_run_build(root, m) for m in manifests]
     record["tree"], record["tree_files"] = tree_fingerprint(root)  # after the run: what it ran on
     record["seconds"] = round(time.monotonic() - started, 1)
     path = record_path(home)
