@@ -246,6 +246,15 @@ def _copy_gates(tmp_path: Path) -> Path:
 
 def test_invalid_and_missing_scripts_are_registry_problems(tmp_path: Path) -> None:
     root = _copy_gates(tmp_path)
+    # a case gate whose case plays the tool-loop script, as a project would register it
+    (root / "gates/cases").mkdir()
+    shutil.copy(PROJECT_ROOT / "tests/cases/scripted-tool-loop.yaml", root / "gates/cases/loop.yaml")
+    (root / "gates/loop.yaml").write_text(
+        "gates:\n  - id: loop.keeps-call-ids\n    milestone: 1\n    kind: case\n"
+        "    declared_in: {document: docs/specs/project.md, heading: Hard gates}\n"
+        "    statement: The tool loop keeps its call ids.\n    check: eval_assets.gates.drivers:run_case\n"
+        "    case: gates/cases/loop.yaml\n    expect: pass\n"
+    )
     (root / "gates/fixtures/models/malformed-verdict.yaml").write_text(
         "turns:\n  - text: ok\n  - error: Teapot\n  - tool_calls: [{id: 'bad id', function: {name: f, arguments: '{}'}}]\n"
     )
@@ -260,7 +269,7 @@ def test_invalid_and_missing_scripts_are_registry_problems(tmp_path: Path) -> No
         for p in shown
     ), shown
     assert any(
-        "gates/suite.yaml: gates." in p
+        "gates/loop.yaml: gates." in p
         and "model_fixture: no script gates/fixtures/models/tent-warranty-tool-loop.yaml" in p
         for p in shown
     ), shown
