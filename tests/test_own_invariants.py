@@ -96,6 +96,7 @@ def test_the_engine_cases_are_all_here() -> None:
     ]
 
 
+@pytest.mark.e2e  # a whole materialization through Dagster: the e2e lane (CI), as the no-network run was
 def test_security_no_api_key_in_dagster_events(monkeypatch: pytest.MonkeyPatch) -> None:
     """The canary through Dagster: every event and run record of the instance is scanned for the key."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
