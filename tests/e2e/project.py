@@ -33,7 +33,6 @@ COPIED = (
     "workspace.yaml",
     "pyproject.toml",  # dg's load_from_defs_folder finds the project root by it
 )
-CORPORA = ("tests/bad_config", "tests/verdict_corpus")
 SCENARIO_CORPUS_GATE = "config.every-scenario-validates"
 
 INJECTED_GATE_ID = "e2e.injected-failure"
@@ -92,8 +91,6 @@ def small_project(
             shutil.copytree(source, dest / name)
         else:
             shutil.copy(source, dest / name)
-    for corpus in CORPORA:
-        shutil.copytree(PROJECT_ROOT / corpus, dest / corpus)
     (dest / "eval_assets").symlink_to(PROJECT_ROOT / "eval_assets", target_is_directory=True)
 
     judge_names = set()
