@@ -171,6 +171,9 @@ def test_http_agent_gets_the_task_as_json_and_its_calls_go_through_the_endpoint(
         "base_url",
         "api_key",
         "model",
+        "now",
+        "seed",
+        "state_dir",
     }
     assert (task["attempt_id"], task["model"], task["repeat"]) == (f"b-agent/{REFUND}/2", "sim/agent", 2)
     assert task["base_url"].startswith("http://127.0.0.1:") and task["api_key"]
