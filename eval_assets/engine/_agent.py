@@ -194,6 +194,8 @@ class AgentEndpoint:
             return web.json_response(session.control.ask(body))
         except ControlError as exc:
             return _error(exc.status, exc.kind, str(exc))
+        except Exception as exc:  # one line to the agent, never a traceback in a log
+            return _error(500, "internal_error", redact(f"{type(exc).__name__}: {exc}"))
 
     async def _tool_invocations(self, request: Any) -> Any:
         """A tool report; a scripted kill_worker at this point kills the agent before it is answered."""
@@ -206,6 +208,8 @@ class AgentEndpoint:
             kill = session.control.report(body)
         except ControlError as exc:
             return _error(exc.status, exc.kind, str(exc))
+        except Exception as exc:  # e.g. the review queue refused: one line, never a traceback in a log
+            return _error(500, "internal_error", redact(f"{type(exc).__name__}: {exc}"))
         if kill and session.control.kill is not None:
             session.control.kill()
         return web.json_response({"recorded": True})
@@ -475,26 +479,35 @@ async def _run_worker(agent: Agent, task: AgentTask, search: tuple[str, ...], co
         "sys_path": [p or os.getcwd() for p in sys.path],
         "task": task.to_json(),
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "eval_assets.agent_worker",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "EVALTRACK_RESULT_FILE": result_file},
-        start_new_session=True,  # its own process group: killed whole, children included
-    )
+    stderr_path = os.path.join(scratch, "stderr")
+    with open(stderr_path, "wb") as stderr_file:  # a file, not a pipe: a child that keeps it open cannot hold us
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "eval_assets.agent_worker",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=stderr_file,
+            env={**os.environ, "EVALTRACK_RESULT_FILE": result_file},
+            start_new_session=True,  # its own process group: killed whole, children included
+        )
     control.kill = functools.partial(_kill_group, process.pid)
     try:
-        _, stderr = await process.communicate(json.dumps(spec).encode())
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(spec).encode())
+        with contextlib.suppress(ConnectionError):
+            await process.stdin.drain()
+        process.stdin.close()
+        await process.wait()  # its exit, not its pipes' EOF: what it started may hold those
         if control.killed_at is not None:
             raise _Killed(f"killed by the case's kill_worker at {control.killed_at}")
         try:
             with open(result_file, encoding="utf-8") as fh:
                 answer = json.load(fh)
         except FileNotFoundError:
-            last = (stderr.decode(errors="replace").strip().splitlines() or [""])[-1][:300]
+            with open(stderr_path, "rb") as fh:
+                fh.seek(max(0, os.path.getsize(stderr_path) - 4096))
+                last = (fh.read().decode(errors="replace").strip().splitlines() or [""])[-1][:300]
             raise _Raised(
                 "agent_raised", f"the agent's process exited with code {process.returncode}: {last}".rstrip(": ")
             ) from None

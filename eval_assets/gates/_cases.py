@@ -85,6 +85,9 @@ if TYPE_CHECKING:
     from eval_assets.spend import AttemptRef, SpendJournal
 
 _JUDGED = frozenset({"verdict", "score_at_least", "score_at_most"})
+REVIEW_QUEUE_HOOK = "review_queue"
+"""`run_suite(hooks=...)`: `opener(journal_url)` -> the review queue an agent case's UNCERTAIN
+outcomes are queued in (`eval_assets.review.UncertainEffects`); without it such a case is an error."""
 DEFAULT_CLOCK = datetime(2026, 1, 1, tzinfo=UTC)
 """A case's pinned clock (`clock:`) when it names none: the task's `now` is the same on every run."""
 CASE_FENCE_SECRET = hashlib.sha256(b"evaltrack gate cases: fence secret").digest()
@@ -565,7 +568,6 @@ def _agent_case(
     worker would. Raises CaseError when the attempt cannot be read as the agent's doing (an exhausted
     script, a failed model call, an agent that failed on its own)."""
     from eval_assets.engine import AttemptControl, subject_spec
-    from eval_assets.review import NewItem, ReviewStore
     from eval_assets.spend import AttemptRef, attempt_id, journal_url
 
     spec_case = case.case
@@ -574,26 +576,14 @@ def _agent_case(
     gateway.price(subject.model)
     spec = subject_spec(subject, scenario, build=build, repeat=repeat, timeout_s=engine.settings.timeout_s)
     ref = AttemptRef(build, scenario.id, repeat, "subject")
-    store = ReviewStore(
-        journal_url(tmp), claim_ttl_s=3600.0
-    )  # the review queue, in the case's journal database
+    opener = ctx.hooks.get(REVIEW_QUEUE_HOOK)
+    # the review queue in the case's journal database (the wiring opens it: review/ is a floor above)
+    queue = opener(journal_url(tmp)) if opener is not None else None
 
     def review(record: dict[str, Any]) -> None:
-        key = json.dumps(["uncertain_effect", build, scenario.id, repeat, record["id"]])
-        detail = f"{record['tool']} {record['id']}: outcome unknown ({record.get('detail') or 'no detail'})"
-        store.enqueue(
-            [
-                NewItem(
-                    hashlib.sha256(key.encode()).hexdigest()[:16],
-                    "uncertain_effect",
-                    build,
-                    "-",
-                    scenario.id,
-                    repeat,
-                    detail,
-                )
-            ]
-        )
+        if queue is None:
+            raise CaseError(f"no review queue is wired into this suite run (hook {REVIEW_QUEUE_HOOK!r})")
+        queue.enqueue(build, scenario.id, repeat, record)
 
     script = parse_interventions(spec_case.interventions if spec_case else [])
     control = AttemptControl(script=script, review=review)
@@ -623,9 +613,10 @@ def _agent_case(
 
     try:
         runs = asyncio.run(attempts())
-        queued = len(store.items(build=build))
+        queued = queue.count(build) if queue is not None else 0
     finally:
-        store.close()
+        if queue is not None:
+            queue.close()
     records = [c for r in runs for c in r.calls]
     for record in records:
         if record.error and "exhausted" in record.error:
@@ -765,5 +756,8 @@ def case_outcome(case: LoadedCase, ctx: GateContext) -> Outcome:
     run = execute_case(case, ctx)
     failures = failed_assertions(case.assertions, run)
     if failures:
-        return Outcome.failed(f"{len(failures)} of {len(case.assertions)} assertion(s) failed", failures)
+        kinds = list(dict.fromkeys(f.split(":", 1)[0] for f in failures))
+        return Outcome.failed(  # the kinds first named: a release reason cut to one line still says which
+            f"{len(failures)} of {len(case.assertions)} assertion(s) failed ({', '.join(kinds)})", failures
+        )
     return Outcome.ok(f"{len(case.assertions)} assertion(s) hold")
