@@ -57,7 +57,7 @@ def subject(entrypoint: str = "examples.agents.tool_agent:run") -> Subject:
                 "model": "sim/agent",
                 "family": "sim",
                 "params": {"skill": 0.75, "noise": 0.12, "seed": 21},
-                "agent": {"entrypoint": entrypoint, "timeout_s": 120},
+                "agent": {"entrypoint": entrypoint, "timeout_s": 40},
             },
         }
     )
