@@ -111,7 +111,7 @@ class AttemptControl:
         decision = {"approve": "approved", "deny": "denied", "answer": "answer", "cancel": "cancel"}[
             head.kind
         ]
-        told = {"decision": decision, "principal": APPROVER, "reason": head.reason, "text": head.text}
+        told: dict[str, Any] = {"decision": decision, "principal": APPROVER, "reason": head.reason, "text": head.text}
         self.event("answered", decision=decision, principal=APPROVER)
         return told
 
