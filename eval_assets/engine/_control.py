@@ -111,9 +111,14 @@ class AttemptControl:
         decision = {"approve": "approved", "deny": "denied", "answer": "answer", "cancel": "cancel"}[
             head.kind
         ]
-        told: dict[str, Any] = {"decision": decision, "principal": APPROVER, "reason": head.reason, "text": head.text}
+        answer: dict[str, Any] = {
+            "decision": decision,
+            "principal": APPROVER,
+            "reason": head.reason,
+            "text": head.text,
+        }
         self.event("answered", decision=decision, principal=APPROVER)
-        return told
+        return answer
 
     def report(self, body: dict[str, Any]) -> bool:
         """Record a tool report; True when the script kills the worker here (before it is answered)."""
