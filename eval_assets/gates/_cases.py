@@ -407,7 +407,11 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     with scratch("evaltrack-case-") as tmp:
         journal = open_journal(journal_url(Path(tmp)))  # a scratch journal, as under EVAL_HOME
         try:
-            engine = Engine(SpendPath(journal, gateway, run_id=f"case-{case.id}"), engine_settings)
+            engine = Engine(
+                SpendPath(journal, gateway, run_id=f"case-{case.id}"),
+                engine_settings,
+                agent_search=(str(project.root),),  # an agent entry point in the project, as in a run
+            )
             return _execute(
                 case, ctx, project, scenario, build, repeat, gateway, engine, journal, AttemptRef, Path(tmp)
             )
