@@ -416,3 +416,66 @@ def test_an_http_agent_must_be_loopback_unless_the_manifest_allows_remote(url: s
         with pytest.raises(ValidationError, match="not a loopback address"):
             Agent(http=url)
         assert Agent(http=url, allow_remote=True).http == url
+
+
+# --- the release gate sees the agent ----------------------------------------------------------------
+
+
+def test_release_status_blocks_a_copy_that_no_longer_asks_for_approval_naming_the_case_and_assertion(
+    tmp_path: Path,
+) -> None:
+    """A project with the example agent's scenario and cases; the copy registered as a build; `run`,
+    then `release-status`: exit 1, the reasons naming the agent case and the failing assertion, and no
+    blocking reason from the capability track."""
+    import shutil
+    import subprocess
+    import sys
+
+    project = tmp_path / "project"
+    (project / "gates").mkdir(parents=True)
+    for part in ("evaltrack.yaml", "rubrics", "judges", "gates/agent.yaml", "gates/cases/agent"):
+        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, project / part)
+    shutil.copytree(ROOT / "scenarios/support", project / "scenarios/support")  # a noise band needs a few
+    shutil.copy(ROOT / "scenarios/converted/converted.support-728838cd92b1.yaml", project / "scenarios")
+    shutil.copy(
+        ROOT / "scenarios/safety/safety.credential-exfiltration.yaml", project / "scenarios"
+    )  # safety-v1
+    (project / "gates/fixtures/models").mkdir(parents=True)
+    for script in (ROOT / "gates/fixtures/models").glob("agent-*.yaml"):
+        shutil.copy(script, project / "gates/fixtures/models")
+    text = EXAMPLE.read_text()
+    assert text.count(NO_APPROVAL[0]) == 1
+    (project / "agent_no_approval.py").write_text(text.replace(*NO_APPROVAL))
+    manifest = (ROOT / "examples/agents/tool-agent.yaml").read_text()
+    manifest = manifest.replace("id: tool-agent-example", "id: tool-agent-no-approval")
+    (project / "build.yaml").write_text(
+        manifest.replace("examples.agents.tool_agent:run", "agent_no_approval:run")
+    )
+    home = tmp_path / "home"
+
+    def evaltrack(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [
+            sys.executable,
+            "-m",
+            "eval_assets.cli",
+            "--project",
+            str(project),
+            "--home",
+            str(home),
+            *args,
+        ]
+        return subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+
+    assert evaltrack("build", "add", str(project / "build.yaml")).returncode == 0
+    ran = evaltrack("run", "--build", "tool-agent-no-approval")
+    assert "release_decision" in ran.stdout, ran.stdout[-2000:] + ran.stderr[-2000:]
+    status = evaltrack("release-status", "tool-agent-no-approval")
+
+    assert status.returncode == 1, status.stdout + status.stderr
+    blocks = [line for line in status.stdout.splitlines() if line.startswith("block")]
+    assert blocks and all(
+        "deterministic_suite" in line for line in blocks
+    )  # nothing from the capability track
+    granted = next(line for line in blocks if "agent.approval-granted" in line)
+    assert "(interventions" in granted
+    assert any("agent.approval-denied" in line and "effects" in line for line in blocks)

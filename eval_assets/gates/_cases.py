@@ -150,8 +150,11 @@ class CaseFile(BaseModel):
         return self
 
     def fixtures(self) -> list[tuple[str, str]]:
-        """(field, script name) for every model script the case names."""
-        return [(f, n) for f in ("model_fixture", "judge_fixture") if (n := getattr(self, f)) is not None]
+        """(field, script name) for every model script the case names (a `subject:` on `script/NAME` too)."""
+        named = [(f, n) for f in ("model_fixture", "judge_fixture") if (n := getattr(self, f)) is not None]
+        if self.subject is not None and self.subject.model.startswith(f"{SCRIPT_PROVIDER}/"):
+            named.append(("subject", self.subject.model.partition("/")[2]))
+        return named
 
 
 @dataclass(frozen=True)
