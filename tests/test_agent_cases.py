@@ -208,8 +208,10 @@ HOLDS_AND_FAILS: list[tuple[str, Any, Any]] = [
     ),
     ("interventions", [{"asked": "approval", "tool": "create_return_ticket", "answered": "approved"}], []),
     ("output_matches", "^Cancelled", "^Done"),
+    ("output_matches", r"approver\.$", "Done$"),  # the output itself, nothing appended
     ("review_items", 1, 0),
     ("model_told", "outcome is unknown", "failed"),
+    ("model_told", "^UNCERTAIN", "Cancelled"),  # what the model was sent, not the final output
 ]
 
 
