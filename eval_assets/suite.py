@@ -11,8 +11,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from eval_assets.capability.track import Summary, Track
-from eval_assets.gates import materialize_suite, stored_evidence, utc_now
+from eval_assets.gates import REVIEW_QUEUE_HOOK, materialize_suite, stored_evidence, utc_now
 from eval_assets.present import gates_markdown
+from eval_assets.review import UncertainEffects
 from eval_assets.stats import CheckSuiteEvidence
 
 
@@ -27,7 +28,12 @@ def materialize_deterministic_suite(
     """
     manifest = track.build(build_id)  # resolved once for this materialization
     result = materialize_suite(
-        track.project.root, build=manifest, warehouse=track.warehouse, run_id=run_id, clock=clock
+        track.project.root,
+        build=manifest,
+        warehouse=track.warehouse,
+        run_id=run_id,
+        clock=clock,
+        hooks={REVIEW_QUEUE_HOOK: UncertainEffects},
     )
     log = tuple(
         (

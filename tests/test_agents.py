@@ -8,7 +8,6 @@ import json
 import random
 import socket
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
+from eval_assets.agent_protocol import AgentTask
 from eval_assets.config import BuildManifest, EngineSettings, Project, validate_model
 from eval_assets.engine import (
     AgentResult,
@@ -84,7 +84,9 @@ def test_entrypoint_agent_runs_its_local_tools_and_every_model_call_is_journaled
 
     rows = eng.spend.journal.rows()
     assert result.call.status == "ok" and "Answer to" in (result.call.text or "")
-    local = {"lookup_order", "get_refund_policy"}  # the example agent's two tools; it offers only these
+    # the example agent's tools the scenario declares (the write is asked for and, with nobody to
+    # approve it in the capability track, denied: the model is still told so)
+    local = {"lookup_order", "get_refund_policy", "create_return_ticket"}
     recorded = len({(e.tool, e.arguments) for e in project.scenarios[REFUND].replay if e.tool in local})
     assert result.turns == recorded + 1  # each tool call, then the answer
     assert result.call.tries == len(rows)  # every try of every call is a journal row (retries included)
@@ -103,7 +105,9 @@ def test_entrypoint_agent_runs_its_local_tools_and_every_model_call_is_journaled
     # what the agent sent back after each tool call: its local tools' results, not the recording's
     sent_tools = [m for c in calls for m in c["sent"] if m["role"] == "tool"]
     assert len(sent_tools) == recorded and any("Ridgeline 2 tent" in m["content"] for m in sent_tools)
-    assert result.trajectory["notes"] == f"{recorded} local tool calls"
+    assert result.trajectory["notes"] == f"{recorded} tool calls"
+    assert [i["outcome"] for i in result.trajectory["tool_invocations"]] == ["ok", "ok", "denied"]
+    assert all(i["effect_sent_at"] is None for i in result.trajectory["tool_invocations"])
 
 
 def test_a_rerun_answers_settled_calls_from_the_journal_and_pays_nothing_twice(
@@ -140,7 +144,8 @@ def test_http_agent_gets_the_task_as_json_and_its_calls_go_through_the_endpoint(
     async def handle(request: web.Request) -> web.Response:
         task = await request.json()
         seen.append(task)
-        return web.json_response(await run_agent(SimpleNamespace(**task)))
+        # the protocol's client, as an HTTP agent written in Python would use it
+        return web.json_response(await run_agent(AgentTask.from_json(task)))
 
     async def main() -> SubjectResult:
         app = web.Application()
@@ -159,7 +164,7 @@ def test_http_agent_gets_the_task_as_json_and_its_calls_go_through_the_endpoint(
 
     result = asyncio.run(main())
 
-    assert result.call.status == "ok" and result.turns == 3  # two local tool calls, then the answer
+    assert result.call.status == "ok" and result.turns == 4  # three tool calls (the write denied), the answer
     (task,) = seen
     assert set(task) == {
         "attempt_id",
@@ -171,6 +176,9 @@ def test_http_agent_gets_the_task_as_json_and_its_calls_go_through_the_endpoint(
         "base_url",
         "api_key",
         "model",
+        "now",
+        "seed",
+        "state_dir",
     }
     assert (task["attempt_id"], task["model"], task["repeat"]) == (f"b-agent/{REFUND}/2", "sim/agent", 2)
     assert task["base_url"].startswith("http://127.0.0.1:") and task["api_key"]

@@ -276,7 +276,7 @@ def test_the_same_converted_case_with_a_failing_assertion_blocks(tmp_path: Path)
     row = {r.gate_id: r for r in result.results}["case.converted.broken-order"]
     assert row.status == "fail" and row.blocks
     assert row.full_message() == (
-        "1 of 2 assertion(s) failed\ncontains: 'a full refund' — the output does not contain it"
+        "1 of 2 assertion(s) failed (contains)\ncontains: 'a full refund' — the output does not contain it"
     )
     assert decision(result) == "block"
 
@@ -328,7 +328,7 @@ def test_a_case_gate_runs_its_case_on_the_sim_and_judges_it(tmp_path: Path) -> N
     row = only(run(tmp_path, [case_gate("gates/cases/strong.yaml")]))
 
     assert row.status == "fail"
-    assert row.message == "1 of 3 assertion(s) failed"
+    assert row.message.startswith("1 of 3 assertion(s) failed (")
     assert row.findings[0].startswith("score_at_most: 0.2 — the score is 0.")
 
 

@@ -270,7 +270,7 @@ def test_invalid_and_missing_scripts_are_registry_problems(tmp_path: Path) -> No
     ), shown
     assert any(
         "gates/loop.yaml: gates." in p
-        and "model_fixture: no script gates/fixtures/models/tent-warranty-tool-loop.yaml" in p
+        and "subject: no script gates/fixtures/models/tent-warranty-tool-loop.yaml" in p
         for p in shown
     ), shown
 

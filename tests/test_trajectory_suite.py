@@ -64,7 +64,7 @@ def test_the_same_case_with_a_failing_assertion_blocks_the_release(tmp_path: Pat
     row = {r.gate_id: r for r in result.results}[f"case.{CASE}"]
     assert (row.status, row.blocks) == ("fail", True)
     assert row.full_message() == (
-        "1 of 2 assertion(s) failed\ncontains: 'out for delivery today' — the output does not contain it"
+        "1 of 2 assertion(s) failed (contains)\ncontains: 'out for delivery today' — the output does not contain it"
     )
     assert decision(result) == "block"
     assert len(result.ids("awaiting_assertions")) == 5  # the others still wait, and still do not block

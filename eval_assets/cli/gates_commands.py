@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from eval_assets.config import ConfigError, load_build
-from eval_assets.gates import read_registry, run_suite
+from eval_assets.gates import REVIEW_QUEUE_HOOK, read_registry, run_suite
+from eval_assets.review import UncertainEffects
 
 from .common import print_problems, project_of
 
@@ -33,6 +34,7 @@ def cmd_gates_run(args: argparse.Namespace) -> int:
         only=set(args.only) if args.only else None,
         exclude=set(args.exclude or ()),
         kinds=set(args.kind) if args.kind else None,
+        hooks={REVIEW_QUEUE_HOOK: UncertainEffects},
     )
     code = 1 if result.blocking or not result.results else 0
     if args.format == "json":

@@ -3,6 +3,7 @@
 from ._assertions import ASSERTION_KINDS, Assertion, parse_assertion, parse_assertions
 from ._files import ConfigError, Problem, ProblemsFound, load_file, read_yaml, validate_model
 from ._ids import RESERVED_IDS, EntityId, id_problem
+from ._interventions import KILL_POINTS, RESPONSES, Intervention, parse_intervention, parse_interventions
 from ._loader import (
     SETTINGS_FILE,
     load_build,
@@ -61,6 +62,11 @@ from ._yaml import MAX_YAML_BYTES, YamlRefused, has_lone_surrogate, parse_yaml, 
 
 __all__ = [
     "RESERVED_IDS",
+    "KILL_POINTS",
+    "RESPONSES",
+    "Intervention",
+    "parse_intervention",
+    "parse_interventions",
     "Agent",
     "EntityId",
     "id_problem",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -340,6 +341,18 @@ ENTRYPOINT = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za
 """`package.module:function`, as the track imports it (docs/agents.md)."""
 
 
+def _loopback(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class Agent(Strict):
     """An agent subject: the build's own code, run once per attempt (docs/agents.md).
 
@@ -353,6 +366,11 @@ class Agent(Strict):
     timeout_s: Annotated[float, Field(gt=0.0, le=86_400.0)] = Field(
         default=300.0, description="one attempt's wall-clock bound; an agent still running is timed out"
     )
+    allow_remote: bool = Field(
+        default=False,
+        description="let `http` name a host that is not loopback (it is sent the task: the scenario's "
+        "input and the attempt's bearer token for the track's endpoint)",
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Agent:
@@ -360,6 +378,12 @@ class Agent(Strict):
             raise ValueError("give exactly one of `entrypoint` (package.module:function) and `http` (a URL)")
         if self.http is not None and findings(self.http):
             raise ValueError(f"http: holds {findings(self.http)[0]}: {_USE_THE_ENVIRONMENT}")
+        if self.http is not None and not self.allow_remote and not _loopback(self.http):
+            raise ValueError(
+                f"http: {self.http} is not a loopback address (127.0.0.0/8, ::1, localhost): the task, "
+                "with the scenario's input and the attempt's bearer token, would leave the host; set "
+                "`allow_remote: true` to send it there"
+            )
         return self
 
     @property

@@ -24,6 +24,7 @@ from ._agent import (
     run_agent,
 )
 from ._calls import judge_spec, subject_spec
+from ._control import AttemptControl
 from ._engine import Engine
 from ._limiter import MAX_PAUSE_S, AimdLimit, Limiters, ProviderLimiter, provider_key
 from ._replay import MISS_PREFIX, Replay, ReplayRun, ToolAnswer, TurnCall, replay_loop
@@ -31,6 +32,7 @@ from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectR
 
 __all__ = [
     "load_entrypoint",
+    "AttemptControl",
     "AgentCallRecord",
     "AgentEndpoint",
     "AgentResult",

@@ -17,24 +17,43 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
-import importlib
-import inspect
 import json
+import os
 import secrets
+import shutil
+import signal
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from eval_assets.agent_protocol import AgentResult, AgentShapeError, AgentTask, parse_agent_result
+from eval_assets.agent_worker import load_entrypoint
 from eval_assets.canonical import canonical_json
 from eval_assets.config import Agent, Scenario
 from eval_assets.judging import policy_failures
 from eval_assets.providers.gateway import CallSpec
 from eval_assets.redact import redact
 
+from ._control import AttemptControl, ControlError
 from ._results import CallResult
+
+__all__ = [
+    "AgentCall",
+    "AgentEndpoint",
+    "AgentResult",
+    "AgentRun",
+    "AgentShapeError",
+    "AgentTask",
+    "AgentUnreachable",
+    "load_entrypoint",
+    "parse_agent_result",
+    "run_agent",
+]
 
 AgentCall = Callable[[int, CallSpec], Awaitable[CallResult]]
 """Makes the agent's call number `index` (1-based); the engine's goes through the spend path."""
@@ -42,79 +61,6 @@ AgentCall = Callable[[int, CallSpec], Awaitable[CallResult]]
 
 class AgentUnreachable(Exception):
     """An HTTP agent did not accept a connection: the run refuses (no attempt of it can run)."""
-
-
-class AgentShapeError(ValueError):
-    """An agent's result is not the documented shape; the message names the field."""
-
-
-@dataclass(frozen=True)
-class AgentTask:
-    """What an agent gets once per attempt (the HTTP protocol POSTs `to_json()`)."""
-
-    attempt_id: str
-    build: str
-    scenario_id: str
-    repeat: int
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    base_url: str
-    api_key: str
-    model: str
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class AgentResult:
-    """What an agent returns: its final output and, optionally, notes of its own (stored redacted)."""
-
-    output: str
-    notes: str | None = None
-
-
-def parse_agent_result(value: object) -> AgentResult:
-    """An `AgentResult` as is, or a JSON object `{"output": str, "notes": str | null}`; anything else
-    raises `AgentShapeError` naming the field (unknown fields are refused too)."""
-    if isinstance(value, AgentResult):
-        value = {"output": value.output, "notes": value.notes}
-    if not isinstance(value, Mapping):
-        raise AgentShapeError(f"result: expected an object with `output`, got {type(value).__name__}")
-    unknown = sorted(str(k) for k in value if k not in ("output", "notes"))
-    if unknown:
-        raise AgentShapeError(f"result.{unknown[0]}: unknown field (allowed: output, notes)")
-    if "output" not in value:
-        raise AgentShapeError("result.output: missing")
-    output, notes = value["output"], value.get("notes")
-    if not isinstance(output, str):
-        raise AgentShapeError(f"result.output: expected a string, got {type(output).__name__}")
-    if notes is not None and not isinstance(notes, str):
-        raise AgentShapeError(f"result.notes: expected a string or null, got {type(notes).__name__}")
-    return AgentResult(output, notes)
-
-
-_WIRING = ("eval_assets.defs", "eval_assets.cli", "eval_assets.definitions")
-
-
-def load_entrypoint(entrypoint: str, search: tuple[str, ...] = ()) -> Callable[[AgentTask], Awaitable[Any]]:
-    """The async callable `package.module:function` names; `search`: directories tried after sys.path
-    (the project root). Raises ImportError/AttributeError/TypeError with a one-line message."""
-    module_name, _, attr = entrypoint.partition(":")
-    if module_name.split(".")[0].startswith("dagster") or module_name.startswith(_WIRING):
-        raise ImportError(
-            f"{entrypoint}: an agent entry point is never Dagster or the track's Dagster wiring"
-        )
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError:
-        missing = [d for d in search if d not in sys.path]
-        sys.path.extend(missing)  # the project's own modules, as the documented search path
-        module = importlib.import_module(module_name)
-    fn = getattr(module, attr)
-    if not inspect.iscoroutinefunction(fn):
-        raise TypeError(f"{entrypoint} is not an async function (async def {attr}(task): ...)")
-    return fn  # type: ignore[no-any-return]
 
 
 def request_hash(body: Mapping[str, Any]) -> str:
@@ -149,6 +95,7 @@ class AgentSession:
     scenario: Scenario
     spec: CallSpec  # the attempt's base call (model, params, metadata, output bound)
     call: AgentCall
+    control: AttemptControl = field(default_factory=AttemptControl)
     records: list[AgentCallRecord] = field(default_factory=list)
     excluded_reason: str | None = None
     _seen: int = 0  # messages of the previous request (what `sent` is counted from)
@@ -169,13 +116,15 @@ class AgentEndpoint:
 
     @contextlib.asynccontextmanager
     async def session(
-        self, scenario: Scenario, spec: CallSpec, call: AgentCall
+        self, scenario: Scenario, spec: CallSpec, call: AgentCall, control: AttemptControl | None = None
     ) -> AsyncIterator[AgentSession]:
         async with self._lock:
             if self._users == 0:
                 await self._start()
             self._users += 1
-        session = AgentSession(secrets.token_urlsafe(24), scenario, spec, call)
+        session = AgentSession(
+            secrets.token_urlsafe(24), scenario, spec, call, control if control is not None else AttemptControl()
+        )
         self._sessions[session.token] = session
         try:
             yield session
@@ -192,6 +141,8 @@ class AgentEndpoint:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/interventions", self._interventions)
+        app.router.add_post("/v1/tool_invocations", self._tool_invocations)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -220,7 +171,52 @@ class AgentEndpoint:
             return _error(401, "invalid_api_key", "unknown or missing bearer token")
         return web.json_response({"object": "list", "data": [{"id": session.spec.model, "object": "model"}]})
 
+    async def _control_body(self, request: Any) -> tuple[AgentSession | None, Any]:
+        session = self._authorized(request)
+        if session is None:
+            return None, _error(401, "invalid_api_key", "unknown or missing bearer token")
+        try:
+            body = await request.json()
+        except ValueError:
+            return None, _error(400, "invalid_request_error", "body: not JSON")
+        if not isinstance(body, dict):
+            return None, _error(400, "invalid_request_error", "body: expected a JSON object")
+        return session, body
+
+    async def _interventions(self, request: Any) -> Any:
+        """An ask (approval or question); answered by the attempt's control (a case's script)."""
+        from aiohttp import web
+
+        session, body = await self._control_body(request)
+        if session is None:
+            return body
+        try:
+            return web.json_response(session.control.ask(body))
+        except ControlError as exc:
+            return _error(exc.status, exc.kind, str(exc))
+        except Exception as exc:  # one line to the agent, never a traceback in a log
+            return _error(500, "internal_error", redact(f"{type(exc).__name__}: {exc}"))
+
+    async def _tool_invocations(self, request: Any) -> Any:
+        """A tool report; a scripted kill_worker at this point kills the agent before it is answered."""
+        from aiohttp import web
+
+        session, body = await self._control_body(request)
+        if session is None:
+            return body
+        try:
+            kill = session.control.report(body)
+        except ControlError as exc:
+            return _error(exc.status, exc.kind, str(exc))
+        except Exception as exc:  # e.g. the review queue refused: one line, never a traceback in a log
+            return _error(500, "internal_error", redact(f"{type(exc).__name__}: {exc}"))
+        if kill and session.control.kill is not None:
+            session.control.kill()
+        return web.json_response({"recorded": True})
+
     async def _chat(self, request: Any) -> Any:
+        from aiohttp import web
+
         session = self._authorized(request)
         if session is None:
             return _error(401, "invalid_api_key", "unknown or missing bearer token")
@@ -231,6 +227,9 @@ class AgentEndpoint:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
             return _error(400, "invalid_request_error", "messages: expected a non-empty list")
         async with session._lock:  # one call at a time per attempt: call indexes follow the agent's order
+            if session.control.disconnects(len(session.records) + 1):
+                request.transport.close()  # a dropped connection mid-call: no answer, nothing paid
+                return web.Response(status=499)
             return await self._answer(request, session, body)
 
     async def _answer(self, request: Any, session: AgentSession, body: dict[str, Any]) -> Any:
@@ -278,6 +277,7 @@ class AgentEndpoint:
             result.tries,
         )
         session.records.append(record)
+        session.control.model_call(index, result.status, result.tool_calls)
         if result.status == "excluded":
             session.excluded_reason = result.excluded_reason or "a spend ceiling"
             return _error(429, "ceiling", f"spend ceiling: {session.excluded_reason}")
@@ -352,11 +352,12 @@ async def _completion(request: Any, model: str, index: int, result: CallResult, 
 @dataclass(frozen=True)
 class AgentRun:
     """One agent attempt: the attempt as one call (tries, cost and tokens summed over its calls),
-    its calls, and its notes."""
+    its calls, its notes, and its control (tool invocations, events, interventions)."""
 
     call: CallResult
     calls: tuple[AgentCallRecord, ...]
     notes: str | None
+    control: AttemptControl = field(default_factory=AttemptControl)
 
     def trajectory(self) -> dict[str, Any]:
         """The trajectory as plain data (stored redacted by the row builder)."""
@@ -364,7 +365,12 @@ class AgentRun:
             "calls": [asdict(c) for c in self.calls],
             "output": self.call.text,
             "notes": self.notes,
+            **self.control.trajectory(),
         }
+
+
+class _Killed(Exception):
+    """The attempt's worker process was killed by the case's `kill_worker` step."""
 
 
 async def run_agent(
@@ -376,10 +382,13 @@ async def run_agent(
     call: AgentCall,
     *,
     search: tuple[str, ...] = (),
+    control: AttemptControl | None = None,
 ) -> AgentRun:
     """One attempt of an agent subject. Never raises for the agent's own failures (they are outcomes);
-    raises `AgentUnreachable` when an HTTP agent cannot be connected to."""
-    async with endpoint.session(scenario, spec, call) as session:
+    raises `AgentUnreachable` when an HTTP agent cannot be connected to.
+
+    `task_fields`: attempt_id, build, repeat, and the pinned sources `now`, `seed`, `state_dir`."""
+    async with endpoint.session(scenario, spec, call, control) as session:
         bearer = session.token  # the attempt's key to the endpoint, nothing else
         task = AgentTask(
             attempt_id=str(task_fields["attempt_id"]),
@@ -391,11 +400,14 @@ async def run_agent(
             base_url=endpoint.base_url,
             api_key=bearer,
             model=spec.model,
+            now=str(task_fields["now"]),
+            seed=str(task_fields["seed"]),
+            state_dir=task_fields.get("state_dir"),
         )
         result: AgentResult | None = None
         failure: tuple[str, str] | None = None
         try:
-            result = await asyncio.wait_for(_invoke(agent, task, search), timeout=agent.timeout_s)
+            result = await asyncio.wait_for(_invoke(agent, task, search, session.control), timeout=agent.timeout_s)
         except AgentUnreachable:
             raise
         except TimeoutError:
@@ -404,6 +416,10 @@ async def run_agent(
             failure = ("agent_shape", str(exc))
         except _HttpStatus as exc:
             failure = ("agent_http", str(exc))
+        except _Killed as exc:
+            failure = ("agent_killed", str(exc))
+        except _Raised as exc:
+            failure = (exc.kind, redact(str(exc)))
         except Exception as exc:  # the agent's own failure: one line, no traceback
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             failure = (
@@ -429,18 +445,88 @@ async def run_agent(
             call_result = replace(  # stored redacted, as the gateway's answers are; policy on the raw output
                 summed, text=redact(result.output), policy_failures=policy_failures(result.output, scenario)
             )
+        session.control.finished(result.output if result is not None and failure is None else None)
         notes = redact(result.notes) if result is not None and result.notes is not None else None
-        return AgentRun(call_result, records, notes)
+        return AgentRun(call_result, records, notes, session.control)
 
 
 class _HttpStatus(Exception):
     """An HTTP agent answered with a status other than 200."""
 
 
-async def _invoke(agent: Agent, task: AgentTask, search: tuple[str, ...]) -> AgentResult:
+class _Raised(Exception):
+    """An entry-point agent's own failure, as its worker reported it (`kind`, one line)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL the process group `pid` leads (the agent and every process it started)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def _run_worker(agent: Agent, task: AgentTask, search: tuple[str, ...], control: AttemptControl) -> Any:
+    """Run the entry point in its own process group (`eval_assets.agent_worker`); the whole group is
+    killed when the attempt ends, however it ends: a timeout or a cancel, a scripted kill, or its result."""
+    scratch = tempfile.mkdtemp(prefix="evaltrack-agent-")
+    result_file = os.path.join(scratch, "result.json")
+    spec = {
+        "entrypoint": agent.entrypoint,
+        "search": list(search),
+        "sys_path": [p or os.getcwd() for p in sys.path],
+        "task": task.to_json(),
+    }
+    stderr_path = os.path.join(scratch, "stderr")
+    with open(stderr_path, "wb") as stderr_file:  # a file, not a pipe: a child that keeps it open cannot hold us
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "eval_assets.agent_worker",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=stderr_file,
+            env={**os.environ, "EVALTRACK_RESULT_FILE": result_file},
+            start_new_session=True,  # its own process group: killed whole, children included
+        )
+    control.kill = functools.partial(_kill_group, process.pid)
+    try:
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(spec).encode())
+        with contextlib.suppress(ConnectionError):
+            await process.stdin.drain()
+        process.stdin.close()
+        await process.wait()  # its exit, not its pipes' EOF: what it started may hold those
+        if control.killed_at is not None:
+            raise _Killed(f"killed by the case's kill_worker at {control.killed_at}")
+        try:
+            with open(result_file, encoding="utf-8") as fh:
+                answer = json.load(fh)
+        except FileNotFoundError:
+            with open(stderr_path, "rb") as fh:
+                fh.seek(max(0, os.path.getsize(stderr_path) - 4096))
+                last = (fh.read().decode(errors="replace").strip().splitlines() or [""])[-1][:300]
+            raise _Raised(
+                "agent_raised", f"the agent's process exited with code {process.returncode}: {last}".rstrip(": ")
+            ) from None
+        if "error" in answer:
+            raise _Raised(str(answer["error"]["kind"]), str(answer["error"]["message"]))
+        return answer["result"]
+    finally:
+        control.kill = None
+        _kill_group(process.pid)  # a timeout's cancel lands here too: nothing it started outlives it
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await asyncio.shield(process.wait())
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+async def _invoke(agent: Agent, task: AgentTask, search: tuple[str, ...], control: AttemptControl) -> AgentResult:
     if agent.entrypoint is not None:
-        fn = load_entrypoint(agent.entrypoint, search)
-        return parse_agent_result(await fn(task))
+        return parse_agent_result(await _run_worker(agent, task, search, control))
     import httpx  # litellm's and the OpenAI SDK's HTTP client
 
     assert agent.http is not None

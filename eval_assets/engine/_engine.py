@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import random
 import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 from eval_assets import tracing
-from eval_assets.config import Bounds, BuildManifest, EngineSettings, Judge, Rubric, Scenario
+from eval_assets.config import Agent, Bounds, BuildManifest, EngineSettings, Judge, Rubric, Scenario
 from eval_assets.fence import fence_nonce
 from eval_assets.judging import parse_verdict, policy_failures, policy_failures_stored
 from eval_assets.providers.gateway import CallOutcome, CallSpec
@@ -30,8 +32,9 @@ from eval_assets.spend import (
 )
 from eval_assets.tracing import traced
 
-from ._agent import AgentEndpoint, run_agent
+from ._agent import AgentEndpoint, AgentRun, run_agent
 from ._calls import judge_spec, subject_spec
+from ._control import AttemptControl
 from ._limiter import Limiters, Signal
 from ._replay import Replay, replay_loop
 from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectResult
@@ -228,20 +231,19 @@ class Engine:
         policy = functools.partial(policy_failures, scenario=scenario)  # on the raw text, before redaction
         trajectory = None
         if build.subject.agent is not None:  # the agent's own code; its calls come back through self.call
-            if self._agents is None:
-                self._agents = AgentEndpoint()
-            agent_run = await run_agent(
+            attempt = attempt_id(build.id, scenario.id, repeat)
+            agent_run = await self.agent_attempt(
                 build.subject.agent,
+                ref,
+                scenario,
+                spec,
                 {
-                    "attempt_id": attempt_id(build.id, scenario.id, repeat),
+                    "attempt_id": attempt,
                     "build": build.id,
                     "repeat": repeat,
+                    "now": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "seed": hashlib.sha256(f"{attempt}/{generation}".encode()).hexdigest()[:16],
                 },
-                scenario,
-                replace(spec, metadata={**spec.metadata, "replay_calls": _recorded_calls(scenario)}),
-                self._agents,
-                lambda index, s: self.call(replace(ref, turn=index), s),
-                search=self.agent_search,
             )
             result, turns, misses = _bounded(agent_run.call, self.bounds), len(agent_run.calls), 0
             trajectory = agent_run.trajectory()
@@ -269,6 +271,31 @@ class Engine:
             turns,
             misses,
             trajectory,
+        )
+
+    async def agent_attempt(
+        self,
+        agent: Agent,
+        ref: AttemptRef,
+        scenario: Scenario,
+        spec: CallSpec,
+        task_fields: dict[str, Any],
+        control: AttemptControl | None = None,
+    ) -> AgentRun:
+        """One run of an agent under `ref`: its model calls through this engine's endpoint, each call
+        `i` under `ref` with turn `i` (the one spend path). The capability track and the cases both
+        run agents through here; `control` answers its asks (a case's script; None: nobody does)."""
+        if self._agents is None:
+            self._agents = AgentEndpoint()
+        return await run_agent(
+            agent,
+            task_fields,
+            scenario,
+            replace(spec, metadata={**spec.metadata, "replay_calls": _recorded_calls(scenario)}),
+            self._agents,
+            lambda index, s: self.call(replace(ref, turn=index), s),
+            search=self.agent_search,
+            control=control,
         )
 
     async def run_subjects(

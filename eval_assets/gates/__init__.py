@@ -8,7 +8,17 @@ and `record_suite` writes `gate_results` and `test_quarantine` through the one p
 
 from eval_assets.config import ASSERTION_KINDS
 
-from ._cases import CaseError, CaseFile, CaseRun, LoadedCase, case_outcome, execute_case, load_case
+from ._cases import (
+    REVIEW_QUEUE_HOOK,
+    CaseError,
+    CaseFile,
+    CaseRun,
+    LoadedCase,
+    case_outcome,
+    execute_case,
+    failed_assertions,
+    load_case,
+)
 from ._docs import check_docs, validate_gates
 from ._outcome import Clock, GateContext, GateFailed, Outcome, Skip, utc_now
 from ._quarantine import (
@@ -58,6 +68,7 @@ __all__ = [
     "CaseFile",
     "CaseGate",
     "CaseRun",
+    "REVIEW_QUEUE_HOOK",
     "Clock",
     "CorpusGate",
     "DeclaredIn",
@@ -81,6 +92,7 @@ __all__ = [
     "TestRecord",
     "WarehouseQuarantineStore",
     "case_outcome",
+    "failed_assertions",
     "check_docs",
     "execute_case",
     "find_case",

@@ -45,8 +45,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -54,6 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from eval_assets.config import (
     SCRIPTS_DIR,
+    Agent,
     Assertion,
     ConfigError,
     Id,
@@ -63,6 +67,7 @@ from eval_assets.config import (
     Scenario,
     Subject,
     parse_assertions,
+    parse_interventions,
     read_yaml,
     script_file,
     validate_model,
@@ -80,6 +85,11 @@ if TYPE_CHECKING:
     from eval_assets.spend import AttemptRef, SpendJournal
 
 _JUDGED = frozenset({"verdict", "score_at_least", "score_at_most"})
+REVIEW_QUEUE_HOOK = "review_queue"
+"""`run_suite(hooks=...)`: `opener(journal_url)` -> the review queue an agent case's UNCERTAIN
+outcomes are queued in (`eval_assets.review.UncertainEffects`); without it such a case is an error."""
+DEFAULT_CLOCK = datetime(2026, 1, 1, tzinfo=UTC)
+"""A case's pinned clock (`clock:`) when it names none: the task's `now` is the same on every run."""
 CASE_FENCE_SECRET = hashlib.sha256(b"evaltrack gate cases: fence secret").digest()
 """Cases run only local sim models (`_require_local`), so their fence secret need not be secret; a
 fixed one keeps each case's judge prompt the same on every run."""
@@ -105,6 +115,10 @@ class CaseFile(BaseModel):
     model_fixture: Id | None = None
     judge_fixture: Id | None = None
     tries: Annotated[int, Field(ge=1, le=10)] = 1
+    agent: Agent | None = None
+    interventions: list[Any] = Field(default_factory=list)
+    clock: datetime = DEFAULT_CLOCK
+    seed: Annotated[str, Field(pattern=r"^[0-9a-f]{1,64}$")] | None = None
     assertions: Annotated[list[Any], Field(min_length=1)]
 
     @field_validator("assertions")
@@ -113,16 +127,34 @@ class CaseFile(BaseModel):
         parse_assertions(items)
         return items
 
+    @field_validator("interventions")
+    @classmethod
+    def _valid_interventions(cls, items: list[Any]) -> list[Any]:
+        parse_interventions(items)
+        return items
+
+    @field_validator("clock")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("clock: give a time zone (e.g. 2026-01-01T00:00:00+00:00)")
+        return value
+
     @model_validator(mode="after")
     def _one_subject(self) -> CaseFile:
         given = [f for f in ("subject", "output", "model_fixture") if getattr(self, f) is not None]
         if len(given) > 1:
             raise ValueError(f"{' and '.join(given)}: a case names at most one source of the subject output")
+        if self.agent is not None and self.output is not None:
+            raise ValueError("agent and output: a case with an agent runs it, it has no canned output")
         return self
 
     def fixtures(self) -> list[tuple[str, str]]:
-        """(field, script name) for every model script the case names."""
-        return [(f, n) for f in ("model_fixture", "judge_fixture") if (n := getattr(self, f)) is not None]
+        """(field, script name) for every model script the case names (a `subject:` on `script/NAME` too)."""
+        named = [(f, n) for f in ("model_fixture", "judge_fixture") if (n := getattr(self, f)) is not None]
+        if self.subject is not None and self.subject.model.startswith(f"{SCRIPT_PROVIDER}/"):
+            named.append(("subject", self.subject.model.partition("/")[2]))
+        return named
 
 
 @dataclass(frozen=True)
@@ -223,6 +255,14 @@ class CaseRun:
     verdict_status: str | None = None
     score: float | None = None
     failure_reason: str | None = None
+    agent: bool = False  # an agent ran: the agent assertions apply (and `effects: []` when unsaid)
+    tool_calls: tuple[dict[str, Any], ...] = ()  # executed invocations: {name, arguments}
+    effects: tuple[dict[str, Any], ...] = ()  # invocations that reported effect_sent_at: {tool, id, outcome}
+    events: tuple[str, ...] = ()  # event labels, `kind[:detail...]`, in the order the endpoint saw them
+    interventions: tuple[dict[str, Any], ...] = ()  # {asked, tool?, answered}
+    review_items: int = 0
+    told: tuple[str, ...] = ()  # the tool results the agent sent the model
+    unscripted: tuple[str, ...] = ()  # asks nothing scripted answered; scripted steps never reached
 
 
 def _require_local(model: str, what: str) -> None:
@@ -370,8 +410,14 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     with scratch("evaltrack-case-") as tmp:
         journal = open_journal(journal_url(Path(tmp)))  # a scratch journal, as under EVAL_HOME
         try:
-            engine = Engine(SpendPath(journal, gateway, run_id=f"case-{case.id}"), engine_settings)
-            return _execute(case, ctx, project, scenario, build, repeat, gateway, engine, journal, AttemptRef)
+            engine = Engine(
+                SpendPath(journal, gateway, run_id=f"case-{case.id}"),
+                engine_settings,
+                agent_search=(str(project.root),),  # an agent entry point in the project, as in a run
+            )
+            return _execute(
+                case, ctx, project, scenario, build, repeat, gateway, engine, journal, AttemptRef, Path(tmp)
+            )
         finally:
             journal.close()
 
@@ -387,6 +433,7 @@ def _execute(
     engine: Engine,
     journal: SpendJournal,
     attempt_ref: type[AttemptRef],
+    tmp: Path,
 ) -> CaseRun:
     from eval_assets.engine import judge_spec, subject_spec
 
@@ -394,7 +441,11 @@ def _execute(
     timeout = engine.settings.timeout_s
     misses, tries, paid = 0, 0, 0
     call_ids: tuple[str, ...] = ()
-    if spec_case is not None and spec_case.output is not None:
+    agent = _agent_of(case, ctx)
+    if agent is not None:
+        run = _agent_case(case, ctx, scenario, build, repeat, gateway, engine, journal, agent, tmp)
+        output = run.output
+    elif spec_case is not None and spec_case.output is not None:
         output = spec_case.output
         failures = policy_failures(output, scenario)  # the case's own text is the raw output
     else:
@@ -415,14 +466,15 @@ def _execute(
                 f"case {case.id}: subject call failed after {answer.last_tries} try(s){calls}: {answer.error}"
             )
         output, misses, failures = answer.text, answer.misses, answer.policy_failures
-    run = CaseRun(
-        output=output,
-        policy_failures=failures,
-        replay_misses=misses,
-        tries=tries,
-        paid_tries=paid,
-        tool_call_ids=tuple(call_ids),
-    )
+    if agent is None:
+        run = CaseRun(
+            output=output,
+            policy_failures=failures,
+            replay_misses=misses,
+            tries=tries,
+            paid_tries=paid,
+            tool_call_ids=tuple(call_ids),
+        )
     assertions = case.assertions or ()
     judged = any(a.kind in _JUDGED for a in assertions) or (
         spec_case is not None and (spec_case.judge or spec_case.judge_fixture)
@@ -451,6 +503,229 @@ def _execute(
     )
 
 
+def _agent_of(case: LoadedCase, ctx: GateContext) -> Agent | None:
+    """The agent a case runs: its own `agent:` (pinned), else the build's, unless the case pins a model
+    subject (`subject:`) or a canned `output:`."""
+    spec_case = case.case
+    if spec_case is not None and spec_case.agent is not None:
+        return spec_case.agent
+    if spec_case is not None and (spec_case.subject is not None or spec_case.output is not None):
+        return None
+    return ctx.subject.agent if ctx.subject is not None else None
+
+
+def _agent_subject(case: LoadedCase, ctx: GateContext, agent: Agent) -> Subject:
+    """The agent with the model its calls are answered by: the case's script, its `subject:`'s model,
+    else the build's subject model."""
+    spec_case = case.case
+    if spec_case is not None and spec_case.model_fixture is not None:
+        return Subject(
+            model=f"{SCRIPT_PROVIDER}/{spec_case.model_fixture}", family=SCRIPT_PROVIDER, agent=agent
+        )
+    base = (spec_case.subject if spec_case else None) or ctx.subject
+    if base is None:
+        raise CaseError(f"case {case.id}: the agent has no model (no model_fixture and no build subject)")
+    return base.model_copy(update={"agent": agent})
+
+
+def _event_label(event: dict[str, Any]) -> str:
+    kind = str(event["type"])
+    if kind == "asked":
+        return f"asked:{event['kind']}"
+    if kind == "answered":
+        return f"answered:{event['decision']}"
+    if kind in ("tool_started", "effect_sent", "review_item"):
+        return f"{kind}:{event['tool']}"
+    if kind == "tool_finished":
+        return f"tool_finished:{event['tool']}:{event.get('outcome')}"
+    return kind
+
+
+def _asked_and_answered(events: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    out: list[dict[str, Any]] = []
+    for event in events:
+        if event["type"] == "asked":
+            out.append(
+                {
+                    "asked": event["kind"],
+                    **({"tool": event["tool"]} if "tool" in event else {}),
+                    "answered": None,
+                }
+            )
+        elif event["type"] == "answered" and out:
+            out[-1]["answered"] = event["decision"]
+    return tuple(out)
+
+
+def _agent_case(
+    case: LoadedCase,
+    ctx: GateContext,
+    scenario: Scenario,
+    build: str,
+    repeat: int,
+    gateway: ModelGateway,
+    engine: Engine,
+    journal: SpendJournal,
+    agent: Agent,
+    tmp: Path,
+) -> CaseRun:
+    """Run the agent as the capability track runs it (`Engine.agent_attempt`), its calls answered by
+    the case's model, its asks by the case's `interventions:`; after a scripted `kill_worker`, run the
+    attempt again (its paid calls answered from the journal, its `state_dir` kept), as a restarted
+    worker would. Raises CaseError when the attempt cannot be read as the agent's doing (an exhausted
+    script, a failed model call, an agent that failed on its own)."""
+    from eval_assets.engine import AttemptControl, subject_spec
+    from eval_assets.spend import AttemptRef, attempt_id, journal_url
+
+    spec_case = case.case
+    subject = _agent_subject(case, ctx, agent)
+    _require_local(subject.model, "the agent's model")
+    gateway.price(subject.model)
+    spec = subject_spec(subject, scenario, build=build, repeat=repeat, timeout_s=engine.settings.timeout_s)
+    ref = AttemptRef(build, scenario.id, repeat, "subject")
+    opener = ctx.hooks.get(REVIEW_QUEUE_HOOK)
+    # the review queue in the case's journal database (the wiring opens it: review/ is a floor above)
+    queue = opener(journal_url(tmp)) if opener is not None else None
+
+    def review(record: dict[str, Any]) -> None:
+        if queue is None:
+            raise CaseError(f"no review queue is wired into this suite run (hook {REVIEW_QUEUE_HOOK!r})")
+        queue.enqueue(build, scenario.id, repeat, record)
+
+    script = parse_interventions(spec_case.interventions if spec_case else [])
+    control = AttemptControl(script=script, review=review)
+    state_dir = tmp / "agent-state"
+    state_dir.mkdir(exist_ok=True)
+    clock = spec_case.clock if spec_case else DEFAULT_CLOCK
+    seed = (spec_case.seed if spec_case else None) or hashlib.sha256(case.id.encode()).hexdigest()[:16]
+    fields = {
+        "attempt_id": attempt_id(build, scenario.id, repeat),
+        "build": build,
+        "repeat": repeat,
+        "now": clock.astimezone(UTC).isoformat(),
+        "seed": seed,
+        "state_dir": str(state_dir),
+    }
+    kills = sum(1 for step in script if step.kind == "kill_worker")
+
+    async def attempts() -> list[Any]:
+        done = []
+        for _ in range(kills + 1):
+            agent_run = await engine.agent_attempt(agent, ref, scenario, spec, fields, control)
+            done.append(agent_run)
+            if agent_run.call.error_kind != "agent_killed":
+                break
+            control.restart()  # the restarted worker: the same attempt, its state_dir and its paid calls
+        return done
+
+    try:
+        runs = asyncio.run(attempts())
+        queued = queue.count(build) if queue is not None else 0
+    finally:
+        if queue is not None:
+            queue.close()
+    records = [c for r in runs for c in r.calls]
+    for record in records:
+        if record.error and "exhausted" in record.error:
+            raise CaseError(
+                f"case {case.id}: the model script is exhausted at call {record.index}: {record.error}"
+            )
+    unscripted = tuple(control.problems) + tuple(
+        f"scripted step never reached: {s}" for s in control.unreached()
+    )
+    final = runs[-1].call
+    if final.status != "ok" and not control.problems:  # an unscripted ask: the failure is the finding
+        raise CaseError(
+            f"case {case.id}: the agent's attempt ended {final.status}: {final.error_kind}: {final.error}"
+        )
+    invocations = control.tool_invocations()
+    return CaseRun(
+        output=final.text or "",
+        policy_failures=final.policy_failures or 0,
+        tries=sum(r.tries for r in records),
+        paid_tries=_paid_tries(journal, build),
+        tool_call_ids=tuple(str(c.get("id")) for r in records for c in r.tool_calls or []),
+        agent=True,
+        tool_calls=tuple(
+            {"name": i["tool"], "arguments": i["arguments"]} for i in invocations if i["started"]
+        ),
+        effects=tuple(
+            {"tool": i["tool"], "id": i["id"], "outcome": i["outcome"]}
+            for i in invocations
+            if i["effect_sent_at"]
+        ),
+        events=tuple(_event_label(e) for e in control.events),
+        interventions=_asked_and_answered(control.events),
+        review_items=queued,
+        told=tuple(
+            str(m.get("content"))
+            for r in records
+            for m in r.sent
+            if isinstance(m, dict) and m.get("role") == "tool"
+        ),
+        unscripted=unscripted,
+    )
+
+
+def _items_match(kind: str, expected: list[Any], actual: Sequence[dict[str, Any]], name: str) -> bool:
+    """Whether `actual` holds exactly the `expected` items in order (a bare name matches by name; a
+    mapping by each field it gives; `arguments` as JSON when given as a mapping)."""
+    if len(expected) != len(actual):
+        return False
+    for want, got in zip(expected, actual, strict=True):
+        want = {name: want} if isinstance(want, str) else want
+        for key, value in want.items():
+            have = got.get(key)
+            if key == "arguments" and isinstance(value, dict):
+                try:
+                    have = json.loads(have or "{}")
+                except ValueError:
+                    return False
+            if have != value:
+                return False
+    return True
+
+
+def _subsequence(wanted: Sequence[str], labels: Sequence[str]) -> str | None:
+    """None when `wanted` occurs in `labels` in order (each item matching a label equal to it or
+    starting with it and ':'); else the first item not found."""
+    position = 0
+    for item in wanted:
+        while position < len(labels) and not (
+            labels[position] == item or labels[position].startswith(item + ":")
+        ):
+            position += 1
+        if position == len(labels):
+            return item
+        position += 1
+    return None
+
+
+def _agent_failures(assertions: Sequence[Assertion], run: CaseRun) -> list[str]:
+    out = []
+    for a in assertions:
+        if a.kind == "effects" and not _items_match(a.kind, a.value, run.effects, "tool"):
+            out.append(f"{a.text()} — the agent reported effects {[e['tool'] for e in run.effects]}")
+        elif a.kind == "tool_calls" and not _items_match(a.kind, a.value, run.tool_calls, "name"):
+            out.append(
+                f"{a.text()} — the agent executed {[(c['name'], c['arguments']) for c in run.tool_calls]}"
+            )
+        elif a.kind == "event_order" and (missing := _subsequence(a.value, run.events)) is not None:
+            out.append(f"{a.text()} — no {missing!r} in order; the events were {list(run.events)}")
+        elif a.kind == "interventions" and not _items_match(a.kind, a.value, run.interventions, "asked"):
+            out.append(f"{a.text()} — asked and answered {list(run.interventions)}")
+        elif a.kind == "output_matches" and re.search(a.value, run.output) is None:
+            out.append(f"{a.text()} — the output does not match: {run.output[:200]!r}")
+        elif a.kind == "review_items" and run.review_items != a.value:
+            out.append(f"{a.text()} — {run.review_items} review item(s) were queued")
+        elif a.kind == "model_told" and not any(re.search(a.value, t) for t in run.told):
+            out.append(f"{a.text()} — the agent sent the model {[t[:120] for t in run.told]}")
+    if run.agent and not any(a.kind == "effects" for a in assertions) and run.effects:
+        out.append(f"effects: [] (unsaid) — the agent reported effects {[e['tool'] for e in run.effects]}")
+    out += [f"interventions: {line}" for line in run.unscripted]
+    return out
+
+
 def failed_assertions(assertions: Sequence[Assertion], run: CaseRun) -> list[str]:
     """One line per assertion that does not hold for `run`, in declaration order."""
     out = []
@@ -474,7 +749,7 @@ def failed_assertions(assertions: Sequence[Assertion], run: CaseRun) -> list[str
             out.append(f"{a.text()} — the score is {_score(run)}")
         elif a.kind == "score_at_most" and (run.score is None or run.score > a.value):
             out.append(f"{a.text()} — the score is {_score(run)}")
-    return out
+    return out + _agent_failures(assertions, run)
 
 
 def _score(run: CaseRun) -> str:
@@ -488,5 +763,8 @@ def case_outcome(case: LoadedCase, ctx: GateContext) -> Outcome:
     run = execute_case(case, ctx)
     failures = failed_assertions(case.assertions, run)
     if failures:
-        return Outcome.failed(f"{len(failures)} of {len(case.assertions)} assertion(s) failed", failures)
+        kinds = list(dict.fromkeys(f.split(":", 1)[0] for f in failures))
+        return Outcome.failed(  # the kinds first named: a release reason cut to one line still says which
+            f"{len(failures)} of {len(case.assertions)} assertion(s) failed ({', '.join(kinds)})", failures
+        )
     return Outcome.ok(f"{len(case.assertions)} assertion(s) hold")

@@ -31,12 +31,13 @@ kind's floors around whatever driver is named.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from eval_assets.config import ConfigError, Id, Problem, read_yaml, script_problems, validate_model
 
@@ -127,11 +128,26 @@ class CorpusGate(_GateFields):
 
 
 class CaseGate(_GateFields):
-    """Runs the case file `case` deterministically; its outcome must equal `expect`."""
+    """Runs the case file `case` deterministically; its outcome must equal `expect` (`error`: the case
+    must refuse to run, e.g. an exhausted model script)."""
 
     kind: Literal["case"]
     case: str = Field(min_length=1)
-    expect: Literal["pass", "fail"]
+    expect: Literal["pass", "fail", "error"]
+    error_matches: str | None = Field(
+        default=None, description="with `expect: error` (and only then): a regex the error's message must match"
+    )
+
+    @model_validator(mode="after")
+    def _error_named(self) -> CaseGate:
+        if (self.expect == "error") != (self.error_matches is not None):
+            raise ValueError("error_matches: give it exactly when expect is error (the error the case must raise)")
+        if self.error_matches is not None:
+            try:
+                re.compile(self.error_matches)
+            except re.error as exc:
+                raise ValueError(f"error_matches: not a regular expression: {exc}") from None
+        return self
 
     @field_validator("case")
     @classmethod

@@ -16,6 +16,7 @@ quarantined (`_quarantine`). Gates and tests run in registry order, one at a tim
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -189,6 +190,13 @@ def _run_gate(gate: Gate, suite: _Suite) -> GateResult:
                 "no trial count was reported" if outcome.trials is None else f"{outcome.trials} trial(s) ran"
             )
             return _result(gate, "fail", started, f"{ran}, fewer than min_trials {gate.min_trials}")
+    if isinstance(gate, CaseGate) and gate.expect == "error":
+        if status == "error" and re.search(str(gate.error_matches), outcome.message or ""):
+            return _result(gate, "pass", started, replace(outcome, message=f"an error as expected: {outcome.message}"))
+        got = "an error not matching it" if status == "error" else "it ran"
+        return _result(
+            gate, "fail", started, f"expected an error matching {gate.error_matches!r}, {got}: {outcome.message}"
+        )
     if isinstance(gate, CaseGate) and status != "error" and gate.expect == "fail":
         if status == "fail":
             return _result(

@@ -367,3 +367,34 @@ def submit(
     done = store.complete(item_id, reviewer, stored["score_id"])
     export(track, store, item.build)
     return SubmitResult(done, stored["score_id"], int(stored["appended"]), False)
+
+
+class UncertainEffects:
+    """The review queue at a journal URL, as an agent case uses it (`run_suite(hooks={"review_queue":
+    UncertainEffects})`): an invocation an agent reported `uncertain` becomes an `uncertain_effect`
+    item, first in the queue, for a person to check whether the effect happened."""
+
+    def __init__(self, url: str, claim_ttl_s: float = 3600.0) -> None:
+        self._store = ReviewStore(url, claim_ttl_s=claim_ttl_s)
+
+    def enqueue(self, build: str, scenario_id: str, repeat: int, record: dict[str, Any]) -> int:
+        key = json.dumps(
+            ["uncertain_effect", build, scenario_id, repeat, record["id"]], separators=(",", ":")
+        )
+        detail = f"{record['tool']} {record['id']}: outcome unknown ({record.get('detail') or 'no detail'})"
+        item = NewItem(
+            hashlib.sha256(key.encode()).hexdigest()[:16],
+            "uncertain_effect",
+            build,
+            "-",
+            scenario_id,
+            repeat,
+            detail,
+        )
+        return self._store.enqueue([item])
+
+    def count(self, build: str) -> int:
+        return sum(1 for i in self._store.items(build=build) if i.reason == "uncertain_effect")
+
+    def close(self) -> None:
+        self._store.close()

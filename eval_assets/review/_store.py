@@ -24,9 +24,10 @@ from eval_assets.redact import name_problem
 from eval_assets.spend import JournalError, journal_engine, journal_write
 
 TABLE_NAME = "review_items"
-Reason = Literal["parse_failed", "bridge_disagreement", "sample"]
-# Lower first: a verdict nobody could read, then where two judge versions disagree, then the sample.
-PRIORITY: dict[str, int] = {"parse_failed": 0, "bridge_disagreement": 1, "sample": 2}
+Reason = Literal["uncertain_effect", "parse_failed", "bridge_disagreement", "sample"]
+# Lower first: an effect an agent could not confirm (someone must check it), then a verdict nobody
+# could read, then where two judge versions disagree, then the sample.
+PRIORITY: dict[str, int] = {"uncertain_effect": -1, "parse_failed": 0, "bridge_disagreement": 1, "sample": 2}
 
 _METADATA = sa.MetaData()
 _ITEMS = sa.Table(
@@ -50,7 +51,7 @@ _ITEMS = sa.Table(
     sa.Column("score_id", sa.String, nullable=True),
     sa.CheckConstraint("state IN ('open', 'claimed', 'done')", name="ck_review_state"),
     sa.CheckConstraint(
-        "reason IN ('parse_failed', 'bridge_disagreement', 'sample')", name="ck_review_reason"
+        "reason IN ('uncertain_effect', 'parse_failed', 'bridge_disagreement', 'sample')", name="ck_review_reason"
     ),
     sa.Index("ix_review_items_pick", "state", "priority", "enqueued_at"),
     sa.Index("ix_review_items_build", "build"),

@@ -42,9 +42,9 @@ _COPY_TO = re.compile(r"\bC[O]PY\b[\s\S]*\bTO\b\s*['\"({?$]", re.IGNORECASE)
 # any statement asking for Parquet output: a COPY ... TO with the FORMAT option naming Parquet, and the like
 _FORMAT_PARQUET = re.compile(r"\bF[O]RMAT\s*[\s(=]\s*['\"]?PARQUET\b", re.IGNORECASE)
 # Modules whose dynamic import (a name only known at run time) refuses Dagster and the wiring itself
-# (gates/_registry.py's resolve_callable and engine/_agent.py's load_entrypoint, an agent's own code, each
+# (gates/_registry.py's resolve_callable and agent_worker.py's load_entrypoint, an agent's own code, each
 # pinned by a test); anywhere else in the domain it is a finding.
-GUARDED_DYNAMIC_IMPORTS = frozenset({"eval_assets/gates/_registry.py", "eval_assets/engine/_agent.py"})
+GUARDED_DYNAMIC_IMPORTS = frozenset({"eval_assets/gates/_registry.py", "eval_assets/agent_worker.py"})
 
 
 def _imports_orchestrator(name: str) -> bool:
