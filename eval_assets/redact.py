@@ -435,6 +435,12 @@ def _redact(text: str, values: re.Pattern[str] | None, pii: bool) -> str:
     return text
 
 
+def redaction_touched(text: str) -> bool:
+    """Whether `text` holds a mark the redaction leaves (`[redacted]`, or a personal-data mask): its
+    raw form is then not what is stored."""
+    return REDACTED in text or any(mask.marker in text for mask in PII_SHAPES)
+
+
 def redact_any(value: Any) -> Any:
     """`redact` applied to every string inside `value` (dicts, lists, tuples; keys too)."""
     return _redact_walk(value, _values_now(), _pii)

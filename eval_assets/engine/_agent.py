@@ -30,10 +30,11 @@ from typing import Any
 
 from eval_assets.canonical import canonical_json
 from eval_assets.config import Agent, Scenario
-from eval_assets.judging import policy_failures
+from eval_assets.judging import PolicyCheck, policy_texts
 from eval_assets.providers.gateway import CallSpec
 from eval_assets.redact import redact
 
+from ._replay import union_hits
 from ._results import CallResult
 
 AgentCall = Callable[[int, CallSpec], Awaitable[CallResult]]
@@ -151,6 +152,7 @@ class AgentSession:
     call: AgentCall
     records: list[AgentCallRecord] = field(default_factory=list)
     excluded_reason: str | None = None
+    policy_hits: list[frozenset[int] | None] = field(default_factory=list)  # each answered call's, raw
     _seen: int = 0  # messages of the previous request (what `sent` is counted from)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -278,6 +280,8 @@ class AgentEndpoint:
             result.tries,
         )
         session.records.append(record)
+        if result.status == "ok":
+            session.policy_hits.append(result.policy_hits)
         if result.status == "excluded":
             session.excluded_reason = result.excluded_reason or "a spend ceiling"
             return _error(429, "ceiling", f"spend ceiling: {session.excluded_reason}")
@@ -376,6 +380,7 @@ async def run_agent(
     call: AgentCall,
     *,
     search: tuple[str, ...] = (),
+    policy: PolicyCheck | None = None,
 ) -> AgentRun:
     """One attempt of an agent subject. Never raises for the agent's own failures (they are outcomes);
     raises `AgentUnreachable` when an HTTP agent cannot be connected to."""
@@ -426,8 +431,16 @@ async def run_agent(
             call_result = replace(summed, status="error", error_kind=failure[0], error=failure[1])
         else:
             assert result is not None
-            call_result = replace(  # stored redacted, as the gateway's answers are; policy on the raw output
-                summed, text=redact(result.output), policy_failures=policy_failures(result.output, scenario)
+            policy = policy or PolicyCheck(scenario)
+            # the policy over everything the attempt produced, raw: each model answer (checked as it
+            # was paid), and every text of the trajectory the agent made (what it sent back, output, notes)
+            raw = {"calls": [asdict(r) for r in records], "output": result.output, "notes": result.notes}
+            hits = union_hits([*session.policy_hits, policy.hits(policy_texts(raw, spec.messages))])
+            call_result = replace(  # stored redacted, as the gateway's answers are
+                summed,
+                text=redact(result.output),
+                policy_failures=None if hits is None else len(hits),
+                policy_hits=hits,
             )
         notes = redact(result.notes) if result is not None and result.notes is not None else None
         return AgentRun(call_result, records, notes)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
 import secrets
 import time
@@ -16,7 +15,7 @@ from typing import Literal
 from eval_assets import tracing
 from eval_assets.config import Bounds, BuildManifest, EngineSettings, Judge, Rubric, Scenario
 from eval_assets.fence import fence_nonce
-from eval_assets.judging import parse_verdict, policy_failures, policy_failures_stored
+from eval_assets.judging import PolicyCheck, parse_verdict, policy_failures_stored
 from eval_assets.providers.gateway import CallOutcome, CallSpec
 from eval_assets.spend import (
     AttemptRef,
@@ -149,6 +148,7 @@ class Engine:
                     error=cut,
                     reused=isinstance(outcome, Reused),
                     policy_failures=outcome.policy_failures,
+                    policy_hits=outcome.policy_hits,
                 )
             if isinstance(outcome, Reused):
                 if outcome.ok:
@@ -164,6 +164,7 @@ class Engine:
                         # refuses a reused turn whose calls the journal did not keep)
                         tool_calls=outcome.tool_calls,
                         policy_failures=outcome.policy_failures,
+                        policy_hits=outcome.policy_hits,
                     )
                 cost += outcome.cost_usd
                 last = outcome
@@ -194,6 +195,7 @@ class Engine:
                     outcome.latency_s,
                     tool_calls=outcome.tool_calls,
                     policy_failures=outcome.policy_failures,
+                    policy_hits=outcome.policy_hits,
                 )
             last = outcome
             if not outcome.retryable or try_no == self.settings.max_tries:
@@ -225,7 +227,7 @@ class Engine:
         spec = subject_spec(
             build.subject, scenario, build=build.id, repeat=repeat, timeout_s=self.settings.timeout_s
         )
-        policy = functools.partial(policy_failures, scenario=scenario)  # on the raw text, before redaction
+        policy = PolicyCheck(scenario)  # on the raw texts, before redaction
         trajectory = None
         if build.subject.agent is not None:  # the agent's own code; its calls come back through self.call
             if self._agents is None:
@@ -240,8 +242,9 @@ class Engine:
                 scenario,
                 replace(spec, metadata={**spec.metadata, "replay_calls": _recorded_calls(scenario)}),
                 self._agents,
-                lambda index, s: self.call(replace(ref, turn=index), s),
+                lambda index, s: self.call(replace(ref, turn=index), s, policy=policy),
                 search=self.agent_search,
+                policy=policy,
             )
             result, turns, misses = _bounded(agent_run.call, self.bounds), len(agent_run.calls), 0
             trajectory = agent_run.trajectory()
@@ -254,12 +257,13 @@ class Engine:
             result = await self.call(ref, spec, policy=policy)
             turns, misses = (1 if result.tries else 0), 0
         self.progress.tick(result)
+        digest: str | None = policy.digest
         if result.text is None:
             failures = 0
-        elif result.policy_failures is not None:
-            failures = result.policy_failures
-        else:  # reused from a journal row that did not keep the count: the raw text is gone
-            failures = policy_failures_stored(result.text, scenario)
+        elif result.policy_hits is not None:
+            failures = len(result.policy_hits)
+        else:  # reused, checked under another policy, and the raw text is gone: never a silent reuse
+            failures, digest = policy_failures_stored(result.text, scenario), None
         return SubjectResult(
             scenario,
             repeat,
@@ -269,6 +273,7 @@ class Engine:
             turns,
             misses,
             trajectory,
+            digest,
         )
 
     async def run_subjects(
