@@ -103,8 +103,13 @@ def _as_text(raw: bytes) -> str | None:
     return text if bad * 4 <= len(text) and len(text) - bad >= 4 else None
 
 
+def plain_form(text: str) -> str:
+    """`text` without invisible characters, NFKC-normalized (fullwidth and compatibility forms)."""
+    return unicodedata.normalize("NFKC", drop_invisible(text))
+
+
 def _plain(text: str) -> list[str]:
-    return [unicodedata.normalize("NFKC", drop_invisible(text))]
+    return [plain_form(text)]
 
 
 def _url(text: str) -> list[str]:
@@ -124,12 +129,17 @@ def _escape(m: re.Match[str]) -> str:
     return chr(code) if code <= 0x10FFFF else "\ufffd"
 
 
-def _json(text: str) -> list[str]:
+def unescaped(text: str) -> str:
+    """`text` with JSON and Python escapes decoded (`\\u002d`, `\\x41`, `\\n`, surrogate pairs)."""
     if "\\" not in text:
-        return []
+        return text
     decoded = _ESCAPE.sub(_escape, text)
     # escaped surrogate pairs (`\ud83d\ude00`) joined; a lone one becomes U+FFFD
-    return [decoded.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")]
+    return decoded.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _json(text: str) -> list[str]:
+    return [unescaped(text)] if "\\" in text else []
 
 
 def _html(text: str) -> list[str]:

@@ -72,7 +72,8 @@ def _stored_parts(text: str | None, tool_calls: list[Any] | None) -> list[str | 
     parts: list[str | None] = [text]
     for call in tool_calls or []:
         if isinstance(call, dict):  # the gateway's flat shape, or the wire shape with `function`
-            fields = call.get("function") if isinstance(call.get("function"), dict) else call
+            function = call.get("function")
+            fields: dict[str, Any] = function if isinstance(function, dict) else call
             parts += [str(fields.get("name") or ""), str(fields.get("arguments") or "")]
     return parts
 
