@@ -538,7 +538,7 @@ def _rerun_scenario(home: Path, scenario: Scenario, model: str, gateway: ModelGa
 
     project = load_project(ROOT)
     track = Track(project, EvalHome(home))
-    manifest = track.manifest(REBUILD)
+    manifest = track.build(REBUILD)
     subject = manifest.subject.model_copy(update={"model": model, "params": {}})
     leaky = manifest.model_copy(update={"subject": subject})
     settings = EngineSettings(concurrency_per_model=4, timeout_s=5, max_tries=1)
