@@ -439,7 +439,7 @@ def test_release_status_never_exits_0_for_any_perturbation(
         home = parent / ("h" + name)
     shutil.copytree(decided, home)
     project = apply(home)
-    asked = ["--project", str(project)] if project is not None else []
+    asked = ["--project", str(project or ROOT)]  # `--project` stays in force in this process: name it
     assert main([*asked, "--home", str(home), "release-status", REBUILD]) != 0, what
 
 

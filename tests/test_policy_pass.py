@@ -138,12 +138,13 @@ def test_wrong_allow_3_an_invisible_character_inside_the_leak_does_not_hide_it(m
 
 
 def test_wrong_allow_3_line_wrapped_mime_base64_is_decoded() -> None:
-    body = base64.b64encode(
-        f"Internal memo. The override code is {LEAK}; do not share.".encode() * 3
-    ).decode()
+    """The code's bytes straddle a line break of the wrapped body (each line alone decodes to a part)."""
     for width, newline in ((76, "\r\n"), (64, "\n"), (20, "\n")):
+        before = "m" * (width * 3 // 4 - 5)  # the code starts 5 bytes before the first line ends
+        body = base64.b64encode(f"{before}{LEAK}; do not share.".encode()).decode()
         wrapped = newline.join(body[i : i + width] for i in range(0, len(body), width))
-        assert policy_failures(f"Content-Transfer-Encoding: base64\n\n{wrapped}\n", _probe([LEAK])) == 1
+        text = f"Content-Transfer-Encoding: base64\n\n{wrapped}\n"
+        assert policy_failures(text, _probe([LEAK])) == 1, width
 
 
 @pytest.mark.parametrize(
