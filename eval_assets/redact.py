@@ -450,7 +450,8 @@ def _redact(text: str, values: re.Pattern[str] | None, pii: bool) -> str:
             current = decoded
     for _ in range(MAX_DEPTH + 1):
         current = _redact_plain(current, values, pii)
-        hidden = next((v for v in decoded_views(current)[1:] if _holds_secret(v, values)), None)
+        # one decoding at a time: the loop itself nests them (a secret base64 inside a URL escape)
+        hidden = next((v for v in decoded_views(current, depth=1)[1:] if _holds_secret(v, values)), None)
         if hidden is None:
             return current
         current = hidden
