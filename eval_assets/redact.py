@@ -46,13 +46,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval_assets.normalize import MAX_DEPTH, decoded_views, plain_form, unescaped
+
 REDACTED = "[redacted]"
 MIN_VALUE_CHARS = 8
 """Shorter environment or configured values are not redacted by value (they would hit ordinary text)."""
 
-SECRET_ENV_NAME = re.compile(r"(?i)KEY|TOKEN|SECRET|PASSW(?:OR)?D|CREDENTIAL|JWT|(?:^|_)PAT$|(?:^|_)AUTH$")
+CREDENTIAL_WORDS = r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH(?!ORS?(?:_|$))|JWT"
+"""The one rule for names that say they hold a credential: a name holding any of these words (PASS
+covers PASSWD, PASSWORD, PASSPHRASE; AUTH is not AUTHOR), case-insensitive."""
+
+SECRET_ENV_NAME = re.compile(rf"(?i){CREDENTIAL_WORDS}|(?:^|_)PAT$")
 """Environment variable names that say they hold a credential (`OPENAI_API_KEY`, `WATSONX_ZENAPIKEY`,
-`AWS_BEARER_TOKEN_BEDROCK`, `HCP_VAULT_APPROLE_SECRET_ID`, `CLARIFAI_PAT`, ...)."""
+`AWS_BEARER_TOKEN_BEDROCK`, `HCP_VAULT_APPROLE_SECRET_ID`, `CLARIFAI_PAT`, `DB_PASS`,
+`RT3_PASSPHRASE`, `BASIC_AUTH`, ...); litellm's own list (`litellm_credential_names`) besides."""
 
 SECRET_PARAM_NAME = re.compile(
     r"(?i)(?:^|_)(?:API_?KEY|KEY|ACCESS_?KEY|SECRET|SECRET_?KEY|TOKEN|PASSWORD|PASSWD|CREDENTIALS?|AUTH|JWT|PAT"
@@ -108,7 +115,7 @@ def pii_enabled() -> bool:
 _TOKEN = r"[A-Za-z0-9._~+/=-]"
 _VALUE = r"[A-Za-z0-9._~+/=!#$%^*|-]"
 _NAMES = (
-    r"(?:api[-_]?key|x-api-key|client[-_]?secret|secret(?:[-_]?access)?(?:[-_]?key)?|password|passwd"
+    r"(?:api[-_]?key|x-api-key|client[-_]?secret|secret(?:[-_]?access)?(?:[-_]?key)?|pass(?:word|wd|phrase)?"
     r"|access[-_]?token|auth[-_]?token|refresh[-_]?token|token|private[-_]?key)"
 )
 _NOT_DONE = rf"(?!{re.escape(REDACTED)})"
@@ -184,9 +191,13 @@ def _quoted_or_symbol(secret: str, keep: str) -> bool:
 SHAPES: tuple[Shape, ...] = (
     Shape(
         "a private key",
+        # any BEGIN-like line (`-----BEGIN RSA PRIVATE KEY-----`, `---- BEGIN SSH2 ENCRYPTED PRIVATE
+        # KEY ----`, `-----BEGIN PGP PRIVATE KEY BLOCK-----`) to its END; headers (`Proc-Type: ...`) too
         re.compile(
-            r"(?P<keep>-----BEGIN (?P<kind>[A-Z0-9 ]*)PRIVATE KEY-----)(?:\s|\\[nr])*(?:[A-Za-z0-9+/=\s]|\\[nr]){16,}?"
-            r"(?P<tail>(?:\s|\\[nr])*-----END (?P=kind)PRIVATE KEY-----|(?=[^A-Za-z0-9+/=\s\\]|\\(?![nr]))|\Z)"
+            r"(?P<keep>-{3,}+ ?BEGIN (?P<kind>[A-Z0-9 ]{0,64}?)PRIVATE KEY(?P<more>[A-Z ]{0,16}?) ?-{3,}+)"
+            r"(?:\s|\\[nr])*(?:[A-Za-z0-9+/=\s:,-]|\\[nr]){16,}?"
+            r"(?P<tail>(?:\s|\\[nr])*-{3,}+ ?END (?P=kind)PRIVATE KEY(?P=more) ?-{3,}+"
+            r"|(?=[^A-Za-z0-9+/=\s\\:,-]|\\(?![nr]))|\Z)"
         ),
     ),
     # userinfo: any character but whitespace, quotes, angle brackets and `@` (so `$`, `{`, `}`, `/` too)
@@ -425,6 +436,35 @@ def _redact_short(text: str, values: re.Pattern[str] | None, pii: bool) -> str:
 
 
 def _redact(text: str, values: re.Pattern[str] | None, pii: bool) -> str:
+    """The text decoded as the policy checks decode it wherever that shows a credential, then
+    redacted (`_redact_plain`): invisible characters and compatibility forms, then JSON escapes,
+    are decoded first when the decoded text holds a credential (a key with U+200B or `\\u002d`
+    inside, a PEM block split by an invisible character: the whole secret is found, not a part);
+    then, while a decoded view of the redacted text (`normalize.decoded_views`: URL, HTML,
+    quoted-printable, hex, base64, nested) still holds one, that view is redacted in its place, to
+    the decoding bound; a text that still hides one after it is stored as `[redacted]`."""
+    current = text
+    for decode in (plain_form, unescaped):
+        decoded = decode(current)
+        if decoded != current and _holds_secret(decoded, values):
+            current = decoded
+    for _ in range(MAX_DEPTH + 1):
+        current = _redact_plain(current, values, pii)
+        # one decoding at a time: the loop itself nests them (a secret base64 inside a URL escape)
+        hidden = next((v for v in decoded_views(current, depth=1)[1:] if _holds_secret(v, values)), None)
+        if hidden is None:
+            return current
+        current = hidden
+    return REDACTED
+
+
+def _holds_secret(text: str, values: re.Pattern[str] | None) -> bool:
+    return (values is not None and values.search(text) is not None) or any(
+        shape.search(text) is not None for shape in SHAPES
+    )
+
+
+def _redact_plain(text: str, values: re.Pattern[str] | None, pii: bool) -> str:
     if values is not None:
         text = values.sub(REDACTED, text)
     for shape in SHAPES:
@@ -433,6 +473,12 @@ def _redact(text: str, values: re.Pattern[str] | None, pii: bool) -> str:
         for mask in PII_SHAPES:
             text = mask.sub(text)
     return text
+
+
+def redaction_touched(text: str) -> bool:
+    """Whether `text` holds a mark the redaction leaves (`[redacted]`, or a personal-data mask): its
+    raw form is then not what is stored."""
+    return REDACTED in text or any(mask.marker in text for mask in PII_SHAPES)
 
 
 def redact_any(value: Any) -> Any:
@@ -455,9 +501,12 @@ def findings(text: str, *, values: Iterable[tuple[str, str]] | None = None) -> l
     """What in `text` would be redacted, each kind once: shape labels (in `SHAPES` order), then the
     sources of matched values (`values`: (value, source) pairs; default `secret_values()`). Never
     the matched text itself."""
-    found = list(dict.fromkeys(shape.label for shape in SHAPES if shape.search(text)))
+    views = decoded_views(text)  # what the redaction decodes, findings decode
+    found = list(dict.fromkeys(shape.label for shape in SHAPES if any(shape.search(v) for v in views)))
     pairs = secret_values().items() if values is None else values
-    found += sorted({source for value, source in pairs if any(form in text for form in encodings(value))})
+    found += sorted(
+        {source for value, source in pairs if any(form in v for form in encodings(value) for v in views)}
+    )
     return found
 
 

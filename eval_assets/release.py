@@ -28,6 +28,7 @@ from eval_assets.config import BuildManifest
 from eval_assets.evidence import CheckedDecision, DecisionDamaged, capture, check_decision
 from eval_assets.evidence import decision_versions as versions_to_decide
 from eval_assets.human_scores import agreement_markdown
+from eval_assets.judging import policy_digest
 from eval_assets.present import (
     board_markdown,
     check_description,
@@ -252,6 +253,34 @@ def _policy_fallback(track: Track, build: str) -> list[Evidence]:
     return [CheckSuiteEvidence("policy", (outcome,))]
 
 
+def _policy_in_force(track: Track, manifest: BuildManifest) -> list[Evidence]:
+    """Attempts with output not checked under the policy now in force (their recorded digest differs:
+    a policy edited since, and a re-check that could not be made because a redaction or a cut
+    touched the stored text) block, named: a check under another policy is never reused silently."""
+    digests = {s.id: policy_digest(s) for s in track.scenarios_for(manifest)}
+    frame = track.warehouse.query(
+        "SELECT scenario_id, repeat, policy_digest FROM scenario_runs "
+        "WHERE build = ? AND output IS NOT NULL ORDER BY 1, 2",
+        [manifest.id],
+    )
+    stale = [
+        f"{r.scenario_id}#{int(r.repeat)}"
+        for r in frame.itertuples()
+        if not isinstance(r.policy_digest, str) or digests.get(str(r.scenario_id)) != r.policy_digest
+    ]
+    if not stale:
+        return []
+    shown = ", ".join(stale[:20]) + (f" and {len(stale) - 20} more" if len(stale) > 20 else "")
+    outcome = CheckOutcome(
+        "policy_in_force",
+        False,
+        f"{len(stale)} attempts with output were not checked under the policy in force (checked under "
+        f"another, and their stored text cannot be re-checked): {shown}; pay them again "
+        f"(`evaltrack run --build {manifest.id} --fresh`)",
+    )
+    return [CheckSuiteEvidence("policy", (outcome,))]
+
+
 def decision_versions(track: Track, manifest: BuildManifest) -> list[str]:
     """Judge versions whose reports a release decision combines: the build's active versions."""
     return versions_to_decide(track.project, manifest)
@@ -296,6 +325,7 @@ def make_decision(
         except Exception as exc:  # fail closed: a report that cannot compute never allows  # noqa: BLE001
             evidence.append(_Refused(jv, f"the report could not be computed: {type(exc).__name__}: {exc}"))
             evidence.extend(_policy_fallback(track, build))
+    evidence.extend(_policy_in_force(track, manifest))
     evidence.extend(extra)
     decision = decide(evidence)
     exemptions = [e for jv in versions for e in exemptions_in_force(track, manifest, jv)]

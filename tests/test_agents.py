@@ -27,7 +27,7 @@ from eval_assets.engine import (
     parse_agent_result,
 )
 from eval_assets.providers.gateway import ModelGateway
-from eval_assets.spend import Ceilings, SpendPath, open_journal
+from eval_assets.spend import Ceilings, SpendPath, open_journal, read_payload
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = str(Path(__file__).resolve().parent)
@@ -130,7 +130,8 @@ def test_streamed_calls_answer_the_same_text_as_the_journal_holds(project: Proje
     result = attempt(eng, manifest({"entrypoint": "agent_fixtures:streams"}), PLAIN, project)
 
     (row,) = eng.spend.journal.rows()
-    assert result.call.status == "ok" and result.call.text == row.payload and "Answer to" in row.payload
+    journaled, _ = read_payload(row.payload)  # the text, in the envelope that keeps the policy checks
+    assert result.call.status == "ok" and result.call.text == journaled and "Answer to" in (journaled or "")
 
 
 def test_http_agent_gets_the_task_as_json_and_its_calls_go_through_the_endpoint(

@@ -8,8 +8,12 @@ Every test perturbs a copy of it and asks `release-status` in-process.
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
 import shutil
 import string
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,15 +22,17 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shared import changed_manifest, current_file, edit_in_place, record_one_gate_suite
+from shared import ROOT, changed_manifest, current_file, edit_in_place, record_one_gate_suite
 
 from eval_assets import release
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.cli import main
-from eval_assets.config import RESERVED_IDS, Policy, Project, Scenario, id_problem
+from eval_assets.config import RESERVED_IDS, Policy, Project, Scenario, id_problem, load_project
 from eval_assets.home import EvalHome
 from eval_assets.judging import policy_failures
+from eval_assets.providers import ModelScript
+from eval_assets.providers.gateway import ModelGateway
 from eval_assets.redact import redact
 
 JUDGE = "helpfulness-v1"
@@ -351,6 +357,11 @@ INPUTS = (
 )
 
 
+Perturbation = tuple[str, Callable[[Path], Path | None]]
+"""(what, apply(home)): `apply` perturbs the home; it returns the project directory `release-status`
+is asked under when the perturbation edited a copy of the configuration (None: this checkout)."""
+
+
 @st.composite
 def perturbations(draw: st.DrawFn) -> tuple[str, Callable[[Path], None]]:
     family = draw(st.sampled_from(["edit", "delete-file", "registry", "manifest", "pattern-home"]))
@@ -396,12 +407,31 @@ def perturbations(draw: st.DrawFn) -> tuple[str, Callable[[Path], None]]:
     )
 
 
+def _project_copy(target: Path) -> Path:
+    """A copy of this checkout's configuration (what `release-status --project` reads) at `target`."""
+    for part in ("evaltrack.yaml", "scenarios", "rubrics", "judges"):
+        source = ROOT / part
+        target.mkdir(exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, target / part)
+    return target
+
+
+FAMILIES: tuple[st.SearchStrategy[Perturbation], ...] = (
+    # damage to the decided home (issue 24): a copy and a status, 0.2 s; drawn 4 times in 6
+    *[perturbations()] * 4,
+    # issue 45 (a run and a decision each, about 4 s): a leak in any turn or tool argument, any form;
+    # the policy edited after the run
+    st.deferred(lambda: policy_leaks()),
+    st.deferred(lambda: policies_edited_after_the_run()),
+)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(perturbation=perturbations(), name=st.text(alphabet="[]?*{}ab", min_size=1, max_size=6))
+@given(perturbation=st.one_of(FAMILIES), name=st.text(alphabet="[]?*{}ab", min_size=1, max_size=6))
 def test_release_status_never_exits_0_for_any_perturbation(
     decided: Path,
     tmp_path_factory: pytest.TempPathFactory,
-    perturbation: tuple[str, Callable[[Path], None]],
+    perturbation: Perturbation,
     name: str,
 ) -> None:
     what, apply = perturbation
@@ -411,8 +441,9 @@ def test_release_status_never_exits_0_for_any_perturbation(
         shutil.copytree(decided, parent / "home")  # an intact sibling a glob could reach
         home = parent / ("h" + name)
     shutil.copytree(decided, home)
-    apply(home)
-    assert status(home, REBUILD) != 0, what
+    project = apply(home)
+    asked = ["--project", str(project or ROOT)]  # `--project` stays in force in this process: name it
+    assert main([*asked, "--home", str(home), "release-status", REBUILD]) != 0, what
 
 
 @settings(max_examples=200, deadline=None)
@@ -444,3 +475,153 @@ def test_a_forbidden_string_in_any_context_and_encoding_is_counted_on_the_raw_te
     scenario = _probe({"forbidden_strings": [code]})
     raw = f"{before} {label}{sep}{shown} {after}"
     assert policy_failures(raw, scenario) == 1, raw
+
+
+# --- families of issue 45: a leak in any turn or tool argument, a policy edited after the run ----------
+# (each a strategy of its own, drawn by `test_release_status_never_exits_0_for_any_perturbation`)
+
+LEAK_SCENARIO, LEAK = "support.refund-policy", "NW-OVR-2291"  # the scenario forbids the code
+
+
+def _json_escaped(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" if not c.isalnum() else c for c in text)
+
+
+def _mime(text: str) -> str:
+    encoded = base64.b64encode(f"note: {text} (keep it)".encode() * 4).decode()
+    return "\n".join(encoded[i : i + 20] for i in range(0, len(encoded), 20))
+
+
+def _invisible(mark: str) -> Callable[[str], str]:
+    return lambda text: mark.join(text)
+
+
+LEAK_FORMS: dict[str, Callable[[str], str]] = {
+    "plain": lambda t: t,
+    "lower": str.lower,
+    "fullwidth": lambda t: "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in t),
+    "confusable": lambda t: t.replace("O", "\u041e").replace("N", "\u039d"),  # Cyrillic O, Greek Nu
+    "url": lambda t: urllib.parse.quote(t, safe=""),
+    "json": _json_escaped,
+    "html": lambda t: "".join(f"&#x{ord(c):x};" for c in t),
+    "quoted-printable": lambda t: "".join(f"={ord(c):02X}" for c in t),
+    "hex": lambda t: t.encode().hex(),
+    "base64": lambda t: base64.b64encode(f" {t} ".encode()).decode(),
+    "base64-url-glued": lambda t: "ref" + base64.urlsafe_b64encode(f"~{t}~".encode()).decode().rstrip("="),
+    "base64-mime": _mime,
+    "url-in-base64": lambda t: base64.b64encode(urllib.parse.quote(t, safe="").encode()).decode(),
+    **{
+        f"U+{ord(mark):04X}": _invisible(mark)
+        for mark in "\u200b\u2066\u2069\u034f\u061c\ufe0f\U000e0041\u180b\u17b4\u3164\u115f\u2800"
+    },
+}
+
+
+def _leaking_script(turns: int, at: int, where: str, shown: str) -> ModelScript:
+    """A scripted subject: `turns` turns, the leak in turn `at` (in its text, or in a tool call's
+    arguments), every other turn clean, the last a clean answer."""
+    body: list[dict[str, Any]] = []
+    for turn in range(1, turns):
+        text = f"Checking ({shown})." if turn == at and where == "text" else "Checking."
+        query = shown if turn == at and where == "arguments" else "NW-51877"
+        call = {"id": f"call_{turn}", "function": {"name": "lookup_order", "arguments": json.dumps({"q": query})}}
+        body.append({"text": text, "tool_calls": [call]})
+    body.append({"text": "Your refund is on its way; nothing else to share."})
+    return ModelScript.model_validate({"turns": body})
+
+
+def _rerun_scenario(home: Path, scenario: Scenario, model: str, gateway: ModelGateway) -> None:
+    """Pay the rebuild's attempts of `scenario` again (a fresh generation) with subject `model`
+    through the real engine and spend path, store them in place of the scenario's rows, judge the
+    build again, and decide it again: what `run` does, for one scenario."""
+    from eval_assets.capability.rows import scenario_run_rows
+    from eval_assets.config import EngineSettings
+    from eval_assets.engine import Engine
+    from eval_assets.spend import SpendPath
+
+    project = load_project(ROOT)
+    track = Track(project, EvalHome(home))
+    manifest = track.build(REBUILD)
+    subject = manifest.subject.model_copy(update={"model": model, "params": {}})
+    leaky = manifest.model_copy(update={"subject": subject})
+    settings = EngineSettings(concurrency_per_model=4, timeout_s=5, max_tries=1)
+    engine = Engine(SpendPath(track.journal, gateway, run_id="leak"), settings=settings)
+    results = asyncio.run(engine.run_subjects(leaky, [scenario], generation=track.next_generation(REBUILD)))
+    kept = track.warehouse.query(
+        "SELECT * EXCLUDE (run_id, written_at) FROM scenario_runs WHERE build = ? AND scenario_id <> ?",
+        [REBUILD, scenario.id],
+    ).to_dict("records")
+    rows = kept + scenario_run_rows(manifest, results)
+    track.warehouse.write_partition("scenario_runs", {"build": REBUILD}, rows, "leak-runs")
+    materialize_judge_verdicts(track, REBUILD, JUDGE, "leak-verdicts")
+    decide(track, REBUILD, "leak-decision")
+
+
+@st.composite
+def policy_leaks(draw: st.DrawFn) -> tuple[str, Callable[[Path], None]]:
+    """The forbidden string placed in any turn's text or tool call's arguments, in any form the
+    policy's normalization promises to see through, every later turn clean."""
+    turns = draw(st.integers(min_value=2, max_value=4))
+    at = draw(st.integers(min_value=1, max_value=turns - 1))
+    where = draw(st.sampled_from(["text", "arguments"]))
+    form = draw(st.sampled_from(sorted(LEAK_FORMS)))
+    script = _leaking_script(turns, at, where, LEAK_FORMS[form](LEAK))
+
+    def apply(home: Path) -> None:
+        project = load_project(ROOT)
+        base = project.scenarios[LEAK_SCENARIO]
+        assert LEAK in base.policy.forbidden_strings
+        with_tools = Scenario.model_validate(
+            {
+                **base.model_dump(mode="json", exclude_none=True),
+                "max_turns": turns,
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "lookup_order",
+                            "description": "Look up an order.",
+                            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+                        },
+                    }
+                ],
+            }
+        )
+        gateway = ModelGateway({"script/leak": (0.0, 0.0)}, scripts=lambda _name: script)
+        _rerun_scenario(home, with_tools, "script/leak", gateway)
+
+    return f"leak {form} in turn {at} of {turns} ({where})", apply
+
+
+@st.composite
+def policies_edited_after_the_run(draw: st.DrawFn) -> tuple[str, Callable[[Path], None]]:
+    """After the rebuild's calls were paid and decided, a forbidden string that some stored output of
+    a drawn scenario holds is added to that scenario's policy; `run` then reuses every settled call."""
+    index = draw(st.integers(min_value=0, max_value=1 << 16))
+    start = draw(st.integers(min_value=0, max_value=1 << 16))
+    size = draw(st.integers(min_value=4, max_value=24))
+
+    def apply(home: Path) -> Path:
+        track = Track(load_project(ROOT), EvalHome(home))
+        outputs = track.warehouse.query(
+            "SELECT scenario_id, output FROM scenario_runs WHERE build = ? AND output IS NOT NULL "
+            "AND trim(output) <> '' ORDER BY scenario_id, repeat",
+            [REBUILD],
+        )
+        row = outputs.iloc[index % len(outputs)]
+        text = str(row["output"])
+        at = start % max(1, len(text) - size)
+        forbidden = text[at : at + size].strip() or text.strip()
+        copy = _project_copy(home.parent / "project")
+        path = next(p for p in (copy / "scenarios").rglob("*.yaml") if yaml.safe_load(p.read_text())["id"] == row["scenario_id"])
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        policy = dict(data.get("policy") or {})
+        policy["forbidden_strings"] = [*policy.get("forbidden_strings", []), forbidden]
+        path.write_text(yaml.safe_dump({**data, "policy": policy}), encoding="utf-8")
+        edited = Track(load_project(copy), EvalHome(home))
+        materialize_scenario_runs(edited, REBUILD, "edited-runs")  # every settled call reused
+        materialize_judge_verdicts(edited, REBUILD, JUDGE, "edited-verdicts")
+        decide(edited, REBUILD, "edited-decision")
+        return copy
+
+    return f"policy edited after the run (output #{index}, at {start}, {size} chars)", apply

@@ -57,6 +57,19 @@ class Scripted(ModelGateway):
         return self.outcomes.pop(0)
 
 
+class Checks:
+    """A policy (the `Policy` protocol) that finds `found` in whatever it is given, under `digest`,
+    and records each list of texts it was asked about."""
+
+    def __init__(self, found: frozenset[int] = frozenset(), digest: str = "sha256:policy-a"):
+        self.found, self.digest = found, digest
+        self.seen: list[list[str | None]] = []
+
+    def hits(self, texts: Any) -> frozenset[int]:
+        self.seen.append(list(texts))
+        return self.found
+
+
 def ok(text: str = "an answer", **fields: Any) -> CallOutcome:
     return CallOutcome(True, text, 11, 7, 0.0025, 0.1, **fields)
 
@@ -92,12 +105,11 @@ def test_a_paid_answer_is_journaled_settled_with_its_cost_tokens_and_text(journa
 def test_a_rerun_reads_a_settled_answer_back_with_its_cost_tokens_tool_calls_and_policy_count(
     journal: SpendJournal,
 ) -> None:
-    call(
-        journal, Scripted(ok("the answer", tool_calls=TOOL_CALLS)), policy=lambda raw: raw.count("answer") + 2
-    )
+    call(journal, Scripted(ok("the answer", tool_calls=TOOL_CALLS)), policy=Checks(frozenset({0, 1, 2})))
     gateway = Scripted()
+    later = Checks(frozenset({5}))
 
-    reread = call(journal, gateway, run_id="r2", policy=lambda raw: 99)
+    reread = call(journal, gateway, run_id="r2", policy=later)
 
     assert reread == Reused(
         ok=True,
@@ -110,8 +122,37 @@ def test_a_rerun_reads_a_settled_answer_back_with_its_cost_tokens_tool_calls_and
         retryable=False,
         tool_calls=TOOL_CALLS,
         policy_failures=3,
+        policy_hits=frozenset({0, 1, 2}),
+        policy_digest="sha256:policy-a",
     )
-    assert gateway.calls == 0
+    assert gateway.calls == 0 and later.seen == []  # checked under this very policy: not checked again
+
+
+def test_a_reused_answer_checked_under_another_policy_is_checked_again_or_is_unknown(
+    journal: SpendJournal, tmp_path: Path
+) -> None:
+    """A check is bound to the policy it ran under: a policy edited after the call was paid is
+    applied to the stored text when it is the raw text (nothing redacted), else the check is
+    unknown (None), never the old count."""
+    call(journal, Scripted(ok("the answer", tool_calls=TOOL_CALLS)), policy=Checks())
+    edited = Checks(frozenset({0}), digest="sha256:policy-b")
+
+    reread = call(journal, Scripted(), run_id="r2", policy=edited)
+
+    assert isinstance(reread, Reused)
+    assert (reread.policy_hits, reread.policy_failures, reread.policy_digest) == (
+        frozenset({0}),
+        1,
+        "sha256:policy-b",
+    )
+    assert edited.seen == [["the answer", "lookup", "{}"]]  # the text and each tool call's name and arguments
+
+    touched = open_journal(f"sqlite:///{tmp_path / 'touched.sqlite'}")
+    call(touched, Scripted(ok("key [redacted] here")), policy=Checks())
+    unknown = call(touched, Scripted(), run_id="r2", policy=Checks(frozenset({0}), digest="sha256:policy-b"))
+    touched.close()
+    assert isinstance(unknown, Reused)
+    assert (unknown.policy_hits, unknown.policy_failures, unknown.policy_digest) == (None, None, None)
 
 
 def test_a_rerun_reads_a_paid_failure_back_with_its_cost_and_kind_not_as_a_free_retryable_try(
@@ -181,14 +222,12 @@ def test_a_reservation_over_a_ceiling_is_refused_with_the_figures_and_nothing_is
 def test_the_policy_checks_run_on_the_raw_text_and_an_answer_over_the_cap_is_journaled_cut(
     journal: SpendJournal,
 ) -> None:
-    seen: list[str] = []
-    answer = ok("x" * 40, raw_text="RAW " + "x" * 40)
+    policy = Checks(frozenset({0}))
+    answer = ok("x" * 40, raw_text="RAW " + "x" * 40, raw_tool_calls=("lookup", '{"q": "RAW"}'))
 
-    outcome = call(
-        journal, Scripted(answer), policy=lambda raw: seen.append(raw) or 1, path={"max_output_bytes": 10}
-    )
+    outcome = call(journal, Scripted(answer), policy=policy, path={"max_output_bytes": 10})
 
-    assert seen == ["RAW " + "x" * 40]
+    assert policy.seen == [["RAW " + "x" * 40, "lookup", '{"q": "RAW"}']]
     assert outcome.policy_failures == 1
     assert outcome.text == "x" * 10 + "\n[evaltrack: output cut at 10 of 40 bytes (bounds.max_output_bytes)]"
     (row,) = journal.rows(build="b1")
@@ -198,23 +237,23 @@ def test_the_policy_checks_run_on_the_raw_text_and_an_answer_over_the_cap_is_jou
 def test_without_a_raw_text_the_policy_checks_run_on_the_text_and_without_text_on_nothing(
     journal: SpendJournal, tmp_path: Path
 ) -> None:
-    seen: list[str] = []
-    call(journal, Scripted(ok("plain")), policy=lambda raw: seen.append(raw) or 0)
+    policy = Checks()
+    call(journal, Scripted(ok("plain")), policy=policy)
     tools_only = open_journal(f"sqlite:///{tmp_path / 'tools.sqlite'}")
-    call(tools_only, Scripted(ok(None, tool_calls=TOOL_CALLS)), policy=lambda raw: seen.append(raw) or 0)
+    call(tools_only, Scripted(ok(None, tool_calls=TOOL_CALLS)), policy=policy)
     tools_only.close()
-    assert seen == ["plain", ""]  # a tool-call turn without text: the checks see empty text
+    assert policy.seen == [["plain"], ["", "lookup", "{}"]]  # a tool-call turn: empty text, and its calls
 
 
 def test_a_failed_call_is_neither_policy_checked_nor_cut(journal: SpendJournal) -> None:
-    seen: list[str] = []
+    policy = Checks()
     outcome = call(
         journal,
         Scripted(failure("InternalServerError", "boom", retryable=True)),
-        policy=lambda raw: seen.append(raw) or 0,
+        policy=policy,
         path={"max_output_bytes": 1},
     )
-    assert seen == [] and outcome.policy_failures is None and outcome.text is None
+    assert policy.seen == [] and outcome.policy_failures is None and outcome.text is None
 
 
 def test_preflight_refuses_a_run_with_an_unpriced_model_before_any_call(journal: SpendJournal) -> None:
@@ -290,12 +329,14 @@ def test_tool_calls_and_a_policy_count_are_journaled_in_a_tagged_envelope_and_re
     }
     assert read_payload(payload) == ("t", TOOL_CALLS)
 
-    counted = journal_payload(ok("t", policy_failures=2))
+    counted = journal_payload(ok("t", policy_failures=2, policy_hits=frozenset({3, 1})), "sha256:p")
     assert counted is not None
     assert json.loads(counted.removeprefix(ENVELOPE_TAG)) == {
         "text": "t",
         "tool_calls": None,
         "policy_failures": 2,
+        "policy_hits": [1, 3],
+        "policy_digest": "sha256:p",
     }
 
 

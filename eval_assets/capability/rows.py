@@ -91,6 +91,7 @@ def scenario_run_rows(
             "status": r.call.status,
             "output": r.call.text,
             "policy_failures": r.policy_failures,
+            "policy_digest": r.policy_digest,
             "cost_usd": r.call.cost_usd,
             "prompt_tokens": r.call.prompt_tokens,
             "completion_tokens": r.call.completion_tokens,

@@ -35,11 +35,12 @@ from eval_assets.agent_protocol import AgentResult, AgentShapeError, AgentTask, 
 from eval_assets.agent_worker import load_entrypoint
 from eval_assets.canonical import canonical_json
 from eval_assets.config import Agent, Scenario
-from eval_assets.judging import policy_failures
+from eval_assets.judging import PolicyCheck, policy_texts
 from eval_assets.providers.gateway import CallSpec
 from eval_assets.redact import redact
 
 from ._control import AttemptControl, ControlError
+from ._replay import union_hits
 from ._results import CallResult
 
 __all__ = [
@@ -98,6 +99,7 @@ class AgentSession:
     control: AttemptControl = field(default_factory=AttemptControl)
     records: list[AgentCallRecord] = field(default_factory=list)
     excluded_reason: str | None = None
+    policy_hits: list[frozenset[int] | None] = field(default_factory=list)  # each answered call's, raw
     _seen: int = 0  # messages of the previous request (what `sent` is counted from)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -278,6 +280,8 @@ class AgentEndpoint:
         )
         session.records.append(record)
         session.control.model_call(index, result.status, result.tool_calls)
+        if result.status == "ok":
+            session.policy_hits.append(result.policy_hits)
         if result.status == "excluded":
             session.excluded_reason = result.excluded_reason or "a spend ceiling"
             return _error(429, "ceiling", f"spend ceiling: {session.excluded_reason}")
@@ -383,6 +387,7 @@ async def run_agent(
     *,
     search: tuple[str, ...] = (),
     control: AttemptControl | None = None,
+    policy: PolicyCheck | None = None,
 ) -> AgentRun:
     """One attempt of an agent subject. Never raises for the agent's own failures (they are outcomes);
     raises `AgentUnreachable` when an HTTP agent cannot be connected to.
@@ -442,8 +447,16 @@ async def run_agent(
             call_result = replace(summed, status="error", error_kind=failure[0], error=failure[1])
         else:
             assert result is not None
-            call_result = replace(  # stored redacted, as the gateway's answers are; policy on the raw output
-                summed, text=redact(result.output), policy_failures=policy_failures(result.output, scenario)
+            policy = policy or PolicyCheck(scenario)
+            # the policy over everything the attempt produced, raw: each model answer (checked as it
+            # was paid), and every text of the trajectory the agent made (what it sent back, output, notes)
+            raw = {"calls": [asdict(r) for r in records], "output": result.output, "notes": result.notes}
+            hits = union_hits([*session.policy_hits, policy.hits(policy_texts(raw, spec.messages))])
+            call_result = replace(  # stored redacted, as the gateway's answers are
+                summed,
+                text=redact(result.output),
+                policy_failures=None if hits is None else len(hits),
+                policy_hits=hits,
             )
         session.control.finished(result.output if result is not None and failure is None else None)
         notes = redact(result.notes) if result is not None and result.notes is not None else None

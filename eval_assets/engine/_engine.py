@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import random
 import secrets
@@ -18,7 +17,7 @@ from typing import Any, Literal
 from eval_assets import tracing
 from eval_assets.config import Agent, Bounds, BuildManifest, EngineSettings, Judge, Rubric, Scenario
 from eval_assets.fence import fence_nonce
-from eval_assets.judging import parse_verdict, policy_failures, policy_failures_stored
+from eval_assets.judging import PolicyCheck, parse_verdict, policy_failures_stored
 from eval_assets.providers.gateway import CallOutcome, CallSpec
 from eval_assets.spend import (
     AttemptRef,
@@ -152,6 +151,7 @@ class Engine:
                     error=cut,
                     reused=isinstance(outcome, Reused),
                     policy_failures=outcome.policy_failures,
+                    policy_hits=outcome.policy_hits,
                 )
             if isinstance(outcome, Reused):
                 if outcome.ok:
@@ -167,6 +167,7 @@ class Engine:
                         # refuses a reused turn whose calls the journal did not keep)
                         tool_calls=outcome.tool_calls,
                         policy_failures=outcome.policy_failures,
+                        policy_hits=outcome.policy_hits,
                     )
                 cost += outcome.cost_usd
                 last = outcome
@@ -197,6 +198,7 @@ class Engine:
                     outcome.latency_s,
                     tool_calls=outcome.tool_calls,
                     policy_failures=outcome.policy_failures,
+                    policy_hits=outcome.policy_hits,
                 )
             last = outcome
             if not outcome.retryable or try_no == self.settings.max_tries:
@@ -228,7 +230,7 @@ class Engine:
         spec = subject_spec(
             build.subject, scenario, build=build.id, repeat=repeat, timeout_s=self.settings.timeout_s
         )
-        policy = functools.partial(policy_failures, scenario=scenario)  # on the raw text, before redaction
+        policy = PolicyCheck(scenario)  # on the raw texts, before redaction
         trajectory = None
         if build.subject.agent is not None:  # the agent's own code; its calls come back through self.call
             attempt = attempt_id(build.id, scenario.id, repeat)
@@ -244,6 +246,7 @@ class Engine:
                     "now": datetime.now(UTC).isoformat(timespec="seconds"),
                     "seed": hashlib.sha256(f"{attempt}/{generation}".encode()).hexdigest()[:16],
                 },
+                policy=policy,
             )
             result, turns, misses = _bounded(agent_run.call, self.bounds), len(agent_run.calls), 0
             trajectory = agent_run.trajectory()
@@ -256,12 +259,13 @@ class Engine:
             result = await self.call(ref, spec, policy=policy)
             turns, misses = (1 if result.tries else 0), 0
         self.progress.tick(result)
+        digest: str | None = policy.digest
         if result.text is None:
             failures = 0
-        elif result.policy_failures is not None:
-            failures = result.policy_failures
-        else:  # reused from a journal row that did not keep the count: the raw text is gone
-            failures = policy_failures_stored(result.text, scenario)
+        elif result.policy_hits is not None:
+            failures = len(result.policy_hits)
+        else:  # reused, checked under another policy, and the raw text is gone: never a silent reuse
+            failures, digest = policy_failures_stored(result.text, scenario), None
         return SubjectResult(
             scenario,
             repeat,
@@ -271,6 +275,7 @@ class Engine:
             turns,
             misses,
             trajectory,
+            digest,
         )
 
     async def agent_attempt(
@@ -281,21 +286,24 @@ class Engine:
         spec: CallSpec,
         task_fields: dict[str, Any],
         control: AttemptControl | None = None,
+        policy: PolicyCheck | None = None,
     ) -> AgentRun:
         """One run of an agent under `ref`: its model calls through this engine's endpoint, each call
         `i` under `ref` with turn `i` (the one spend path). The capability track and the cases both
         run agents through here; `control` answers its asks (a case's script; None: nobody does)."""
         if self._agents is None:
             self._agents = AgentEndpoint()
+        checks = policy or PolicyCheck(scenario)  # on the raw texts of every call and the result
         return await run_agent(
             agent,
             task_fields,
             scenario,
             replace(spec, metadata={**spec.metadata, "replay_calls": _recorded_calls(scenario)}),
             self._agents,
-            lambda index, s: self.call(replace(ref, turn=index), s),
+            lambda index, s: self.call(replace(ref, turn=index), s, policy=checks),
             search=self.agent_search,
             control=control,
+            policy=checks,
         )
 
     async def run_subjects(

@@ -9,7 +9,7 @@ through the spend path, each turn under its own key; a gate case calls the gatew
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -90,6 +90,16 @@ class ReplayRun:
     last_tries: int = 0
 
 
+def union_hits(parts: Iterable[frozenset[int] | None]) -> frozenset[int] | None:
+    """The forbidden strings found in any part of an attempt; None when any part's check is unknown."""
+    found: set[int] = set()
+    for hits in parts:
+        if hits is None:
+            return None
+        found |= hits
+    return frozenset(found)
+
+
 TurnCall = Callable[[int, CallSpec], Awaitable[CallResult]]
 """Makes the model call of one turn (1-based) of the replay loop; the engine's goes through the spend path."""
 
@@ -123,6 +133,7 @@ async def replay_loop(scenario: Scenario, spec: CallSpec, call_turn: TurnCall) -
     def done(
         status: Literal["ok", "error", "excluded"], text: str | None, last: CallResult, **why: Any
     ) -> ReplayRun:
+        hits = union_hits(r.policy_hits for r in spent if r.status == "ok")  # every turn, not the last alone
         call = CallResult(
             status,
             text,
@@ -135,7 +146,8 @@ async def replay_loop(scenario: Scenario, spec: CallSpec, call_turn: TurnCall) -
             error=why.get("error", last.error),
             excluded_reason=last.excluded_reason,
             reused=all(r.reused for r in spent),
-            policy_failures=last.policy_failures if text is not None else None,
+            policy_failures=len(hits) if text is not None and hits is not None else None,
+            policy_hits=hits if text is not None else None,
         )
         return ReplayRun(call, sum(1 for r in spent if r.tries), replay.misses, tuple(messages), last.tries)
 

@@ -29,6 +29,7 @@ class CallResult:
     reused: bool = False
     tool_calls: list[dict[str, Any]] | None = None
     policy_failures: int | None = None  # the policy checks on the raw text (None: no text, or not kept)
+    policy_hits: frozenset[int] | None = None  # which forbidden strings, under the policy in force (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class SubjectResult:
     turns: int = 1  # turns with a model call made (replay loop); a single call: 1 (0 if excluded)
     replay_misses: int = 0  # tool calls the recording did not hold
     trajectory: dict[str, Any] | None = None  # an agent subject's calls as the endpoint saw them (raw)
+    policy_digest: str | None = None  # the policy its output was checked under (None: not under the one in force)
 
     def stored(self) -> StoredAttempt:
         """The attempt as `scenario_runs` stores it, before the stopped-scenario rule: what a judge scores."""

@@ -43,7 +43,6 @@ error, never a silent skip.
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import json
 import re
@@ -73,7 +72,7 @@ from eval_assets.config import (
     validate_model,
 )
 from eval_assets.fence import fence_nonce
-from eval_assets.judging import parse_verdict, policy_failures, policy_failures_stored
+from eval_assets.judging import PolicyCheck, parse_verdict, policy_failures, policy_failures_stored
 from eval_assets.providers import LOCAL_PROVIDERS, SCRIPT_PROVIDER
 
 from ._outcome import GateContext, Outcome
@@ -329,7 +328,7 @@ async def _subject_answer(engine: Engine, ref: AttemptRef, scenario: Scenario, s
     without is a single call."""
     from eval_assets.engine import replay_loop
 
-    policy = functools.partial(policy_failures, scenario=scenario)
+    policy = PolicyCheck(scenario)
     if scenario.tools:
         run = await replay_loop(
             scenario, spec, lambda turn, s: engine.call(replace(ref, turn=turn), s, policy=policy)
@@ -352,8 +351,8 @@ async def _subject_answer(engine: Engine, ref: AttemptRef, scenario: Scenario, s
         )
         return _Answer(None, misses, result.tries, call_ids, why, turns=turns, last_tries=last_tries)
     failures = (
-        result.policy_failures
-        if result.policy_failures is not None
+        len(result.policy_hits)
+        if result.policy_hits is not None
         else policy_failures_stored(result.text, scenario)
     )
     return _Answer(result.text, misses, result.tries, call_ids, "", failures, turns, last_tries)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import json
 import logging
 import math
 import time
@@ -130,7 +131,11 @@ class CallOutcome:
     raw_text: str | None = field(default=None, repr=False, compare=False)
     """The answer as the model wrote it, before redaction: in memory only, for the policy checks (never
     journaled, stored, logged or traced; `text` is what is kept)."""
-    policy_failures: int | None = None  # the policy checks' count on `raw_text` (set by the spend path)
+    raw_tool_calls: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    """Each tool call's function name and arguments as the model wrote them: in memory only, for the
+    policy checks, like `raw_text`."""
+    policy_failures: int | None = None  # the policy checks' count on the raw answer (set by the spend path)
+    policy_hits: frozenset[int] | None = None  # which forbidden strings (set by the spend path)
     finish_reason: str | None = None  # the answer's finish reason ("stop", "length", "tool_calls"), if given
 
 
@@ -235,6 +240,18 @@ def _walked_message(message: Any) -> dict[str, Any]:
                 )
     walked = redact_any(raw)
     return walked if isinstance(walked, dict) else {}
+
+
+def _raw_tool_call_texts(calls: Any) -> list[str]:
+    """The function name and arguments of each raw tool call (objects or dicts), unredacted."""
+    out: list[str] = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
+        for part in ("name", "arguments"):
+            value = function.get(part) if isinstance(function, dict) else getattr(function, part, None)
+            if value is not None:
+                out.append(value if isinstance(value, str) else json.dumps(value, default=str))
+    return out
 
 
 ScriptSource = Callable[[str], ModelScript]
@@ -355,6 +372,7 @@ class ModelGateway:
                 for tc in message["tool_calls"]
             ]
         content = message.get("content")
+        raw_calls = getattr(response.choices[0].message, "tool_calls", None) or []
         return CallOutcome(
             ok=True,
             text=str(content) if content is not None else "",
@@ -366,6 +384,7 @@ class ModelGateway:
             cost_usd=self.cost(spec.model, prompt_tokens, completion_tokens),
             latency_s=time.perf_counter() - started,
             tool_calls=tool_calls,
+            raw_tool_calls=tuple(_raw_tool_call_texts(raw_calls)),
             finish_reason=str(finish_reason) if finish_reason else None,
         )
 

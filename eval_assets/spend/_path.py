@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eval_assets.clock import utc_now
 
@@ -49,10 +49,48 @@ class Reused:
     retryable: bool
     tool_calls: list[dict[str, Any]] | None = None  # a tool-call turn's calls (replay loop)
     policy_failures: int | None = None  # counted on the raw text when it was paid; None: not kept (older row)
+    policy_hits: frozenset[int] | None = None  # which forbidden strings; None: not known under the policy in force
+    policy_digest: str | None = None  # the policy the count was made under (None: an older row)
 
 
-Policy = Callable[[str], int]
-"""The policy checks of the attempt a call belongs to: raw answer text -> number of failures."""
+class Policy(Protocol):
+    """The policy checks of the attempt a call belongs to (`judging.PolicyCheck`)."""
+
+    digest: str
+
+    def hits(self, texts: Iterable[str | None]) -> frozenset[int]: ...
+
+
+def recheckable(text: str | None) -> bool:
+    """Whether a stored text is the raw text it was made from: nothing redacted, nothing cut."""
+    from eval_assets.redact import redaction_touched
+
+    return text is None or (not redaction_touched(text) and cut_reason(text) is None)
+
+
+def _stored_parts(text: str | None, tool_calls: list[Any] | None) -> list[str | None]:
+    parts: list[str | None] = [text]
+    for call in tool_calls or []:
+        if isinstance(call, dict):  # the gateway's flat shape, or the wire shape with `function`
+            function = call.get("function")
+            fields: dict[str, Any] = function if isinstance(function, dict) else call
+            parts += [str(fields.get("name") or ""), str(fields.get("arguments") or "")]
+    return parts
+
+
+def _policy_on_reuse(reused: Reused, policy: Policy) -> Reused:
+    """A reused answer's check, bound to the policy in force: kept when it was made under it; else
+    made again on the stored text when that is the raw text (nothing redacted or cut); else unknown
+    (`policy_hits` None), never the old count passed off as a check under this policy."""
+    if reused.policy_digest == policy.digest and reused.policy_hits is not None:
+        return reused
+    parts = _stored_parts(reused.text, reused.tool_calls)
+    if all(recheckable(p) for p in parts):
+        hits = policy.hits(parts)
+        return dataclasses.replace(
+            reused, policy_hits=hits, policy_failures=len(hits), policy_digest=policy.digest
+        )
+    return dataclasses.replace(reused, policy_hits=None, policy_failures=None, policy_digest=None)
 
 
 class SpendPath:
@@ -106,7 +144,8 @@ class SpendPath:
             return Refused(reason=reason, ceiling=decision.ceiling)
         if not decision.is_new:
             if decision.row.status in ("settled", "failed"):
-                return _reused(decision.row)  # an earlier run paid for this try: read it back
+                reused = _reused(decision.row)  # an earlier run paid for this try: read it back
+                return _policy_on_reuse(reused, policy) if reused.ok and policy is not None else reused
             # reserved by a run that died before settling: the provider may have been paid; the
             # reservation keeps counting against the ceilings, and this try is not made again. Its
             # cost is what was settled for it: nothing (stored costs are settled costs).
@@ -121,9 +160,11 @@ class SpendPath:
                 True,
             )
         outcome = await self.gateway.call(spec)
-        if outcome.ok and policy is not None:
+        if outcome.ok and policy is not None:  # every raw text of the answer: content, tool calls
             raw = outcome.raw_text if outcome.raw_text is not None else outcome.text
-            outcome = dataclasses.replace(outcome, policy_failures=policy(raw or ""))
+            calls = outcome.raw_tool_calls or _stored_parts(None, outcome.tool_calls)[1:]
+            hits = policy.hits([raw or "", *calls])
+            outcome = dataclasses.replace(outcome, policy_failures=len(hits), policy_hits=hits)
         if outcome.ok and outcome.text is not None and self.max_output_bytes is not None:
             # bounds.max_output_bytes: the journal (and everything after it) keeps a cut text with a marker
             outcome = dataclasses.replace(outcome, text=cut_output(outcome.text, self.max_output_bytes))
@@ -136,7 +177,7 @@ class SpendPath:
             cost_usd=outcome.cost_usd,
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
-            payload=journal_payload(outcome),
+            payload=journal_payload(outcome, policy.digest if policy is not None else None),
             error=error,
             now=self.clock(),
         )
@@ -172,10 +213,11 @@ TOOL_CALLS_TAG = "[tool_calls] "  # read only: payloads journaled before the env
 ENVELOPE_TAG = "[evaltrack-call/2] "
 
 
-def journal_payload(outcome: CallOutcome) -> str | None:
+def journal_payload(outcome: CallOutcome, policy_digest: str | None = None) -> str | None:
     """What the journal keeps of a settled call so a later run can reuse it: the (redacted) text, and
-    for a tool-call turn the calls too, and the policy checks' count on the raw text. Plain text when
-    there is nothing but text; else an envelope tagged so it cannot be mistaken for plain text."""
+    for a tool-call turn the calls too, and the policy checks on the raw text (the count, which
+    forbidden strings, and the digest of the policy they ran under). Plain text when there is
+    nothing but text; else an envelope tagged so it cannot be mistaken for plain text."""
     if not outcome.ok:
         return None
     if not outcome.tool_calls and outcome.policy_failures is None:
@@ -183,6 +225,9 @@ def journal_payload(outcome: CallOutcome) -> str | None:
     envelope: dict[str, Any] = {"text": outcome.text, "tool_calls": outcome.tool_calls or None}
     if outcome.policy_failures is not None:
         envelope["policy_failures"] = outcome.policy_failures
+    if outcome.policy_hits is not None and policy_digest is not None:
+        envelope["policy_hits"] = sorted(outcome.policy_hits)
+        envelope["policy_digest"] = policy_digest
     return ENVELOPE_TAG + json.dumps(envelope, sort_keys=True)
 
 
@@ -193,14 +238,14 @@ def read_payload(payload: str | None) -> tuple[str | None, list[Any] | None]:
     return text, tool_calls
 
 
-def _envelope(payload: str | None) -> tuple[str | None, list[Any] | None, int | None]:
-    """(text, tool calls, policy count on the raw text) of a stored payload; the count is None for a
-    payload journaled before it was kept."""
+def _envelope(payload: str | None) -> tuple[str | None, list[Any] | None, dict[str, Any]]:
+    """(text, tool calls, policy fields) of a stored payload; the policy fields (`policy_failures`,
+    `policy_hits`, `policy_digest`) are absent from a payload journaled before they were kept."""
     for tag in (ENVELOPE_TAG, TOOL_CALLS_TAG):
         if payload is not None and payload.startswith(tag):
             envelope = json.loads(payload.removeprefix(tag))
-            return envelope["text"], envelope["tool_calls"], envelope.get("policy_failures")
-    return payload, None, None
+            return envelope["text"], envelope["tool_calls"], envelope
+    return payload, None, {}
 
 
 def _reused(row: JournalRow) -> Reused:
@@ -209,6 +254,7 @@ def _reused(row: JournalRow) -> Reused:
     retryable = error.startswith(RETRYABLE_TAG)
     kind, _, message = error.removeprefix(RETRYABLE_TAG).partition(": ")
     text, tool_calls, policy = _envelope(row.payload if ok else None)
+    hits = policy.get("policy_hits")
     return Reused(
         ok=ok,
         text=text,
@@ -219,5 +265,7 @@ def _reused(row: JournalRow) -> Reused:
         error=None if ok else message,
         retryable=retryable,
         tool_calls=tool_calls,
-        policy_failures=policy,
+        policy_failures=policy.get("policy_failures"),
+        policy_hits=frozenset(int(h) for h in hits) if isinstance(hits, list) else None,
+        policy_digest=policy.get("policy_digest"),
     )

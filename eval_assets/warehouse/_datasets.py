@@ -50,6 +50,8 @@ DATASETS: dict[str, Dataset] = {
                 ("status", "VARCHAR"),
                 ("output", "VARCHAR"),
                 ("policy_failures", "INTEGER"),
+                # the digest of the policy the attempt was checked under (NULL: under none in force)
+                ("policy_digest", "VARCHAR"),
                 ("cost_usd", "DOUBLE"),
                 ("prompt_tokens", "INTEGER"),
                 ("completion_tokens", "INTEGER"),
