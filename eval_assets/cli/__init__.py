@@ -462,6 +462,7 @@ def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
 
     from eval_assets.home import default_home
     from eval_assets.redact import redact, without_traceback
+    from eval_assets.safe_write import check_target
 
     first = " ".join(without_traceback(str(exc)).split())[:500]
     line = redact(f"internal error: {type(exc).__name__}: {first}")
@@ -471,6 +472,7 @@ def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
         root = Path(home).resolve() if home else default_home()
         log = root / "logs" / "debug.log"
         log.parent.mkdir(parents=True, exist_ok=True)
+        check_target(log)  # appending to a FIFO would block, to a symlink write elsewhere
         with log.open("a", encoding="utf-8") as out:
             out.write(redact("".join(traceback.format_exception(exc))) + "\n")
     except OSError as why:
