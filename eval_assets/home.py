@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eval_assets.safe_write import write_file
+from eval_assets.safe_write import check_target, write_file
 
 if TYPE_CHECKING:
     from eval_assets.config import InstanceSettings
@@ -227,6 +227,7 @@ class EvalHome:
                     os.link(tmp, path)
             finally:
                 os.unlink(tmp)
+        check_target(path)  # reading a FIFO would block
         text = path.read_bytes()
         try:
             secret = bytes.fromhex(text.decode("ascii"))

@@ -33,7 +33,7 @@ from eval_assets.config import (
 )
 from eval_assets.providers import ModelScript
 from eval_assets.redact import findings, redact
-from eval_assets.safe_write import write_file
+from eval_assets.safe_write import UnsafeTarget, check_target, write_file
 
 from ._cases import LoadedCase, load_case
 
@@ -148,6 +148,10 @@ def record_script(
     try:
         target = script_file(root, name)
     except ValueError as exc:
+        raise RecordRefused(str(exc)) from None
+    try:  # before anything is paid: a FIFO, device, directory or symlink there is never written
+        check_target(target)
+    except UnsafeTarget as exc:
         raise RecordRefused(str(exc)) from None
     if target.exists() and not force:
         raise RecordRefused(
