@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from eval_assets import exit_codes
 from eval_assets.cli.build_commands import cmd_build_add
@@ -152,8 +152,8 @@ class _Parser(argparse.ArgumentParser):
     help_exit_code = 0
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(exit_codes.USAGE, f"{self.prog}: error: {message}\n")
+        line = " ".join(message.split())  # one line, whatever the message held
+        self.exit(exit_codes.USAGE, f"{self.prog}: error: {line} (see {self.prog} --help)\n")
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         super().exit(self.help_exit_code if status == 0 else status, message)
@@ -185,9 +185,46 @@ class _OldSpelling(argparse.Action):
 
 
 def _old_spelling(
-    p: argparse.ArgumentParser, old: str, new: str, dest: str, value: str | None = None
+    p: argparse.ArgumentParser,
+    old: str,
+    new: str,
+    dest: str,
+    value: str | None = None,
+    checked: Callable[[str], object] | None = None,
 ) -> None:
-    p.add_argument(old, dest=dest, action=_OldSpelling, new=new, value=value, help=argparse.SUPPRESS)
+    """`old`, hidden, storing into `dest`; `checked`: the new option's type, so the old spelling is
+    checked the same way."""
+    extra: dict[str, Any] = {} if checked is None else {"type": checked}
+    p.add_argument(old, dest=dest, action=_OldSpelling, new=new, value=value, help=argparse.SUPPRESS, **extra)
+
+
+def id_arg(text: str) -> str:
+    """An argument that names a build, judge name or judge version: the one id grammar
+    (`config.id_problem`), refused as a usage error naming the argument."""
+    from eval_assets.config import id_problem  # the grammar alone (config is imported by every command)
+
+    if (problem := id_problem(text)) is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def count_arg(text: str) -> int:
+    """A whole number 0 or more (a milestone): `-1`, `1.5` or `x` is a usage error."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (0 to 2**63 - 1)")
+    return value
+
+
+def port_arg(text: str) -> int:
+    """A TCP port, 1 to 65535."""
+    value = count_arg(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a TCP port (1 to 65535)")
+    return value
 
 
 def _utc_day(text: str) -> date:
@@ -269,12 +306,18 @@ def _build_parser() -> argparse.ArgumentParser:
     add.set_defaults(func=cmd_build_add)
     run = sub.add_parser("run", help="materialize everything for one build")
     run.add_argument(
-        "--build", required=True, help="a registered build id (`evaltrack build add FILE` first)"
+        "--build",
+        required=True,
+        type=id_arg,
+        help="a registered build id (`evaltrack build add FILE` first)",
     )
     run.add_argument(
-        "--judge-version", dest="judge_version", help="one judge version (default: every active version)"
+        "--judge-version",
+        dest="judge_version",
+        type=id_arg,
+        help="one judge version (default: every active version)",
     )
-    _old_spelling(run, "--judge", "--judge-version", "judge_version")
+    _old_spelling(run, "--judge", "--judge-version", "judge_version", checked=id_arg)
     run.add_argument(
         "--fresh", action="store_true", help="pay again with new attempt keys instead of reusing settled ones"
     )
@@ -297,14 +340,16 @@ def _build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser(
         "report", help="a build's self-contained HTML report: decision, reports, scenarios, transcripts"
     )
-    report.add_argument("build", help="a registered build id")
+    report.add_argument("build", type=id_arg, help="a registered build id")
     report.add_argument("--html", required=True, type=Path, metavar="FILE", help="where to write the page")
     report.set_defaults(func=_report)
     cmp = sub.add_parser("compare", help="capability report between two builds under one judge version")
-    cmp.add_argument("--baseline", required=True)
-    cmp.add_argument("--candidate", required=True)
-    cmp.add_argument("--judge-version", dest="judge_version", help="judge version, e.g. helpfulness-v1")
-    _old_spelling(cmp, "--judge", "--judge-version", "judge_version")
+    cmp.add_argument("--baseline", required=True, type=id_arg)
+    cmp.add_argument("--candidate", required=True, type=id_arg)
+    cmp.add_argument(
+        "--judge-version", dest="judge_version", type=id_arg, help="judge version, e.g. helpfulness-v1"
+    )
+    _old_spelling(cmp, "--judge", "--judge-version", "judge_version", checked=id_arg)
     cmp.set_defaults(func=_compare)
     trajectory = sub.add_parser("trajectory", help="trajectory export → converted cases").add_subparsers(
         dest="trajectory_command", required=True
@@ -319,9 +364,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "--judge-name",
         dest="judge_name",
         default="helpfulness",
+        type=id_arg,
         help="judge name of every case (default: helpfulness)",
     )
-    _old_spelling(convert, "--judge", "--judge-name", "judge_name")
+    _old_spelling(convert, "--judge", "--judge-name", "judge_name", checked=id_arg)
     convert.add_argument("--suite", default="converted", help="suite of every case (default: converted)")
     convert.set_defaults(func=_trajectory_convert)
     judges = sub.add_parser("judges", help="judge registry").add_subparsers(
@@ -355,7 +401,7 @@ def _build_parser() -> argparse.ArgumentParser:
         dest="review_command", required=True
     )
     fill = review.add_parser("fill", help="queue failed verdicts, bridge disagreements and the seeded sample")
-    fill.add_argument("--build", help="one build (default: every registered build)")
+    fill.add_argument("--build", type=id_arg, help="one build (default: every registered build)")
     nxt = review.add_parser(
         "next", help="claim one item exclusively and show it (exit 1: nothing open / taken)"
     )
@@ -377,7 +423,7 @@ def _build_parser() -> argparse.ArgumentParser:
     release.add_argument("item")
     release.add_argument("--reviewer", required=True)
     listing = review.add_parser("list", help="the queue's items and their state")
-    listing.add_argument("--build")
+    listing.add_argument("--build", type=id_arg)
     for command in (fill, nxt, submit, release, listing):
         command.set_defaults(func=_review)
     gates = sub.add_parser("gates", help="the deterministic suite (gates/)").add_subparsers(
@@ -389,7 +435,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     grun.add_argument("--manifest", help="a build manifest file (its milestone and subject)")
     _old_spelling(grun, "--build", "--manifest", "manifest")
-    grun.add_argument("--milestone", type=int, help="a milestone (no build, no subject)")
+    grun.add_argument("--milestone", type=count_arg, help="a milestone (no build, no subject)")
     grun.add_argument("--only", action="append", help="run only this id (repeatable)")
     grun.add_argument("--exclude", action="append", help="leave this id out (repeatable)")
     grun.add_argument(
@@ -422,13 +468,20 @@ def _build_parser() -> argparse.ArgumentParser:
         help="calibrate --to against --from on the same stored outputs; exit 0 published, 1 not published "
         "or refused, 4 failed",
     )
-    brun.add_argument("--from", dest="from_version", required=True, help="the older judge version")
     brun.add_argument(
-        "--to", dest="to_version", required=True, help="the version that declares bridges_from it"
+        "--from", dest="from_version", required=True, type=id_arg, help="the older judge version"
+    )
+    brun.add_argument(
+        "--to",
+        dest="to_version",
+        required=True,
+        type=id_arg,
+        help="the version that declares bridges_from it",
     )
     brun.add_argument(
         "--builds",
         nargs="+",
+        type=id_arg,
         help="builds to bridge over (default: the judge file's bridge_builds, else the newest 3)",
     )
     _format_option(brun, "text", "markdown", "json")
@@ -436,7 +489,9 @@ def _build_parser() -> argparse.ArgumentParser:
     trend = sub.add_parser(
         "trend", help="draw and print the score trend over the registered builds (splices, intervals, breaks)"
     )
-    trend.add_argument("--judge", help="a judge version or judge name (default: every active version)")
+    trend.add_argument(
+        "--judge", type=id_arg, help="a judge version or judge name (default: every active version)"
+    )
     _format_option(trend, "text", "markdown", "json")
     trend.set_defaults(func=_trend)
     spend = sub.add_parser(
@@ -445,11 +500,11 @@ def _build_parser() -> argparse.ArgumentParser:
     spend.add_argument(
         "--day", type=_utc_day, help="the UTC day YYYY-MM-DD whose total is shown (default: today)"
     )
-    spend.add_argument("--build", help="only this build's suites, and its scenarios")
+    spend.add_argument("--build", type=id_arg, help="only this build's suites, and its scenarios")
     _format_option(spend, "text", "json")
     spend.set_defaults(func=_spend)
     ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
-    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--port", type=port_arg, default=3000)
     ui.set_defaults(func=_ui)
     return p
 
