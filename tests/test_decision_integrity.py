@@ -594,3 +594,46 @@ def test_release_status_never_exits_0_for_a_decision_copied_from_another_build(
     shutil.copytree(decided, home)
     apply(home)
     assert status(home, BASE) != 0, what
+
+
+# --- a closed stdout is not an internal error ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("build", "code"), [(REBUILD, 0), (BASE, 2)])
+def test_a_closed_stdout_keeps_the_decisions_exit_code(
+    copy_home: Callable[[str], Path], project: Project, build: str, code: int
+) -> None:
+    """`evaltrack release-status B | head -1` with the reader gone before anything is printed (the read
+    end closed before the command starts: no race): before, exit 4 on the broken pipe, even for an allow."""
+    import os
+    import subprocess
+    import sys
+
+    home = copy_home("home")
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [
+                str(Path(sys.executable).with_name("evaltrack")),
+                "--project",
+                str(project.root),
+                "--home",
+                str(home),
+                "release-status",
+                build,
+            ],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == code, done.stderr
+    assert (
+        "internal error" not in done.stderr
+        and "Traceback" not in done.stderr
+        and "BrokenPipe" not in done.stderr
+    )

@@ -535,16 +535,60 @@ def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
     return f"{line} (detail in {log})"
 
 
+class _ClosedPipeTolerant:
+    """stdout for one command: once its reader has gone (`evaltrack release-status B | head -1`), what is
+    left to print is dropped, so the exit code stays the command's own (a decision's) instead of an
+    internal error; the descriptor is pointed at /dev/null so nothing fails at the interpreter's exit."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return int(self._inner.write(text))
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._inner.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def _gone(self) -> None:
+        import os
+
+        self.reader_gone = True
+        try:
+            fd = self._inner.fileno()
+        except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+            return
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The `evaltrack` command; `argv` None: this process is the command (its arguments from sys.argv)."""
     args = parser().parse_args(argv)
     set_command_process(argv is None)
+    stdout = sys.stdout
+    sys.stdout = _ClosedPipeTolerant(stdout)  # type: ignore[assignment]
     try:
         return int(args.func(args))
     except Exception as exc:  # anything a command did not turn into its own outcome
         print(one_line_error(exc, debug=bool(getattr(args, "debug", False)), home=args.home), file=sys.stderr)
         return EXIT_INTERNAL_ERROR
     finally:
+        sys.stdout.flush()
+        sys.stdout = stdout
         if is_command_process():
             # the process exits next: its heap (Dagster, pandas, the project, a run's rows) frozen, the
             # interpreter's exit skips a full collection of it (~1.4 s after a 1000 x 5 run)
