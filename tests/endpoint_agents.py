@@ -40,3 +40,8 @@ async def raises_empty(task: Any) -> Any:
 async def sleeps(task: Any) -> Any:
     await asyncio.sleep(30)
     return {"output": "late"}
+
+
+async def surrogate(task: Any) -> Any:
+    """Answers with text that is not valid UTF-8: a lone surrogate in its output and its notes."""
+    return {"output": "refund approved \ud800 for order 7", "notes": "note \udfff"}

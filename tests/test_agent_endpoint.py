@@ -622,3 +622,66 @@ def test_an_entry_point_in_dagster_or_the_wiring_is_refused(entrypoint: str) -> 
         str(raised.value)
         == f"{entrypoint}: an agent entry point is never Dagster or the track's Dagster wiring"
     )
+
+
+def write_agent_module(directory: Path, name: str) -> None:
+    """A module on no import path yet: only the search directories can find it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.py").write_text(
+        "async def run(task):\n    return {'output': 'found in ' + task.scenario_id}\n", encoding="utf-8"
+    )
+
+
+def test_an_entry_point_module_is_found_in_the_search_directories_off_sys_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the search directory added is undone after
+    write_agent_module(tmp_path / "project", "agent_off_path_one")
+    assert str(tmp_path / "project") not in sys.path
+    fn = load_entrypoint("agent_off_path_one:run", (str(tmp_path / "project"),))
+    assert fn.__name__ == "run" and str(tmp_path / "project") in sys.path
+
+
+def test_an_attempt_imports_its_agent_from_the_search_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    write_agent_module(tmp_path / "project", "agent_off_path_two")
+
+    async def go() -> Any:
+        return await run_agent(
+            Agent.model_validate({"entrypoint": "agent_off_path_two:run"}),
+            {"attempt_id": "att-1", "build": "b1", "repeat": 1},
+            scenario(),
+            SPEC,
+            AgentEndpoint(),
+            Calls(),
+            search=(str(tmp_path / "project"),),
+        )
+
+    run = asyncio.run(go())
+    assert (run.call.status, run.call.text) == ("ok", "found in probe")
+
+
+def test_an_entry_point_names_one_function_after_the_first_colon() -> None:
+    with pytest.raises(AttributeError):  # module endpoint_agents, attribute "plays:extra"
+        load_entrypoint("endpoint_agents:plays:extra", (TESTS,))
+
+
+def test_the_model_list_refuses_a_wrong_token_with_the_openai_error_shape() -> None:
+    async def use(client: httpx.AsyncClient, base: str, headers: dict[str, str]) -> Any:
+        return await client.get(f"{base}/models", headers={"Authorization": "Bearer wrong"})
+
+    answer, _ = with_session(Calls(), use)
+    assert answer.status_code == 401
+    assert answer.json() == {
+        "error": {
+            "type": "invalid_api_key",
+            "code": "invalid_api_key",
+            "message": "unknown or missing bearer token",
+        }
+    }
