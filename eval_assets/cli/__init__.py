@@ -252,7 +252,7 @@ EXITS = {
     "1 a step failed, the build is refused or another run holds its lease",
     "release-status": "0 allow (only on verified, current evidence); 1 block, or an id the grammar refuses; "
     "2 no decision yet, or stale; 3 investigate (0 only ever means allow: --help exits 64)",
-    "report": "0 written; 1 unknown build",
+    "report": "0 written; 1 unknown build, or FILE is not a regular file or a new path (nothing written)",
     "compare": "0 compared; 1 refused (across judge versions, an unknown build)",
     "warehouse verify": "0 every file matches; 4 damage (moved aside, each named)",
     "bridge run": "0 published; 1 not published or refused; 4 failed",
@@ -457,7 +457,8 @@ def _build_parser() -> argparse.ArgumentParser:
     wverify.add_argument(
         "--rebuild",
         action="store_true",
-        help="the manifest is missing or damaged: re-trust every file as it is now, printing each",
+        help="only when the manifest is missing or damaged: re-trust every file as it is now, printing "
+        "each (earlier decisions then read as stale until `run` decides again)",
     )
     wverify.set_defaults(func=_warehouse_verify)
     bridge = sub.add_parser("bridge", help="bridge runs between judge versions").add_subparsers(
