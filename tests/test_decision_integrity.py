@@ -433,15 +433,24 @@ def test_a_re_trust_makes_every_earlier_decision_stale_until_decided_again(
 def test_an_unchanged_rebuild_of_the_baseline_registered_after_the_decision_makes_it_stale(
     copy_home: Callable[[str], Path], project: Project, tmp_path: Path
 ) -> None:
+    """Registered alone it changes nothing a decision reads; once it has verdicts (which widen the
+    baseline's band) the decision that did not read them is stale."""
     home = copy_home("home")
     track = Track(project, EvalHome(home))
-    second = changed_manifest(
-        tmp_path, project, "rebuild.yaml", id="agent-2026-11-30-rebuild2", judges=[JUDGE]
-    )
-    track.register_build(second)
-    assert status(home, REBUILD) == 2
-    (home / "builds" / "agent-2026-11-30-rebuild2.yaml").unlink()
+    second = "agent-2026-11-30-rebuild2"
+    track.register_build(changed_manifest(tmp_path, project, "rebuild.yaml", id=second, judges=[JUDGE]))
     assert status(home, REBUILD) == 0
+    rows = track.warehouse.rows(
+        "SELECT * EXCLUDE (run_id, written_at) FROM judge_verdicts WHERE build = ?", [REBUILD]
+    )
+    track.warehouse.write_partition(
+        "judge_verdicts",
+        {"build": second, "judge_version": JUDGE},
+        [{**r, "build": second} for r in rows],
+        "verdicts-2",
+    )
+    assert status(home, REBUILD) == 2
+    assert status(home, BASE) == 2  # the baseline decided with no baseline of its own: none, as before
 
 
 # --- the standing rule: no perturbation ever reads as allow -------------------------------------------
