@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -647,9 +648,10 @@ def test_an_entry_point_module_is_found_in_the_search_directories_off_sys_path(
     import sys
 
     monkeypatch.setattr(sys, "path", list(sys.path))  # the search directory added is undone after
-    write_agent_module(tmp_path / "project", "agent_off_path_one")
+    name = f"agent_off_path_{uuid.uuid4().hex}"  # never imported before, whatever ran in this process
+    write_agent_module(tmp_path / "project", name)
     assert str(tmp_path / "project") not in sys.path
-    fn = load_entrypoint("agent_off_path_one:run", (str(tmp_path / "project"),))
+    fn = load_entrypoint(f"{name}:run", (str(tmp_path / "project"),))
     assert fn.__name__ == "run" and str(tmp_path / "project") in sys.path
 
 
@@ -659,11 +661,12 @@ def test_an_attempt_imports_its_agent_from_the_search_directories(
     import sys
 
     monkeypatch.setattr(sys, "path", list(sys.path))
-    write_agent_module(tmp_path / "project", "agent_off_path_two")
+    name = f"agent_off_path_{uuid.uuid4().hex}"
+    write_agent_module(tmp_path / "project", name)
 
     async def go() -> Any:
         return await run_agent(
-            Agent.model_validate({"entrypoint": "agent_off_path_two:run"}),
+            Agent.model_validate({"entrypoint": f"{name}:run"}),
             {"attempt_id": "att-1", "build": "b1", "repeat": 1},
             scenario(),
             SPEC,
