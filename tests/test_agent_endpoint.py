@@ -697,3 +697,46 @@ def test_the_model_list_refuses_a_wrong_token_with_the_openai_error_shape() -> N
             "message": "unknown or missing bearer token",
         }
     }
+
+
+def test_an_http_agent_is_reached_directly_whatever_proxy_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agent is the build's own service, on this host: a proxy named in the environment (here one
+    nothing listens on) is never used for it."""
+    import socket
+
+    from aiohttp import web
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, dead)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def handle(request: web.Request) -> web.Response:
+        return web.json_response({"output": "direct"})
+
+    async def go() -> Any:
+        app = web.Application()
+        app.router.add_post("/attempt", handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            return await run_agent(
+                Agent.model_validate({"http": f"http://127.0.0.1:{port}/attempt"}),
+                {"attempt_id": "att-1", "build": "b1", "repeat": 1},
+                scenario(),
+                SPEC,
+                AgentEndpoint(),
+                Calls(),
+            )
+        finally:
+            await runner.cleanup()
+
+    assert asyncio.run(go()).call.text == "direct"
