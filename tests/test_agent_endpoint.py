@@ -244,6 +244,7 @@ def test_a_streamed_answer_is_one_delta_then_the_finish_then_done() -> None:
     calls = Calls(ok("streamed", prompt_tokens=1, completion_tokens=2, tool_calls=[{"name": "t"}]))
     answer, _ = with_session(calls, chat({"messages": [USER], "stream": True}))
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
+    assert answer.headers["cache-control"] == "no-cache"
     frames = [line.removeprefix("data: ") for line in answer.text.split("\n\n") if line]
     assert frames[-1] == "[DONE]"
     first, last = (json.loads(f) for f in frames[:-1])
@@ -740,3 +741,10 @@ def test_an_http_agent_is_reached_directly_whatever_proxy_the_environment_names(
             await runner.cleanup()
 
     assert asyncio.run(go()).call.text == "direct"
+
+
+def test_an_empty_answer_without_tool_calls_is_empty_content_not_null() -> None:
+    answer, _ = with_session(Calls(ok("")), chat({"messages": [USER]}))
+    assert answer.json()["choices"][0]["message"] == {"role": "assistant", "content": ""}
+    answer, _ = with_session(Calls(ok("", tool_calls=[{"name": "t"}])), chat({"messages": [USER]}))
+    assert answer.json()["choices"][0]["message"]["content"] is None  # beside tool calls: null
