@@ -250,6 +250,7 @@ def test_a_streamed_answer_is_one_delta_then_the_finish_then_done() -> None:
     first, last = (json.loads(f) for f in frames[:-1])
     assert first["object"] == last["object"] == "chat.completion.chunk"
     assert first["id"] == "chatcmpl-evaltrack-1" and first["model"] == "sim/agent"
+    assert isinstance(first["created"], int) and last["created"] == first["created"]
     assert first["choices"] == [
         {
             "index": 0,
@@ -304,7 +305,7 @@ def test_a_ceiling_answers_429_and_every_later_call_too_without_calling() -> Non
     assert [a.status_code for a in answers] == [429, 429]
     assert answers[0].json()["error"]["message"] == "spend ceiling: scenario ceiling $0.00"
     assert answers[1].json()["error"]["message"] == "scenario stopped: scenario ceiling $0.00"
-    assert answers[0].json()["error"]["type"] == "ceiling"
+    assert answers[0].json()["error"]["type"] == answers[1].json()["error"]["type"] == "ceiling"
     assert len(calls.made) == 1 and session.excluded_reason == "scenario ceiling $0.00"
     assert session.records[0].error == "scenario ceiling $0.00"
     unnamed = CallResult("excluded", None, 0, 0.0)
