@@ -97,7 +97,7 @@ def make_home(path: Path, scenarios: int, repeats: int) -> None:
                 **({"judge_version": JUDGE} if "judge_version" in ds.partition_by else {}),
             }
             warehouse.write_partition(table, partition, rows(table, build, n, rng), f"bench-{table}")
-    inputs = capture(warehouse, home, [BASE, REBUILD], [JUDGE], ROOT)
+    inputs = capture(warehouse, home, [BASE, REBUILD], [JUDGE], ROOT, decided=REBUILD)
     decision = {
         "build": REBUILD,
         "decision": "allow",

@@ -13,12 +13,16 @@ recorded input is looked up again:
 
 - a file whose bytes no longer hash to what was recorded, a missing or damaged file, a manifest that
   is gone or no longer loads, an `allow` whose reasons are not all `info` (a decision file rewritten
-  after an explicit `warehouse verify --rebuild`): **damage** (`DecisionDamaged`, exit 4, each named);
+  after an explicit `warehouse verify --rebuild`), a decision row naming another build, evidence that
+  does not name the build asked about (or, for an allow, names none of its own runs and verdicts):
+  **damage** (`DecisionDamaged`, exit 4, each named);
 - a partition whose current file is no longer the recorded one (re-materialized after the decision),
   a partition of those builds that appeared after it, a manifest that changed, a different set of
-  judge versions to decide on, a configuration that changed (a statistics setting, a scenario, a
-  floor), or a decision recorded before evidence was kept: **stale** (the decision reads as `none`,
-  exit 2, with the reasons).
+  judge versions to decide on, a different set of builds to decide over (an unchanged rebuild of the
+  baseline registered after it: it would widen the band), a configuration that changed (a statistics
+  setting, a scenario, a floor), a decision file that `warehouse verify --rebuild` re-trusted rather
+  than the writer recorded (a re-trust never restores an allow), or a decision recorded before
+  evidence was kept: **stale** (the decision reads as `none`, exit 2, with the reasons).
 
 Only what the partition writer recorded is trusted (`eval_assets.warehouse`); this module never reads
 through a glob. It imports neither pandas, the engine nor Dagster, so a `release-status` stays cheap.
@@ -42,7 +46,8 @@ from eval_assets.warehouse import TOMBSTONE_PREFIX, Entry, Warehouse
 INPUT_TABLES = ("scenario_runs", "judge_verdicts", "noise_bands", "capability_reports", "gate_results")
 """The tables a decision reads, for each of its builds."""
 
-FORMAT = 1
+FORMAT = 2
+"""2: the record names the build it decided (`decided`)."""
 
 
 class DecisionDamaged(Exception):
@@ -99,9 +104,16 @@ def _applies(entry: Entry, versions: set[str]) -> bool:
 
 
 def capture(
-    warehouse: Warehouse, home: EvalHome, builds: Iterable[str], versions: Iterable[str], project_root: Path
+    warehouse: Warehouse,
+    home: EvalHome,
+    builds: Iterable[str],
+    versions: Iterable[str],
+    project_root: Path,
+    *,
+    decided: str,
 ) -> str:
-    """The evidence record (JSON) of a decision about to be made over `builds` under `versions`.
+    """The evidence record (JSON) of a decision of build `decided` about to be made over `builds`
+    under `versions`.
 
     Call it before the decision reads anything: a file rewritten after the capture then makes the
     decision stale, never current. Each file is hashed in full now; a damaged one is quarantined and
@@ -116,10 +128,27 @@ def capture(
         if _applies(e, wanted)
     ]
     manifests = {b: manifest_digest(home, b) for b in of}
-    record = {"format": FORMAT, "builds": of, "judge_versions": sorted(wanted), "files": files}
+    record = {
+        "format": FORMAT,
+        "decided": decided,
+        "builds": of,
+        "judge_versions": sorted(wanted),
+        "files": files,
+    }
     return json.dumps(
         {**record, "manifests": manifests, "config": config_digest(project_root)}, sort_keys=True
     )
+
+
+def evidence_builds_of(build: str, baseline: str | None, manifests: Mapping[str, BuildManifest]) -> list[str]:
+    """The builds whose partitions a decision of `build` against `baseline` may read: the build, its
+    baseline, and the baseline's registered unchanged rebuilds in `manifests` (their verdicts widen the
+    baseline's noise band); never a rebuild of the build itself, which a later run of it must not make
+    stale."""
+    if baseline is None:
+        return [build]
+    rebuilds = {b for b, m in manifests.items() if m.rebuild_of == baseline and b != build}
+    return sorted({build, baseline} | rebuilds)
 
 
 def _decision_files(warehouse: Warehouse, build: str) -> tuple[Entry | None, Entry | None]:
@@ -135,12 +164,14 @@ def check(
     versions_now: Sequence[str],
     manifest_problem: Callable[[str], str | None],
     config_now: str,
+    builds_now: Callable[[str | None], Sequence[str]],
 ) -> CheckedDecision | None:
     """The build's recorded decision, verified (module docstring); None when none was recorded.
 
     `versions_now`: the judge versions the build would be decided on today; `manifest_problem`: for a
     build of the evidence, why its registered manifest does not load now (None: it loads);
-    `config_now`: the project's `config_digest` now. Raises DecisionDamaged naming every damaged file
+    `config_now`: the project's `config_digest` now; `builds_now`: the builds a decision against a
+    baseline would read today (`evidence_builds_of`). Raises DecisionDamaged naming every damaged file
     or manifest."""
     warehouse.require_manifest()
     decision_file, reasons_file = _decision_files(warehouse, build)
@@ -155,6 +186,12 @@ def check(
     if len(rows) != 1:
         raise DecisionDamaged([f"{decision_file.path}: {len(rows)} rows where one decision was written"])
     row = rows[0]
+    if row.get("build") != build:  # a decision file of another build, copied into this partition
+        raise DecisionDamaged(
+            [
+                f"{decision_file.path}: the decision recorded there is of build {row.get('build')!r}, not {build!r}"
+            ]
+        )
     reasons = sorted(
         (r for r in warehouse.read_file(reasons_file.path) if r.get("run_id") == row.get("run_id")),
         key=lambda r: int(r["rank"]),
@@ -172,7 +209,12 @@ def check(
                 f"{decision_file.path}: an allow recorded beside {', '.join(worst)} in its reasons: not as written"
             ]
         )
-    stale = _stale_or_damaged(warehouse, home, row, versions_now, manifest_problem, config_now)
+    stale = _stale_or_damaged(warehouse, home, row, versions_now, manifest_problem, config_now, builds_now)
+    if retrusted := sorted(warehouse.retrusted([decision_file.path, reasons_file.path])):
+        stale.append(
+            f"{', '.join(retrusted)} re-trusted by `warehouse verify --rebuild`, not written by a decision "
+            "(a re-trust never restores a decision)"
+        )
     return CheckedDecision(row, reasons, stale)
 
 
@@ -183,17 +225,50 @@ def _stale_or_damaged(
     versions_now: Sequence[str],
     manifest_problem: Callable[[str], str | None],
     config_now: str,
+    builds_now: Callable[[str | None], Sequence[str]],
 ) -> list[str]:
     build = str(row["build"])
     try:
         record = json.loads(row.get("evidence") or "")
         files, builds = list(record["files"]), list(record["builds"])
         versions, manifests = set(record["judge_versions"]), dict(record["manifests"])
-        config = str(record["config"])
+        config, decided = str(record["config"]), record.get("decided")
     except (ValueError, TypeError, KeyError):
         return [f"the decision of {build} was recorded without its evidence (an older release)"]
+    if record.get("format") != FORMAT:
+        return [
+            f"the decision of {build} was recorded with evidence of format {record.get('format')} (now {FORMAT})"
+        ]
     problems: list[str] = []
     stale: list[str] = []
+    if decided != build or build not in builds:
+        problems.append(
+            f"the evidence of the decision of {build} is of a decision of {decided!r} over {builds}, "
+            f"not of {build}"
+        )
+    own = {
+        f.get("table")
+        for f in files
+        if isinstance(f, dict) and (f.get("partition") or {}).get("build") == build
+    }
+    if row.get("decision") == "allow" and not {"scenario_runs", "judge_verdicts"} <= own:
+        problems.append(
+            f"the evidence of the allow of {build} names none of its own scenario_runs or judge_verdicts"
+        )
+    if problems:
+        raise DecisionDamaged(problems)
+    # a build the decision would read now but did not: an unchanged rebuild of the baseline with files
+    # of its own registered after it (its verdicts widen the band); one with no files changes nothing
+    new = [
+        b
+        for b in builds_now(row.get("baseline") or None)
+        if b not in builds and warehouse.current_files(INPUT_TABLES, [b])
+    ]
+    if new:
+        stale.append(
+            f"{', '.join(new)} would be read by a decision now (an unchanged rebuild of the baseline "
+            "registered after the decision widens its band)"
+        )
     if config != config_now:
         stale.append(
             "the project's configuration (evaltrack.yaml, scenarios/, rubrics/ or judges/) changed after the decision"
@@ -260,6 +335,15 @@ def check_decision(
             return str(exc).splitlines()[0]
         return None
 
+    def builds_now(baseline: str | None) -> list[str]:
+        manifests = {}
+        for other in registry.ids():
+            try:
+                manifests[other] = registry.resolve(other)
+            except (ConfigError, TrackError):  # an unreadable manifest is not a rebuild anyone can use
+                continue
+        return evidence_builds_of(build, baseline, manifests)
+
     try:
         manifest = registry.resolve(build)
     except TrackError:
@@ -274,5 +358,11 @@ def check_decision(
             [f"the registered manifest of build {build} is damaged: {p}" for p in exc.problems]
         ) from None
     return check(
-        warehouse, home, build, decision_versions(project, manifest), problem, config_digest(project.root)
+        warehouse,
+        home,
+        build,
+        decision_versions(project, manifest),
+        problem,
+        config_digest(project.root),
+        builds_now,
     )

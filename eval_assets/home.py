@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eval_assets.safe_write import check_target, write_file
+
 if TYPE_CHECKING:
     from eval_assets.config import InstanceSettings
 
@@ -199,9 +201,7 @@ class EvalHome:
         else:
             wanted = dagster_yaml(instance)
         if current != wanted:
-            tmp = cfg.with_name(f".dagster.yaml.{os.getpid()}.tmp")
-            tmp.write_text(wanted)
-            os.replace(tmp, cfg)
+            write_file(cfg, wanted)
         return self
 
     @property
@@ -227,6 +227,7 @@ class EvalHome:
                     os.link(tmp, path)
             finally:
                 os.unlink(tmp)
+        check_target(path)  # reading a FIFO would block
         text = path.read_bytes()
         try:
             secret = bytes.fromhex(text.decode("ascii"))

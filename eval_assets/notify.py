@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from eval_assets.redact import redact
+from eval_assets.safe_write import check_target
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class Notifier:
             used.append("webhook")
         if self.jsonl_path is not None:
             self.jsonl_path.parent.mkdir(parents=True, exist_ok=True)
+            check_target(self.jsonl_path)  # appending to a FIFO would block, to a symlink write elsewhere
             with self.jsonl_path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(notice.as_dict(), sort_keys=True) + "\n")
             used.append("jsonl")

@@ -25,7 +25,7 @@ from eval_assets.capability.baselines import (
 )
 from eval_assets.capability.track import Summary, Track, TrackError
 from eval_assets.config import BuildManifest
-from eval_assets.evidence import CheckedDecision, DecisionDamaged, capture, check_decision
+from eval_assets.evidence import CheckedDecision, DecisionDamaged, capture, check_decision, evidence_builds_of
 from eval_assets.evidence import decision_versions as versions_to_decide
 from eval_assets.human_scores import agreement_markdown
 from eval_assets.judging import policy_digest
@@ -39,6 +39,7 @@ from eval_assets.present import (
     recorded_reasons,
 )
 from eval_assets.report_html import render, write_html
+from eval_assets.safe_write import write_file
 from eval_assets.stats import (
     CapabilityReport,
     CheckOutcome,
@@ -211,8 +212,7 @@ def materialize_capability_report(track: Track, build: str, judge_version: str, 
     }
     png = plot_report(run.report)
     plot = track.home.root / "reports" / build / f"{judge_version}.png"
-    plot.parent.mkdir(parents=True, exist_ok=True)
-    plot.write_bytes(png)
+    write_file(plot, png)
     return Summary(values, f"{markdown}\n\n{png_markdown(png)}\n", {"plot_file": plot})
 
 
@@ -336,15 +336,8 @@ def make_decision(
 
 
 def evidence_builds(track: Track, manifest: BuildManifest, baseline: str | None) -> list[str]:
-    """The builds whose partitions a decision of `manifest` may read: the build, its baseline, and the
-    baseline's registered unchanged rebuilds (their verdicts widen the baseline's noise band); never a
-    rebuild of the build itself, which a later run of it must not make stale."""
-    if baseline is None:
-        return [manifest.id]
-    rebuilds = {
-        b for b, m in registered_manifests(track).items() if m.rebuild_of == baseline and b != manifest.id
-    }
-    return sorted({manifest.id, baseline} | rebuilds)
+    """The builds whose partitions a decision of `manifest` may read (`evidence.evidence_builds_of`)."""
+    return evidence_builds_of(manifest.id, baseline, registered_manifests(track))
 
 
 @traced(
@@ -364,9 +357,8 @@ def write_release_decision(
     manifest = track.build(build)  # resolved once for this decision
     baseline = baseline_for(track, manifest)
     versions = decision_versions(track, manifest)
-    inputs = capture(
-        track.warehouse, track.home, evidence_builds(track, manifest, baseline), versions, track.project.root
-    )
+    builds = evidence_builds(track, manifest, baseline)
+    inputs = capture(track.warehouse, track.home, builds, versions, track.project.root, decided=build)
     decision, baseline = make_decision(track, manifest, extra(), evidence_failure, baseline)
     row = release_decision_row(build, decision, versions, baseline, inputs)
     track.warehouse.write_partition("release_decisions", {"build": build}, [row], run_id)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from eval_assets.capability.track import Track
 from eval_assets.human_scores import agreement_markdown
 from eval_assets.present import SEVERITY_HEADINGS, grouped_reasons, png_data_uri
 from eval_assets.redact import redact, values_read_once
+from eval_assets.safe_write import write_file
 from eval_assets.spend import TURN_STRIDE, JournalRow, read_payload
 
 STATUS_ORDER = ("block", "investigate", "error", "fail", "pass")  # a scenario's filter status, worst first
@@ -376,9 +376,5 @@ def _render(
 
 
 def write_html(text: str, path: Path) -> Path:
-    """Write `text` to `path` atomically (a temp file beside it, renamed into place); returns `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(text, encoding="utf-8")
-    temp.replace(path)
-    return path
+    """Write `text` to `path` atomically, only over a regular file or a new path (`safe_write`)."""
+    return write_file(path, text)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from eval_assets.config import (
     read_yaml_file,
     validate_model,
 )
+from eval_assets.safe_write import check_target, write_files
 
 # Fields a raw event log carries and a converted case must not (design rule: timestamps, identifiers,
 # usage and cost are discarded); the trajectory gate fails a case holding one, and the converter
@@ -545,12 +545,11 @@ def convert_export(
     to_write: list[tuple[str, str]] = []
     for name, text in sorted(rendered.items()):
         target = out_dir / name
-        if not target.exists():
-            to_write.append((name, text))
-            continue
         try:
-            if not target.is_file():
-                raise OSError("not a regular file")
+            check_target(target)
+            if not target.exists():
+                to_write.append((name, text))
+                continue
             if target.read_bytes() == text.encode("utf-8"):
                 unchanged.append(name)
             elif _has_assertions(target):
@@ -561,21 +560,8 @@ def convert_export(
             problems.append(_problem(str(target), 0, f"exists and cannot be read ({exc}): not overwritten"))
     if problems:
         raise ExportRefused(problems)
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for name, text in to_write:
-            target = out_dir / name
-            out_dir.mkdir(parents=True, exist_ok=True)
-            tmp = out_dir / f".{name}.{os.getpid()}.tmp"
-            staged.append((tmp, target))
-            tmp.write_text(text, encoding="utf-8")
-            written.append(name)
-    except OSError:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-        raise
-    for tmp, target in staged:
-        os.replace(tmp, target)
+    write_files([(out_dir / name, text) for name, text in to_write])
+    written += [name for name, _ in to_write]
     return ConversionReport(
         trajectories=len(trajectories),
         cases=tuple(sorted(n.removesuffix(".yaml") for n in rendered)),

@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from eval_assets.bridge import calibration_row, offset_interval, to_new_scale
 from eval_assets.capability.rows import Summary
 from eval_assets.present import png_uri
+from eval_assets.safe_write import write_file
 
 if TYPE_CHECKING:
     from eval_assets.capability.track import Track
@@ -274,8 +275,7 @@ def materialize_score_trend(track: Track, version: str, run_id: str) -> Summary:
     path = track.warehouse.write_partition(DATASET, {"trend_version": version}, rows, run_id)
     png = plot_trend(points, version)
     plot = track.home.root / "reports" / "trend" / f"{version}.png"
-    plot.parent.mkdir(parents=True, exist_ok=True)
-    plot.write_bytes(png)
+    write_file(plot, png)
     counts = {s: sum(1 for p in points if p.status == s) for s in ("native", "spliced", "break", "missing")}
     values = {
         "builds": len(points),

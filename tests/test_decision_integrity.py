@@ -13,6 +13,7 @@ import base64
 import json
 import shutil
 import string
+import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -183,7 +184,7 @@ def test_path_3_a_lost_partition_manifest_fails_every_read_closed_until_an_expli
     assert main(["--home", str(home), "warehouse", "verify", "--rebuild"]) == 0
     out = capsys.readouterr().out
     assert "re-trusted: release_decisions/build=" in out
-    assert status(home, REBUILD) == 0  # re-trusted on a person's word, and every hash still matches
+    assert status(home, REBUILD) == 2  # re-trusted on a person's word: stale until decided again
 
 
 def test_path_3_a_garbage_partition_manifest_exits_4(copy_home: Callable[[str], Path]) -> None:
@@ -343,6 +344,119 @@ def test_a_decision_recorded_without_evidence_is_stale(
     rows[0]["judge_versions"] = JUDGE
     track.warehouse.write_partition("release_decisions", {"build": REBUILD}, rows, "older-release")
     assert status(home, REBUILD) == 2
+
+
+# --- a decision is bound to its build and its whole evidence (issue 45, wrong allow 4) ----------------
+
+
+def _files_of(home: Path, table: str, build: str) -> list[Path]:
+    return sorted((home / "warehouse" / "data" / table / f"build={build}").glob("*.parquet"))
+
+
+def copy_decision(
+    home: Path, source: str, target: str, *, drop_own: bool = False, stamp: int | None = None
+) -> None:
+    """Copy `source`'s current decision and reasons files into `target`'s partitions, as bytes (no
+    writer), optionally deleting `target`'s own first; `stamp`: the copies' file-name time."""
+    for table in ("release_decisions", "release_decision_reasons"):
+        file = current_file(home, table, source)
+        into = home / "warehouse" / "data" / table / f"build={target}"
+        if drop_own:
+            for own in _files_of(home, table, target):
+                own.unlink()
+        into.mkdir(parents=True, exist_ok=True)
+        name = file.name if stamp is None else f"{stamp}-{file.name.split('-', 1)[1]}"
+        shutil.copy2(file, into / name)
+
+
+def retrust(home: Path, manifest: str) -> int:
+    """`warehouse verify --rebuild` with the partition manifest `healthy`, `deleted` or `garbage`."""
+    path = home / "warehouse" / "partitions.sqlite"
+    if manifest != "healthy":
+        for suffix in ("-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        path.unlink()
+        if manifest == "garbage":
+            path.write_bytes(b"garbage" * 50)
+    return main(["--home", str(home), "warehouse", "verify", "--rebuild"])
+
+
+@pytest.mark.parametrize("manifest", ["healthy", "deleted", "garbage"])
+def test_another_builds_allow_copied_in_and_re_trusted_never_reads_as_allow(
+    copy_home: Callable[[str], Path], manifest: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's reproduction: the rebuild's decision files copied into the baseline's partitions,
+    then `warehouse verify --rebuild` (before: the baseline read allow, exit 0)."""
+    home = copy_home("home")
+    copy_decision(home, REBUILD, BASE, stamp=time.time_ns())
+    code = retrust(home, manifest)
+    out = capsys.readouterr()
+    if manifest == "healthy":  # nothing re-trusted: the copies are damage, set aside and named
+        assert code == 4 and "healthy: nothing re-trusted" in out.err
+        assert "re-trusted:" not in out.out
+    else:
+        assert code == 0 and f"re-trusted: release_decisions/build={BASE}/" in out.out
+    assert status(home, BASE) not in (0,)
+    assert status(home, REBUILD) != 0 or manifest == "healthy"
+
+
+def test_a_decision_row_of_another_build_is_damage(copy_home: Callable[[str], Path]) -> None:
+    home = copy_home("home")
+    copy_decision(home, REBUILD, BASE, drop_own=True)
+    retrust(home, "deleted")
+    # re-trusted files read as stale at best; the row names another build: damage, named
+    assert status(home, BASE) == 4
+
+
+def test_a_decision_whose_evidence_does_not_name_its_own_build_is_damage(
+    copy_home: Callable[[str], Path], project: Project
+) -> None:
+    """The rebuild's allow written through the writer under the baseline's name, its evidence kept."""
+    home = copy_home("home")
+    track = Track(project, EvalHome(home))
+    for table in ("release_decisions", "release_decision_reasons"):
+        rows = track.warehouse.query(
+            f"SELECT * EXCLUDE (run_id, written_at) FROM {table} WHERE build = ?", [REBUILD]
+        ).to_dict("records")
+        track.warehouse.write_partition(
+            table, {"build": BASE}, [{**r, "build": BASE} for r in rows], "copied"
+        )
+    assert status(home, BASE) == 4
+
+
+def test_a_re_trust_makes_every_earlier_decision_stale_until_decided_again(
+    copy_home: Callable[[str], Path], project: Project
+) -> None:
+    home = copy_home("home")
+    assert retrust(home, "deleted") == 0
+    assert status(home, REBUILD) == 2
+    assert status(home, BASE) == 2
+    track = Track(project, EvalHome(home))
+    assert decide(track, REBUILD, "decide-again") == "allow"
+    assert status(home, REBUILD) == 0  # a new decision, written by the writer, on the re-trusted inputs
+
+
+def test_an_unchanged_rebuild_of_the_baseline_registered_after_the_decision_makes_it_stale(
+    copy_home: Callable[[str], Path], project: Project, tmp_path: Path
+) -> None:
+    """Registered alone it changes nothing a decision reads; once it has verdicts (which widen the
+    baseline's band) the decision that did not read them is stale."""
+    home = copy_home("home")
+    track = Track(project, EvalHome(home))
+    second = "agent-2026-11-30-rebuild2"
+    track.register_build(changed_manifest(tmp_path, project, "rebuild.yaml", id=second, judges=[JUDGE]))
+    assert status(home, REBUILD) == 0
+    rows = track.warehouse.rows(
+        "SELECT * EXCLUDE (run_id, written_at) FROM judge_verdicts WHERE build = ?", [REBUILD]
+    )
+    track.warehouse.write_partition(
+        "judge_verdicts",
+        {"build": second, "judge_version": JUDGE},
+        [{**r, "build": second} for r in rows],
+        "verdicts-2",
+    )
+    assert status(home, REBUILD) == 2
+    assert status(home, BASE) == 2  # the baseline decided with no baseline of its own: none, as before
 
 
 # --- the standing rule: no perturbation ever reads as allow -------------------------------------------
@@ -625,3 +739,91 @@ def policies_edited_after_the_run(draw: st.DrawFn) -> tuple[str, Callable[[Path]
         return copy
 
     return f"policy edited after the run (output #{index}, at {start}, {size} chars)", apply
+
+
+# --- family: a decision file copied from another build, with and without a re-trust -----------------
+
+
+@st.composite
+def copied_decisions(draw: st.DrawFn) -> tuple[str, Callable[[Path], None]]:
+    """Another build's allow copied into the asked build's partitions: as bytes (its own name or a
+    later one, the target's own decision kept or deleted) or through the writer (row and evidence
+    rewritten to the target's build), then a re-trust (the manifest healthy, deleted or garbage) or none."""
+    how = draw(st.sampled_from(["bytes", "bytes-later", "writer"]))
+    drop_own = draw(st.booleans())
+    manifest = draw(st.sampled_from([None, "healthy", "deleted", "garbage"]))
+
+    def apply(home: Path) -> None:
+        if how == "writer":  # the writer keys a row by its build: the copy's rows renamed to the target
+            from eval_assets.warehouse import Warehouse
+
+            warehouse = Warehouse(home / "warehouse")
+            for table in ("release_decisions", "release_decision_reasons"):
+                rows = warehouse.rows(
+                    f"SELECT * EXCLUDE (run_id, written_at) FROM {table} WHERE build = ?", [REBUILD]
+                )
+                warehouse.write_partition(
+                    table, {"build": BASE}, [{**r, "build": BASE} for r in rows], "copied"
+                )
+        else:
+            later = time.time_ns() if how == "bytes-later" else None
+            copy_decision(home, REBUILD, BASE, drop_own=drop_own, stamp=later)
+        if manifest is not None:
+            retrust(home, manifest)
+
+    return f"copied {how} drop_own={drop_own} re-trust={manifest}", apply
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(perturbation=copied_decisions())
+def test_release_status_never_exits_0_for_a_decision_copied_from_another_build(
+    decided: Path, tmp_path_factory: pytest.TempPathFactory, perturbation: tuple[str, Callable[[Path], None]]
+) -> None:
+    what, apply = perturbation
+    home = tmp_path_factory.mktemp("copied") / "copy"
+    shutil.copytree(decided, home)
+    apply(home)
+    assert status(home, BASE) != 0, what
+
+
+# --- a closed stdout is not an internal error ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("build", "code"), [(REBUILD, 0), (BASE, 2)])
+def test_a_closed_stdout_keeps_the_decisions_exit_code(
+    copy_home: Callable[[str], Path], project: Project, build: str, code: int
+) -> None:
+    """`evaltrack release-status B | head -1` with the reader gone before anything is printed (the read
+    end closed before the command starts: no race): before, exit 4 on the broken pipe, even for an allow."""
+    import os
+    import subprocess
+    import sys
+
+    home = copy_home("home")
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [
+                str(Path(sys.executable).with_name("evaltrack")),
+                "--project",
+                str(project.root),
+                "--home",
+                str(home),
+                "release-status",
+                build,
+            ],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == code, done.stderr
+    assert (
+        "internal error" not in done.stderr
+        and "Traceback" not in done.stderr
+        and "BrokenPipe" not in done.stderr
+    )

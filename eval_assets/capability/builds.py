@@ -7,7 +7,6 @@ needed here (no engine, journal or warehouse), so registering or refusing a mani
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from eval_assets.config import (
     load_build,
 )
 from eval_assets.home import EvalHome
+from eval_assets.safe_write import write_file
 
 
 def judges_for(project: Project, build: BuildManifest) -> list[Judge]:
@@ -83,10 +83,7 @@ class Builds:
                     ]
                 )
             return manifest
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(yaml.safe_dump(manifest.model_dump(mode="json", exclude_none=True), sort_keys=False))
-        os.replace(tmp, target)
+        write_file(target, yaml.safe_dump(manifest.model_dump(mode="json", exclude_none=True), sort_keys=False))
         return manifest
 
     def resolve(self, build_id: str) -> BuildManifest:

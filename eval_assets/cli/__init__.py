@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from eval_assets import exit_codes
 from eval_assets.cli.build_commands import cmd_build_add
@@ -152,8 +152,8 @@ class _Parser(argparse.ArgumentParser):
     help_exit_code = 0
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(exit_codes.USAGE, f"{self.prog}: error: {message}\n")
+        line = " ".join(message.split())  # one line, whatever the message held
+        self.exit(exit_codes.USAGE, f"{self.prog}: error: {line} (see {self.prog} --help)\n")
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         super().exit(self.help_exit_code if status == 0 else status, message)
@@ -185,9 +185,46 @@ class _OldSpelling(argparse.Action):
 
 
 def _old_spelling(
-    p: argparse.ArgumentParser, old: str, new: str, dest: str, value: str | None = None
+    p: argparse.ArgumentParser,
+    old: str,
+    new: str,
+    dest: str,
+    value: str | None = None,
+    checked: Callable[[str], object] | None = None,
 ) -> None:
-    p.add_argument(old, dest=dest, action=_OldSpelling, new=new, value=value, help=argparse.SUPPRESS)
+    """`old`, hidden, storing into `dest`; `checked`: the new option's type, so the old spelling is
+    checked the same way."""
+    extra: dict[str, Any] = {} if checked is None else {"type": checked}
+    p.add_argument(old, dest=dest, action=_OldSpelling, new=new, value=value, help=argparse.SUPPRESS, **extra)
+
+
+def id_arg(text: str) -> str:
+    """An argument that names a build, judge name or judge version: the one id grammar
+    (`config.id_problem`), refused as a usage error naming the argument."""
+    from eval_assets.config import id_problem  # the grammar alone (config is imported by every command)
+
+    if (problem := id_problem(text)) is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def count_arg(text: str) -> int:
+    """A whole number 0 or more (a milestone): `-1`, `1.5` or `x` is a usage error."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (0 to 2**63 - 1)")
+    return value
+
+
+def port_arg(text: str) -> int:
+    """A TCP port, 1 to 65535."""
+    value = count_arg(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a TCP port (1 to 65535)")
+    return value
 
 
 def _utc_day(text: str) -> date:
@@ -215,7 +252,7 @@ EXITS = {
     "1 a step failed, the build is refused or another run holds its lease",
     "release-status": "0 allow (only on verified, current evidence); 1 block, or an id the grammar refuses; "
     "2 no decision yet, or stale; 3 investigate (0 only ever means allow: --help exits 64)",
-    "report": "0 written; 1 unknown build",
+    "report": "0 written; 1 unknown build, or FILE is not a regular file or a new path (nothing written)",
     "compare": "0 compared; 1 refused (across judge versions, an unknown build)",
     "warehouse verify": "0 every file matches; 4 damage (moved aside, each named)",
     "bridge run": "0 published; 1 not published or refused; 4 failed",
@@ -269,12 +306,18 @@ def _build_parser() -> argparse.ArgumentParser:
     add.set_defaults(func=cmd_build_add)
     run = sub.add_parser("run", help="materialize everything for one build")
     run.add_argument(
-        "--build", required=True, help="a registered build id (`evaltrack build add FILE` first)"
+        "--build",
+        required=True,
+        type=id_arg,
+        help="a registered build id (`evaltrack build add FILE` first)",
     )
     run.add_argument(
-        "--judge-version", dest="judge_version", help="one judge version (default: every active version)"
+        "--judge-version",
+        dest="judge_version",
+        type=id_arg,
+        help="one judge version (default: every active version)",
     )
-    _old_spelling(run, "--judge", "--judge-version", "judge_version")
+    _old_spelling(run, "--judge", "--judge-version", "judge_version", checked=id_arg)
     run.add_argument(
         "--fresh", action="store_true", help="pay again with new attempt keys instead of reusing settled ones"
     )
@@ -297,14 +340,16 @@ def _build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser(
         "report", help="a build's self-contained HTML report: decision, reports, scenarios, transcripts"
     )
-    report.add_argument("build", help="a registered build id")
+    report.add_argument("build", type=id_arg, help="a registered build id")
     report.add_argument("--html", required=True, type=Path, metavar="FILE", help="where to write the page")
     report.set_defaults(func=_report)
     cmp = sub.add_parser("compare", help="capability report between two builds under one judge version")
-    cmp.add_argument("--baseline", required=True)
-    cmp.add_argument("--candidate", required=True)
-    cmp.add_argument("--judge-version", dest="judge_version", help="judge version, e.g. helpfulness-v1")
-    _old_spelling(cmp, "--judge", "--judge-version", "judge_version")
+    cmp.add_argument("--baseline", required=True, type=id_arg)
+    cmp.add_argument("--candidate", required=True, type=id_arg)
+    cmp.add_argument(
+        "--judge-version", dest="judge_version", type=id_arg, help="judge version, e.g. helpfulness-v1"
+    )
+    _old_spelling(cmp, "--judge", "--judge-version", "judge_version", checked=id_arg)
     cmp.set_defaults(func=_compare)
     trajectory = sub.add_parser("trajectory", help="trajectory export → converted cases").add_subparsers(
         dest="trajectory_command", required=True
@@ -319,9 +364,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "--judge-name",
         dest="judge_name",
         default="helpfulness",
+        type=id_arg,
         help="judge name of every case (default: helpfulness)",
     )
-    _old_spelling(convert, "--judge", "--judge-name", "judge_name")
+    _old_spelling(convert, "--judge", "--judge-name", "judge_name", checked=id_arg)
     convert.add_argument("--suite", default="converted", help="suite of every case (default: converted)")
     convert.set_defaults(func=_trajectory_convert)
     judges = sub.add_parser("judges", help="judge registry").add_subparsers(
@@ -355,7 +401,7 @@ def _build_parser() -> argparse.ArgumentParser:
         dest="review_command", required=True
     )
     fill = review.add_parser("fill", help="queue failed verdicts, bridge disagreements and the seeded sample")
-    fill.add_argument("--build", help="one build (default: every registered build)")
+    fill.add_argument("--build", type=id_arg, help="one build (default: every registered build)")
     nxt = review.add_parser(
         "next", help="claim one item exclusively and show it (exit 1: nothing open / taken)"
     )
@@ -377,7 +423,7 @@ def _build_parser() -> argparse.ArgumentParser:
     release.add_argument("item")
     release.add_argument("--reviewer", required=True)
     listing = review.add_parser("list", help="the queue's items and their state")
-    listing.add_argument("--build")
+    listing.add_argument("--build", type=id_arg)
     for command in (fill, nxt, submit, release, listing):
         command.set_defaults(func=_review)
     gates = sub.add_parser("gates", help="the deterministic suite (gates/)").add_subparsers(
@@ -389,7 +435,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     grun.add_argument("--manifest", help="a build manifest file (its milestone and subject)")
     _old_spelling(grun, "--build", "--manifest", "manifest")
-    grun.add_argument("--milestone", type=int, help="a milestone (no build, no subject)")
+    grun.add_argument("--milestone", type=count_arg, help="a milestone (no build, no subject)")
     grun.add_argument("--only", action="append", help="run only this id (repeatable)")
     grun.add_argument("--exclude", action="append", help="leave this id out (repeatable)")
     grun.add_argument(
@@ -411,7 +457,8 @@ def _build_parser() -> argparse.ArgumentParser:
     wverify.add_argument(
         "--rebuild",
         action="store_true",
-        help="the manifest is missing or damaged: re-trust every file as it is now, printing each",
+        help="only when the manifest is missing or damaged: re-trust every file as it is now, printing "
+        "each (earlier decisions then read as stale until `run` decides again)",
     )
     wverify.set_defaults(func=_warehouse_verify)
     bridge = sub.add_parser("bridge", help="bridge runs between judge versions").add_subparsers(
@@ -422,13 +469,20 @@ def _build_parser() -> argparse.ArgumentParser:
         help="calibrate --to against --from on the same stored outputs; exit 0 published, 1 not published "
         "or refused, 4 failed",
     )
-    brun.add_argument("--from", dest="from_version", required=True, help="the older judge version")
     brun.add_argument(
-        "--to", dest="to_version", required=True, help="the version that declares bridges_from it"
+        "--from", dest="from_version", required=True, type=id_arg, help="the older judge version"
+    )
+    brun.add_argument(
+        "--to",
+        dest="to_version",
+        required=True,
+        type=id_arg,
+        help="the version that declares bridges_from it",
     )
     brun.add_argument(
         "--builds",
         nargs="+",
+        type=id_arg,
         help="builds to bridge over (default: the judge file's bridge_builds, else the newest 3)",
     )
     _format_option(brun, "text", "markdown", "json")
@@ -436,7 +490,9 @@ def _build_parser() -> argparse.ArgumentParser:
     trend = sub.add_parser(
         "trend", help="draw and print the score trend over the registered builds (splices, intervals, breaks)"
     )
-    trend.add_argument("--judge", help="a judge version or judge name (default: every active version)")
+    trend.add_argument(
+        "--judge", type=id_arg, help="a judge version or judge name (default: every active version)"
+    )
     _format_option(trend, "text", "markdown", "json")
     trend.set_defaults(func=_trend)
     spend = sub.add_parser(
@@ -445,11 +501,11 @@ def _build_parser() -> argparse.ArgumentParser:
     spend.add_argument(
         "--day", type=_utc_day, help="the UTC day YYYY-MM-DD whose total is shown (default: today)"
     )
-    spend.add_argument("--build", help="only this build's suites, and its scenarios")
+    spend.add_argument("--build", type=id_arg, help="only this build's suites, and its scenarios")
     _format_option(spend, "text", "json")
     spend.set_defaults(func=_spend)
     ui = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
-    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--port", type=port_arg, default=3000)
     ui.set_defaults(func=_ui)
     return p
 
@@ -462,6 +518,7 @@ def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
 
     from eval_assets.home import default_home
     from eval_assets.redact import redact, without_traceback
+    from eval_assets.safe_write import check_target
 
     first = " ".join(without_traceback(str(exc)).split())[:500]
     line = redact(f"internal error: {type(exc).__name__}: {first}")
@@ -471,6 +528,7 @@ def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
         root = Path(home).resolve() if home else default_home()
         log = root / "logs" / "debug.log"
         log.parent.mkdir(parents=True, exist_ok=True)
+        check_target(log)  # appending to a FIFO would block, to a symlink write elsewhere
         with log.open("a", encoding="utf-8") as out:
             out.write(redact("".join(traceback.format_exception(exc))) + "\n")
     except OSError as why:
@@ -478,16 +536,60 @@ def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
     return f"{line} (detail in {log})"
 
 
+class _ClosedPipeTolerant:
+    """stdout for one command: once its reader has gone (`evaltrack release-status B | head -1`), what is
+    left to print is dropped, so the exit code stays the command's own (a decision's) instead of an
+    internal error; the descriptor is pointed at /dev/null so nothing fails at the interpreter's exit."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return int(self._inner.write(text))
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._inner.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def _gone(self) -> None:
+        import os
+
+        self.reader_gone = True
+        try:
+            fd = self._inner.fileno()
+        except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+            return
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The `evaltrack` command; `argv` None: this process is the command (its arguments from sys.argv)."""
     args = parser().parse_args(argv)
     set_command_process(argv is None)
+    stdout = sys.stdout
+    sys.stdout = _ClosedPipeTolerant(stdout)  # type: ignore[assignment]
     try:
         return int(args.func(args))
     except Exception as exc:  # anything a command did not turn into its own outcome
         print(one_line_error(exc, debug=bool(getattr(args, "debug", False)), home=args.home), file=sys.stderr)
         return EXIT_INTERNAL_ERROR
     finally:
+        sys.stdout.flush()
+        sys.stdout = stdout
         if is_command_process():
             # the process exits next: its heap (Dagster, pandas, the project, a run's rows) frozen, the
             # interpreter's exit skips a full collection of it (~1.4 s after a 1000 x 5 run)

@@ -19,7 +19,11 @@ def cmd_init(args: argparse.Namespace) -> int:
     """Write evaltrack.yaml, one scenario, rubric, judge (recorded in judges/registry.yaml), gate and
     spec, a starter entry-point agent and its build manifest into DIR. Refuses (exit 1, nothing
     written) when DIR exists and is not empty."""
-    dest = Path(args.dir).resolve()
+    given = Path(args.dir)
+    if given.is_symlink():  # never written through: the project would land where the link points
+        print(f"{args.dir}: is a symbolic link; nothing written", file=sys.stderr)
+        return 1
+    dest = given.resolve()
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         print(f"{args.dir}: exists and is not an empty directory; nothing written", file=sys.stderr)
         return 1

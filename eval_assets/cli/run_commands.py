@@ -34,6 +34,7 @@ from eval_assets.present import (
     text_table,
 )
 from eval_assets.release import build_report, checked_decision, write_build_report
+from eval_assets.safe_write import UnsafeTarget, check_target
 from eval_assets.spend import JournalError, LeaseRow
 from eval_assets.stats import CrossJudgeVersionError, summary_markdown
 from eval_assets.warehouse import WarehouseError
@@ -357,8 +358,10 @@ def _report_damage(track: Track, builds: Sequence[str]) -> bool:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Write the build's HTML report (exit 0), refuse an unknown build (1), exit 4 on a damaged file."""
+    """Write the build's HTML report (exit 0), refuse an unknown build or an unsafe FILE (1: a FIFO,
+    device, directory or symlink is never written over), exit 4 on a damaged file."""
     try:
+        check_target(Path(args.html))
         track = Track(project_of(args), home_of(args))
         track.build(args.build)
     except ConfigError as exc:
@@ -366,9 +369,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     except TrackError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except UnsafeTarget as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     if _report_damage(track, [args.build]):
         return EXIT_INTERNAL_ERROR
-    path = write_build_report(track, args.build, Path(args.html))
+    try:
+        path = write_build_report(track, args.build, Path(args.html))
+    except UnsafeTarget as exc:  # made unsafe while the page was rendered
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {path}")
     return 0
 

@@ -17,7 +17,7 @@ from eval_assets.cli.common import home_of, project_of
 from eval_assets.config import ConfigError, id_problem
 from eval_assets.evidence import CheckedDecision, DecisionDamaged, check_decision
 from eval_assets.present import reasons_markdown, reasons_text_rows, text_table
-from eval_assets.warehouse import Warehouse, WarehouseError
+from eval_assets.warehouse import ManifestHealthy, Warehouse, WarehouseError
 
 
 def internal_error(lines: list[str], advice: str) -> int:
@@ -108,11 +108,18 @@ def cmd_warehouse_verify(args: argparse.Namespace) -> int:
     `--rebuild` re-trusts the files as they are when the manifest is missing or damaged, naming each."""
     warehouse = Warehouse(home_of(args).warehouse)
     if args.rebuild:
-        trusted = warehouse.rebuild_manifest()
-        for rel in trusted:
-            print(f"re-trusted: {rel}")
-        print(f"{len(trusted)} file(s) re-trusted as they are now; {warehouse.manifest_path} rebuilt")
-        return 0
+        try:
+            trusted = warehouse.rebuild_manifest()
+        except ManifestHealthy as exc:  # then verify as without --rebuild: a stray file is damage
+            print(f"warehouse verify --rebuild: {exc}", file=sys.stderr)
+        else:
+            for rel in trusted:
+                print(f"re-trusted: {rel}")
+            print(
+                f"{len(trusted)} file(s) re-trusted as they are now; {warehouse.manifest_path} rebuilt; "
+                "every decision recorded before it reads as stale until `evaltrack run` decides again"
+            )
+            return 0
     try:
         damage = warehouse.verify(full=True)
     except WarehouseError as exc:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,6 +36,8 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
+
+from eval_assets.safe_write import write_file
 
 from ._files import ConfigError, Problem, read_yaml, validate_model
 from ._models import Judge, Rubric
@@ -175,13 +176,7 @@ def write_registry(root: Path, registry: RegistryFile) -> Path:
         "judges": {k: registry.judges[k].model_dump(mode="json") for k in sorted(registry.judges)},
     }
     body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(_HEADER + body)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return path
+    return write_file(path, _HEADER + body)
 
 
 # --- the rules --------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from ._agent import (
     AgentUnreachable,
     load_entrypoint,
     parse_agent_result,
+    request_hash,
     run_agent,
 )
 from ._calls import judge_spec, subject_spec
@@ -41,6 +42,7 @@ __all__ = [
     "AgentTask",
     "AgentUnreachable",
     "parse_agent_result",
+    "request_hash",
     "run_agent",
     "MAX_PAUSE_S",
     "MISS_PREFIX",

@@ -12,8 +12,6 @@ an existing script unless asked (`force`). A person reviews it before a case rel
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,6 +33,7 @@ from eval_assets.config import (
 )
 from eval_assets.providers import ModelScript
 from eval_assets.redact import findings, redact
+from eval_assets.safe_write import UnsafeTarget, check_target, write_file
 
 from ._cases import LoadedCase, load_case
 
@@ -150,6 +149,10 @@ def record_script(
         target = script_file(root, name)
     except ValueError as exc:
         raise RecordRefused(str(exc)) from None
+    try:  # before anything is paid: a FIFO, device, directory or symlink there is never written
+        check_target(target)
+    except UnsafeTarget as exc:
+        raise RecordRefused(str(exc)) from None
     if target.exists() and not force:
         raise RecordRefused(
             f"{target.relative_to(root)} exists: a recording never overwrites a script (use --force)"
@@ -222,14 +225,6 @@ def record_script(
             + "; ".join(str(p) for p in found)
         )
     text = _render(data, case_id=case_id, model=model, at=clock())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, staged = tempfile.mkstemp(dir=target.parent, prefix=f".{name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(staged, target)
-    except BaseException:
-        Path(staged).unlink(missing_ok=True)
-        raise
+    write_file(target, text)
     calls = sum(len(t.get("tool_calls", [])) for t in turns)
     return Recording(target, name, len(turns), calls, result.cost_usd)

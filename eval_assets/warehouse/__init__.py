@@ -9,7 +9,7 @@
 
 from eval_assets.warehouse._datasets import DATASETS, Dataset, WarehouseError, check_rows
 from eval_assets.warehouse._views import TOMBSTONE_PREFIX, derived_views, typed_columns
-from eval_assets.warehouse._warehouse import Damage, ManifestError, Warehouse
+from eval_assets.warehouse._warehouse import Damage, ManifestError, ManifestHealthy, Warehouse
 from eval_assets.warehouse._writer import Entry, literal_path
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "Dataset",
     "Entry",
     "ManifestError",
+    "ManifestHealthy",
     "Warehouse",
     "WarehouseError",
     "check_rows",

@@ -8,6 +8,8 @@ the table and the column, never a NULL in the file.
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -372,4 +374,29 @@ def check_rows(
     for key, value in partition.items():
         if key in frame.columns and len(frame) and not (frame[key] == value).all():
             raise WarehouseError(f"{ds.name}: rows outside partition {key}={value}")
-    return frame.reindex(columns=names).assign(**{k: v for k, v in partition.items()})
+    frame = frame.reindex(columns=names).assign(**{k: v for k, v in partition.items()})
+    for column in [c for c in frame.columns if frame[c].dtype.kind == "O"]:
+        cells = frame[column]
+        bad = [
+            i for i, v in enumerate(cells) if isinstance(v, str) and not v.isascii() and _SURROGATE.search(v)
+        ]
+        if bad:  # text that is not valid UTF-8 is stored, with U+FFFD in its place, and named
+            frame[column] = [valid_text(v) if isinstance(v, str) else v for v in cells]
+            _log.warning(
+                "%s[%s]: column %s of %d row(s) held text that is not valid UTF-8 (lone surrogates); stored "
+                "with U+FFFD in their place",
+                ds.name,
+                "|".join(partition.values()),
+                column,
+                len(bad),
+            )
+    return frame
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_log = logging.getLogger("eval_assets.warehouse")
+
+
+def valid_text(text: str) -> str:
+    """`text` with every lone surrogate (not valid UTF-8, so not storable) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)

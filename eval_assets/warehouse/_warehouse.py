@@ -447,28 +447,40 @@ class Warehouse:
         except sqlite3.DatabaseError as exc:
             raise ManifestError(self.manifest_path, f"damaged ({first_line(exc)})") from exc
 
+    def manifest_healthy(self) -> bool:
+        """Whether the partition manifest exists and reads (`require_manifest` passes)."""
+        if not self.manifest_path.exists():
+            return False
+        try:
+            self.require_manifest()
+        except ManifestError:
+            return False
+        return True
+
     def rebuild_manifest(self) -> list[str]:
-        """Re-trust every data file as it is now: a missing or damaged manifest is moved aside (never
-        deleted) and a new one records each file's size and SHA-256; a file DuckDB cannot read is
-        quarantined. Returns the files re-trusted. Only ever run on a person's explicit request."""
+        """Re-trust every data file as it is now, only when the manifest is missing or damaged: it is
+        moved aside (never deleted) and a new one records each file's size and SHA-256, and names it
+        in `retrusted_files` (a decision file re-trusted is never current again: `evidence.check`); a
+        file DuckDB cannot read is quarantined. Returns the files re-trusted. Raises ManifestHealthy
+        when the manifest reads: a healthy manifest is never overridden (a stray file is damage)."""
+        if self.manifest_healthy():
+            raise ManifestHealthy(self.manifest_path)
         if self.manifest_path.exists():
-            try:
-                self.require_manifest()
-            except ManifestError:
-                aside = self.quarantine / f"{time.time_ns()}-partitions.sqlite"
-                aside.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(self.manifest_path, aside)
-                for suffix in ("-wal", "-shm"):
-                    Path(str(self.manifest_path) + suffix).unlink(missing_ok=True)
-        known = {e.path for e in self._entries()} if self.manifest_path.exists() else set()
+            aside = self.quarantine / f"{time.time_ns()}-partitions.sqlite"
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(self.manifest_path, aside)
+        for suffix in ("-wal", "-shm"):
+            Path(str(self.manifest_path) + suffix).unlink(missing_ok=True)
         trusted = []
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         for path in sorted(self.data.rglob("*.parquet")) if self.data.is_dir() else []:
             rel = path.relative_to(self.data).as_posix()
-            if rel in known:
-                continue
             parts = dict(p.split("=", 1) for p in rel.split("/")[1:-1] if "=" in p)
             run_id = _run_id_of(rel)
             with self._manifest() as mf:
+                mf.execute(
+                    "INSERT OR REPLACE INTO retrusted_files (path, retrusted_at) VALUES (?, ?)", [rel, at]
+                )
                 mf.execute(
                     "INSERT OR IGNORE INTO partition_files (path, dataset, partition_json, build, run_id, "
                     "written_at_ns, size, sha256, mtime_ns, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'written')",
@@ -532,11 +544,22 @@ class Warehouse:
                 found += self._quarantine(e.path, "content changed since it was written (SHA-256 differs)")
         return found
 
+    def retrusted(self, paths: Iterable[str]) -> set[str]:
+        """Those of `paths` (relative to the data directory) that `rebuild_manifest` re-trusted
+        rather than the partition writer recorded."""
+        wanted = set(paths)
+        with self._manifest() as mf:
+            return {r[0] for r in mf.execute("SELECT path FROM retrusted_files").fetchall() if r[0] in wanted}
+
     def read_file(self, rel: str) -> list[dict[str, Any]]:
-        """The rows of one data file (relative to the data directory), read from that file only."""
+        """The rows of one data file (relative to the data directory), read from that file only: its
+        own columns, never values taken from its directory names (a file copied into another
+        partition still says whose it is)."""
         con = scratch_connection()
         try:
-            cur = con.execute("SELECT * FROM read_parquet(?)", [literal_path(self.data / rel)])
+            cur = con.execute(
+                "SELECT * FROM read_parquet(?, hive_partitioning = false)", [literal_path(self.data / rel)]
+            )
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
         finally:
@@ -580,6 +603,17 @@ class ManifestError(WarehouseError):
         super().__init__(
             f"partition manifest {path} is {what}: no warehouse file is trusted without it; check the "
             "files, then re-trust them with `evaltrack warehouse verify --rebuild`"
+        )
+
+
+class ManifestHealthy(WarehouseError):
+    """`rebuild_manifest` asked of a manifest that exists and reads: nothing is re-trusted."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        super().__init__(
+            f"partition manifest {path} is healthy: nothing re-trusted (`--rebuild` re-trusts only when "
+            "it is missing or damaged); a file it does not record is damage, set aside by `warehouse verify`"
         )
 
 

@@ -192,6 +192,12 @@ CREATE TABLE IF NOT EXISTS partition_files (
     noticed_at TEXT
 )
 """
+RETRUSTED_SCHEMA = """
+CREATE TABLE IF NOT EXISTS retrusted_files (
+    path TEXT PRIMARY KEY,      -- a file recorded by `warehouse verify --rebuild`, not by the writer
+    retrusted_at TEXT NOT NULL
+)
+"""
 
 
 @dataclass
@@ -222,6 +228,7 @@ class Manifest:
         self.con = sqlite3.connect(self.path, timeout=30.0)
         self.con.execute("PRAGMA journal_mode=WAL")
         self.con.execute(MANIFEST_SCHEMA)  # a warehouse used without `initialise()` gets it too
+        self.con.execute(RETRUSTED_SCHEMA)
         return self.con
 
     def __exit__(self, exc_type: object, *_: object) -> None:

@@ -40,6 +40,7 @@ from eval_assets.gates._outcome import GateContext, Outcome
 from eval_assets.gates.project_checks.tree import project_files
 from eval_assets.home import default_home
 from eval_assets.redact import is_secret_env_name
+from eval_assets.safe_write import write_file
 
 RECORD = Path("ci") / "suite-no-network.json"
 FORMAT = 2
@@ -185,10 +186,7 @@ def record_no_network(
     record["tree"], record["tree_files"] = tree_fingerprint(root)  # after the run: what it ran on
     record["seconds"] = round(time.monotonic() - started, 1)
     path = record_path(home)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
+    write_file(path, json.dumps(record, indent=2, sort_keys=True))
     return record, path
 
 

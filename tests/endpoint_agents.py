@@ -1,0 +1,47 @@
+"""Entry-point agents for tests/test_agent_endpoint.py. Each reads its plan from the task's first
+message (JSON): the requests to make to the track's endpoint, and what to return."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+
+
+async def plays(task: Any) -> Any:
+    """Makes each planned request (a chat-completions body) in order, then returns the plan's `result`
+    with `{statuses}` filled in by the statuses answered."""
+    plan = json.loads(task.messages[0]["content"])
+    statuses = []
+    async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+        for body in plan.get("requests", []):
+            answer = await client.post(
+                f"{task.base_url}/chat/completions",
+                headers={"Authorization": f"Bearer {task.api_key}"},
+                json=body,
+            )
+            statuses.append(answer.status_code)
+    result = plan.get("result", {"output": "done"})
+    if isinstance(result, dict) and isinstance(result.get("output"), str):
+        result = {**result, "output": result["output"].replace("{statuses}", ",".join(map(str, statuses)))}
+    return result
+
+
+async def raises_long(task: Any) -> Any:
+    raise ValueError("x" * 400 + "\nsecond line")
+
+
+async def raises_empty(task: Any) -> Any:
+    raise KeyError
+
+
+async def sleeps(task: Any) -> Any:
+    await asyncio.sleep(30)
+    return {"output": "late"}
+
+
+async def surrogate(task: Any) -> Any:
+    """Answers with text that is not valid UTF-8: a lone surrogate in its output and its notes."""
+    return {"output": "refund approved \ud800 for order 7", "notes": "note \udfff"}
