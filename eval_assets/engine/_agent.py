@@ -10,7 +10,13 @@ answers 429 and the attempt is excluded, whatever the agent returns afterwards.
 An agent's outcome is one of: its output (`ok`), `agent_raised` (one line naming the exception, no
 traceback), `agent_timeout`, `agent_shape` (naming the field), `agent_http` (a non-200 answer),
 excluded (a ceiling); none of them is a score. An HTTP agent that cannot be reached raises
-`AgentUnreachable` naming the URL: the run refuses rather than recording an error per attempt.
+`AgentUnreachable` naming the URL: the run refuses rather than recording an error per attempt. An
+agent that could not connect to the endpoint failed for the track's reason: the attempt is tried
+again, and raises `EndpointFailed` when it keeps failing (never an error of the agent's).
+
+The endpoint is served from a thread of its own (`_endpoint_host`), and admits at most `capacity`
+attempts at once: a further attempt waits to start, so a burst of starts never stalls the loop the
+agents' clients run on past their connect timeouts.
 """
 
 from __future__ import annotations
@@ -31,9 +37,10 @@ from typing import Any
 from eval_assets.canonical import canonical_json
 from eval_assets.config import Agent, Scenario
 from eval_assets.judging import policy_failures
-from eval_assets.providers.gateway import CallSpec
+from eval_assets.providers.gateway import CALL_MODULES, CallSpec
 from eval_assets.redact import redact
 
+from ._endpoint_host import EndpointHost, endpoint_failure, on_loop
 from ._results import CallResult
 
 AgentCall = Callable[[int, CallSpec], Awaitable[CallResult]]
@@ -42,6 +49,15 @@ AgentCall = Callable[[int, CallSpec], Awaitable[CallResult]]
 
 class AgentUnreachable(Exception):
     """An HTTP agent did not accept a connection: the run refuses (no attempt of it can run)."""
+
+
+class EndpointFailed(Exception):
+    """An attempt's agent could not connect to the track's own endpoint, try after try: the track's
+    failure (the run fails naming it), never recorded as the agent's."""
+
+
+ENDPOINT_TRIES = 3
+"""Times an attempt is run when its agent could not connect to the endpoint (settled calls are reused)."""
 
 
 class AgentShapeError(ValueError):
@@ -139,6 +155,7 @@ class AgentCallRecord:
     reused: bool = False
     error: str | None = None
     tries: int = 0  # the engine's tries of this call (retries of transient errors included)
+    latency_s: float = 0.0  # the model's answer time (0 when reused from the journal)
 
 
 @dataclass
@@ -158,51 +175,52 @@ class AgentSession:
 class AgentEndpoint:
     """The track's OpenAI-compatible endpoint on 127.0.0.1, shared by the attempts of one event loop.
 
-    Started when the first attempt enters `session()`, stopped when the last leaves."""
+    Started when the first attempt enters `session()`, stopped when the last leaves; at most
+    `capacity` attempts hold a session at once (the others wait for one to end)."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 8) -> None:
         self._sessions: dict[str, AgentSession] = {}
         self._users = 0
         self._lock = asyncio.Lock()
-        self._runner: Any = None
+        self._admission = asyncio.Semaphore(capacity)
+        self._host = EndpointHost()
         self.base_url = ""
 
     @contextlib.asynccontextmanager
     async def session(
         self, scenario: Scenario, spec: CallSpec, call: AgentCall
     ) -> AsyncIterator[AgentSession]:
-        async with self._lock:
-            if self._users == 0:
-                await self._start()
-            self._users += 1
-        session = AgentSession(secrets.token_urlsafe(24), scenario, spec, call)
-        self._sessions[session.token] = session
-        try:
-            yield session
-        finally:
-            del self._sessions[session.token]
+        async with self._admission:
             async with self._lock:
-                self._users -= 1
                 if self._users == 0:
-                    await self._stop()
+                    await self._start()
+                self._users += 1
+            # the server's loop hands each call to this (the engine's) loop
+            session = AgentSession(
+                secrets.token_urlsafe(24), scenario, spec, on_loop(asyncio.get_running_loop(), call)
+            )
+            self._sessions[session.token] = session
+            try:
+                yield session
+            finally:
+                del self._sessions[session.token]
+                async with self._lock:
+                    self._users -= 1
+                    if self._users == 0:
+                        await self._host.stop()
 
     async def _start(self) -> None:
+        for module in CALL_MODULES:  # imported before any agent waits on a call, not during its first
+            importlib.import_module(module)
+        self.base_url = await self._host.start(self._app)
+
+    def _app(self) -> Any:
         from aiohttp import web  # litellm's own HTTP stack; only agent runs start a server
 
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.base_url = f"http://127.0.0.1:{port}/v1"
-
-    async def _stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        return app
 
     def _authorized(self, request: Any) -> AgentSession | None:
         header = str(request.headers.get("Authorization", ""))
@@ -276,6 +294,7 @@ class AgentEndpoint:
             result.reused,
             result.error or result.excluded_reason,
             result.tries,
+            round(result.latency_s, 3),  # milliseconds: a long digit run reads as a number to redact
         )
         session.records.append(record)
         if result.status == "excluded":
@@ -378,8 +397,33 @@ async def run_agent(
     search: tuple[str, ...] = (),
 ) -> AgentRun:
     """One attempt of an agent subject. Never raises for the agent's own failures (they are outcomes);
-    raises `AgentUnreachable` when an HTTP agent cannot be connected to."""
+    raises `AgentUnreachable` when an HTTP agent cannot be connected to, and `EndpointFailed` when
+    the agent could not connect to the track's endpoint in `ENDPOINT_TRIES` tries of the attempt
+    (each try reuses the calls the previous ones settled)."""
+    why = ""
+    for _ in range(ENDPOINT_TRIES):
+        run = await _run_once(agent, task_fields, scenario, spec, endpoint, call, search)
+        if isinstance(run, AgentRun):
+            return run
+        why = run
+    raise EndpointFailed(
+        f"attempt {task_fields['attempt_id']}: the agent could not reach the track's own endpoint in "
+        f"{ENDPOINT_TRIES} tries ({why}); a failure of the track, not of the agent"
+    )
+
+
+async def _run_once(
+    agent: Agent,
+    task_fields: Mapping[str, Any],
+    scenario: Scenario,
+    spec: CallSpec,
+    endpoint: AgentEndpoint,
+    call: AgentCall,
+    search: tuple[str, ...],
+) -> AgentRun | str:
+    """The attempt, or one line naming why its agent could not connect to the endpoint."""
     async with endpoint.session(scenario, spec, call) as session:
+        started = time.monotonic()
         bearer = session.token  # the attempt's key to the endpoint, nothing else
         task = AgentTask(
             attempt_id=str(task_fields["attempt_id"]),
@@ -405,6 +449,9 @@ async def run_agent(
         except _HttpStatus as exc:
             failure = ("agent_http", str(exc))
         except Exception as exc:  # the agent's own failure: one line, no traceback
+            ours = endpoint_failure(exc, endpoint.base_url)
+            if ours is not None and session.excluded_reason is None:
+                return ours
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             failure = (
                 "agent_raised",
@@ -418,6 +465,7 @@ async def run_agent(
             sum(r.cost_usd for r in records),
             sum(r.prompt_tokens for r in records),
             sum(r.completion_tokens for r in records),
+            round(time.monotonic() - started, 3),  # the attempt's wall-clock time, its agent's work included
             reused=bool(records) and all(r.reused for r in records),
         )
         if session.excluded_reason is not None:

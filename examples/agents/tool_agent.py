@@ -59,7 +59,11 @@ def endpoint_client(task: Any) -> AsyncOpenAI:
 
 async def run(task: Any) -> dict[str, Any]:
     """One attempt: ask the model, run the tools it calls, until it answers (at most MAX_STEPS calls)."""
-    client = endpoint_client(task)
+    return await tool_loop(endpoint_client(task), task)
+
+
+async def tool_loop(client: AsyncOpenAI, task: Any) -> dict[str, Any]:
+    """The agent's loop over `client`: ask, run the tools the model calls, until it answers."""
     offered = [t for t in task.tools if t["function"]["name"] in LOCAL_TOOLS]
     messages: list[dict[str, Any]] = list(task.messages)
     tool_calls = 0
