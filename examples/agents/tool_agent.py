@@ -52,7 +52,10 @@ def endpoint_client(task: Any) -> AsyncOpenAI:
     return AsyncOpenAI(
         base_url=task.base_url,
         api_key=key,
+        # a long connect timeout rides out a busy machine; no SDK retries: the track retries the model's
+        # errors itself, and a retried request would count as the attempt's next call
         max_retries=0,
+        timeout=httpx.Timeout(600.0, connect=60.0),
         http_client=httpx.AsyncClient(trust_env=False),  # the endpoint is on 127.0.0.1: no proxy
     )
 
