@@ -156,6 +156,7 @@ class AgentCallRecord:
     error: str | None = None
     tries: int = 0  # the engine's tries of this call (retries of transient errors included)
     latency_s: float = 0.0  # the model's answer time (0 when reused from the journal)
+    error_kind: str | None = None  # a failed call's kind (the provider's, after the engine's retries)
 
 
 @dataclass
@@ -295,6 +296,7 @@ class AgentEndpoint:
             result.error or result.excluded_reason,
             result.tries,
             round(result.latency_s, 3),  # milliseconds: a long digit run reads as a number to redact
+            result.error_kind,
         )
         session.records.append(record)
         if result.status == "excluded":
@@ -453,10 +455,15 @@ async def _run_once(
             if ours is not None and session.excluded_reason is None:
                 return ours
             first = (str(exc).strip().splitlines() or [""])[0][:300]
-            failure = (
-                "agent_raised",
-                redact(f"{type(exc).__name__}: {first}" if first else type(exc).__name__),
-            )
+            raised = redact(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+            last = session.records[-1] if session.records else None
+            if last is not None and last.status == "error":  # the provider failed the call it raised on
+                failure = (
+                    last.error_kind or "provider_error",
+                    f"{last.error} (then the agent raised {raised})",
+                )
+            else:
+                failure = ("agent_raised", raised)
         records = tuple(session.records)
         summed = CallResult(
             "ok",
@@ -497,7 +504,7 @@ async def _invoke(agent: Agent, task: AgentTask, search: tuple[str, ...]) -> Age
             response = await client.post(agent.http, json=task.to_json())
     except httpx.ConnectError as exc:
         raise AgentUnreachable(
-            f"agent at {agent.http} refused the connection: {type(exc).__name__}"
+            f"attempt {task.attempt_id}: agent at {agent.http} refused the connection: {type(exc).__name__}"
         ) from None
     if response.status_code != 200:
         raise _HttpStatus(f"agent at {agent.http} answered HTTP {response.status_code}")
