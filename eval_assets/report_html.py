@@ -365,8 +365,22 @@ def _message_html(message: Any) -> str:
     if content is not None:
         out += f"<pre>{shown(content)}</pre>"
     if message.get("tool_calls"):
-        out += f"<pre>tool calls: {shown(json.dumps(message['tool_calls'], indent=1, sort_keys=True))}</pre>"
+        out += f"<div>its tool calls:</div><pre>{shown(_calls_text(message['tool_calls']))}</pre>"
     return out + "</div>"
+
+
+def _calls_text(calls: Any) -> str:
+    """Tool calls one a line, `name(arguments)  [id]`, in the OpenAI wire shape or the trajectory's."""
+    if not isinstance(calls, list):
+        return json.dumps(calls, sort_keys=True)
+    lines = []
+    for c in calls:
+        if not isinstance(c, dict):
+            lines.append(json.dumps(c, sort_keys=True))
+            continue
+        fn = c.get("function") if isinstance(c.get("function"), dict) else c
+        lines.append(f"{fn.get('name')}({fn.get('arguments') or ''})  [{c.get('id')}]")
+    return "\n".join(lines)
 
 
 def _trajectory_html(trajectory: Mapping[str, Any]) -> str:
@@ -396,9 +410,7 @@ def _trajectory_html(trajectory: Mapping[str, Any]) -> str:
         if call.get("text") is not None or call.get("tool_calls"):
             out.append(f'<span class="role">model reply</span><pre>{shown(call.get("text"))}</pre>')
         if call.get("tool_calls"):
-            out.append(
-                f"<div>tool calls:</div><pre>{shown(json.dumps(call['tool_calls'], indent=1, sort_keys=True))}</pre>"
-            )
+            out.append(f"<div>tool calls:</div><pre>{shown(_calls_text(call['tool_calls']))}</pre>")
         out.append("</div>")
     notes = trajectory.get("notes")
     out.append(
