@@ -39,9 +39,10 @@ async def burst_agent(task: Any) -> dict[str, Any]:
     import httpx
     from openai import AsyncOpenAI
 
+    key = task.api_key
     client = AsyncOpenAI(
         base_url=task.base_url,
-        api_key=task.api_key,
+        api_key=key,
         max_retries=0,
         http_client=httpx.AsyncClient(trust_env=False),
     )

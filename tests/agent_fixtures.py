@@ -69,9 +69,10 @@ async def no_retries(task: Any) -> dict[str, Any]:
 
     from examples.agents.tool_agent import tool_loop  # type: ignore[import-not-found]
 
+    key = task.api_key
     client = AsyncOpenAI(
         base_url=task.base_url,
-        api_key=task.api_key,
+        api_key=key,
         max_retries=0,
         http_client=httpx.AsyncClient(trust_env=False),
     )

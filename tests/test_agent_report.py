@@ -24,7 +24,8 @@ SYSTEM = "You are Calc, an agent of our own: use the calculator; never guess."
 
 
 async def run(task):
-    client = AsyncOpenAI(base_url=task.base_url, api_key=task.api_key, max_retries=0,
+    key = task.api_key
+    client = AsyncOpenAI(base_url=task.base_url, api_key=key, max_retries=0,
                          timeout=httpx.Timeout(600.0, connect=60.0),
                          http_client=httpx.AsyncClient(trust_env=False))
     messages = [{{"role": "system", "content": SYSTEM}}, *task.messages]
