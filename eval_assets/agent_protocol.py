@@ -13,11 +13,14 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 Decision = Literal["approved", "denied", "answer", "cancel"]
 ToolEvent = Literal["tool_started", "effect_sent", "tool_finished"]
 APPROVER = "eval.approver"
 """The named principal every scripted intervention answer comes from (approval authority only)."""
+ENDPOINT_UNREACHABLE = "endpoint_unreachable"
+"""The worker's error kind when the agent could not connect to the track's endpoint (the track's failure)."""
 
 
 class AgentShapeError(ValueError):
@@ -146,3 +149,25 @@ def parse_agent_result(value: object) -> AgentResult:
     if notes is not None and not isinstance(notes, str):
         raise AgentShapeError(f"result.notes: expected a string or null, got {type(notes).__name__}")
     return AgentResult(output, notes)
+
+
+def endpoint_failure(exc: BaseException, base_url: str) -> str | None:
+    """One line when `exc` (or what caused it) is a failure to connect to the endpoint at `base_url`
+    (refused, or no connection within the client's connect timeout): the track's failure, not the
+    agent's. None for anything else, a read timeout included (the request reached the endpoint)."""
+    import httpx  # the OpenAI SDK's and litellm's HTTP client
+
+    where = urlsplit(base_url)
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
+            try:
+                url = current.request.url
+            except RuntimeError:  # raised without its request: not known to be ours
+                url = None
+            if url is not None and (url.host, url.port) == (where.hostname, where.port):
+                return f"{type(current).__name__} connecting to the track's endpoint {base_url}"
+        current = current.__cause__ or current.__context__
+    return None

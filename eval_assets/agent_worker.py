@@ -50,13 +50,16 @@ def _one_line(exc: BaseException) -> str:
 def main() -> int:
     spec = json.loads(sys.stdin.read())
     sys.path[:0] = [p for p in spec["sys_path"] if p not in sys.path]
-    from eval_assets.agent_protocol import AgentResult, AgentTask
+    from eval_assets.agent_protocol import ENDPOINT_UNREACHABLE, AgentResult, AgentTask, endpoint_failure
 
+    task = AgentTask.from_json(spec["task"])
     try:
         fn = load_entrypoint(spec["entrypoint"], tuple(spec["search"]))
-        result = asyncio.run(fn(AgentTask.from_json(spec["task"])))
+        result = asyncio.run(fn(task))
     except BaseException as exc:  # the agent's own failure, one line (a SystemExit or a cancel too)
-        text = json.dumps({"error": {"kind": "agent_raised", "message": _one_line(exc)}})
+        ours = endpoint_failure(exc, task.base_url)  # the track's endpoint unreachable: the track's failure
+        error = {"kind": ENDPOINT_UNREACHABLE, "message": ours} if ours else {"kind": "agent_raised", "message": _one_line(exc)}
+        text = json.dumps({"error": error})
     else:
         if isinstance(result, AgentResult):
             result = dataclasses.asdict(result)

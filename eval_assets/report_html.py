@@ -3,8 +3,10 @@
 The decision and its reasons; each judge version's capability report (findings and plot); one row
 per scenario (repeat scores per judge version, pass^k, flags) that opens onto its attempts; and per
 attempt its transcript: the input messages, every model turn (text and tool calls, as the journal
-holds them), the output as stored, and each judge version's verdict with the judge's own reply as
-rationale. Everything shown passes through the one redaction first; the page needs no network (the
+holds them; for an agent attempt its trajectory: per call what the agent sent, its own system prompt
+and the tool results it sent back included, the model's reply and tool calls, latency, tokens and
+cost, then the agent's notes), the output as stored, and each judge version's verdict with the
+judge's own reply as rationale. Everything shown passes through the one redaction first; the page needs no network (the
 plots are data: URIs, the filter is a few lines of inline script).
 """
 
@@ -158,7 +160,9 @@ th{background:#f6f8fa} .decision{display:inline-block;padding:2px 10px;border-ra
 .s-fail{color:#953800} .s-pass{color:#1a7f37}
 details.scenario{border:1px solid #d0d7de;border-radius:6px;margin:6px 0;padding:4px 8px}
 details.attempt{margin:6px 0 6px 16px;border-left:3px solid #d0d7de;padding-left:8px}
-pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:6px;border-radius:4px;margin:4px 0}
+pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:6px;border-radius:4px;margin:4px 0;max-height:20em;overflow:auto}
+.call{border-top:1px solid #d0d7de;margin-top:6px;padding-top:4px} .call .head{font-weight:600}
+.sent{margin-left:12px} .tool{border-left:3px solid #8250df;padding-left:6px}
 .role{font-weight:600;color:#57606a} .na{color:#8c959f} img{max-width:100%}
 #filters{position:sticky;top:0;background:#fff;padding:6px 0;border-bottom:1px solid #d0d7de}
 """
@@ -287,7 +291,10 @@ def _attempt_html(view: ScenarioView, attempt: Attempt, versions: Sequence[str],
         "<h4>Input</h4>",
         messages,
     ]
-    if len(attempt.turns) > 1 or any(calls for _t, _x, calls in attempt.turns):
+    trajectory = _trajectory(run.get("trajectory"))
+    if trajectory is not None:
+        out.append(_trajectory_html(trajectory))
+    elif len(attempt.turns) > 1 or any(calls for _t, _x, calls in attempt.turns):
         out.append("<h4>Turns and tool calls</h4>")
         for turn, text, calls in attempt.turns:
             out.append(f'<div><span class="role">assistant, turn {turn}</span><pre>{shown(text)}</pre>')
@@ -305,6 +312,9 @@ def _attempt_html(view: ScenarioView, attempt: Attempt, versions: Sequence[str],
         f"tries {run.get('tries')}",
         f"turns {run.get('turns')}",
         f"replay misses {run.get('replay_misses') or 0}",
+        f"latency {float(run.get('latency_s') or 0.0):.2f} s",
+        f"tokens {int(run.get('prompt_tokens') or 0)} in / {int(run.get('completion_tokens') or 0)} out",
+        f"cost ${float(run.get('cost_usd') or 0.0):.6f}",
     ]
     if run.get("error"):
         facts.append(f"error ({run.get('error_kind')}): {run.get('error')}")
@@ -328,6 +338,84 @@ def _attempt_html(view: ScenarioView, attempt: Attempt, versions: Sequence[str],
             else "<p>(no judge reply in the journal)</p>"
         )
     out.append("</details>")
+    return "\n".join(out)
+
+
+def _trajectory(text: Any) -> dict[str, Any] | None:
+    """An agent attempt's stored trajectory (None for a model subject's attempt, or unreadable)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get("calls"), list) else None
+
+
+def _message_html(message: Any) -> str:
+    """One message the agent sent: its role (and tool call id), its text, its own tool calls."""
+    if not isinstance(message, dict):
+        return f"<pre>{shown(message)}</pre>"
+    role = str(message.get("role"))
+    label = role + (f" (result of {message.get('tool_call_id')})" if role == "tool" else "")
+    content = message.get("content")
+    if not isinstance(content, str) and content is not None:
+        content = json.dumps(content, indent=1, sort_keys=True)
+    out = f'<div class="{"tool" if role == "tool" else "msg"}"><span class="role">{shown(label)}</span>'
+    if content is not None:
+        out += f"<pre>{shown(content)}</pre>"
+    if message.get("tool_calls"):
+        out += f"<div>its tool calls:</div><pre>{shown(_calls_text(message['tool_calls']))}</pre>"
+    return out + "</div>"
+
+
+def _calls_text(calls: Any) -> str:
+    """Tool calls one a line, `name(arguments)  [id]`, in the OpenAI wire shape or the trajectory's."""
+    if not isinstance(calls, list):
+        return json.dumps(calls, sort_keys=True)
+    lines = []
+    for c in calls:
+        if not isinstance(c, dict):
+            lines.append(json.dumps(c, sort_keys=True))
+            continue
+        fn = c.get("function") if isinstance(c.get("function"), dict) else c
+        lines.append(f"{fn.get('name')}({fn.get('arguments') or ''})  [{c.get('id')}]")
+    return "\n".join(lines)
+
+
+def _trajectory_html(trajectory: Mapping[str, Any]) -> str:
+    """Every call of an agent attempt: what the agent sent (the first call: every message, its system
+    prompt included; then the tool results and turns it added), the reply, latency, tokens, cost."""
+    out = [f"<h4>Agent calls ({len(trajectory['calls'])})</h4>"]
+    for call in trajectory["calls"]:
+        if not isinstance(call, dict):
+            continue
+        facts = [
+            f"call {call.get('index')}",
+            str(call.get("status")),
+            f"latency {float(call.get('latency_s') or 0.0):.2f} s",
+            f"tokens {int(call.get('prompt_tokens') or 0)} in / {int(call.get('completion_tokens') or 0)} out",
+            f"cost ${float(call.get('cost_usd') or 0.0):.6f}",
+            f"tries {call.get('tries')}",
+        ]
+        if call.get("reused"):
+            facts.append("reused from the journal")
+        out.append(f'<div class="call"><div class="head">{shown(" · ".join(facts))}</div>')
+        sent = call.get("sent") or []
+        out.append(f'<div class="sent"><div>sent by the agent ({len(sent)}):</div>')
+        out += [_message_html(m) for m in sent]
+        out.append("</div>")
+        if call.get("error"):
+            out.append(f"<p>error ({shown(call.get('error_kind'))}): {shown(call.get('error'))}</p>")
+        if call.get("text") is not None or call.get("tool_calls"):
+            out.append(f'<span class="role">model reply</span><pre>{shown(call.get("text"))}</pre>')
+        if call.get("tool_calls"):
+            out.append(f"<div>tool calls:</div><pre>{shown(_calls_text(call['tool_calls']))}</pre>")
+        out.append("</div>")
+    notes = trajectory.get("notes")
+    out.append(
+        f"<h4>Agent notes</h4><pre>{shown(notes)}</pre>" if notes else "<p>(no notes from the agent)</p>"
+    )
     return "\n".join(out)
 
 

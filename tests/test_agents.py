@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ from eval_assets.engine import (
     AgentResult,
     AgentShapeError,
     AgentUnreachable,
+    EndpointFailed,
     Engine,
     SubjectResult,
     load_entrypoint,
@@ -55,7 +59,13 @@ def manifest(agent: dict[str, Any], skill: float = 1.0) -> BuildManifest:
     )
 
 
-def engine(project: Project, journal: Path, ceilings: Ceilings | None = None, run_id: str = "r1") -> Engine:
+def engine(
+    project: Project,
+    journal: Path,
+    ceilings: Ceilings | None = None,
+    run_id: str = "r1",
+    settings: EngineSettings = FAST,
+) -> Engine:
     prices = {
         m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in project.settings.prices.items()
     }
@@ -65,7 +75,7 @@ def engine(project: Project, journal: Path, ceilings: Ceilings | None = None, ru
         run_id=run_id,
         ceilings_for=lambda ref: ceilings or Ceilings(),
     )
-    return Engine(spend=spend, settings=FAST, jitter=random.Random(0), agent_search=(str(ROOT), TESTS))
+    return Engine(spend=spend, settings=settings, jitter=random.Random(0), agent_search=(str(ROOT), TESTS))
 
 
 def attempt(eng: Engine, build: BuildManifest, scenario_id: str, project: Project) -> SubjectResult:
@@ -239,6 +249,68 @@ def test_an_http_agent_that_is_down_refuses_the_run_naming_its_url(project: Proj
 
     with pytest.raises(AgentUnreachable, match=url):
         attempt(engine(project, tmp_path / "j.sqlite"), manifest({"http": url}), PLAIN, project)
+
+
+# --- the track's own failures are never the agent's ---------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_forty_attempts_started_at_once_on_a_busy_machine_all_reach_the_endpoint(tmp_path: Path) -> None:
+    # a client with the OpenAI SDK's default 5 s connect timeout and no retries, 40 attempts at once in
+    # a fresh process, while a CPU hog runs on every core: no attempt may fail for a reason of the
+    # track's own (a stalled endpoint was APITimeoutError, recorded as the agent's)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        burst = subprocess.run(
+            [sys.executable, str(Path(TESTS) / "agent_burst.py"), str(tmp_path / "j.sqlite"), "40"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+    results = json.loads(burst.stdout.strip().splitlines()[-1])
+    assert len(results) == 40
+    assert [r for r in results if r[1] != "ok"] == []
+
+
+def test_an_attempt_whose_agent_could_not_connect_to_the_endpoint_is_tried_again(
+    project: Project, tmp_path: Path
+) -> None:
+    eng = engine(project, tmp_path / "j.sqlite")
+
+    result = attempt(eng, manifest({"entrypoint": "agent_fixtures:endpoint_refused_once"}), REFUND, project)
+
+    assert result.call.status == "ok" and result.call.error_kind is None and result.turns == 3
+
+
+def test_an_agent_that_never_reaches_the_endpoint_fails_the_run_as_the_tracks_failure_not_the_agents(
+    project: Project, tmp_path: Path
+) -> None:
+    eng = engine(project, tmp_path / "j.sqlite")
+    build = manifest({"entrypoint": "agent_fixtures:endpoint_always_refused"})
+
+    with pytest.raises(EndpointFailed, match="track's own endpoint in 3 tries .*ConnectError"):
+        attempt(eng, build, PLAIN, project)
+    # each try asked call 1 under the same key: paid once, answered from the journal afterwards
+    assert [r.status for r in eng.spend.journal.rows()] == ["settled"]
+
+
+def test_an_agent_refused_by_a_service_of_its_own_is_the_agents_failure(
+    project: Project, tmp_path: Path
+) -> None:
+    result = attempt(
+        engine(project, tmp_path / "j.sqlite"),
+        manifest({"entrypoint": "agent_fixtures:other_host_refused"}),
+        PLAIN,
+        project,
+    )
+
+    assert (result.call.status, result.call.error_kind) == ("error", "agent_raised")
+    assert result.call.error == "ConnectError: [Errno 111] Connection refused"
 
 
 def test_the_endpoint_refuses_a_call_without_the_attempts_token(project: Project, tmp_path: Path) -> None:

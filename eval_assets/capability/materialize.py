@@ -9,7 +9,7 @@ No Dagster here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,6 +29,7 @@ from eval_assets.capability.track import Log, Track
 from eval_assets.config import BuildManifest, Judge, Rubric, Scenario
 from eval_assets.engine import Engine, StoredAttempt, SubjectResult
 from eval_assets.providers.gateway import UnpricedModel
+from eval_assets.redact import redact
 from eval_assets.tracing import traced
 
 __all__ = [
@@ -37,6 +38,32 @@ __all__ = [
     "materialize_scenario_runs",
     "stored_attempts",
 ]
+
+
+FAILURE_LINES = 10
+"""Distinct attempt failures a run's summary names (each with its first attempt and how many share it)."""
+
+
+def failure_lines(rows: Sequence[Mapping[str, Any]], limit: int = FAILURE_LINES) -> list[str]:
+    """One line per distinct failure of the attempts (error kind and message, or the exclusion's
+    reason), naming its first attempt and how many attempts share it; at most `limit` lines, the
+    last saying how many more kinds there are. Redacted."""
+    groups: dict[str, list[str]] = {}
+    for r in rows:
+        if r["status"] == "error":
+            cause = f"{r['error_kind']}: {r['error']}"
+        elif r["status"] == "excluded":
+            cause = f"excluded: {r['excluded_reason']}"
+        else:
+            continue
+        groups.setdefault(" ".join(redact(cause).split()), []).append(str(r["attempt_id"]))
+    lines = [
+        f"{ids[0]}{f' (and {len(ids) - 1} more attempts)' if len(ids) > 1 else ''}: {cause}"
+        for cause, ids in groups.items()
+    ]
+    if len(lines) > limit:
+        return [*lines[: limit - 1], f"and {len(lines) - limit + 1} more kinds of failure (scenario_runs)"]
+    return lines
 
 
 @traced(
@@ -111,7 +138,18 @@ def materialize_scenario_runs(
                 results,
                 lambda r: r.scenario.id,
                 lambda chunk: scenario_run_rows(build, chunk, design),
-                ("scenario_id", "repeat", "status", "policy_failures", "replay_misses", "cost_usd"),
+                (
+                    "scenario_id",
+                    "repeat",
+                    "attempt_id",
+                    "status",
+                    "error_kind",
+                    "error",
+                    "excluded_reason",
+                    "policy_failures",
+                    "replay_misses",
+                    "cost_usd",
+                ),
                 rows,
             ),
             run_id,
@@ -128,6 +166,7 @@ def materialize_scenario_runs(
             "ok": statuses.count("ok"),
             "errors": statuses.count("error"),
             "excluded": statuses.count("excluded"),
+            "failures": failure_lines(rows),
             "policy_failures": int(sum(r["policy_failures"] for r in rows)),
             # replay loop: tool calls the recordings did not hold, over every attempt
             "replay_misses": int(sum(r["replay_misses"] for r in rows)),

@@ -19,6 +19,7 @@ from dagster._core.instance.ref import InstanceRef
 from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 from dagster._core.workspace.load import location_origins_from_yaml_paths
+from dagster._utils.error import SerializableErrorInfo
 
 from eval_assets.capability.builds import Builds
 from eval_assets.config import Project, project_at
@@ -41,6 +42,7 @@ class StepResult:
     # release_approval refused a build that may not ship (its decision is not allow): the step did
     # what it is for, so the command does not count it as a failure
     withheld: bool = False
+    detail: str | None = None  # a failure's whole error chain with its stacks, redacted (for --debug)
 
 
 def plain_key(key: str) -> str:
@@ -190,18 +192,13 @@ def _materialize(
     )
     # and its origin in the run's record (what Dagster itself stores for a run launched from the UI)
     instance.run_storage.replace_job_origin(result.dagster_run, origin)
-    error, withheld = None, False
+    error, withheld, detail = None, False, None
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
         withheld = bool(failures) and all(_not_approved(e) for e in failures)
-        error = redact(
-            "; ".join(
-                " ".join(without_traceback(str(e.step_failure_data.error.message)).split())
-                for e in failures
-                if e.step_failure_data.error
-            )
-            or "run failed"
-        )
+        errors = [e.step_failure_data.error for e in failures if e.step_failure_data.error]
+        error = redact("; ".join(root_cause(e) for e in errors) or "run failed")
+        detail = redact("\n".join(e.to_string() for e in errors)) or None
     metadata = {}
     for event in result.get_asset_materialization_events():
         mat = event.step_materialization_data.materialization
@@ -216,7 +213,20 @@ def _materialize(
         round(time.monotonic() - started, 1),
         job_name,
         withheld,
+        detail,
     )
+
+
+def root_cause(error: SerializableErrorInfo) -> str:
+    """The innermost cause of a step's error, one line: `Name: message` (the exception's own class
+    name, not Dagster's wrapper of it, never a stack frame)."""
+    while error.cause is not None:
+        error = error.cause
+    text = " ".join(without_traceback(error.message).split())
+    qualified, sep, rest = text.partition(": ")
+    if sep and qualified.rsplit(".", 1)[-1] == error.cls_name:
+        text = f"{error.cls_name}: {rest}"
+    return text
 
 
 def _not_approved(event: dg.DagsterEvent) -> bool:

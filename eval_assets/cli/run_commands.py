@@ -53,7 +53,11 @@ def step_line(step: StepResult, expected_attempts: int | None = None) -> str:
     if step.withheld:
         return f"{'release_approval':<20} not approved (may not ship) · {took}"
     if not step.success and not set(step.assets) <= set(meta):
-        return f"{'+'.join(step.assets):<20} FAILED · {shorten(step.error or 'run failed', 140)} · {took}"
+        build = step.partition.split("|")[0]
+        return shorten(
+            f"{'+'.join(step.assets):<20} FAILED · build {build}: {step.error or 'run failed'} · {took}",
+            MAX_LINE,
+        )
     if "scenario_runs" in meta:
         m = meta["scenario_runs"]
         total = expected_attempts if expected_attempts is not None else m.get("attempts")
@@ -87,6 +91,27 @@ def step_line(step: StepResult, expected_attempts: int | None = None) -> str:
         m = meta["release_decision"]
         return f"{'release_decision':<20} {m.get('decision')} · baseline {m.get('baseline')} · {took}"
     return f"{'+'.join(step.assets):<20} {'ok' if step.success else 'FAILED'} · {took}"
+
+
+def step_failures(step: StepResult, debug: bool, home: Path) -> list[str]:
+    """The lines under a step's own: each distinct failure of its attempts (scenario_runs), and, for a
+    step that failed, where its detail is (`debug`: written, redacted, to EVAL_HOME/logs/debug.log)."""
+    lines = [
+        shorten(str(x), MAX_LINE - 4) for x in step.metadata.get("scenario_runs", {}).get("failures") or []
+    ]
+    if not step.success and not step.withheld and step.detail:
+        if not debug:
+            lines.append("(run with --debug for the detail)")
+        else:
+            log = home / "logs" / "debug.log"
+            try:
+                log.parent.mkdir(parents=True, exist_ok=True)
+                with log.open("a", encoding="utf-8") as out:
+                    out.write(f"{step.job} {step.partition} run {step.run_id}\n{step.detail}\n")
+                lines.append(f"(detail in {log})")
+            except OSError as why:
+                lines.append(f"(the debug log could not be written: {type(why).__name__})")
+    return lines
 
 
 class ProgressPrinter(logging.Handler):
@@ -164,6 +189,8 @@ def _run_builds(
             if printer is not None:
                 printer.finish()
             say(f"  {step_line(step, expected)}")
+            for line in step_failures(step, bool(getattr(args, "debug", False)), track.home.root):
+                say(f"    {line}")
 
         tags = {}
         if fresh:
@@ -210,6 +237,8 @@ def _decision_record(track: Track, build_id: str) -> dict[str, object]:
             "baseline": None,
             "reasons": [{"severity": "error", "source": "evidence", "message": str(exc)}],
         }
+    if not record["recorded"]:  # no decision to read it from: the baseline the manifest names
+        record["baseline"] = track.build(build_id).baseline
     plots = sorted((track.home.root / "reports" / build_id).glob("*.png"))
     page = track.home.root / "reports" / build_id / "report.html"
     return {**record, "plots": [str(p) for p in plots], "report": str(page) if page.is_file() else None}

@@ -8,7 +8,8 @@ settle). A provider error is an attempt with status `error` and a reason, never 
 `_calls`: the one subject/judge `CallSpec` builder; `_replay`: the replay loop for a scenario with
 tools, and `Replay`, which answers its tool calls from the recording; `_results`: what a run returns;
 `_agent`: agent subjects and the
-track's OpenAI-compatible endpoint their model calls go through; `_limiter`: the adaptive in-flight limit per provider; `_engine`: the retry engine.
+track's OpenAI-compatible endpoint their model calls go through (`_endpoint_host`: served from a
+thread of its own); `_limiter`: the adaptive in-flight limit per provider; `_engine`: the retry engine.
 """
 
 from ._agent import (
@@ -19,6 +20,7 @@ from ._agent import (
     AgentShapeError,
     AgentTask,
     AgentUnreachable,
+    EndpointFailed,
     load_entrypoint,
     parse_agent_result,
     request_hash,
@@ -41,6 +43,7 @@ __all__ = [
     "AgentShapeError",
     "AgentTask",
     "AgentUnreachable",
+    "EndpointFailed",
     "parse_agent_result",
     "request_hash",
     "run_agent",

@@ -10,7 +10,13 @@ answers 429 and the attempt is excluded, whatever the agent returns afterwards.
 An agent's outcome is one of: its output (`ok`), `agent_raised` (one line naming the exception, no
 traceback), `agent_timeout`, `agent_shape` (naming the field), `agent_http` (a non-200 answer),
 excluded (a ceiling); none of them is a score. An HTTP agent that cannot be reached raises
-`AgentUnreachable` naming the URL: the run refuses rather than recording an error per attempt.
+`AgentUnreachable` naming the URL: the run refuses rather than recording an error per attempt. An
+agent that could not connect to the endpoint failed for the track's reason: the attempt is tried
+again, and raises `EndpointFailed` when it keeps failing (never an error of the agent's).
+
+The endpoint is served from a thread of its own (`_endpoint_host`), and admits at most `capacity`
+attempts at once: a further attempt waits to start, so a burst of starts never stalls the loop the
+agents' clients run on past their connect timeouts.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import importlib
 import json
 import os
 import secrets
@@ -31,15 +38,23 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from eval_assets.agent_protocol import AgentResult, AgentShapeError, AgentTask, parse_agent_result
+from eval_assets.agent_protocol import (
+    ENDPOINT_UNREACHABLE,
+    AgentResult,
+    AgentShapeError,
+    AgentTask,
+    endpoint_failure,
+    parse_agent_result,
+)
 from eval_assets.agent_worker import load_entrypoint
 from eval_assets.canonical import canonical_json
 from eval_assets.config import Agent, Scenario
 from eval_assets.judging import PolicyCheck, policy_texts
-from eval_assets.providers.gateway import CallSpec
+from eval_assets.providers.gateway import CALL_MODULES, CallSpec
 from eval_assets.redact import redact
 
 from ._control import AttemptControl, ControlError
+from ._endpoint_host import EndpointHost, on_loop
 from ._replay import union_hits
 from ._results import CallResult
 
@@ -64,6 +79,15 @@ class AgentUnreachable(Exception):
     """An HTTP agent did not accept a connection: the run refuses (no attempt of it can run)."""
 
 
+class EndpointFailed(Exception):
+    """An attempt's agent could not connect to the track's own endpoint, try after try: the track's
+    failure (the run fails naming it), never recorded as the agent's."""
+
+
+ENDPOINT_TRIES = 3
+"""Times an attempt is run when its agent could not connect to the endpoint (settled calls are reused)."""
+
+
 def request_hash(body: Mapping[str, Any]) -> str:
     """SHA-256 (hex, first 16) of a request's messages, tools and tool_choice in canonical JSON."""
     wanted = {k: body.get(k) for k in ("messages", "tools", "tool_choice")}
@@ -86,6 +110,8 @@ class AgentCallRecord:
     reused: bool = False
     error: str | None = None
     tries: int = 0  # the engine's tries of this call (retries of transient errors included)
+    latency_s: float = 0.0  # the model's answer time (0 when reused from the journal)
+    error_kind: str | None = None  # a failed call's kind (the provider's, after the engine's retries)
 
 
 @dataclass
@@ -107,37 +133,67 @@ class AgentSession:
 class AgentEndpoint:
     """The track's OpenAI-compatible endpoint on 127.0.0.1, shared by the attempts of one event loop.
 
-    Started when the first attempt enters `session()`, stopped when the last leaves."""
+    Started when the first attempt enters `session()`, stopped when the last leaves; at most
+    `capacity` attempts hold a session at once (the others wait for one to end)."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 8) -> None:
         self._sessions: dict[str, AgentSession] = {}
         self._users = 0
         self._lock = asyncio.Lock()
-        self._runner: Any = None
+        self._admission = asyncio.Semaphore(capacity)
+        self._host = EndpointHost()
         self.base_url = ""
 
     @contextlib.asynccontextmanager
     async def session(
         self, scenario: Scenario, spec: CallSpec, call: AgentCall, control: AttemptControl | None = None
     ) -> AsyncIterator[AgentSession]:
-        async with self._lock:
-            if self._users == 0:
-                await self._start()
-            self._users += 1
-        session = AgentSession(
-            secrets.token_urlsafe(24), scenario, spec, call, control if control is not None else AttemptControl()
-        )
-        self._sessions[session.token] = session
-        try:
-            yield session
-        finally:
-            del self._sessions[session.token]
+        async with self._admission:
             async with self._lock:
-                self._users -= 1
                 if self._users == 0:
-                    await self._stop()
+                    await self._start()
+                self._users += 1
+            # the server's loop hands each call to this (the engine's) loop
+            session = AgentSession(
+                secrets.token_urlsafe(24),
+                scenario,
+                spec,
+                on_loop(asyncio.get_running_loop(), call),
+                control if control is not None else AttemptControl(),
+            )
+            self._sessions[session.token] = session
+            try:
+                yield session
+            finally:
+                del self._sessions[session.token]
+                async with self._lock:
+                    self._users -= 1
+                    if self._users == 0:
+                        await self._host.stop()
+            async with self._lock:
+                if self._users == 0:
+                    await self._start()
+                self._users += 1
+            # the server's loop hands each call to this (the engine's) loop
+            session = AgentSession(
+                secrets.token_urlsafe(24), scenario, spec, on_loop(asyncio.get_running_loop(), call)
+            )
+            self._sessions[session.token] = session
+            try:
+                yield session
+            finally:
+                del self._sessions[session.token]
+                async with self._lock:
+                    self._users -= 1
+                    if self._users == 0:
+                        await self._host.stop()
 
     async def _start(self) -> None:
+        for module in CALL_MODULES:  # imported before any agent waits on a call, not during its first
+            importlib.import_module(module)
+        self.base_url = await self._host.start(self._app)
+
+    def _app(self) -> Any:
         from aiohttp import web  # litellm's own HTTP stack; only agent runs start a server
 
         app = web.Application(client_max_size=16 * 1024 * 1024)
@@ -145,17 +201,7 @@ class AgentEndpoint:
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/interventions", self._interventions)
         app.router.add_post("/v1/tool_invocations", self._tool_invocations)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.base_url = f"http://127.0.0.1:{port}/v1"
-
-    async def _stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        return app
 
     def _authorized(self, request: Any) -> AgentSession | None:
         header = str(request.headers.get("Authorization", ""))
@@ -277,6 +323,8 @@ class AgentEndpoint:
             result.reused,
             result.error or result.excluded_reason,
             result.tries,
+            round(result.latency_s, 3),  # milliseconds: a long digit run reads as a number to redact
+            result.error_kind,
         )
         session.records.append(record)
         session.control.model_call(index, result.status, result.tool_calls)
@@ -390,10 +438,37 @@ async def run_agent(
     policy: PolicyCheck | None = None,
 ) -> AgentRun:
     """One attempt of an agent subject. Never raises for the agent's own failures (they are outcomes);
-    raises `AgentUnreachable` when an HTTP agent cannot be connected to.
+    raises `AgentUnreachable` when an HTTP agent cannot be connected to, and `EndpointFailed` when
+    the agent could not connect to the track's endpoint in `ENDPOINT_TRIES` tries of the attempt
+    (each try reuses the calls the previous ones settled).
 
     `task_fields`: attempt_id, build, repeat, and the pinned sources `now`, `seed`, `state_dir`."""
+    why = ""
+    for _ in range(ENDPOINT_TRIES):
+        run = await _run_once(agent, task_fields, scenario, spec, endpoint, call, search, control, policy)
+        if isinstance(run, AgentRun):
+            return run
+        why = run
+    raise EndpointFailed(
+        f"attempt {task_fields['attempt_id']}: the agent could not reach the track's own endpoint in "
+        f"{ENDPOINT_TRIES} tries ({why}); a failure of the track, not of the agent"
+    )
+
+
+async def _run_once(
+    agent: Agent,
+    task_fields: Mapping[str, Any],
+    scenario: Scenario,
+    spec: CallSpec,
+    endpoint: AgentEndpoint,
+    call: AgentCall,
+    search: tuple[str, ...],
+    control: AttemptControl | None,
+    policy: PolicyCheck | None,
+) -> AgentRun | str:
+    """The attempt, or one line naming why its agent could not connect to the endpoint."""
     async with endpoint.session(scenario, spec, call, control) as session:
+        started = time.monotonic()
         bearer = session.token  # the attempt's key to the endpoint, nothing else
         task = AgentTask(
             attempt_id=str(task_fields["attempt_id"]),
@@ -424,13 +499,23 @@ async def run_agent(
         except _Killed as exc:
             failure = ("agent_killed", str(exc))
         except _Raised as exc:
+            if exc.kind == ENDPOINT_UNREACHABLE and session.excluded_reason is None:
+                return str(exc)  # the worker's agent could not reach the endpoint: the track's failure
             failure = (exc.kind, redact(str(exc)))
         except Exception as exc:  # the agent's own failure: one line, no traceback
+            ours = endpoint_failure(exc, endpoint.base_url)
+            if ours is not None and session.excluded_reason is None:
+                return ours
             first = (str(exc).strip().splitlines() or [""])[0][:300]
-            failure = (
-                "agent_raised",
-                redact(f"{type(exc).__name__}: {first}" if first else type(exc).__name__),
-            )
+            raised = redact(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+            last = session.records[-1] if session.records else None
+            if last is not None and last.status == "error":  # the provider failed the call it raised on
+                failure = (
+                    last.error_kind or "provider_error",
+                    f"{last.error} (then the agent raised {raised})",
+                )
+            else:
+                failure = ("agent_raised", raised)
         records = tuple(session.records)
         summed = CallResult(
             "ok",
@@ -439,6 +524,7 @@ async def run_agent(
             sum(r.cost_usd for r in records),
             sum(r.prompt_tokens for r in records),
             sum(r.completion_tokens for r in records),
+            round(time.monotonic() - started, 3),  # the attempt's wall-clock time, its agent's work included
             reused=bool(records) and all(r.reused for r in records),
         )
         if session.excluded_reason is not None:
@@ -548,7 +634,7 @@ async def _invoke(agent: Agent, task: AgentTask, search: tuple[str, ...], contro
             response = await client.post(agent.http, json=task.to_json())
     except httpx.ConnectError as exc:
         raise AgentUnreachable(
-            f"agent at {agent.http} refused the connection: {type(exc).__name__}"
+            f"attempt {task.attempt_id}: agent at {agent.http} refused the connection: {type(exc).__name__}"
         ) from None
     if response.status_code != 200:
         raise _HttpStatus(f"agent at {agent.http} answered HTTP {response.status_code}")

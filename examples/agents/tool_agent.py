@@ -190,7 +190,10 @@ def endpoint_client(task: Any) -> AsyncOpenAI:
     return AsyncOpenAI(
         base_url=task.base_url,
         api_key=key,
+        # a long connect timeout rides out a busy machine; no SDK retries: the track retries the model's
+        # errors itself, and a retried request would count as the attempt's next call
         max_retries=0,
+        timeout=httpx.Timeout(600.0, connect=60.0),
         http_client=httpx.AsyncClient(trust_env=False),  # the endpoint is on 127.0.0.1: no proxy
     )
 
@@ -205,7 +208,11 @@ async def complete(client: AsyncOpenAI, **request: Any) -> Any:
 
 async def run(task: Any) -> dict[str, Any]:
     """One attempt: ask the model, run the tools it calls, until it answers (at most MAX_STEPS calls)."""
-    client = endpoint_client(task)
+    return await tool_loop(endpoint_client(task), task)
+
+
+async def tool_loop(client: AsyncOpenAI, task: Any) -> dict[str, Any]:
+    """The agent's loop over `client`: ask, run the tools the model calls, until it answers."""
     offered = [t for t in task.tools if t["function"]["name"] in READ_TOOLS + WRITE_TOOLS] + [ASK_PERSON]
     messages: list[dict[str, Any]] = list(task.messages)
     journal, desk = Journal(task.state_dir), ReturnsDesk(task.state_dir)

@@ -1,0 +1,128 @@
+"""Every failure of a run is one line on the terminal naming its cause, with the build, scenario and
+attempt (issue 47): `evaltrack run` on an `evaltrack init` project whose agent fails each way."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+from eval_assets.cli import main
+
+BUILD = "fail-1"
+ATTEMPT = f"{BUILD}/starter.order-status/1"
+AGENTS = """
+async def raises(task):
+    raise RuntimeError("the tool registry is empty")
+
+
+async def wrong_shape(task):
+    return {"answer": "the field is called output"}
+"""
+
+
+def _dead_url() -> str:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/attempt"
+
+
+def _project(tmp_path: Path, agent: dict[str, object], params: dict[str, object], ceiling: float) -> Path:
+    project = tmp_path / "proj"
+    assert main(["init", str(project)]) == 0
+    (project / "fail_agents.py").write_text(AGENTS)
+    settings = yaml.safe_load((project / "evaltrack.yaml").read_text())
+    settings["spend"]["scenario_ceiling_usd"] = ceiling
+    (project / "evaltrack.yaml").write_text(yaml.safe_dump(settings))
+    manifest = yaml.safe_load((project / "examples/builds/my-agent.yaml").read_text())
+    manifest["id"] = BUILD
+    manifest["baseline"] = "my-agent-1"
+    manifest["subject"]["agent"] = agent
+    manifest["subject"]["params"].update(params)
+    (project / "fail.yaml").write_text(yaml.safe_dump(manifest))
+    return project
+
+
+def _run(capsys: pytest.CaptureFixture[str], project: Path, home: Path, *extra: str) -> tuple[int, str, str]:
+    for manifest in ("examples/builds/my-agent.yaml", "fail.yaml"):  # the baseline (never run), the build
+        assert (
+            main(["--project", str(project), "--home", str(home), "build", "add", str(project / manifest)])
+            == 0
+        )
+    capsys.readouterr()
+    code = main(["--project", str(project), "--home", str(home), *extra, "run", "--build", BUILD])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+CASES = {
+    "agent unreachable": (
+        lambda: {"http": _dead_url(), "timeout_s": 10},
+        {},
+        0.25,
+        f"scenario_runs FAILED · build {BUILD}: AgentUnreachable: attempt {ATTEMPT}: agent at "
+        "http://127.0.0.1:{port}/attempt refused the connection: ConnectError",
+    ),
+    "agent raised": (
+        lambda: {"entrypoint": "fail_agents:raises"},
+        {},
+        0.25,
+        f"{ATTEMPT} (and 2 more attempts): agent_raised: RuntimeError: the tool registry is empty",
+    ),
+    "shape error": (
+        lambda: {"entrypoint": "fail_agents:wrong_shape"},
+        {},
+        0.25,
+        f"{ATTEMPT} (and 2 more attempts): agent_shape: result.answer: unknown field (allowed: output, notes)",
+    ),
+    "ceiling": (
+        lambda: {"entrypoint": "agent:run"},
+        {},
+        0.0,
+        f"{ATTEMPT} (and 2 more attempts): excluded: scenario ceiling $0 reached",
+    ),
+    "provider error": (
+        lambda: {"entrypoint": "agent:run"},
+        {"error_rate": 1.0},
+        0.25,
+        f"{ATTEMPT} (and 2 more attempts): InternalServerError: litellm.InternalServerError: sim: injected "
+        "provider error (503 upstream overloaded) (then the agent raised",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_each_kind_of_failure_is_one_line_naming_its_cause_build_scenario_and_attempt(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent, params, ceiling, expected = CASES[kind]
+    manifest_agent = agent()
+    project = _project(tmp_path, manifest_agent, params, ceiling)
+    if "http" in manifest_agent:
+        expected = expected.replace("{port}", str(manifest_agent["http"]).rsplit(":", 1)[1].split("/")[0])
+
+    code, out, err = _run(capsys, project, tmp_path / "home")
+
+    lines = [line.strip() for line in out.splitlines()]
+    assert code == 1 or kind != "agent unreachable"
+    assert any(line.startswith(expected) for line in lines), out + err
+    # one line per distinct failure: the provider's failure is named, not as the agent's own
+    assert sum(line.startswith(ATTEMPT) or "FAILED" in line for line in lines) == 1
+    assert "Traceback" not in out + err and 'File "' not in out + err
+    assert f"{BUILD}: " in out and "(baseline my-agent-1)" in out  # the manifest's baseline, not "none"
+
+
+def test_debug_writes_a_failed_steps_redacted_detail_to_the_home_and_says_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = _project(tmp_path, {"http": _dead_url(), "timeout_s": 10}, {}, 0.25)
+    home = tmp_path / "home"
+
+    code, out, _err = _run(capsys, project, home, "--debug")
+
+    log = home / "logs" / "debug.log"
+    assert code == 1 and f"(detail in {log})" in out
+    detail = log.read_text(encoding="utf-8")
+    assert "AgentUnreachable" in detail and "Traceback" not in out
