@@ -25,11 +25,11 @@ import dagster as dg
 import yaml
 
 from eval_assets.capability.track import Track
-from eval_assets.cli.common import home_of
+from eval_assets.cli.common import home_of, root_of
 from eval_assets.cli.orchestrate import instance_for, materialize_build
 from eval_assets.config import load_project, read_yaml_file
 from eval_assets.gates.dogfood.network import record_no_network, record_problems
-from eval_assets.home import EvalHome, environment, project_root
+from eval_assets.home import EvalHome, environment
 
 EVENTS_DUMP = "dagster-events.jsonl"
 GENERATION_TAG = "evaltrack/generation"
@@ -103,7 +103,7 @@ def dagster_canary_hook(source: Path) -> Callable[[Path, list[str]], list[Path]]
 
 
 def cmd_gates_no_network(args: argparse.Namespace) -> int:
-    root = Path(args.project).resolve() if args.project else project_root()
+    root = root_of(args)
     home = home_of(args)
     record, path = record_no_network(root, home.root, dagster_canary_hook(root))
     problems = record_problems(root, record)

@@ -15,7 +15,7 @@ from typing import TextIO
 from eval_assets import exit_codes
 from eval_assets.capability.progress import PROGRESS_LOGGER
 from eval_assets.capability.track import Track, TrackError, track_opened_once
-from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, print_problems, project_of
+from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, missing_home, print_problems, project_of
 from eval_assets.cli.orchestrate import (
     StepResult,
     instance_for,
@@ -361,7 +361,11 @@ def _report_damage(track: Track, builds: Sequence[str]) -> bool:
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the build's HTML report (exit 0), refuse an unknown build (1), exit 4 on a damaged file."""
     try:
-        track = Track(project_of(args), home_of(args))
+        project = project_of(args)
+        if (why := missing_home(args)) is not None:
+            print(f"error: unknown build {args.build}: {why}", file=sys.stderr)
+            return 1
+        track = Track(project, home_of(args))
         track.build(args.build)
     except ConfigError as exc:
         return print_problems(exc)
@@ -382,7 +386,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
         return exit_codes.USAGE
     try:
-        track = Track(project_of(args), home_of(args))
+        project = project_of(args)
+        if (why := missing_home(args)) is not None:
+            print(f"refused: unknown builds {args.baseline} and {args.candidate}: {why}", file=sys.stderr)
+            return 1
+        track = Track(project, home_of(args))
         track.build(args.baseline)
         candidate = track.build(args.candidate)  # resolved once, passed down
         if _report_damage(track, [args.baseline, args.candidate]):

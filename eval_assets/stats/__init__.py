@@ -49,7 +49,6 @@ from ._findings import Finding, FindingVerdict
 from ._frame import COLUMNS, VerdictFrameError, release_invariant, scenario_table, validate_verdicts
 from ._intervals import (
     SuiteIntervals,
-    pass_hat_k,
     pass_rate_intervals,
     proportion_interval,
     suite_intervals,
@@ -118,7 +117,6 @@ __all__ = [
     "AARates",
     "BinaryTest",
     "SuiteIntervals",
-    "pass_hat_k",
     "pass_rate_intervals",
     "proportion_interval",
     "suite_intervals",
