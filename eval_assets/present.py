@@ -225,8 +225,8 @@ def board_markdown(
     boards: Sequence[Mapping[str, Any]], *, partition_link: Callable[[str], str | None] = lambda _b: None
 ) -> str:
     """The release board: one row per registered build (registration order) with its decision,
-    baseline, reason counts and a link to its partition. `boards` rows: build, decision (None when
-    none is recorded), baseline, block, investigate, none."""
+    baseline, reason counts, its suites' pass@k / pass^k and a link to its partition. `boards` rows:
+    build, decision (None when none is recorded), baseline, block, investigate, none, reliability."""
     # words, not emoji: a headless browser (and many terminals) draw emoji as empty boxes
     marks = {"allow": "allow", "block": "**BLOCK**", "investigate": "*investigate*", "none": "no decision"}
     rows = []
@@ -234,10 +234,22 @@ def board_markdown(
         link = partition_link(str(b["build"]))
         name = f"[{b['build']}]({link})" if link else str(b["build"])
         decision = marks.get(str(b["decision"]), str(b["decision"])) if b["decision"] else "not decided yet"
-        rows.append((name, decision, b["baseline"] or "none", b["block"], b["investigate"], b["none"]))
+        rows.append(
+            (
+                name,
+                decision,
+                b["baseline"] or "none",
+                b["block"],
+                b["investigate"],
+                b["none"],
+                b.get("reliability") or "-",
+            )
+        )
     shipping = [str(b["build"]) for b in boards if b["decision"] == "allow"]
     head = f"## Release board: {len(shipping)} of {len(boards)} builds may ship\n\n"
     if not boards:
         return head + "No build is registered.\n"
-    table = markdown_table(("build", "decision", "baseline", "block", "investigate", "none"), rows)
+    table = markdown_table(
+        ("build", "decision", "baseline", "block", "investigate", "none", "pass@k / pass^k per suite"), rows
+    )
     return head + table

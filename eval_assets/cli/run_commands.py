@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from eval_assets import exit_codes
+from eval_assets.capability.baselines import build_reliability
 from eval_assets.capability.progress import PROGRESS_LOGGER
 from eval_assets.capability.track import Track, TrackError, track_opened_once
 from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, missing_home, print_problems, project_of
@@ -35,7 +36,7 @@ from eval_assets.present import (
 )
 from eval_assets.release import build_report, checked_decision, write_build_report
 from eval_assets.spend import JournalError, LeaseRow
-from eval_assets.stats import CrossJudgeVersionError, summary_markdown
+from eval_assets.stats import CrossJudgeVersionError, reliability_markdown, summary_markdown
 from eval_assets.suite import start_suite_ahead
 from eval_assets.warehouse import WarehouseError
 
@@ -402,4 +403,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"refused: {exc}", file=sys.stderr)
         return 1
     print(summary_markdown(run.report))
+    for role, build in (("baseline", args.baseline), ("candidate", args.candidate)):
+        table = reliability_markdown(build_reliability(track, build, args.judge_version))
+        if table:
+            print(f"{role} {build}: {table}")
     return 0

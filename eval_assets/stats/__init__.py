@@ -61,6 +61,7 @@ from ._noise import (
 )
 from ._plot import SCORE_RANGE, clipped_band, plot_report
 from ._reliability import Reliability, reliability, reliability_markdown
+from ._reliability import shown as shown_figure
 from ._rules import (
     BinaryTest,
     Budget,
@@ -112,6 +113,7 @@ __all__ = [
     "Reliability",
     "reliability",
     "reliability_markdown",
+    "shown_figure",
     "AA_REPLICATIONS",
     "AA_SEED",
     "AARates",

@@ -362,7 +362,7 @@ def build_intervals(
         return None
     n = table["n_scored"].to_numpy(dtype=float)
     passes = None if floor is None else n - table["n_below_floor"].to_numpy(dtype=float)
-    if passes is None or frame is None:
+    if floor is None or frame is None:
         return suite_intervals(table["mean"].to_numpy(dtype=float), passes, n, level)
     outcomes = repeat_outcomes(frame, floor).reindex(table.index)
     kept = ~outcomes["excluded"].fillna(True).to_numpy(dtype=bool)

@@ -113,17 +113,17 @@ def reliability(frame: pd.DataFrame, floor: float, suite_of: Mapping[str, str]) 
         n = len(members)
         unknown_at = any(m.pass_at_k is None for m in members)
         unknown_hat = any(m.pass_hat_k is None for m in members)
-        at = sum(m.pass_at_k or 0.0 for m in members)
-        hat = sum(m.pass_hat_k or 0.0 for m in members)
+        solved = sum(m.pass_at_k or 0.0 for m in members)
+        every = sum(m.pass_hat_k or 0.0 for m in members)
         out.append(
             Reliability(
                 "suite",
                 suite,
                 min(m.k for m in members),
-                int(hat),
+                int(every),
                 n,
-                None if unknown_at else at / n,
-                None if unknown_hat else hat / n,
+                None if unknown_at else solved / n,
+                None if unknown_hat else every / n,
                 sum(1 for m in members if m.pass_at_k is None or m.pass_hat_k is None),
             )
         )
