@@ -32,6 +32,7 @@ from eval_assets.present import (
     MAX_LINE,
     reasons_text_rows,
     shorten,
+    terminal_width,
     text_table,
 )
 from eval_assets.release import build_report, checked_decision, write_build_report
@@ -230,7 +231,11 @@ def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
         print()
         print(f"{r['build']}: {r['decision']} (baseline {r['baseline'] or 'none'})")
         rows = reasons_text_rows(r["reasons"])  # type: ignore[arg-type]
-        print(text_table(("severity", "source", "reason"), rows) if rows else "  no reasons recorded")
+        print(
+            text_table(("severity", "source", "reason"), rows, terminal_width(), wrap=True)
+            if rows
+            else "  no reasons recorded"
+        )
         plots = ", ".join(rel(p) for p in r["plots"]) or "none"  # type: ignore[attr-defined]
         print(shorten(f"plots (under EVAL_HOME): {plots}", MAX_LINE))
     print()

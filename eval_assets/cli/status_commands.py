@@ -16,7 +16,7 @@ from eval_assets.capability.errors import TrackError
 from eval_assets.cli.common import home_of, missing_home, project_of
 from eval_assets.config import ConfigError, id_problem
 from eval_assets.evidence import CheckedDecision, DecisionDamaged, check_decision
-from eval_assets.present import reasons_markdown, reasons_text_rows, text_table
+from eval_assets.present import reasons_markdown, reasons_text_rows, terminal_width, text_table
 from eval_assets.warehouse import Warehouse, WarehouseError
 
 
@@ -103,7 +103,9 @@ def _print(args: argparse.Namespace, build: str, checked: CheckedDecision) -> in
         print(reasons_markdown(build, decision, rows), end="")
     else:
         print(f"build {build}: {decision} (baseline: {record['baseline'] or 'none'})")
-        print(text_table(("severity", "source", "reason"), reasons_text_rows(rows)))
+        print(
+            text_table(("severity", "source", "reason"), reasons_text_rows(rows), terminal_width(), wrap=True)
+        )
     return exit_codes.DECISION[decision]
 
 
