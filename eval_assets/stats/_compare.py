@@ -138,6 +138,9 @@ class CapabilityReport:
     scenarios: pd.DataFrame
     candidate_intervals: SuiteIntervals | None = None
     baseline_intervals: SuiteIntervals | None = None
+    # whether the noise band holds a registered rebuild's between-build variance (False: repeat noise
+    # only, and an investigate reason names the rebuild that would settle it)
+    rebuild_in_band: bool = True
 
     @property
     def source(self) -> str:
@@ -186,6 +189,14 @@ class CapabilityReport:
             severity = "investigate"
         ids = tuple(f.scenario_id for f in group if f.scenario_id is not None)
         advice = _ADVICE.get(first.rule)
+        if severity == "investigate" and not self.rebuild_in_band and first.rule != "insufficient":
+            baseline = self.baseline_build or "the baseline"
+            rebuild = (
+                f"register an unchanged rebuild of {baseline} (a manifest with `rebuild_of: {baseline}`: "
+                f"`evaltrack build add FILE`, then `evaltrack run --build ID`) so the noise band holds the "
+                f"run-to-run variance; nothing measures it yet"
+            )
+            advice = f"{rebuild}; or {advice}" if advice else rebuild
         if not ids:
             return Reason(severity, self.source, first.finding, first.detail, (), advice)
         shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
@@ -310,6 +321,7 @@ def compare(
         scenarios=_scenario_frame(paired, per, band),
         candidate_intervals=build_intervals(cand_s, floor, level, cand),
         baseline_intervals=build_intervals(base_s, floor, level, base),
+        rebuild_in_band=bool(between_df),
     )
 
 
