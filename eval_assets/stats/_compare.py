@@ -189,8 +189,12 @@ class CapabilityReport:
             severity = "investigate"
         ids = tuple(f.scenario_id for f in group if f.scenario_id is not None)
         advice = _ADVICE.get(first.rule)
-        if severity == "investigate" and not self.rebuild_in_band and first.rule != "insufficient":
-            baseline = self.baseline_build or "the baseline"
+        if (
+            severity == "investigate"
+            and not self.rebuild_in_band
+            and first.rule not in ("insufficient", "no_band")
+        ):
+            baseline = self.baseline_build or "<baseline>"
             rebuild = (
                 f"register an unchanged rebuild of {baseline} (a manifest with `rebuild_of: {baseline}`: "
                 f"`evaltrack build add FILE`, then `evaltrack run --build ID`) so the noise band holds the "
@@ -868,7 +872,9 @@ def _reindexed(looks: Looks, old: pd.Index, new: pd.Index) -> Looks:
         below=pick(i.below, 0.0),
         rows=pick(i.rows, 0.0),
     )
-    return Looks(interim, np.asarray(pick(looks.topped, 0.0), dtype=bool), looks.shares, looks.scenario_shares)
+    return Looks(
+        interim, np.asarray(pick(looks.topped, 0.0), dtype=bool), looks.shares, looks.scenario_shares
+    )
 
 
 @dataclass(frozen=True)
