@@ -144,6 +144,11 @@ def test_release_and_gate_checks_are_recorded_per_build_with_the_decisions_sever
     meta = event.asset_materialization.metadata
     assert meta["build"].value == undecided and "reasons" in meta
     assert not {"exit_code", "decided_nothing"} & set(meta)
+    # the HTML report is a link the UI draws clickable (a file:// URL of the page it wrote)
+    link = meta["html_report"]
+    assert isinstance(link, dg.UrlMetadataValue), link
+    assert link.value == (home.root / "reports" / undecided / "report.html").resolve().as_uri()
+    assert Path(link.value.removeprefix("file://")).is_file()
     assert "### No decision" in str(meta["reasons"].value)
 
 

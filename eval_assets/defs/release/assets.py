@@ -12,6 +12,7 @@ of what may ship. `release_board` is one table of every build (refreshed by `rel
 """
 
 import warnings
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -133,9 +134,8 @@ def release_decision(context: dg.AssetExecutionContext, track: TrackResource):  
         "partition": dg.MetadataValue.url(partition_url("release_decision", build)),
     }
     if "html_report" in summary.files:
-        metadata["html_report"] = dg.MetadataValue.path(
-            short_path(summary.files["html_report"], track.get().home.root)
-        )
+        # a link the UI draws clickable (a path it draws as text to copy): the page opens without a server
+        metadata["html_report"] = dg.MetadataValue.url(Path(summary.files["html_report"]).resolve().as_uri())
     yield dg.MaterializeResult(metadata=metadata)
     counts = reason_counts(rows)
     yield dg.AssetCheckResult(
