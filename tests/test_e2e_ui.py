@@ -11,7 +11,7 @@ the test stops it, and kills whatever it left). Then:
   check shows as failed, the rebuild's as passed, and the capability report's plot image is loaded
   with a non-zero natural width; in release_approval's partition list the rebuild's status dot is
   green, the baseline's (no decision) grey and the candidate's (block) red (computed style), and the
-  candidate's partition page shows its block reasons; the release board names each
+  candidate's partition events show its decision and block reasons; the release board names each
   build's decision and its link, like a reason's, lands on the exact partition; the candidate's
   HTML report (`evaltrack report`) flags its three scenarios and shows a blocked scenario's
   transcript within two clicks. Screenshots go to the test's temporary directory (and to
@@ -225,9 +225,12 @@ def check_colours(page: Any, base: str, tmp: Path) -> None:
     colours = partition_colours(page)
     _shot(page, tmp, "8-approval-partitions")
     assert colours == EXPECTED_DOT, colours
-    page.goto(f"{base}/assets/release_approval?view=partitions&partition={CANDIDATE}")
-    page.get_by_text("block", exact=True).first.wait_for()  # the observation's decision
-    page.get_by_text("reasons", exact=True).first.wait_for()
+    # the partition's own events (one click from its page, not behind a run's logs): its decision and
+    # every block reason, from the observation release_approval records
+    page.goto(f"{base}/assets/release_approval?view=events&partition={CANDIDATE}")
+    page.get_by_text(f"Partition {CANDIDATE} observed in run").first.wait_for()
+    body = page.inner_text("body")
+    assert f"{CANDIDATE}: block — " in body and "coding.fix-off-by-one" in body, body[-2000:]
     _shot(page, tmp, "8b-approval-partition-reasons")
     # the release board: every build with its decision, linked to its release_decision partition
     page.goto(f"{base}/assets/release_board?view=events")
