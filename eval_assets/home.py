@@ -156,12 +156,47 @@ def environment(values: Mapping[str, str], restore: Iterable[str] = ()) -> Itera
                 os.environ[name] = old
 
 
-def default_home() -> Path:
-    return Path(os.environ.get("EVAL_HOME") or PROJECT_ROOT / ".eval_home").resolve()
+PROJECT_FILE = "evaltrack.yaml"
+HOME_DIR = ".eval_home"
+
+
+class NoProjectFound(ValueError):
+    """No `evaltrack.yaml` in the directory a command starts from or any parent, and no --project."""
+
+
+def find_project(start: Path | None = None) -> Path:
+    """The project a command stands in, found as git and pytest find theirs: the nearest directory from
+    `start` (default: the current directory) upward holding `evaltrack.yaml`. The installed package's
+    own directory is never one (a wheel's site-packages is no one's project).
+
+    Raises NoProjectFound naming where the search started."""
+    here = (start or Path.cwd()).resolve()
+    package = Path(__file__).resolve().parent
+    for candidate in (here, *here.parents):
+        installed_in = candidate == package.parent and not (candidate / "pyproject.toml").is_file()
+        if candidate == package or installed_in:  # the package itself, or the site-packages holding it
+            continue
+        if (candidate / PROJECT_FILE).is_file():
+            return candidate
+    raise NoProjectFound(
+        f"{here}: no {PROJECT_FILE} here or in any parent directory: stand in a project, pass "
+        f"--project DIR, or make one with `evaltrack init DIR`"
+    )
 
 
 def project_root() -> Path:
-    return Path(os.environ.get("EVAL_PROJECT_ROOT") or PROJECT_ROOT).resolve()
+    """$EVAL_PROJECT_ROOT when set (a command sets it for the code location it loads), else the
+    project found from the current directory (`find_project`)."""
+    given = os.environ.get("EVAL_PROJECT_ROOT")
+    return Path(given).resolve() if given else find_project()
+
+
+def default_home(project: Path | None = None) -> Path:
+    """$EVAL_HOME when set, else `<project>/.eval_home` (the project: `project_root()` when not given)."""
+    given = os.environ.get("EVAL_HOME")
+    if given:
+        return Path(given).resolve()
+    return ((project or project_root()) / HOME_DIR).resolve()
 
 
 @dataclass(frozen=True)

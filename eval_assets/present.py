@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import re
+import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -137,14 +138,26 @@ def gates_markdown(results: Iterable[Any]) -> str:
     return markdown_table(("gate", "kind", "milestone", "status", "detail"), rows)
 
 
+def terminal_width() -> int:
+    """The width a wrapped table fits: the terminal's (or $COLUMNS), between 60 and MAX_LINE; MAX_LINE
+    when stdout is not a terminal."""
+    import shutil
+
+    return max(60, min(MAX_LINE, shutil.get_terminal_size((MAX_LINE, 24)).columns))
+
+
 def shorten(text: str, width: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def text_table(header: Sequence[str], rows: Iterable[Sequence[Any]], width: int = MAX_LINE) -> str:
-    """A plain-text table; the last column is cut so that no line is longer than `width`."""
-    body = [[shorten(_cell(v), width) for v in row] for row in rows]
+def text_table(
+    header: Sequence[str], rows: Iterable[Sequence[Any]], width: int = MAX_LINE, *, wrap: bool = False
+) -> str:
+    """A plain-text table no line of which is longer than `width`: the last column is cut, or with
+    `wrap` wrapped onto lines of its own under that column, every word kept (reasons are read whole)."""
+    rows = list(rows)
+    body = [[shorten(_cell(v), width) for v in row[:-1]] + [" ".join(_cell(row[-1]).split())] for row in rows]
     widths = [len(h) for h in header]
     for row in body:
         widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
@@ -153,7 +166,11 @@ def text_table(header: Sequence[str], rows: Iterable[Sequence[Any]], width: int 
 
     def line(values: Sequence[str]) -> str:
         cells = [v.ljust(w) for v, w in zip(values[:-1], widths[:-1], strict=True)]
-        return "  ".join([*cells, shorten(values[-1], widths[-1])]).rstrip()
+        if not wrap:
+            return "  ".join([*cells, shorten(values[-1], widths[-1])]).rstrip()
+        pieces = textwrap.wrap(values[-1], widths[-1], break_long_words=True, break_on_hyphens=False) or [""]
+        indent = " " * (fixed if len(widths) > 1 else 0)
+        return "\n".join(["  ".join([*cells, pieces[0]]).rstrip(), *(indent + p for p in pieces[1:])])
 
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in body)])
 
@@ -225,8 +242,8 @@ def board_markdown(
     boards: Sequence[Mapping[str, Any]], *, partition_link: Callable[[str], str | None] = lambda _b: None
 ) -> str:
     """The release board: one row per registered build (registration order) with its decision,
-    baseline, reason counts and a link to its partition. `boards` rows: build, decision (None when
-    none is recorded), baseline, block, investigate, none."""
+    baseline, reason counts, its suites' pass@k / pass^k and a link to its partition. `boards` rows:
+    build, decision (None when none is recorded), baseline, block, investigate, none, reliability."""
     # words, not emoji: a headless browser (and many terminals) draw emoji as empty boxes
     marks = {"allow": "allow", "block": "**BLOCK**", "investigate": "*investigate*", "none": "no decision"}
     rows = []
@@ -234,10 +251,22 @@ def board_markdown(
         link = partition_link(str(b["build"]))
         name = f"[{b['build']}]({link})" if link else str(b["build"])
         decision = marks.get(str(b["decision"]), str(b["decision"])) if b["decision"] else "not decided yet"
-        rows.append((name, decision, b["baseline"] or "none", b["block"], b["investigate"], b["none"]))
+        rows.append(
+            (
+                name,
+                decision,
+                b["baseline"] or "none",
+                b["block"],
+                b["investigate"],
+                b["none"],
+                b.get("reliability") or "-",
+            )
+        )
     shipping = [str(b["build"]) for b in boards if b["decision"] == "allow"]
     head = f"## Release board: {len(shipping)} of {len(boards)} builds may ship\n\n"
     if not boards:
         return head + "No build is registered.\n"
-    table = markdown_table(("build", "decision", "baseline", "block", "investigate", "none"), rows)
+    table = markdown_table(
+        ("build", "decision", "baseline", "block", "investigate", "none", "pass@k / pass^k per suite"), rows
+    )
     return head + table

@@ -19,6 +19,7 @@ from eval_assets.bridge import bridge_refusal
 from eval_assets.capability.baselines import (
     band_for,
     baseline_for,
+    build_reliability,
     registered_manifests,
     run_design,
     verdict_frame,
@@ -53,8 +54,8 @@ from eval_assets.stats import (
     compare,
     decide,
     plot_report,
-    reliability,
     reliability_markdown,
+    shown_figure,
     summary_markdown,
 )
 from eval_assets.suite import suite_evidence
@@ -173,11 +174,7 @@ def materialize_capability_report(track: Track, build: str, judge_version: str, 
     run = build_report(track, manifest, judge_version, baseline, registered_manifests(track))
     sources = {sid: s.source for sid, s in track.project.scenarios.items()}
     floor = track.project.rubric_for(track.judge(judge_version)).floor
-    figures = reliability(
-        verdict_frame(track, build, judge_version),
-        floor,
-        {sid: s.suite for sid, s in track.project.scenarios.items()},
-    )
+    figures = build_reliability(track, build, judge_version)
     rows = capability_report_rows(run, build, judge_version, sources, figures, floor)
     path = track.warehouse.write_partition(
         "capability_reports", {"build": build, "judge_version": judge_version}, rows, run_id
@@ -652,6 +649,23 @@ def materialize_release_approval(track: Track, build: str) -> Summary:
     )
 
 
+def board_reliability(track: Track, build: str) -> str:
+    """The build's suites' pass@k and pass^k per judge version with verdicts (`build_reliability`, the
+    one definition), as the board shows them: `helpfulness-v1: coding 100% / 67%; ...`, "" when none."""
+    versions = track.warehouse.query(
+        "SELECT DISTINCT judge_version FROM judge_verdicts WHERE build = ? ORDER BY 1", [build]
+    )["judge_version"]
+    parts = []
+    for jv in (str(v) for v in versions if str(v) in track.project.judges):
+        suites = [f for f in build_reliability(track, build, jv) if f.scope == "suite"]
+        if suites:
+            shown = ", ".join(
+                f"{f.name} {shown_figure(f.pass_at_k)} / {shown_figure(f.pass_hat_k)}" for f in suites
+            )
+            parts.append(f"{jv}: {shown}")
+    return "; ".join(parts)
+
+
 def materialize_release_board(
     track: Track, partition_link: Callable[[str], str | None] = lambda _b: None
 ) -> Summary:
@@ -667,6 +681,7 @@ def materialize_release_board(
                 "decision": None if row is None else str(row["decision"]),
                 "baseline": None if row is None else row.get("baseline"),
                 **reason_counts(reasons),
+                "reliability": board_reliability(track, build),
             }
         )
     values = {

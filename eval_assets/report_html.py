@@ -19,14 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eval_assets.capability.baselines import build_reliability
 from eval_assets.capability.track import Track
 from eval_assets.human_scores import agreement_markdown
 from eval_assets.present import SEVERITY_HEADINGS, grouped_reasons, png_data_uri
 from eval_assets.redact import redact, values_read_once
 from eval_assets.safe_write import write_file
 from eval_assets.spend import TURN_STRIDE, JournalRow, read_payload
+from eval_assets.stats import Reliability, shown_figure
 
-STATUS_ORDER = ("block", "investigate", "error", "fail", "pass")  # a scenario's filter status, worst first
+# a scenario's filter status, worst first
+STATUS_ORDER = ("block", "investigate", "error", "fail", "unknown", "pass")
 
 
 @dataclass
@@ -46,19 +49,25 @@ class ScenarioView:
     suite: str
     attempts: list[Attempt]
     flags: dict[str, str]  # judge version -> block / investigate (from its capability report)
-    passes: dict[str, tuple[int, int]]  # judge version scoring it -> (repeats passed, repeats)
+    # judge version scoring it -> the scenario's pass@k and pass^k (the one definition,
+    # `stats.reliability`); None: no figures (an excluded scenario, or a retired judge version)
+    passes: dict[str, Reliability | None]
 
     @property
     def status(self) -> str:
-        """block / investigate (a report flagged it), error (an attempt errored), fail (not every
-        repeat passed under some judge version), else pass."""
+        """block / investigate (a report flagged it), error (an attempt errored), fail (pass^k is 0
+        under some judge version: a repeat failed), unknown (pass^k is unknown under one: the judge
+        could not score a repeat, none failed), else pass."""
         flagged = set(self.flags.values())
         for verdict in ("block", "investigate"):
             if verdict in flagged:
                 return verdict
         if any(a.run.get("status") != "ok" for a in self.attempts):
             return "error"
-        return "pass" if all(k == n for k, n in self.passes.values()) else "fail"
+        hats = [r.pass_hat_k for r in self.passes.values() if r is not None]
+        if any(h == 0.0 for h in hats):
+            return "fail"
+        return "unknown" if any(h is None for h in hats) else "pass"
 
 
 def _latest(rows: Iterable[JournalRow]) -> dict[tuple[str | None, str, int, int], JournalRow]:
@@ -96,9 +105,6 @@ def collect(track: Track, build: str) -> tuple[list[str], list[ScenarioView]]:
         [build],
     )
     versions = sorted({str(v["judge_version"]) for v in verdicts})
-    floors = {
-        jv: track.project.rubric_for(track.judge(jv)).floor for jv in versions if jv in track.project.judges
-    }
     subject = _latest(track.journal.rows(build=build, role="subject"))
     judged = _latest(track.journal.rows(build=build, role="judge"))
     turns_of: dict[tuple[str, int], list[tuple[int, JournalRow]]] = {}
@@ -127,23 +133,18 @@ def collect(track: Track, build: str) -> tuple[list[str], list[ScenarioView]]:
         held = flags.setdefault(str(f["scenario_id"]), {}).get(str(f["judge_version"]))
         if held != "block":
             flags[str(f["scenario_id"])][str(f["judge_version"])] = str(f["verdict"])
+    figures = {
+        jv: {f.name: f for f in build_reliability(track, build, jv) if f.scope == "scenario"}
+        for jv in versions
+        if jv in track.project.judges
+    }
     views = []
     for sid in sorted(attempts):
-        passes = {}
+        passes: dict[str, Reliability | None] = {}
         for jv in versions:
-            scored = [a.verdicts.get(jv) for a in attempts[sid]]
-            if all(v is None for v in scored):
+            if all(a.verdicts.get(jv) is None for a in attempts[sid]):
                 continue  # this judge version does not score the scenario
-            ok = sum(
-                1
-                for v in scored
-                if v is not None
-                and v.get("status") == "scored"
-                and v.get("score") is not None
-                and float(v["score"]) >= floors.get(jv, 0.0)
-                and not v.get("policy_failures")
-            )
-            passes[jv] = (ok, len(scored))
+            passes[jv] = figures.get(jv, {}).get(sid)
         views.append(ScenarioView(sid, suites[sid], attempts[sid], flags.get(sid, {}), passes))
     return versions, views
 
@@ -241,7 +242,7 @@ def _reports_html(track: Track, build: str, versions: Sequence[str]) -> str:
 
 
 def _scenario_table(versions: Sequence[str], views: Sequence[ScenarioView]) -> str:
-    head = "".join(f"<th>{shown(jv)}: repeat scores</th><th>pass^k</th>" for jv in versions)
+    head = "".join(f"<th>{shown(jv)}: repeat scores</th><th>pass@k, pass^k</th>" for jv in versions)
     out = [
         f'<table id="scenario-table"><tr><th>scenario</th><th>suite</th><th>status</th>{head}<th>flags</th></tr>'
     ]
@@ -252,8 +253,7 @@ def _scenario_table(versions: Sequence[str], views: Sequence[ScenarioView]) -> s
                 cells += '<td class="na">not judged</td><td class="na">–</td>'
                 continue
             scores = " ".join(_score(a.verdicts.get(jv, {}).get("score")) for a in v.attempts)
-            ok, n = v.passes[jv]
-            cells += f"<td>{scores}</td><td>{'yes' if n and ok == n else 'no'} ({ok}/{n})</td>"
+            cells += f"<td>{scores}</td><td>{shown(_pass_k(v.passes[jv]))}</td>"
         flags = [f"{jv}: {f}" for jv, f in sorted(v.flags.items())]
         policy = sum(int(a.run.get("policy_failures") or 0) for a in v.attempts)
         errors = sum(1 for a in v.attempts if a.run.get("status") != "ok")
@@ -266,6 +266,18 @@ def _scenario_table(versions: Sequence[str], views: Sequence[ScenarioView]) -> s
         )
     out.append("</table>")
     return "\n".join(out)
+
+
+def _pass_k(figure: Reliability | None) -> str:
+    """A scenario's pass@k and pass^k as the page shows them, e.g. `pass@5 100%, pass^5 unknown (3 of 5
+    passed, 2 the judge could not score)`."""
+    if figure is None:
+        return "no figures (excluded: stopped by a ceiling)"
+    unjudged = f", {figure.unknown} the judge could not score" if figure.unknown else ""
+    return (
+        f"pass@{figure.k} {shown_figure(figure.pass_at_k)}, pass^{figure.k} {shown_figure(figure.pass_hat_k)} "
+        f"({figure.passed} of {figure.k} passed{unjudged})"
+    )
 
 
 def _messages(track: Track, scenario_id: str) -> str:

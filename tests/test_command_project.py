@@ -88,4 +88,5 @@ def test_the_code_location_loaded_inside_a_command_uses_the_command_s_project(tm
         "    from eval_assets.defs.project import PROJECT\n"
         "print(json.dumps(PROJECT is project))"
     )
-    assert fresh_python(probe, cwd=tmp_path) is True
+    # the command exports its project's root before it loads the location (`cli.common.project_of`)
+    assert fresh_python(probe, cwd=tmp_path, EVAL_PROJECT_ROOT=str(PROJECT_ROOT)) is True

@@ -30,8 +30,9 @@ def test_build_materializes_through_dagster_with_counts_in_metadata(project: Pro
         "release_decision",
         "release_approval",
     ]
-    # the baseline decides nothing: its approval is withheld (a failed step, not a failed command)
-    assert [s.success for s in steps] == [True] * (1 + len(versions) + 2) + [False], [s.error for s in steps]
+    # the baseline decides nothing: its approval is withheld (nothing materialized, nothing failed)
+    assert [s.success for s in steps] == [True] * (1 + len(versions) + 3), [s.error for s in steps]
+    assert "release_approval" not in steps[-1].metadata
     assert steps[-1].withheld and not any(s.withheld for s in steps[:-1])
 
     runs_meta = steps[0].metadata["scenario_runs"]
@@ -143,15 +144,28 @@ def test_release_and_gate_checks_are_recorded_per_build_with_the_decisions_sever
     meta = event.asset_materialization.metadata
     assert meta["build"].value == undecided and "reasons" in meta
     assert not {"exit_code", "decided_nothing"} & set(meta)
+    # the HTML report is a link the UI draws clickable (a file:// URL of the page it wrote)
+    link = meta["html_report"]
+    assert isinstance(link, dg.UrlMetadataValue), link
+    assert link.value == (home.root / "reports" / undecided / "report.html").resolve().as_uri()
+    assert Path(link.value.removeprefix("file://")).is_file()
     assert "### No decision" in str(meta["reasons"].value)
 
 
-def test_release_approval_fails_for_every_decision_but_allow_and_the_board_lists_each_build(
+def test_release_approval_is_red_for_block_grey_for_none_with_the_reasons_on_each_partition_and_the_board_lists_each_build(
     project: Project, home: EvalHome
 ) -> None:
-    """A blocked and an undecided build: their release_approval partitions read FAILED (red), never
-    materialized; the board names both with their decisions and links to their partitions."""
-    from eval_assets.defs.release.assets import release_approval, release_board, release_decision
+    """A blocked and an undecided build: the blocked one's release_approval partition reads FAILED (red),
+    the undecided one's stays unmaterialized (grey, a successful step: nothing decided is not a block),
+    neither ever MATERIALIZED; each partition has an observation naming its decision and reasons; once
+    approved, a later non-allow decision fails it (an approval never reads as current after it); the
+    board names both builds with their decisions and links to their partitions."""
+    from eval_assets.defs.release.assets import (
+        release_approval,
+        release_board,
+        release_decision,
+        was_approved,
+    )
 
     instance, resources, blocked, undecided = _a_blocked_and_an_undecided_build(project, home)
     for build in (blocked, undecided):
@@ -166,11 +180,22 @@ def test_release_approval_fails_for_every_decision_but_allow_and_the_board_lists
             resources=resources,
             raise_on_error=False,
         )
-        assert not approval.success
+        assert approval.success == (build == undecided)
+        assert approval.get_asset_materialization_events() == []
     statuses = instance.get_status_by_partition(
         dg.AssetKey("release_approval"), [blocked, undecided], release_approval.partitions_def
     )
-    assert statuses == {blocked: dg.AssetPartitionStatus.FAILED, undecided: dg.AssetPartitionStatus.FAILED}
+    assert statuses.get(blocked) == dg.AssetPartitionStatus.FAILED
+    assert statuses.get(undecided) is None  # missing: drawn grey, not red
+    records = instance.fetch_observations(dg.AssetKey("release_approval"), limit=10).records
+    seen = {
+        r.asset_observation.partition: r.asset_observation.metadata for r in records if r.asset_observation
+    }
+    assert str(seen[blocked]["decision"].value) == "block" and "block" in str(seen[blocked]["reasons"].value)
+    assert str(seen[undecided]["decision"].value) == "none" and "no decision" in str(
+        seen[undecided]["reasons"].value
+    )
+    assert not was_approved(instance, undecided)
     board = dg.materialize([release_board], instance=instance, resources=resources)
     assert board.success
     [event] = board.get_asset_materialization_events()

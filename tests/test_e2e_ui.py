@@ -10,7 +10,8 @@ the test stops it, and kills whatever it left). Then:
 - in headless Chromium (Debian's `chromium`, driven by Playwright): the candidate's release-decision
   check shows as failed, the rebuild's as passed, and the capability report's plot image is loaded
   with a non-zero natural width; in release_approval's partition list the rebuild's status dot is
-  green and the baseline's and candidate's red (computed style); the release board names each
+  green, the baseline's (no decision) grey and the candidate's (block) red (computed style), and the
+  candidate's partition events show its decision and block reasons; the release board names each
   build's decision and its link, like a reason's, lands on the exact partition; the candidate's
   HTML report (`evaltrack report`) flags its three scenarios and shows a blocked scenario's
   transcript within two clicks. Screenshots go to the test's temporary directory (and to
@@ -190,7 +191,8 @@ def _assert_loaded(page: Any, image: Any) -> None:
 
 
 # the colour Dagster draws a partition's status dot in, by the build's decision (release_approval)
-EXPECTED_DOT = {BASELINE: "red", REBUILD: "green", CANDIDATE: "red"}
+# (the baseline has no decision, none: grey, unmaterialized; the candidate is blocked: red)
+EXPECTED_DOT = {BASELINE: "gray", REBUILD: "green", CANDIDATE: "red"}
 DOT_COLOUR = """(row) => {
     const dot = row.nextElementSibling;
     const probe = (name) => { const e = document.createElement('div');
@@ -215,13 +217,21 @@ def partition_colours(page: Any) -> dict[str, str]:
 
 
 def check_colours(page: Any, base: str, tmp: Path) -> None:
-    """One colour per build in the partition list (red unless allowed), the release board's rows, and
-    a board link and a reason link that land on their exact partitions."""
+    """One colour per build in the partition list (green allow, red block, grey none), the blocked
+    partition's own page naming its reasons, the release board's rows, and a board link and a reason
+    link that land on their exact partitions."""
     page.goto(f"{base}/assets/release_approval?view=partitions")
     page.get_by_text("Partitions Selected").first.wait_for()
     colours = partition_colours(page)
     _shot(page, tmp, "8-approval-partitions")
     assert colours == EXPECTED_DOT, colours
+    # the partition's own events (one click from its page, not behind a run's logs): its decision and
+    # every block reason, from the observation release_approval records
+    page.goto(f"{base}/assets/release_approval?view=events&partition={CANDIDATE}")
+    page.get_by_text(f"Partition {CANDIDATE} observed in run").first.wait_for()
+    body = page.inner_text("body")
+    assert f"{CANDIDATE}: block — " in body and "coding.fix-off-by-one" in body, body[-2000:]
+    _shot(page, tmp, "8b-approval-partition-reasons")
     # the release board: every build with its decision, linked to its release_decision partition
     page.goto(f"{base}/assets/release_board?view=events")
     board = page.locator("table", has_text="investigate").last  # the board's table, inside the metadata table

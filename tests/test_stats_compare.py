@@ -1040,3 +1040,32 @@ def test_a_scenario_the_moderated_t_cannot_test_has_no_p_or_q_and_bh_runs_over_t
     assert rows["q_value"].isna().tolist() == [True] + [False] * 19
     tested = rows["p_value"].to_numpy(dtype=float)[1:]
     assert rows["q_value"].to_numpy(dtype=float)[1:] == pytest.approx(stats.false_discovery_control(tested))
+
+
+def test_an_investigate_without_a_registered_rebuild_names_the_rebuild_that_would_settle_it() -> None:
+    """No rebuild of the baseline is registered (its band is repeat noise only): every investigate
+    reason's advice says to register an unchanged rebuild of the baseline, by name and command; with a
+    rebuild's between-build variance in the band, no reason says so."""
+    skills, base, _ = pair(n=60)
+    investigated = []
+    for drop in np.linspace(0.002, 0.04, 20):
+        report = compare(
+            frame_from(base),
+            frame_from(draws(skills - drop, 3)),
+            FLOOR,
+            baseline_build="agent-base",
+            candidate_build="c",
+        )
+        reasons = [r for r in report.reasons() if r.severity == "investigate"]
+        investigated += reasons
+        for r in reasons:
+            assert r.advice is not None and "register an unchanged rebuild of agent-base" in r.advice, r
+            assert "rebuild_of: agent-base" in r.advice and "evaltrack build add" in r.advice
+    assert investigated, "no drop in the sweep was investigated"
+    band = noise_band(frame_from(base), rebuild=frame_from(draws(skills, 9)))
+    assert band.between_build_df
+    for drop in np.linspace(0.002, 0.04, 20):
+        report = compare(
+            frame_from(base), frame_from(draws(skills - drop, 3)), FLOOR, band, baseline_build="agent-base"
+        )
+        assert all("register an unchanged rebuild" not in (r.advice or "") for r in report.reasons())

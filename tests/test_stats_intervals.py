@@ -7,13 +7,13 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import special, stats
+from scipy import stats
 
 from eval_assets.stats import (
     compare,
-    pass_hat_k,
     pass_rate_intervals,
     proportion_interval,
+    reliability,
     suite_intervals,
     suite_mean_interval,
     summary_markdown,
@@ -33,19 +33,37 @@ def test_a_scenario_pass_rate_interval_covers_at_least_its_level_at_every_pass_r
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.integers(min_value=1, max_value=8),
-    st.integers(min_value=1, max_value=8),
-    st.sampled_from(np.linspace(0, 1, 41).tolist()),
+    st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 2)).filter(lambda t: t[0] + t[1] > 0),
+        min_size=2,
+        max_size=8,
+    )
 )
-def test_pass_hat_k_is_an_unbiased_estimate_of_all_k_repeats_passing(n: int, k: int, p: float) -> None:
-    if k > n:
-        assert np.isnan(pass_hat_k(np.array([float(n)]), np.array([float(n)]), k)[0])
-        return
-    passes = np.arange(n + 1, dtype=float)
-    expected = float(stats.binom.pmf(passes, n, p) @ pass_hat_k(passes, np.full(n + 1, float(n)), k))
-    assert expected == pytest.approx(p**k, abs=1e-9)
-    assert pass_hat_k(np.array([float(n)]), np.array([float(n)]), k)[0] == 1.0
-    assert special.comb(n, k) > 0
+def test_the_intervals_pass_hat_k_is_the_one_definition_of_pass_hat_k(
+    scenarios: list[tuple[int, int, int]],
+) -> None:
+    """The summary's pass^k is `reliability`'s suite pass^k over the same repeats: judge failures on an
+    output unknown (the figure None when one leaves a scenario unknown), never a pass, never dropped."""
+    passed, failed, unknown = (np.array([t[i] for t in scenarios], dtype=float) for i in range(3))
+    scored = passed + failed
+    means = np.where(scored > 0, passed / np.maximum(scored, 1), np.nan)
+    figures = suite_intervals(means, passed, scored, failed=failed, unknown=unknown)
+    rows = [
+        (f"s{i}", status, score, True)
+        for i, (p, f, u) in enumerate(scenarios)
+        for status, score, n in (("scored", 1.0, p), ("scored", 0.0, f), ("failed", None, u))
+        for _ in range(n)
+    ]
+    (suite,) = [
+        f
+        for f in reliability(
+            pd.DataFrame(rows, columns=["scenario_id", "status", "score", "has_output"]), 0.5, {}
+        )
+        if f.scope == "suite"
+    ]
+    assert figures.pass_hat_k == suite.pass_hat_k
+    assert figures.k == suite.k
+    assert (figures.pass_hat_k_interval is None) == (suite.pass_hat_k is None)
 
 
 def test_a_suite_that_passed_every_repeat_still_gets_an_interval_below_one() -> None:

@@ -11,7 +11,7 @@ import pandas as pd
 from eval_assets.capability.errors import TrackError
 from eval_assets.capability.track import Track
 from eval_assets.config import BuildManifest
-from eval_assets.stats import AdaptiveDesign, NoiseBand, noise_band
+from eval_assets.stats import AdaptiveDesign, NoiseBand, Reliability, noise_band, reliability
 
 VERDICT_COLUMNS = "v.scenario_id, v.repeat, v.status, v.score, v.policy_failures"
 
@@ -31,6 +31,15 @@ def verdict_frame(track: Track, build: str, judge_version: str) -> pd.DataFrame:
         "WHERE v.build = ? AND v.judge_version = ? ORDER BY v.scenario_id, v.repeat",
         [build, judge_version],
     )
+
+
+def build_reliability(track: Track, build: str, judge_version: str) -> list[Reliability]:
+    """The build's pass@k and pass^k per scenario and per suite under one judge version: the one
+    definition (`stats.reliability`) over its current verdicts, what the warehouse rows, the HTML report,
+    `compare` and the release board all show."""
+    floor = track.project.rubric_for(track.judge(judge_version)).floor
+    suite_of = {sid: s.suite for sid, s in track.project.scenarios.items()}
+    return reliability(verdict_frame(track, build, judge_version), floor, suite_of)
 
 
 def newest_allowed_build(track: Track, *, excluding: str) -> str | None:

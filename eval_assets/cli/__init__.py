@@ -279,8 +279,11 @@ def parser() -> argparse.ArgumentParser:
 
 def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="evaltrack", description=__doc__)
-    p.add_argument("--project", help="project root (default: this checkout)")
-    p.add_argument("--home", help="EVAL_HOME (default: $EVAL_HOME or .eval_home/)")
+    p.add_argument(
+        "--project",
+        help="project root (default: the nearest directory from here upward holding evaltrack.yaml)",
+    )
+    p.add_argument("--home", help="EVAL_HOME (default: $EVAL_HOME, else the project's .eval_home/)")
     p.add_argument(
         "--debug",
         action="store_true",
@@ -531,7 +534,7 @@ def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
         check_target(log)  # appending to a FIFO would block, to a symlink write elsewhere
         with log.open("a", encoding="utf-8") as out:
             out.write(redact("".join(traceback.format_exception(exc))) + "\n")
-    except OSError as why:
+    except (OSError, ValueError) as why:  # ValueError: no project, so no home to write the log into
         return f"{line} (the debug log could not be written: {type(why).__name__})"
     return f"{line} (detail in {log})"
 

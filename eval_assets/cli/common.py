@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eval_assets import exit_codes
-from eval_assets.config import ConfigError, Project, load_project
-from eval_assets.home import EvalHome, default_home, project_root
+from eval_assets.config import ConfigError, Problem, Project, load_project
+from eval_assets.home import EvalHome, NoProjectFound, default_home, project_root
 
 if TYPE_CHECKING:
     from eval_assets.capability.track import Track
@@ -21,14 +21,42 @@ if TYPE_CHECKING:
 EXIT_INTERNAL_ERROR = exit_codes.INTERNAL_ERROR
 
 
+def root_of(args: argparse.Namespace) -> Path:
+    """The project a command works on: `--project`, else the one found from the current directory
+    (`eval_assets.home.find_project`, as git and pytest find theirs). Raises ConfigError when none is."""
+    if args.project:
+        return Path(args.project).resolve()
+    try:
+        return project_root()
+    except NoProjectFound as exc:
+        raise ConfigError([Problem(str(Path.cwd()), "<project>", str(exc).partition(": ")[2])]) from None
+
+
+def home_path(args: argparse.Namespace) -> EvalHome:
+    """The command's EVAL_HOME (`--home`, else $EVAL_HOME, else `<project>/.eval_home`), not created;
+    exported as $EVAL_HOME for the code location's resources."""
+    home = EvalHome(Path(args.home).resolve() if args.home else default_home(root_of(args)))
+    os.environ["EVAL_HOME"] = str(home.root)
+    return home
+
+
 def home_of(args: argparse.Namespace) -> EvalHome:
-    home = EvalHome(Path(args.home).resolve() if args.home else default_home())
-    os.environ["EVAL_HOME"] = str(home.root)  # the code location's resources read it
-    return home.ensure()
+    """The command's EVAL_HOME, created when missing: for the commands that write into it."""
+    return home_path(args).ensure()
+
+
+def missing_home(args: argparse.Namespace) -> str | None:
+    """Why a read-only command has nothing to read (its EVAL_HOME does not exist), else None. The
+    read-only commands (validate, release-status, report, compare, spend, warehouse verify, review
+    list) ask this first and answer without creating a home."""
+    home = home_path(args)
+    if home.root.is_dir():
+        return None
+    return f"no EVAL_HOME at {home.root}: nothing was registered or run there (--home or $EVAL_HOME names another)"
 
 
 def project_of(args: argparse.Namespace, *, check_registry: bool = True) -> Project:
-    root = Path(args.project).resolve() if args.project else project_root()
+    root = root_of(args)
     os.environ["EVAL_PROJECT_ROOT"] = str(root)
     return load_project(root, check_registry=check_registry)
 

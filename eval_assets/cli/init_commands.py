@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 from importlib.resources import as_file, files
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from eval_assets.cli.common import print_problems
 from eval_assets.config import ConfigError, load_project, record_new_versions
+from eval_assets.home import HOME_DIR
 
 TEMPLATE = "project_template"
 RENAMED = {"agent.py.tmpl": "agent.py"}  # kept as text in the package: not a module of eval_assets
@@ -31,6 +33,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         shutil.copytree(template, dest, dirs_exist_ok=True)
     for old, new in RENAMED.items():
         (dest / old).rename(dest / new)
+    (dest / ".gitignore").write_text(f"{HOME_DIR}/\n")  # the project's state, never committed
     try:
         record_new_versions(load_project(dest, check_registry=False))
         load_project(dest)
@@ -38,8 +41,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         return print_problems(exc)
     print(
         f"wrote an evaluation project to {dest}\n"
-        f"  evaltrack --project {args.dir} validate\n"
-        f"  evaltrack --project {args.dir} build add {args.dir}/examples/builds/my-agent.yaml\n"
-        f"  evaltrack --project {args.dir} run --build my-agent-1"
+        f"next, from the project (commands find it there as git does; its state goes to .eval_home/ in it):\n"
+        f"  cd {shlex.quote(str(dest))}\n"
+        f"  evaltrack validate\n"
+        f"  evaltrack build add examples/builds/my-agent.yaml\n"
+        f"  evaltrack run --build my-agent-1"
     )
     return 0

@@ -10,15 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from eval_assets.cli.common import home_of
+from eval_assets.cli.common import home_of, root_of
 from eval_assets.gates.project_checks.network import record_no_network, record_problems
-from eval_assets.home import project_root
 
 
 def cmd_gates_no_network(args: argparse.Namespace) -> int:
-    root = Path(args.project).resolve() if args.project else project_root()
+    root = root_of(args)
     home = home_of(args)
     record, path = record_no_network(root, home.root)
     problems = record_problems(root, record)

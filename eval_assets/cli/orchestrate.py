@@ -203,6 +203,8 @@ def _materialize(
     for event in result.get_asset_materialization_events():
         mat = event.step_materialization_data.materialization
         metadata[mat.asset_key.to_user_string()] = {plain_key(k): v.value for k, v in mat.metadata.items()}
+    if result.success and "release_approval" in assets and "release_approval" not in metadata:
+        withheld = True  # none or investigate, never approved: nothing materialized, nothing blocked
     return StepResult(
         "" if partition_key is None else str(partition_key),
         tuple(assets),

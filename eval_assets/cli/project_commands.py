@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from eval_assets.cli.common import print_problems, project_of
+from eval_assets.cli.common import print_problems, project_of, root_of
 from eval_assets.config import ConfigError, load_build, load_project, misnamed_yaml, record_new_versions
 from eval_assets.gates import validate_gates
-from eval_assets.home import project_root
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -35,9 +33,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_judges_record(args: argparse.Namespace) -> int:
-    root = Path(args.project).resolve() if args.project else project_root()
     try:
-        lines = record_new_versions(load_project(root, check_registry=False))
+        lines = record_new_versions(load_project(root_of(args), check_registry=False))
     except ConfigError as exc:
         return print_problems(exc)
     print("\n".join(lines) if lines else "judges/registry.yaml is up to date")

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from eval_assets.capability.track import Track
-from eval_assets.cli.common import home_of, print_problems, project_of
+from eval_assets.cli.common import home_of, missing_home, print_problems, project_of
 from eval_assets.config import ConfigError
 from eval_assets.human_scores import HumanScoreError
 from eval_assets.review import ReviewError, export, fill, iso, open_store, parse_scores, present, submit
@@ -134,6 +134,10 @@ def cmd_review_release(args: argparse.Namespace) -> int:
 
 def cmd_review_list(args: argparse.Namespace) -> int:
     try:
+        project_of(args)
+        if (why := missing_home(args)) is not None:
+            print(f"{why}\n0 open, 0 claimed, 0 done")
+            return 0
         track = _track(args)
         with open_store(track) as store:
             items = store.items(build=args.build)

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import TextIO
 
 from eval_assets import exit_codes
+from eval_assets.capability.baselines import build_reliability
 from eval_assets.capability.progress import PROGRESS_LOGGER
 from eval_assets.capability.track import Track, TrackError, track_opened_once
-from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, print_problems, project_of
+from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, missing_home, print_problems, project_of
 from eval_assets.cli.orchestrate import (
     StepResult,
     instance_for,
@@ -31,12 +32,13 @@ from eval_assets.present import (
     MAX_LINE,
     reasons_text_rows,
     shorten,
+    terminal_width,
     text_table,
 )
 from eval_assets.release import build_report, checked_decision, write_build_report
 from eval_assets.safe_write import UnsafeTarget, check_target
 from eval_assets.spend import JournalError, LeaseRow
-from eval_assets.stats import CrossJudgeVersionError, summary_markdown
+from eval_assets.stats import CrossJudgeVersionError, reliability_markdown, summary_markdown
 from eval_assets.warehouse import WarehouseError
 
 EXAMPLE_BUILDS = ("baseline.yaml", "rebuild.yaml", "candidate.yaml")
@@ -257,7 +259,11 @@ def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
         print()
         print(f"{r['build']}: {r['decision']} (baseline {r['baseline'] or 'none'})")
         rows = reasons_text_rows(r["reasons"])  # type: ignore[arg-type]
-        print(text_table(("severity", "source", "reason"), rows) if rows else "  no reasons recorded")
+        print(
+            text_table(("severity", "source", "reason"), rows, terminal_width(), wrap=True)
+            if rows
+            else "  no reasons recorded"
+        )
         plots = ", ".join(rel(p) for p in r["plots"]) or "none"  # type: ignore[attr-defined]
         print(shorten(f"plots (under EVAL_HOME): {plots}", MAX_LINE))
     print()
@@ -391,7 +397,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     device, directory or symlink is never written over), exit 4 on a damaged file."""
     try:
         check_target(Path(args.html))
-        track = Track(project_of(args), home_of(args))
+        project = project_of(args)
+        if (why := missing_home(args)) is not None:
+            print(f"error: unknown build {args.build}: {why}", file=sys.stderr)
+            return 1
+        track = Track(project, home_of(args))
         track.build(args.build)
     except ConfigError as exc:
         return print_problems(exc)
@@ -419,7 +429,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
         return exit_codes.USAGE
     try:
-        track = Track(project_of(args), home_of(args))
+        project = project_of(args)
+        if (why := missing_home(args)) is not None:
+            print(f"refused: unknown builds {args.baseline} and {args.candidate}: {why}", file=sys.stderr)
+            return 1
+        track = Track(project, home_of(args))
         track.build(args.baseline)
         candidate = track.build(args.candidate)  # resolved once, passed down
         if _report_damage(track, [args.baseline, args.candidate]):
@@ -431,4 +445,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"refused: {exc}", file=sys.stderr)
         return 1
     print(summary_markdown(run.report))
+    for role, build in (("baseline", args.baseline), ("candidate", args.candidate)):
+        table = reliability_markdown(build_reliability(track, build, args.judge_version))
+        if table:
+            print(f"{role} {build}: {table}")
     return 0

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from eval_assets.cli.common import home_of, project_of
+from eval_assets.cli.common import home_path, project_of
 from eval_assets.cli.status_commands import internal_error
 from eval_assets.config import ConfigError, Project
 from eval_assets.present import text_table
@@ -75,7 +75,7 @@ def _usd(value: float | None) -> str:
 
 def cmd_spend(args: argparse.Namespace) -> int:
     try:
-        project, home = project_of(args), home_of(args)
+        project, home = project_of(args), home_path(args)  # reads only: never creates the home
     except ConfigError as exc:
         return internal_error([str(p) for p in exc.problems], "fix the project configuration named above")
     day: date = args.day or datetime.now(UTC).date()

@@ -13,10 +13,10 @@ import sys
 
 from eval_assets import exit_codes
 from eval_assets.capability.errors import TrackError
-from eval_assets.cli.common import home_of, project_of
+from eval_assets.cli.common import home_of, missing_home, project_of
 from eval_assets.config import ConfigError, id_problem
 from eval_assets.evidence import CheckedDecision, DecisionDamaged, check_decision
-from eval_assets.present import reasons_markdown, reasons_text_rows, text_table
+from eval_assets.present import reasons_markdown, reasons_text_rows, terminal_width, text_table
 from eval_assets.warehouse import ManifestHealthy, Warehouse, WarehouseError
 
 
@@ -40,7 +40,11 @@ def cmd_release_status(args: argparse.Namespace) -> int:
         print(f"release-status: BUILD: {problem}", file=sys.stderr)
         return 1
     try:
-        project, home = project_of(args), home_of(args)
+        project = project_of(args)
+        if (why := missing_home(args)) is not None:
+            print(f"build {build}: no decision yet ({why})")
+            return exit_codes.DECISION["none"]
+        home = home_of(args)
     except ConfigError as exc:  # the project itself does not load: no decision can be verified
         return internal_error([str(p) for p in exc.problems], "fix the project configuration named above")
     warehouse = Warehouse(home.warehouse)
@@ -99,13 +103,22 @@ def _print(args: argparse.Namespace, build: str, checked: CheckedDecision) -> in
         print(reasons_markdown(build, decision, rows), end="")
     else:
         print(f"build {build}: {decision} (baseline: {record['baseline'] or 'none'})")
-        print(text_table(("severity", "source", "reason"), reasons_text_rows(rows)))
+        print(
+            text_table(("severity", "source", "reason"), reasons_text_rows(rows), terminal_width(), wrap=True)
+        )
     return exit_codes.DECISION[decision]
 
 
 def cmd_warehouse_verify(args: argparse.Namespace) -> int:
     """Re-hash every warehouse file against the partition manifest (exit 0 clean, 4 damage found);
     `--rebuild` re-trusts the files as they are when the manifest is missing or damaged, naming each."""
+    try:
+        why = missing_home(args)
+    except ConfigError as exc:
+        return internal_error([str(p) for p in exc.problems], "pass --project or --home")
+    if why is not None:
+        print(f"ok: nothing to verify ({why})")
+        return 0
     warehouse = Warehouse(home_of(args).warehouse)
     if args.rebuild:
         try:

@@ -34,6 +34,7 @@ from ._models import (
     Subject,
 )
 from ._project import Project
+from ._reference import reference_markdown
 from ._registry import (
     IDENTITY_FIELDS,
     REGISTRY_PATH,
@@ -97,6 +98,7 @@ __all__ = [
     "read_yaml_file",
     "ASSERTION_KINDS",
     "SETTINGS_FILE",
+    "reference_markdown",
     "Assertion",
     "Id",
     "ProblemsFound",

@@ -49,7 +49,6 @@ from ._findings import Finding, FindingVerdict
 from ._frame import COLUMNS, VerdictFrameError, release_invariant, scenario_table, validate_verdicts
 from ._intervals import (
     SuiteIntervals,
-    pass_hat_k,
     pass_rate_intervals,
     proportion_interval,
     suite_intervals,
@@ -62,6 +61,7 @@ from ._noise import (
 )
 from ._plot import SCORE_RANGE, clipped_band, plot_report
 from ._reliability import Reliability, reliability, reliability_markdown
+from ._reliability import shown as shown_figure
 from ._rules import (
     BinaryTest,
     Budget,
@@ -113,12 +113,12 @@ __all__ = [
     "Reliability",
     "reliability",
     "reliability_markdown",
+    "shown_figure",
     "AA_REPLICATIONS",
     "AA_SEED",
     "AARates",
     "BinaryTest",
     "SuiteIntervals",
-    "pass_hat_k",
     "pass_rate_intervals",
     "proportion_interval",
     "suite_intervals",

@@ -46,6 +46,7 @@ from ._findings import (
 from ._frame import judge_versions, scenario_table, validate_verdicts
 from ._intervals import SuiteIntervals, suite_intervals
 from ._noise import NoiseBand, band_from_table
+from ._reliability import repeat_outcomes
 from ._rules import (
     DRIVER_Z,
     MAX_THIN_SHARE,
@@ -137,6 +138,9 @@ class CapabilityReport:
     scenarios: pd.DataFrame
     candidate_intervals: SuiteIntervals | None = None
     baseline_intervals: SuiteIntervals | None = None
+    # whether the noise band holds a registered rebuild's between-build variance (False: repeat noise
+    # only, and an investigate reason names the rebuild that would settle it)
+    rebuild_in_band: bool = True
 
     @property
     def source(self) -> str:
@@ -185,6 +189,18 @@ class CapabilityReport:
             severity = "investigate"
         ids = tuple(f.scenario_id for f in group if f.scenario_id is not None)
         advice = _ADVICE.get(first.rule)
+        if (
+            severity == "investigate"
+            and not self.rebuild_in_band
+            and first.rule not in ("insufficient", "no_band")
+        ):
+            baseline = self.baseline_build or "<baseline>"
+            rebuild = (
+                f"register an unchanged rebuild of {baseline} (a manifest with `rebuild_of: {baseline}`: "
+                f"`evaltrack build add FILE`, then `evaltrack run --build ID`) so the noise band holds the "
+                f"run-to-run variance; nothing measures it yet"
+            )
+            advice = f"{rebuild}; or {advice}" if advice else rebuild
         if not ids:
             return Reason(severity, self.source, first.finding, first.detail, (), advice)
         shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
@@ -246,13 +262,13 @@ def compare(
             settings,
             "no baseline: decides nothing",
             [policy],
-            (build_intervals(cand_s, floor, level), None),
+            (build_intervals(cand_s, floor, level, cand), None),
         )
     paired = _paired(base_s, cand_s)
     why = _why_nothing(base_s, cand_s, paired, labels)
     if why is not None:
         findings = [policy, _exclusion_finding(base_s, cand_s, f"sensitivity not run: {why}")]
-        intervals = (build_intervals(cand_s, floor, level), build_intervals(base_s, floor, level))
+        intervals = (build_intervals(cand_s, floor, level, cand), build_intervals(base_s, floor, level, base))
         return _nothing(labels, settings, why, findings, intervals)
     band = band if band is not None else band_from_table(base_s, level=level)
     between, between_df = band.between_build_var, band.between_build_df
@@ -307,8 +323,9 @@ def compare(
         decided_nothing=None,
         findings=tuple(findings),
         scenarios=_scenario_frame(paired, per, band),
-        candidate_intervals=build_intervals(cand_s, floor, level),
-        baseline_intervals=build_intervals(base_s, floor, level),
+        candidate_intervals=build_intervals(cand_s, floor, level, cand),
+        baseline_intervals=build_intervals(base_s, floor, level, base),
+        rebuild_in_band=bool(between_df),
     )
 
 
@@ -351,14 +368,28 @@ def _judge_version(
     return wanted or (base_versions[0] if base_versions else None)
 
 
-def build_intervals(table: pd.DataFrame | None, floor: float | None, level: float) -> SuiteIntervals | None:
+def build_intervals(
+    table: pd.DataFrame | None, floor: float | None, level: float, frame: pd.DataFrame | None = None
+) -> SuiteIntervals | None:
     """A build's suite mean, pass rate and pass^k with their intervals, from its `scenario_table`
-    (a repeat passes when scored and not below the floor; no floor: no pass rate)."""
+    (a repeat passes when scored and not below the floor; no floor: no pass rate) and, for pass^k, its
+    verdict `frame`'s repeat outcomes (`repeat_outcomes`: the one definition, excluded scenarios left out)."""
     if table is None or len(table) == 0:
         return None
     n = table["n_scored"].to_numpy(dtype=float)
     passes = None if floor is None else n - table["n_below_floor"].to_numpy(dtype=float)
-    return suite_intervals(table["mean"].to_numpy(dtype=float), passes, n, level)
+    if floor is None or frame is None:
+        return suite_intervals(table["mean"].to_numpy(dtype=float), passes, n, level)
+    outcomes = repeat_outcomes(frame, floor).reindex(table.index)
+    kept = ~outcomes["excluded"].fillna(True).to_numpy(dtype=bool)
+    return suite_intervals(
+        table["mean"].to_numpy(dtype=float),
+        np.where(kept, outcomes["passed"].fillna(0).to_numpy(dtype=float), 0.0),
+        n,
+        level,
+        failed=np.where(kept, outcomes["failed"].fillna(0).to_numpy(dtype=float), 0.0),
+        unknown=np.where(kept, outcomes["unknown"].fillna(0).to_numpy(dtype=float), 0.0),
+    )
 
 
 def _nothing(

@@ -4,8 +4,8 @@ The unit of inference is the scenario (docs/methods.md: unit of inference), so a
 is taken over the scenarios' own estimates with a t quantile on G - 1 degrees of freedom (G scenarios;
 the few-cluster rule of Cameron & Miller 2015), never over pooled repeats. A scenario's pass rate from
 its K repeats is binomial and gets the exact Clopper-Pearson interval, which covers at least `level` at
-every pass rate (Wilson and Wald undercover at K = 3-5 near 0 and 1); suite pass rates and pass^k, means
-of proportions, get a Korn-Graubard interval (`proportion_interval`). Coverage of each is measured by
+every pass rate (Wilson and Wald undercover at K = 3-5 near 0 and 1); suite pass rates and pass^k (the
+one definition: `_reliability`), means of proportions, get a Korn-Graubard interval (`proportion_interval`). Coverage of each is measured by
 `benchmarks/interval_coverage.py` at 5-200 scenarios. A repeat "passes" when it is scored and not below
 the rubric floor; a rubric without a floor has no pass rate (None, never a default).
 """
@@ -18,6 +18,7 @@ import numpy as np
 from scipy import special, stats
 
 from ._bootstrap import Interval
+from ._reliability import pass_figures
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class SuiteIntervals:
     mean_interval: Interval | None
     pass_rate: float | None
     pass_rate_interval: Interval | None
-    k: int | None  # the k of pass^k: the smallest scored-repeat count over the scenarios
+    k: int | None  # the k of pass^k: the smallest repeat count over the scenarios
     pass_hat_k: float | None
     pass_hat_k_interval: Interval | None
 
@@ -94,25 +95,22 @@ def pass_rate_intervals(
     return np.where(bad, np.nan, low), np.where(bad, np.nan, high)
 
 
-def pass_hat_k(passes: np.ndarray, n: np.ndarray, k: int) -> np.ndarray:
-    """Each scenario's unbiased estimate of pass^k (all of k repeats pass): C(c, k) / C(n, k).
-
-    NaN where the scenario has fewer than k scored repeats.
-    """
-    c = np.asarray(passes, dtype=float)
-    m = np.asarray(n, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        value = special.comb(c, k) / special.comb(m, k)
-    return np.where(m >= k, value, np.nan)
-
-
 def suite_intervals(
-    means: np.ndarray, passes: np.ndarray | None, n: np.ndarray, level: float = 0.95
+    means: np.ndarray,
+    passes: np.ndarray | None,
+    n: np.ndarray,
+    level: float = 0.95,
+    *,
+    failed: np.ndarray | None = None,
+    unknown: np.ndarray | None = None,
 ) -> SuiteIntervals:
     """The suite mean, pass rate and pass^k of one build, each with its interval over scenarios.
 
     `means` and `n` are per scenario (scored repeats); `passes` None: the rubric has no floor, so there
-    is no pass rate and no pass^k. k is the smallest scored-repeat count over the scenarios (at least 1).
+    is no pass rate and no pass^k. pass^k is the share of scenarios whose every repeat passed, by the one
+    definition (`_reliability.pass_figures`) from each scenario's repeats passed, `failed` (default: its
+    scored repeats that did not pass) and `unknown` (default none): None when one is unknown. k is the
+    smallest repeat count over the scenarios.
     """
     means = np.asarray(means, dtype=float)
     n = np.asarray(n, dtype=float)
@@ -121,10 +119,15 @@ def suite_intervals(
     mean = float(means[scored].mean()) if scored.any() else None
     if passes is None or not scored.any():
         return SuiteIntervals(level, int(scored.sum()), mean, mean_ci, None, None, None, None, None)
-    c, m = np.asarray(passes, dtype=float)[scored], n[scored]
+    passes = np.asarray(passes, dtype=float)
+    c, m = passes[scored], n[scored]
     rate = c / m
-    k = max(1, int(m.min()))
-    hat = pass_hat_k(c, m, k)
+    fails = n - passes if failed is None else np.asarray(failed, dtype=float)
+    unknowns = np.zeros_like(n) if unknown is None else np.asarray(unknown, dtype=float)
+    repeats = passes + fails + unknowns
+    tried = repeats > 0
+    _at, hat = pass_figures(passes[tried], fails[tried], unknowns[tried])
+    known = bool(np.all(np.isfinite(hat)))
     return SuiteIntervals(
         level=level,
         n_scenarios=int(scored.sum()),
@@ -132,7 +135,7 @@ def suite_intervals(
         mean_interval=mean_ci,
         pass_rate=float(rate.mean()),
         pass_rate_interval=proportion_interval(rate, float(m.sum()), level),
-        k=k,
-        pass_hat_k=float(hat.mean()),
-        pass_hat_k_interval=proportion_interval(hat, float(np.sum(np.floor(m / k))), level),
+        k=int(repeats[tried].min()),
+        pass_hat_k=float(hat.mean()) if known else None,
+        pass_hat_k_interval=proportion_interval(hat, float(len(hat)), level) if known else None,
     )

@@ -53,7 +53,8 @@ def _intervals(s: SuiteIntervals) -> str:
     parts = [f"suite mean {_ci(s.mean, s.mean_interval)}"]
     if s.pass_rate is not None:
         parts.append(f"pass rate {_ci(s.pass_rate, s.pass_rate_interval)}")
-        parts.append(f"pass^{s.k} {_ci(s.pass_hat_k, s.pass_hat_k_interval)}")
+        hat = "unknown" if s.pass_hat_k is None else _ci(s.pass_hat_k, s.pass_hat_k_interval)
+        parts.append(f"pass^{s.k} {hat}")  # unknown: a judge could not score a repeat (docs/methods.md)
     return f"{', '.join(parts)} ({s.level:.0%} intervals over {s.n_scenarios} scenarios)"
 
 

@@ -12,6 +12,7 @@ of what may ship. `release_board` is one table of every build (refreshed by `rel
 """
 
 import warnings
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -133,9 +134,8 @@ def release_decision(context: dg.AssetExecutionContext, track: TrackResource):  
         "partition": dg.MetadataValue.url(partition_url("release_decision", build)),
     }
     if "html_report" in summary.files:
-        metadata["html_report"] = dg.MetadataValue.path(
-            short_path(summary.files["html_report"], track.get().home.root)
-        )
+        # a link the UI draws clickable (a path it draws as text to copy): the page opens without a server
+        metadata["html_report"] = dg.MetadataValue.url(Path(summary.files["html_report"]).resolve().as_uri())
     yield dg.MaterializeResult(metadata=metadata)
     counts = reason_counts(rows)
     yield dg.AssetCheckResult(
@@ -184,23 +184,48 @@ release_block_notice = dg.AssetSpec(
     deps=[release_decision],
     group_name="release",
     automation_condition=dg.AutomationCondition.eager(),
+    output_required=False,
     description="The build may ship: materialized (green in the partition list) only when its release "
-    "decision is allow; any other decision fails the step with the decision and its reasons (red), so "
-    "an older approval never reads as current. The list of what can ship today.",
+    "decision is allow. block fails the step (red), as does any other decision once the build had "
+    "been approved, so an older approval never reads as current; none and investigate of a build never "
+    "approved leave the partition unmaterialized (grey: nothing to ship, nothing blocked). Each "
+    "partition's page lists the decision and its reasons (an observation). The list of what can ship today.",
 )
-def release_approval(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
+def release_approval(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build = context.partition_key
     summary = release.materialize_release_approval(track.get(), build)
     context.log.info(summary["why"])
-    if not summary["approved"]:
+    shown = {"build": build, "decision": summary["decision"], "baseline": summary["baseline"]}
+    # on the partition's own page, whatever the outcome: the decision and every reason of the worst severity
+    context.log_event(
+        dg.AssetObservation(
+            "release_approval",
+            partition=build,
+            metadata={
+                **shown,
+                "approved": summary["approved"],
+                "reasons": dg.MetadataValue.md(summary["why"]),
+            },
+        )
+    )
+    if summary["approved"]:
+        yield dg.MaterializeResult(metadata=shown)
+        return
+    if summary["decision"] == "block" or was_approved(context.instance, build):
         raise dg.Failure(
             description=f"not approved: {summary['why']}",
-            metadata={"build": build, "decision": summary["decision"], "approved": False},
+            metadata={**shown, "approved": False},
             allow_retries=False,
         )
-    return dg.MaterializeResult(
-        metadata={"build": build, "decision": summary["decision"], "baseline": summary["baseline"]}
-    )
+    context.log.info(f"{build}: not approved and not blocked ({summary['decision']}): nothing materialized")
+
+
+def was_approved(instance: dg.DagsterInstance, build: str) -> bool:
+    """Whether release_approval[build] was ever materialized (an approval a newer decision revokes)."""
+    status = (
+        instance.get_status_by_partition(dg.AssetKey("release_approval"), [build], build_partitions) or {}
+    ).get(build)
+    return status == dg.AssetPartitionStatus.MATERIALIZED
 
 
 @dg.asset(
