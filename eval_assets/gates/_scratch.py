@@ -25,7 +25,9 @@ def scratch(prefix: str, memory: Path = MEMORY) -> tempfile.TemporaryDirectory[s
     return tempfile.TemporaryDirectory(prefix=prefix, dir=str(memory) if usable else None)
 
 
-def fresh_interpreter(code: str, args: Sequence[str], cwd: Path, *, check: bool) -> subprocess.CompletedProcess[str]:
+def fresh_interpreter(
+    code: str, args: Sequence[str], cwd: Path, *, check: bool
+) -> subprocess.CompletedProcess[str]:
     """`python -c code *args` in a new interpreter of this environment, in `cwd`, with this process's
     environment variables but PYTHONPATH (the code puts the package it means first on its sys.path),
     output captured as text, ten minutes at most; `check` raises on a non-zero exit."""
