@@ -17,25 +17,28 @@ from ._weights import LocalModelError, cache_dir, fetch
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval_assets.localmodel")
     parser.add_argument("action", choices=["fetch"])
-    parser.add_argument("--project", type=Path, default=None)
+    parser.add_argument(
+        "--project", type=Path, action="append", help="a project (repeatable; default: this one)"
+    )
     parser.add_argument("--home", type=Path, default=None)
     args = parser.parse_args(argv)
-    try:
-        project = load_project(args.project if args.project is not None else project_root())
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
     home = EvalHome(args.home if args.home is not None else default_home())
-    cache = cache_dir(project.settings, home.root, project.root)
-    for name, model in sorted(project.settings.local_models.items()):
+    for root in args.project or [project_root()]:
         try:
-            fetch(name, model, cache)
-        except LocalModelError as exc:
+            project = load_project(root)
+        except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        if (why := runtime_problem(model)) is not None:
-            print(f"error: local model {name!r}: {why}", file=sys.stderr)
-            return 1
+        cache = cache_dir(project.settings, home.root, project.root)
+        for name, model in sorted(project.settings.local_models.items()):
+            try:
+                fetch(name, model, cache)
+            except LocalModelError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            if (why := runtime_problem(model)) is not None:
+                print(f"error: local model {name!r}: {why}", file=sys.stderr)
+                return 1
     return 0
 
 

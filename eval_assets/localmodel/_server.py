@@ -74,7 +74,7 @@ def _alive(proc: dict[str, int] | None) -> bool:
     return proc is not None and _start_time(proc["pid"]) == proc["start"]
 
 
-def _proc(pid: int) -> dict[str, int]:
+def proc_identity(pid: int) -> dict[str, int]:
     start = _start_time(pid)
     return {"pid": pid, "start": start if start is not None else -1}
 
@@ -272,8 +272,8 @@ class LocalServers:
             "key": key,
             "sha256": model.sha256,
             "runtime": model.runtime,
-            "owner": _proc(os.getpid()),
-            "supervisor": _proc(supervisor.pid),
+            "owner": proc_identity(os.getpid()),
+            "supervisor": proc_identity(supervisor.pid),
             "server": _server_proc(supervisor.pid),
         }
         path = self._state_path(name)
@@ -291,4 +291,4 @@ def _server_proc(supervisor_pid: int) -> dict[str, int] | None:
         children = Path(f"/proc/{supervisor_pid}/task/{supervisor_pid}/children").read_text().split()
     except OSError:
         return None
-    return _proc(int(children[0])) if children else None
+    return proc_identity(int(children[0])) if children else None
