@@ -255,6 +255,9 @@ def strict_json(text: str) -> Any:
     return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
 
 
+_ENUM_MAX = 100  # an integer scale this wide or narrower is sent as the list of its values
+
+
 def verdict_schema(rubric: Rubric) -> dict[str, Any]:
     """The rubric's verdict as a JSON schema: one property per criterion, of its scale's type and
     bounds or labels, all required, no other. A judge of parser version 2 asks the model for exactly
@@ -262,7 +265,11 @@ def verdict_schema(rubric: Rubric) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     for c in rubric.criteria:
         s = c.scale
-        if isinstance(s, IntScale):
+        if isinstance(s, IntScale) and s.max - s.min <= _ENUM_MAX:
+            # as a list: llama.cpp's schema grammar does not bound an integer by minimum/maximum
+            # (measured: 17 and 99 on a 1..5 scale), but it does keep to an enum
+            properties[c.name] = {"type": "integer", "enum": list(range(s.min, s.max + 1))}
+        elif isinstance(s, IntScale):
             properties[c.name] = {"type": "integer", "minimum": s.min, "maximum": s.max}
         elif isinstance(s, FloatScale):
             properties[c.name] = {"type": "number", "minimum": s.min, "maximum": s.max}
