@@ -106,7 +106,7 @@ def main() -> int:
             )
         con = duckdb.connect(str(home / "warehouse" / "warehouse.duckdb"), read_only=True)
         verdicts = con.execute(
-            "SELECT status, coalesce(failure_reason, '') FROM judge_verdicts WHERE judge_version = 'answer-v2'"
+            "SELECT status, coalesce(failure_reason, '') FROM judge_verdicts WHERE judge_version = 'answer-v1'"
         ).fetchall()
         attempts = con.execute(
             "SELECT count(*), avg(latency_s), sum(completion_tokens) FROM scenario_runs"
@@ -120,7 +120,7 @@ def main() -> int:
         "conditions": {
             "model": "local/smollm2 (SmolLM2-135M-Instruct Q4_1), llama-cpp-python 0.3.36, 2 threads",
             "subject_params": base["subject"]["params"],
-            "judges": ["answer-v1 (sim judge on the real outputs)", "answer-v2 (local judge, parser 2)"],
+            "judges": ["answer-v1 (local judge, parser 2)"],
             "scenarios": 3,
             "repeats": 3,
             "rebuild_design": "baseline: smollm2-baseline, no rebuild_of",

@@ -80,13 +80,13 @@ def test_the_real_model_as_subject_and_judge_three_scenarios_three_repeats(
         "FROM cost_ledger WHERE model = 'local/smollm2' GROUP BY ALL ORDER BY ALL",
     )
     roles = {r[0]: r for r in ledger_rows}
-    assert set(roles) >= {"subject", "judge"}, ledger_rows
+    assert set(roles) == {"subject", "judge"}, ledger_rows
     for _, _, prompt, completion, cost, count in ledger_rows:
         assert prompt > count and completion > 0 and cost == 0.0
     # the local judge's verdicts: every one parsed or failed with its reason, never a default score
     verdicts = _rows(
         home,
-        "SELECT status, failure_reason, score FROM judge_verdicts WHERE judge_version = 'answer-v2'",
+        "SELECT status, failure_reason, score FROM judge_verdicts WHERE judge_version = 'answer-v1'",
     )
     assert len(verdicts) == 18
     scored = [v for v in verdicts if v[0] == "scored"]

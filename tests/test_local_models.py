@@ -57,7 +57,7 @@ def test_a_local_model_is_priced_zero_by_its_declaration_and_nothing_else_is() -
 
 def test_a_judge_on_an_undeclared_local_model_is_refused(tmp_path: Path) -> None:
     project = _copy(tmp_path / "p")
-    _edit_yaml(project / "judges" / "answer-v2.yaml", model="local/nosuch")
+    _edit_yaml(project / "judges" / "answer-v1.yaml", model="local/nosuch")
     assert any("'nosuch' is not declared under `local_models:`" in p for p in _problems(project))
 
 
@@ -73,7 +73,7 @@ def test_a_local_judge_must_pin_the_declared_weights_and_runtime(
     tmp_path: Path, pin: dict[str, str] | None, expected: str
 ) -> None:
     project = _copy(tmp_path / "p")
-    path = project / "judges" / "answer-v2.yaml"
+    path = project / "judges" / "answer-v1.yaml"
     data = yaml.safe_load(path.read_text())
     data.pop("local_model")
     if pin is not None:
@@ -84,7 +84,7 @@ def test_a_local_judge_must_pin_the_declared_weights_and_runtime(
 
 def test_the_weights_pin_is_part_of_the_judge_identity_and_absent_for_other_judges() -> None:
     project = load_project(LOCAL)
-    local = project.judges["answer-v2"]
+    local = project.judges["answer-v1"]
     rubric = project.rubric_for(local)
     assert local.local_model is not None
     other = local.model_copy(
