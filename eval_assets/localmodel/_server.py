@@ -230,6 +230,9 @@ class LocalServers:
             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(model.context_size),
             "--n_threads", str(model.threads), "--n_threads_batch", str(model.threads),
             "--verbose", "False",
+            # a fresh sampler seed per start: a fixed one repeats the same outputs in every run, so two
+            # unchanged builds would agree exactly (a call that names its `seed` still gets that seed)
+            "--seed", str(secrets.randbelow(2**31)),
         ]  # fmt: skip
         if model.chat_format is not None:
             server += ["--chat_format", model.chat_format]
