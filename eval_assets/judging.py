@@ -255,7 +255,39 @@ def strict_json(text: str) -> Any:
     return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
 
 
-def parse_verdict(text: str | None, rubric: Rubric, *, instructions: str | None = None) -> Verdict:
+_ENUM_MAX = 100  # an integer scale this wide or narrower is sent as the list of its values
+
+
+def verdict_schema(rubric: Rubric) -> dict[str, Any]:
+    """The rubric's verdict as a JSON schema: one property per criterion, of its scale's type and
+    bounds or labels, all required, no other. A judge of parser version 2 asks the model for exactly
+    this (`response_format`), and its reply is checked against the rubric all the same."""
+    properties: dict[str, Any] = {}
+    for c in rubric.criteria:
+        s = c.scale
+        if isinstance(s, IntScale) and s.max - s.min <= _ENUM_MAX:
+            # as a list: llama.cpp's schema grammar does not bound an integer by minimum/maximum
+            # (measured: 17 and 99 on a 1..5 scale), but it does keep to an enum
+            properties[c.name] = {"type": "integer", "enum": list(range(s.min, s.max + 1))}
+        elif isinstance(s, IntScale):
+            properties[c.name] = {"type": "integer", "minimum": s.min, "maximum": s.max}
+        elif isinstance(s, FloatScale):
+            properties[c.name] = {"type": "number", "minimum": s.min, "maximum": s.max}
+        elif isinstance(s, BoolScale):
+            properties[c.name] = {"type": "boolean"}
+        else:
+            properties[c.name] = {"type": "string", "enum": list(s.labels)}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [c.name for c in rubric.criteria],
+        "additionalProperties": False,
+    }
+
+
+def parse_verdict(
+    text: str | None, rubric: Rubric, *, instructions: str | None = None, parser_version: int = 1
+) -> Verdict:
     """Validate a judge reply against `rubric`. Fails closed: any defect → failed, reason, no score.
 
     A reply that echoes the prompt (`echo_reason`: its example verdict, a placeholder, or a substantial
@@ -267,6 +299,8 @@ def parse_verdict(text: str | None, rubric: Rubric, *, instructions: str | None 
         return Verdict.failed("empty reply")
     if (echo := echo_reason(text, rubric, instructions)) is not None:
         return Verdict.failed(echo)
+    if parser_version == 2:  # the call asked for `verdict_schema`: the whole reply is the verdict
+        return _decoded(text.strip(), rubric)
     blocks = list(_VERDICT_RE.finditer(text))
     if not blocks:
         if "<verdict>" in text:
@@ -276,8 +310,13 @@ def parse_verdict(text: str | None, rubric: Rubric, *, instructions: str | None 
         return Verdict.failed(f"{len(blocks)} verdict blocks in reply; exactly one is allowed")
     if text[blocks[0].end() :].strip():
         return Verdict.failed("text after the verdict block; the verdict must be the final answer")
+    return _decoded(blocks[0].group(1), rubric)
+
+
+def _decoded(body: str, rubric: Rubric) -> Verdict:
+    """The verdict in `body` (JSON text), checked against the rubric; failed with a reason otherwise."""
     try:
-        data = strict_json(blocks[0].group(1))
+        data = strict_json(body)
     except _DuplicateKey as exc:
         return Verdict.failed(f"duplicate key in verdict: {exc.key}")
     except (ValueError, RecursionError) as exc:

@@ -14,24 +14,57 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from eval_assets.capability._shards import Block, Counters, Runner, WorkerSetup
 from eval_assets.capability.builds import Builds
-from eval_assets.config import Project, ScriptBook
-from eval_assets.engine import Engine, Progress
+from eval_assets.config import LOCAL_PROVIDER, Project, ScriptBook
+from eval_assets.engine import Engine, Limiters, Progress
 from eval_assets.home import EvalHome
-from eval_assets.providers.gateway import ModelGateway
+from eval_assets.localmodel import LocalServers
+from eval_assets.providers.gateway import LocalRoutes, ModelGateway, Served
 from eval_assets.redact import set_pii
 from eval_assets.spend import AttemptRef, Ceilings, SpendJournal, SpendPath, open_journal
 from eval_assets.tracing import continued
 
 
-def gateway_for(project: Project) -> ModelGateway:
-    """The gateway with the project's prices and model scripts (and its `redaction.pii` in force in
-    this process: a worker process applies it too)."""
+def gateway_for(project: Project, home: EvalHome | None = None) -> ModelGateway:
+    """The gateway with the project's prices, model scripts and (with `home`) local model servers (and
+    its `redaction.pii` in force in this process: a worker process applies it too)."""
     set_pii(project.settings.redaction.pii)
-    return ModelGateway(project.settings.price_table(), scripts=ScriptBook(project.root))
+    local = None
+    if home is not None and project.settings.local_models:
+        local = local_routes(project, home)
+    return ModelGateway(project.settings.price_table(), scripts=ScriptBook(project.root), local=local)
+
+
+_LOCAL_SERVERS: dict[tuple[Path, Path], LocalServers] = {}
+
+
+def local_servers(project: Project, home: EvalHome) -> LocalServers:
+    """This process's local model servers of (project, home): one set, whatever opens them."""
+    key = (project.root.resolve(), home.root.resolve())
+    if key not in _LOCAL_SERVERS:
+        _LOCAL_SERVERS[key] = LocalServers(home.root, project.settings, project.root)
+    return _LOCAL_SERVERS[key]
+
+
+def stop_local_servers(project: Project, home: EvalHome) -> None:
+    """Stop the local model servers this process started for (project, home), if any."""
+    servers = _LOCAL_SERVERS.get((project.root.resolve(), home.root.resolve()))
+    if servers is not None:
+        servers.stop_all()
+
+
+def local_routes(project: Project, home: EvalHome) -> LocalRoutes:
+    servers = local_servers(project, home)
+
+    def served(name: str) -> Served:
+        route = servers.route(name)
+        return Served(route.litellm_model, route.api_base, route.api_key)
+
+    return served
 
 
 def ceilings(project: Project, ref: AttemptRef) -> Ceilings:
@@ -64,6 +97,12 @@ def run_engine(
     if processes > 1:
         share = max(1, settings.concurrency_per_model // processes)
         settings = settings.model_copy(update={"concurrency_per_model": share})
+    # a local model's server takes `parallel` calls at once: the rest wait here, not in its queue (where
+    # their timeouts would run)
+    local_limits = {
+        f"{LOCAL_PROVIDER}/{name}": max(1, m.parallel // processes)
+        for name, m in project.settings.local_models.items()
+    }
     spend = SpendPath(
         journal,
         gateway,
@@ -74,6 +113,7 @@ def run_engine(
     return Engine(
         spend=spend,
         settings=settings,
+        limiters=Limiters(settings.concurrency_per_model, ceilings=local_limits) if local_limits else None,
         jitter=random.Random(),
         progress=Progress(log=log),
         fence_secret=home.fence_secret(),
@@ -99,7 +139,7 @@ class _BlockRunner(Runner[Any]):
         self.build = Builds(project, home).resolve(setup.build_id)
         journal = open_journal(setup.journal_url)
         self.engine = run_engine(
-            project, home, journal, gateway_for(project), setup.run_id, processes=setup.processes
+            project, home, journal, gateway_for(project, home), setup.run_id, processes=setup.processes
         )
         self.engine.start_clock(setup.deadline_at - time.monotonic())
         self.loop = asyncio.new_event_loop()  # one loop for the worker's life: limits and clients persist

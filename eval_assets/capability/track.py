@@ -30,6 +30,7 @@ from eval_assets.capability.builds import Builds, judges_for, scenarios_for
 from eval_assets.capability.errors import RunBoundExceeded, RunRefused, TrackError
 from eval_assets.capability.progress import ProgressMeter
 from eval_assets.config import (
+    LOCAL_PROVIDER,
     BuildManifest,
     Judge,
     Project,
@@ -124,7 +125,7 @@ class Track:
         if self._gateway is None:
             from eval_assets.capability._worker import gateway_for
 
-            self._gateway = gateway_for(self.project)
+            self._gateway = gateway_for(self.project, self.home)
         return self._gateway
 
     # --- builds (the registry: eval_assets.capability.builds) -------------------------------------
@@ -260,6 +261,10 @@ class Track:
         from eval_assets.tracing import carrier
 
         run_id, build_id, judge_version, generation = run
+        models = [self.build(build_id).subject.model] if judge_version is None else []
+        models += [self.judge(judge_version).model] if judge_version is not None else []
+        models += [judge.model for judge, _ in ahead]
+        self.serve_local(models)
         setup = None
         if processes > 1:
             setup = WorkerSetup(
@@ -286,6 +291,32 @@ class Track:
             log=log,
             preload=CALL_MODULES,
         )
+
+    def serve_local(self, models: Sequence[str]) -> None:
+        """Start (or find) the servers of the `local/<name>` models among `models` in this process, before
+        any worker or call: a model that cannot be served here (no runtime, no verified weights, a server
+        that does not come up) refuses the run with one line naming the fix, before anything is paid."""
+        from eval_assets.capability._worker import local_servers
+        from eval_assets.localmodel import LocalModelError
+
+        names = sorted(
+            {m.removeprefix(f"{LOCAL_PROVIDER}/") for m in models if m.startswith(f"{LOCAL_PROVIDER}/")}
+        )
+        if not names:
+            return
+        servers = local_servers(self.project, self.home)
+        try:
+            for name in names:
+                servers.check(name)
+                servers.route(name)
+        except LocalModelError as exc:
+            raise RunRefused(f"refused: {exc}; nothing was paid") from exc
+
+    def stop_local(self) -> None:
+        """Stop the local model servers this process started for this track (the command's end)."""
+        from eval_assets.capability._worker import stop_local_servers
+
+        stop_local_servers(self.project, self.home)
 
     def start_workers_ahead(self, build: BuildManifest) -> bool:
         """`start_workers_ahead` for this track's project."""
@@ -333,6 +364,7 @@ def track_opened_once(track: Track) -> Iterator[None]:
         with project_loaded_once(track.project):
             yield
     finally:
+        track.stop_local()  # the command's local model servers end with it
         if previous is None:
             del _COMMAND_TRACKS[key]
         else:

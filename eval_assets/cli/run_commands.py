@@ -314,6 +314,8 @@ def cmd_run(args: argparse.Namespace, track: Track | None = None) -> int:
                 leases.enter_context(
                     track.lease(args.build, asset, partition, None, wait=args.wait, on_wait=waiting)
                 )
+            # a local model's server comes up before the first step (or the run is refused, one line)
+            track.serve_local([manifest.subject.model, *(track.judge(v).model for v in versions)])
             ok, steps = _run_builds(
                 args, track, [args.build], args.judge_version, fresh=args.fresh, quiet=args.format == "json"
             )
@@ -342,6 +344,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return print_problems(exc)
     with track_opened_once(track):  # once per command, not per run (about twenty runs)
+        try:  # a local model's server comes up before the first run (or the demo is refused, one line)
+            track.serve_local(
+                [track.build(b).subject.model for b in build_ids] + [j.model for j in project.active_judges]
+            )
+        except TrackError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         ok, steps = _run_builds(args, track, build_ids, None, quiet=args.format == "json")
         records = [_decision_record(track, b) for b in build_ids]
         # the score trend of each active judge version over the builds just run (a plot in the UI)

@@ -47,10 +47,14 @@ from ._registry import (
 )
 from ._scripts import SCRIPTS_DIR, ScriptBook, load_script, script_file, script_problems
 from ._settings import (
+    LOCAL_PROVIDER,
+    RUNTIME,
     AdaptiveRepeats,
     Bounds,
     EngineSettings,
     InstanceSettings,
+    LocalModel,
+    LocalWeights,
     Pools,
     Price,
     Review,
@@ -62,6 +66,10 @@ from ._settings import (
 from ._yaml import MAX_YAML_BYTES, YamlRefused, has_lone_surrogate, parse_yaml, read_capped, read_yaml_file
 
 __all__ = [
+    "LOCAL_PROVIDER",
+    "RUNTIME",
+    "LocalModel",
+    "LocalWeights",
     "RESERVED_IDS",
     "KILL_POINTS",
     "RESPONSES",

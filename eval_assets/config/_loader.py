@@ -22,7 +22,7 @@ from ._files import ConfigError, Problem, load_file, read_yaml, relative_shown, 
 from ._models import BuildManifest, Judge, Rubric, Scenario, SimJudgeKnobs, SimSubjectKnobs
 from ._project import Project
 from ._registry import REGISTRY_PATH, registry_problems
-from ._settings import Settings
+from ._settings import LOCAL_PROVIDER, Settings
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,11 +34,51 @@ def model_provider_problem(model: str) -> str | None:
     provider, sep, name = model.partition("/")
     if not sep or not name or not provider:
         return f"model {model!r} must be '<provider>/<model>' (e.g. sim/agent, openai/gpt-4o)"
-    if provider in LOCAL_PROVIDERS:
-        return None
+    if provider in LOCAL_PROVIDERS or provider == LOCAL_PROVIDER:
+        return None  # a local/<name> must also be declared: `local_model_problem`
     if provider not in litellm_providers():
         return f"unknown model provider {provider!r} in {model!r}"
     return None
+
+
+def local_model_problem(model: str, settings: Settings) -> str | None:
+    """Why `model`, a `local/<name>`, is not declared in `local_models:` of evaltrack.yaml; None when it
+    is, or is no local model."""
+    provider, _, name = model.partition("/")
+    if provider != LOCAL_PROVIDER or name in settings.local_models:
+        return None
+    known = ", ".join(sorted(settings.local_models)) or "none"
+    return (
+        f"local model {name!r} is not declared under `local_models:` in {SETTINGS_FILE} (declared: {known})"
+    )
+
+
+def local_judge_problems(judge: Judge, settings: Settings) -> list[tuple[str, str]]:
+    """(field, message) when a judge on a local model does not pin that model's weights and runtime
+    (`local_model`) as declared: the pin is part of the judge's identity, so new weights or a new
+    runtime are a new judge version, never a silent change of an old one."""
+    provider, _, name = judge.model.partition("/")
+    declared = settings.local_models.get(name) if provider == LOCAL_PROVIDER else None
+    if declared is None:
+        if judge.local_model is not None and provider != LOCAL_PROVIDER:
+            return [
+                ("local_model", f"only a judge on a local/<name> model pins one ({judge.model!r} is not)")
+            ]
+        return []
+    if judge.local_model is None:
+        return [
+            (
+                "local_model",
+                f"a judge on {judge.model!r} must pin its weights and runtime: "
+                f"local_model: {{sha256: {declared.sha256}, runtime: {declared.runtime}}}",
+            )
+        ]
+    out = []
+    if judge.local_model.sha256 != declared.sha256:
+        out.append(("local_model.sha256", f"differs from {SETTINGS_FILE} local_models.{name}.sha256"))
+    if judge.local_model.runtime != declared.runtime:
+        out.append(("local_model.runtime", f"differs from {SETTINGS_FILE} local_models.{name}.runtime"))
+    return out
 
 
 def sim_params_problems(model: str, params: dict[str, Any], field: str) -> list[tuple[str, str]]:
@@ -168,6 +208,15 @@ def load_project(root: Path, *, check_registry: bool = True) -> Project:
             problems.append(Problem(shown, "model", why))
         for fld, msg in sim_params_problems(judge.model, judge.params, "params"):
             problems.append(Problem(shown, fld, msg))
+        if judge.parser_version == 2 and "response_format" in judge.params:
+            problems.append(
+                Problem(shown, "params.response_format", "parser_version 2 sends the rubric's schema itself")
+            )
+        if settings is not None:
+            if (why := local_model_problem(judge.model, settings)) is not None:
+                problems.append(Problem(shown, "model", why))
+            else:
+                problems += [Problem(shown, fld, msg) for fld, msg in local_judge_problems(judge, settings)]
         if (
             settings is not None
             and judge.model.partition("/")[0] in LOCAL_PROVIDERS
@@ -246,6 +295,8 @@ def validate_build(
         for sid in sorted(set(overrides) - set(project.scenarios), key=str):
             problems.append(Problem(shown, f"subject.params.scenario_skill.{sid}", "unknown scenario id"))
     model = manifest.subject.model
+    if (why := local_model_problem(model, project.settings)) is not None:
+        problems.append(Problem(shown, "subject.model", why))
     if model.partition("/")[0] in LOCAL_PROVIDERS and model not in project.settings.prices:
         problems.append(
             Problem(

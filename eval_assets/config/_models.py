@@ -141,6 +141,13 @@ def _no_track_set_params(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+class LocalPin(Strict):
+    """What a judge on a `local/<name>` model pins of it: the weights' SHA-256 and the runtime."""
+
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    runtime: Annotated[str, Field(min_length=1)]
+
+
 class Judge(Strict):
     """A judge version: model + prompt + rubric (+ decoding params and parser) as ONE unit."""
 
@@ -155,8 +162,16 @@ class Judge(Strict):
     rubric: RubricRef
     prompt: str = Field(min_length=1)
     params: dict[str, Any] = Field(default_factory=dict)
-    parser_version: Annotated[int, Field(ge=1)] = 1
+    parser_version: Annotated[int, Field(ge=1, le=2)] = Field(
+        default=1,
+        description="1: the reply ends with a <verdict>{json}</verdict> block; 2: the call asks for the "
+        "rubric's JSON schema (response_format) and the whole reply is the verdict object",
+    )
     max_output_tokens: Annotated[int, Field(ge=1, le=32_000)] = 512
+    local_model: LocalPin | None = Field(
+        default=None,
+        description="a judge on a local/<name> model: the weights' SHA-256 and runtime it ran on",
+    )
     bridges_from: EntityId | None = None
     bridge_builds: list[EntityId] = Field(default_factory=list)
 

@@ -60,6 +60,8 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "parser_version",
     "max_output_tokens",
 )
+LOCAL_IDENTITY_FIELD = "local_model"
+"""A further identity field, present only for a judge on a local model (its weights and runtime)."""
 _FIELD_HASH_CHARS = 16  # names a change; the unit's own hash (full sha256) decides whether one happened
 
 _HEADER = """\
@@ -100,6 +102,13 @@ def identity(judge: Judge, rubric: Rubric) -> dict[str, str]:
         "params": _canonical(judge.params, sort_keys=True),
         "parser_version": _canonical(judge.parser_version, sort_keys=True),
         "max_output_tokens": _canonical(judge.max_output_tokens, sort_keys=True),
+        # a judge on a local model: the weights' SHA-256 and runtime (absent otherwise, so the content
+        # of every judge on a hosted or sim model is what it was before this field existed)
+        **(
+            {LOCAL_IDENTITY_FIELD: _canonical(judge.local_model.model_dump(mode="json"), sort_keys=True)}
+            if judge.local_model is not None
+            else {}
+        ),
     }
 
 
@@ -199,8 +208,8 @@ def _changed(
 ) -> list[tuple[str, str]]:
     """(field shown, what changed) for each identity field whose hash differs from the recorded one."""
     out = []
-    for name in IDENTITY_FIELDS:
-        if entry.fields.get(name) == now[name]:
+    for name in (*IDENTITY_FIELDS, LOCAL_IDENTITY_FIELD):
+        if entry.fields.get(name) == now.get(name):
             continue
         if name == "rubric_content":
             if entry.fields.get("rubric") != now["rubric"]:

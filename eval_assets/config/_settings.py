@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ._models import Strict
 
@@ -224,7 +224,61 @@ class AdaptiveRepeats(Strict):
     )
 
 
+LOCAL_PROVIDER = "local"
+"""`local/<name>`: a model served on this host by the track itself (`local_models`, docs/local-models.md)."""
+
+RUNTIME: Literal["llama-cpp-python==0.3.36"] = "llama-cpp-python==0.3.36"
+"""The one local model runtime: the server `bash scripts/setup local-model` installs (its lock's pin)."""
+
+
+class LocalWeights(Strict):
+    """Where a local model's weights come from: a file inside a registry package (`package` pinned
+    with `==`, `member` its path in the wheel), or a file on disk (`path`)."""
+
+    package: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+==[A-Za-z0-9_.+!-]+$")] | None = None
+    member: Annotated[str, Field(min_length=1)] | None = None
+    path: Annotated[str, Field(min_length=1)] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LocalWeights:
+        if (self.package is None) == (self.path is None):
+            raise ValueError("give exactly one of `package` (with `member`) or `path`")
+        if (self.package is None) != (self.member is None):
+            raise ValueError("`package` and `member` go together")
+        return self
+
+
+class LocalModel(Strict):
+    """A model the track serves itself on 127.0.0.1 (`local/<name>`): its weights, pinned by SHA-256,
+    and how the server runs them."""
+
+    weights: LocalWeights
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    license: Annotated[str, Field(min_length=1)] = Field(description="the weights' license, e.g. Apache-2.0")
+    runtime: Literal["llama-cpp-python==0.3.36"] = Field(
+        default=RUNTIME, description="the server that runs the weights (the local-model lock's pin)"
+    )
+    context_size: Annotated[int, Field(ge=256, le=131_072)] = 2048
+    parallel: Annotated[int, Field(ge=1, le=64)] = Field(
+        default=1, description="calls in flight to this server at once (the engine's limit for it)"
+    )
+    threads: Annotated[int, Field(ge=1, le=256)] = 2
+    chat_format: Annotated[str, Field(pattern=r"^[a-z0-9_.-]+$")] | None = Field(
+        default=None, description="llama.cpp's chat format; default: the template inside the weights"
+    )
+    ready_timeout_s: Annotated[float, Field(gt=0.0, le=600.0)] = Field(
+        default=60.0,
+        description="the server must answer within this long after its start, else the run fails",
+    )
+
+
 class Settings(Strict):
+    local_models: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")], LocalModel] = Field(
+        default_factory=dict, description="models served on this host by the track (`local/<name>`)"
+    )
+    local_model_cache: str | None = Field(
+        default=None, description="where verified weights are kept; default $EVAL_HOME/models"
+    )
     prices: dict[str, Price] = Field(
         default_factory=dict, description="prices for models litellm's own map does not know (e.g. sim/*)"
     )
@@ -249,7 +303,10 @@ class Settings(Strict):
 
     def price_table(self) -> dict[str, tuple[float, float]]:
         """The registered prices per token, (input, output) by model: the gateway's price table."""
-        return {m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in self.prices.items()}
+        table = {m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in self.prices.items()}
+        # a local model is paid in compute, not money: its calls are priced 0 by declaration
+        table.update({f"{LOCAL_PROVIDER}/{name}": (0.0, 0.0) for name in self.local_models})
+        return table
 
     @field_validator("nightly_cron")
     @classmethod

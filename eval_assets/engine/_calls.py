@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from eval_assets.config import Judge, Rubric, Scenario, Subject
-from eval_assets.judging import render_judge_prompt
+from eval_assets.judging import render_judge_prompt, verdict_schema
 from eval_assets.providers.gateway import CallSpec
 
 
@@ -42,6 +42,14 @@ def subject_spec(
     )
 
 
+def judge_params(judge: Judge, rubric: Rubric) -> dict[str, Any]:
+    """The judge's params as sent: a parser-2 judge also asks for the rubric's verdict schema (the
+    server constrains its reply to it: llama.cpp's grammar from `response_format`)."""
+    if judge.parser_version == 2:
+        return {**judge.params, "response_format": {"type": "json_object", "schema": verdict_schema(rubric)}}
+    return dict(judge.params)
+
+
 def judge_spec(
     judge: Judge,
     rubric: Rubric,
@@ -62,7 +70,7 @@ def judge_spec(
         messages=render_judge_prompt(judge, rubric, scenario, output, nonce=nonce, trajectory=trajectory),
         max_tokens=judge.max_output_tokens,
         timeout_s=timeout_s,
-        params=judge.params,
+        params=judge_params(judge, rubric),
         api_base=judge.api_base,
         metadata={
             **_identity(build, scenario.id, repeat, extra or {}),

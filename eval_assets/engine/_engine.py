@@ -456,7 +456,9 @@ class Engine:
                 result.tries,
                 result.reused,
             )
-        verdict = parse_verdict(result.text, rubric, instructions=spec.messages[0]["content"])
+        verdict = parse_verdict(
+            result.text, rubric, instructions=spec.messages[0]["content"], parser_version=judge.parser_version
+        )
         return JudgeResult(
             attempt.scenario_id,
             attempt.repeat,

@@ -33,6 +33,8 @@ def provider_key(model: str, api_base: str | None = None) -> str:
     """The limiter key of a call: litellm's provider (the model id's `<provider>/` prefix), plus the
     endpoint when the spec names one (two servers behind one provider keep separate limits)."""
     provider = model.partition("/")[0] if "/" in model else model
+    if provider == "local":  # each local model is a server of its own
+        return model
     return f"{provider} @ {api_base}" if api_base else provider
 
 
@@ -155,11 +157,13 @@ class Limiters:
     increase: float = 1.0
     clock: Callable[[], float] = time.monotonic
     by_key: dict[str, ProviderLimiter] = field(default_factory=dict)
+    ceilings: dict[str, int] = field(default_factory=dict)  # a key's own ceiling (a local model's slots)
 
     def for_call(self, model: str, api_base: str | None = None) -> ProviderLimiter:
         key = provider_key(model, api_base)
         if key not in self.by_key:
+            ceiling = self.ceilings.get(key, self.ceiling)
             self.by_key[key] = ProviderLimiter(
-                AimdLimit(self.ceiling, decrease=self.decrease, increase=self.increase, clock=self.clock)
+                AimdLimit(ceiling, decrease=self.decrease, increase=self.increase, clock=self.clock)
             )
         return self.by_key[key]

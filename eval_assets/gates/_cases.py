@@ -496,7 +496,9 @@ def _execute(
     reply = asyncio.run(engine.call(attempt_ref(build, scenario.id, repeat, "judge", judge.version_id), spec))
     if reply.status != "ok":
         raise CaseError(f"case {case.id}: judge call failed: {reply.error_kind}: {reply.error}")
-    verdict = parse_verdict(reply.text, rubric, instructions=spec.messages[0]["content"])
+    verdict = parse_verdict(
+        reply.text, rubric, instructions=spec.messages[0]["content"], parser_version=judge.parser_version
+    )
     return replace(
         run, verdict_status=verdict.status, score=verdict.score, failure_reason=verdict.failure_reason
     )

@@ -86,7 +86,22 @@ class CallSpec:
     tools: list[dict[str, Any]] | None = None
 
 
-def litellm_completion(spec: CallSpec, metadata: Mapping[str, Any]) -> Any:
+@dataclass(frozen=True)
+class Served:
+    """Where a `local/<name>` model answers (`LocalRoutes`): litellm's OpenAI-compatible provider."""
+
+    litellm_model: str
+    api_base: str
+    api_key: str = field(repr=False)
+
+
+LocalRoutes = Callable[[str], Served]
+"""Serves local model NAME (starting its server when this process may); raises with a one-line reason."""
+
+LOCAL_PREFIX = "local/"
+
+
+def litellm_completion(spec: CallSpec, metadata: Mapping[str, Any], served: Served | None = None) -> Any:
     """The coroutine of the one `litellm.acompletion` request a try of `spec` makes (the gateway's,
     and the bare-litellm floor of benchmarks/throughput.py): one try (litellm retries nothing), `spec`'s
     params as given, its `api_base` and `tools` when set, and `metadata` (what the sim provider and a
@@ -102,8 +117,10 @@ def litellm_completion(spec: CallSpec, metadata: Mapping[str, Any]) -> Any:
         kwargs["api_base"] = spec.api_base
     if spec.tools:
         kwargs["tools"] = spec.tools
+    if served is not None:  # the track's own server: its address and key, never the spec's
+        kwargs["api_base"], kwargs["api_key"] = served.api_base, served.api_key
     return litellm_ready().acompletion(
-        model=spec.model,
+        model=spec.model if served is None else served.litellm_model,
         messages=spec.messages,
         max_tokens=max_tokens,
         timeout=spec.timeout_s,
@@ -262,12 +279,17 @@ class ModelGateway:
     """Routes calls through litellm and prices them; knows litellm's map plus registered prices."""
 
     def __init__(
-        self, prices: Mapping[str, tuple[float, float]] | None = None, scripts: ScriptSource | None = None
+        self,
+        prices: Mapping[str, tuple[float, float]] | None = None,
+        scripts: ScriptSource | None = None,
+        local: LocalRoutes | None = None,
     ):
         """`prices`: model -> (USD per input token, USD per output token) for models litellm lacks.
         `scripts`: where `script/NAME` models find their script (the project's loader); without it a
-        script model's call fails (never a silent answer). Nothing of litellm is loaded here (`ready`)."""
+        script model's call fails (never a silent answer). `local`: where `local/NAME` models are served
+        (without it their calls fail, named). Nothing of litellm is loaded here (`ready`)."""
         self._scripts = scripts
+        self._local = local
         self._prices: dict[str, tuple[float, float]] = dict(prices or {})
         self._ready = False
 
@@ -337,9 +359,20 @@ class ModelGateway:
             script = self._script_metadata(spec.model)
         except Exception as exc:  # a script that does not load is this call's failure, never an answer
             return self._failure(started, "ScriptUnavailable", _safe_message(exc), False, exc)
+        served = None
+        if spec.model.startswith(LOCAL_PREFIX):
+            try:
+                if self._local is None:
+                    raise LookupError(
+                        f"no local model servers: the gateway was built without them ({spec.model!r})"
+                    )
+                # may start the server (seconds): off the event loop, so other calls go on meanwhile
+                served = await asyncio.to_thread(self._local, spec.model.removeprefix(LOCAL_PREFIX))
+            except Exception as exc:  # an unservable local model is this call's failure, never an answer
+                return self._failure(started, "LocalModelUnavailable", _safe_message(exc), False, exc)
         try:
             response = await asyncio.wait_for(
-                litellm_completion(spec, {**spec.metadata, **script}), timeout=spec.timeout_s + 1.0
+                litellm_completion(spec, {**spec.metadata, **script}, served), timeout=spec.timeout_s + 1.0
             )
         except TimeoutError as exc:
             return self._failure(started, "timeout", f"no answer within {spec.timeout_s:g}s", True, exc)

@@ -872,7 +872,9 @@ def _reindexed(looks: Looks, old: pd.Index, new: pd.Index) -> Looks:
         below=pick(i.below, 0.0),
         rows=pick(i.rows, 0.0),
     )
-    return Looks(interim, np.asarray(pick(looks.topped, 0.0), dtype=bool), looks.shares, looks.scenario_shares)
+    return Looks(
+        interim, np.asarray(pick(looks.topped, 0.0), dtype=bool), looks.shares, looks.scenario_shares
+    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,160 @@
+"""Real noise, measured: unchanged rebuilds of the SmolLM2 baseline (examples/local) through `evaltrack
+run`, on the real model as subject and as self-hosted judge, at their normal temperatures.
+
+A fresh EVAL_HOME under a temporary directory: the weights copied from the setup's cache (verified), the
+baseline registered and run, then `--rebuilds` builds identical to it but for their id (each with
+`baseline: smollm2-baseline`, no `rebuild_of`: the strict A/A, no rebuild widening the noise band), each
+registered and run as `evaltrack --project examples/local run --build aa-N --format json`, one at a time.
+Prints, and writes to `--out` (JSON): the decisions (allow / investigate = flag / block), the A/A block
+and flag rates with Wilson 95% intervals beside the 5% block budget, and the local judge's verdicts
+(scored / failed, with the failure reasons counted) over every build run. The load average is recorded
+beside them: on a shared machine the wall time is not the model's speed.
+
+Needs `bash scripts/setup local-model`. Run: nice -n 19 .venv/bin/python benchmarks/local_noise.py
+[--rebuilds 20] [--out benchmarks/results/local_noise.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCAL = ROOT / "examples" / "local"
+BUDGET = 0.05
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def evaltrack(home: Path, *args: str) -> tuple[int, str]:
+    from eval_assets.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["--project", str(LOCAL), "--home", str(home), *args])
+    return code, out.getvalue() + err.getvalue()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rebuilds", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "local_noise.json")
+    args = parser.parse_args()
+
+    from eval_assets.config import load_project
+    from eval_assets.home import EvalHome, default_home
+    from eval_assets.localmodel import cache_dir, fetch
+
+    project = load_project(LOCAL)
+    model = project.settings.local_models["smollm2"]
+    started = time.perf_counter()
+    loads = [os.getloadavg()[0]]
+    decisions: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory(prefix="local-noise-") as tmp:
+        home = Path(tmp) / "home"
+        cache = cache_dir(project.settings, home, project.root)
+        cache.mkdir(parents=True)
+        setup = (
+            cache_dir(project.settings, EvalHome(default_home()).root, project.root) / f"{model.sha256}.gguf"
+        )
+        if setup.is_file():
+            shutil.copyfile(setup, cache / setup.name)
+        fetch("smollm2", model, cache)
+        base = yaml.safe_load((LOCAL / "examples/builds/baseline.yaml").read_text())
+        manifests = Path(tmp) / "builds"
+        manifests.mkdir()
+        code, out = evaltrack(home, "build", "add", str(LOCAL / "examples/builds/baseline.yaml"))
+        assert code == 0, out
+        code, out = evaltrack(home, "run", "--build", "smollm2-baseline", "--format", "json")
+        assert code == 0, out
+        for i in range(1, args.rebuilds + 1):
+            manifest = {**base, "id": f"aa-{i}", "baseline": "smollm2-baseline", "description": "unchanged"}
+            path = manifests / f"aa-{i}.yaml"
+            path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+            code, out = evaltrack(home, "build", "add", str(path))
+            assert code == 0, out
+            t0 = time.perf_counter()
+            code, out = evaltrack(home, "run", "--build", f"aa-{i}", "--format", "json")
+            record = json.loads(out.strip().splitlines()[-1])["builds"][0]
+            decisions.append(
+                {"build": f"aa-{i}", "decision": record["decision"], "wall_s": time.perf_counter() - t0}
+            )
+            loads.append(os.getloadavg()[0])
+            print(
+                f"aa-{i}: {record['decision']} ({decisions[-1]['wall_s']:.0f} s, load {loads[-1]:.1f})",
+                flush=True,
+            )
+        con = duckdb.connect(str(home / "warehouse" / "warehouse.duckdb"), read_only=True)
+        verdicts = con.execute(
+            "SELECT status, coalesce(failure_reason, '') FROM judge_verdicts WHERE judge_version = 'answer-v1'"
+        ).fetchall()
+        attempts = con.execute(
+            "SELECT count(*), avg(latency_s), sum(completion_tokens) FROM scenario_runs"
+        ).fetchone()
+        con.close()
+    n = len(decisions)
+    counts = Counter(str(d["decision"]) for d in decisions)
+    failed = [reason for status, reason in verdicts if status != "scored"]
+    result = {
+        "benchmark": "local_noise",
+        "conditions": {
+            "model": "local/smollm2 (SmolLM2-135M-Instruct Q4_1), llama-cpp-python 0.3.36, 2 threads",
+            "subject_params": base["subject"]["params"],
+            "judges": ["answer-v1 (local judge, parser 2)"],
+            "scenarios": 3,
+            "repeats": 3,
+            "rebuild_design": "baseline: smollm2-baseline, no rebuild_of",
+            "load_average_1m": {"min": min(loads), "max": max(loads)},
+            "wall_s": time.perf_counter() - started,
+            "cpus": os.cpu_count(),
+        },
+        "rebuilds": n,
+        "attempts": attempts[0] if attempts else 0,
+        "mean_subject_latency_s": attempts[1] if attempts else None,
+        "decisions": dict(counts),
+        "block_rate": counts["block"] / n if n else None,
+        "block_ci95": wilson(counts["block"], n),
+        "flag_rate": counts["investigate"] / n if n else None,
+        "flag_ci95": wilson(counts["investigate"], n),
+        "block_budget": BUDGET,
+        "local_judge_verdicts": len(verdicts),
+        "local_judge_parse_failures": len(failed),
+        "local_judge_parse_failure_rate": len(failed) / len(verdicts) if verdicts else None,
+        "local_judge_parse_failure_ci95": wilson(len(failed), len(verdicts)),
+        "local_judge_failure_reasons": dict(Counter(r.split(":")[0] for r in failed)),
+        "per_build": decisions,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    lo, hi = result["block_ci95"]
+    flo, fhi = result["flag_ci95"]
+    print(f"rebuilds {n}, attempts {result['attempts']}")
+    print(f"A/A block {counts['block']}/{n} [{lo:.2f}, {hi:.2f}] (budget <= {BUDGET:.0%})")
+    print(f"A/A flag  {counts['investigate']}/{n} [{flo:.2f}, {fhi:.2f}]")
+    print(f"local judge parse failures {len(failed)}/{len(verdicts)}")
+    print(f"written {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
