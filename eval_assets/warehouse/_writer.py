@@ -44,41 +44,9 @@ def write_file(
 ) -> None:
     """Write `frames` (one frame, or chunks, already in the table's columns) to `target` under `data`,
     atomically: readers see the old file or the whole new one."""
-    import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
-
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.{os.getpid()}.part"
-    chunks = iter([frames] if isinstance(frames, pd.DataFrame) else frames)
-    cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in ds.all_columns)
-    parts: list[Path] = []
-    con = scratch_connection()
-    try:
-        first = next(chunks, None)
-        if first is None:  # no chunk at all: an empty partition, still a file with the schema
-            first = pd.DataFrame(columns=[c for c, _ in ds.all_columns])
-        following = next(chunks, None)
-        if following is None:  # one chunk: straight to the temp file
-            _copy(con, first, cols, tmp)
-        else:
-            for n, frame in enumerate(itertools.chain([first, following], chunks)):
-                part = target.parent / f".{target.name}.{os.getpid()}.{n:06d}.chunk"
-                parts.append(part)
-                _copy(con, frame, cols, part)
-                del frame
-            listed = ", ".join(_read_quoted(p) for p in parts)
-            con.execute("SET preserve_insertion_order = true")  # the chunks' rows, in their order
-            con.execute(f"COPY (SELECT * FROM read_parquet([{listed}])) TO {_quoted(tmp)} (FORMAT parquet)")
-    except duckdb.Error as exc:
-        tmp.unlink(missing_ok=True)
-        raise WarehouseError(f"{ds.name}: could not write {target.name}: {exc}") from exc
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    finally:
-        con.close()
-        for part in parts:
-            part.unlink(missing_ok=True)
-    fsync(tmp)
+    write_parquet(ds, frames, tmp, target.name)
     rel = target.relative_to(data).as_posix()
     size, digest = tmp.stat().st_size, sha256(tmp)
     with Manifest(manifest_path) as mf:  # recorded before it is visible, so a listed file always has a row
@@ -103,6 +71,46 @@ def write_file(
             "UPDATE partition_files SET state = 'written', mtime_ns = ? WHERE path = ? AND state = 'writing'",
             [target.stat().st_mtime_ns, rel],
         )
+
+
+def write_parquet(
+    ds: Dataset, frames: pd.DataFrame | Iterable[pd.DataFrame], tmp: Path, name: str
+) -> None:
+    """`frames` (one frame, or chunks) as one Parquet file `tmp`, every column cast to the table's
+    type, fsynced; nothing is left at `tmp` when it fails (the error names `name`). Chunks go to numbered parts beside it first."""
+    import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
+
+    chunks = iter([frames] if isinstance(frames, pd.DataFrame) else frames)
+    cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in ds.all_columns)
+    parts: list[Path] = []
+    con = scratch_connection()
+    try:
+        first = next(chunks, None)
+        if first is None:  # no chunk at all: an empty partition, still a file with the schema
+            first = pd.DataFrame(columns=[c for c, _ in ds.all_columns])
+        following = next(chunks, None)
+        if following is None:  # one chunk: straight to the temp file
+            _copy(con, first, cols, tmp)
+        else:
+            for n, frame in enumerate(itertools.chain([first, following], chunks)):
+                part = tmp.parent / f"{tmp.name}.{n:06d}.chunk"
+                parts.append(part)
+                _copy(con, frame, cols, part)
+                del frame
+            listed = ", ".join(_read_quoted(p) for p in parts)
+            con.execute("SET preserve_insertion_order = true")  # the chunks' rows, in their order
+            con.execute(f"COPY (SELECT * FROM read_parquet([{listed}])) TO {_quoted(tmp)} (FORMAT parquet)")
+    except duckdb.Error as exc:
+        tmp.unlink(missing_ok=True)
+        raise WarehouseError(f"{ds.name}: could not write {name}: {exc}") from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        con.close()
+        for part in parts:
+            part.unlink(missing_ok=True)
+    fsync(tmp)
 
 
 # In-memory DuckDB databases kept open by this process, opened on first use: opening one costs ~17 ms
