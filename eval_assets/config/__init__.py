@@ -54,6 +54,7 @@ from ._settings import (
     Review,
     Settings,
     Spend,
+    WarehouseSettings,
     cron_problem,
     provider_pool,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "Scenario",
     "Settings",
     "Spend",
+    "WarehouseSettings",
     "Subject",
     "load_build",
     "load_file",

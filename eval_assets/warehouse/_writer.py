@@ -73,9 +73,7 @@ def write_file(
         )
 
 
-def write_parquet(
-    ds: Dataset, frames: pd.DataFrame | Iterable[pd.DataFrame], tmp: Path, name: str
-) -> None:
+def write_parquet(ds: Dataset, frames: pd.DataFrame | Iterable[pd.DataFrame], tmp: Path, name: str) -> None:
     """`frames` (one frame, or chunks) as one Parquet file `tmp`, every column cast to the table's
     type, fsynced; nothing is left at `tmp` when it fails (the error names `name`). Chunks go to numbered parts beside it first."""
     import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
@@ -124,9 +122,12 @@ _SHARED_LOCK = threading.Lock()
 _MAX_SHARED_DATABASES = 8  # e.g. a test process making many homes: the oldest is let go
 
 
-def shared_memory_database(key: object, setup: Iterable[str] = ()) -> duckdb.DuckDBPyConnection:
+def shared_memory_database(
+    key: object, setup: Iterable[str] = (), filesystem: object = None
+) -> duckdb.DuckDBPyConnection:
     """A new connection to this process's in-memory DuckDB database named `key`, created on first
-    use by running the statements `setup` on it (a failing statement raises and keeps nothing).
+    use by registering the fsspec `filesystem` (if any) and running the statements `setup` on it (a
+    failing statement raises and keeps nothing).
     Its external file cache is off, so every read reads the file as it is now, as a fresh database
     would. Close the connection when done; frames registered on it are its own."""
     with _SHARED_LOCK:
@@ -139,6 +140,8 @@ def shared_memory_database(key: object, setup: Iterable[str] = ()) -> duckdb.Duc
             base = duckdb.connect()
             try:
                 base.execute("SET enable_external_file_cache = false")
+                if filesystem is not None:
+                    base.register_filesystem(filesystem)
                 for stmt in setup:
                     base.execute(stmt)
             except BaseException:
