@@ -52,3 +52,101 @@ class S3Server:
         )
         s3.create_dir(name)
         return f"s3://{name}"
+
+
+class ObjectBackend:
+    """A started S3 server and PostgreSQL cluster for one test module: `warehouse(root)` is a fresh
+    ObjectWarehouse on its own bucket prefix and database; `stop()` stops both."""
+
+    def __init__(self) -> None:
+        from pg import PostgresCluster
+
+        self.s3 = S3Server().start()
+        self.pg = PostgresCluster()
+        try:
+            self.pg.start()
+        except BaseException:
+            self.s3.stop()
+            raise
+        self.bucket = self.s3.create_bucket("evaltrack-test")
+        self._count = 0
+
+    def new_location(self) -> tuple[str, str]:
+        """(bucket url with a prefix of its own, a new empty catalog database)."""
+        self._count += 1
+        return f"{self.bucket}/wh{self._count}", self.pg.create_database()
+
+    def stop(self) -> None:
+        try:
+            self.pg.stop()
+        finally:
+            self.s3.stop()
+
+
+class Objects:
+    """A test's hands on the files of a warehouse, whichever kind: read, overwrite, delete, drop a
+    stranger beside them, and list what was set aside (the perturbations of the integrity tests)."""
+
+    def __init__(self, warehouse: Any):
+        self.wh = warehouse
+        self.bucket = getattr(warehouse, "bucket", None)
+
+    def read(self, rel: str) -> bytes:
+        if self.bucket is None:
+            return (self.wh.data / rel).read_bytes()
+        with self.bucket.fs.open_input_stream(self.bucket.path("data/" + rel)) as f:
+            return bytes(f.read())
+
+    def write(self, rel: str, data: bytes) -> None:
+        """Overwrite (or create) `rel` with `data`; a local file keeps its mtime when it existed."""
+        if self.bucket is None:
+            import os
+
+            path = self.wh.data / rel
+            stat = path.stat() if path.exists() else None
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            if stat is not None:
+                os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+            return
+        self.bucket.put_bytes("data/" + rel, data)
+
+    def delete(self, rel: str) -> None:
+        if self.bucket is None:
+            (self.wh.data / rel).unlink()
+        else:
+            self.bucket.fs.delete_file(self.bucket.path("data/" + rel))
+
+    def exists(self, rel: str) -> bool:
+        if self.bucket is None:
+            return bool((self.wh.data / rel).exists())
+        try:
+            self.bucket.stat("data/" + rel)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def quarantined(self) -> list[str]:
+        """Every file set aside (notes excluded), relative to the data root it came from."""
+        if self.bucket is None:
+            root = self.wh.quarantine
+            return sorted(
+                "/".join(p.relative_to(root).parts[1:])
+                for p in root.rglob("*.parquet")
+                if p.relative_to(root).parts[0] != "notes"
+            )
+        return sorted(
+            k.split("/", 1)[1] for k in self.bucket.listing("quarantine") if not k.startswith("notes/")
+        )
+
+    def notes(self) -> list[dict[str, Any]]:
+        import json
+
+        if self.bucket is None:
+            return [json.loads(p.read_text()) for p in sorted((self.wh.quarantine / "notes").glob("*.json"))]
+        out = []
+        for key in sorted(self.bucket.listing("quarantine")):
+            if key.startswith("notes/"):
+                with self.bucket.fs.open_input_stream(self.bucket.path("quarantine/" + key)) as f:
+                    out.append(json.loads(bytes(f.read())))
+        return out

@@ -254,8 +254,10 @@ def sha256(path: Path) -> str:
 
 
 def written_at_of(rel: str) -> int:
+    """The write time a file's name starts with (ns); 0 when it has none that fits a 64-bit integer
+    (a stranger's name: it must still be recorded and set aside, never crash the check)."""
     stem = rel.rsplit("/", 1)[-1].split("-", 1)[0]
-    return int(stem) if stem.isdigit() else 0
+    return int(stem) if stem.isdigit() and int(stem) < 2**63 else 0
 
 
 def first_line(exc: object) -> str:
