@@ -242,3 +242,33 @@ def lose_the_record(wh: Warehouse) -> None:
             conn.execute(sa.text("DROP TABLE warehouse_current, warehouse_files"))
     else:
         wh.manifest_path.unlink()
+
+
+def test_the_analysts_direct_connection_reads_the_bucket_as_the_track_reads_it(
+    make: Callable[[], Warehouse],
+) -> None:
+    """`ObjectWarehouse.remote_connection` (DuckDB over the bucket's filesystem, no local copies, what
+    `evaltrack warehouse sql --remote` opens): the same current rows and history as the track's reads,
+    and a damaged object is set aside before it is read. The local directory has no such connection."""
+    wh = make()
+    if not hasattr(wh, "remote_connection"):
+        assert not hasattr(Warehouse, "remote_connection")
+        return
+    files = Objects(wh)
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s1", "old")], "run-1")
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s1", "new")], "run-2")
+    wh.write_partition("scenario_runs", {"build": "c"}, [run_row("s1")], "run-3")
+    sql = "SELECT build, output FROM scenario_runs ORDER BY build"
+    con = wh.remote_connection()  # type: ignore[attr-defined]
+    try:
+        assert con.execute(sql).fetchall() == [("b", "new"), ("c", "x")]
+        assert con.execute("SELECT count(*) FROM scenario_runs_history").fetchone() == (3,)
+    finally:
+        con.close()
+    files.delete(current_rel(wh, "c"))
+    con = wh.remote_connection()  # type: ignore[attr-defined]
+    try:
+        assert con.execute(sql).fetchall() == [("b", "new")]
+    finally:
+        con.close()
+    assert [d.build for d in wh.damage()] == ["c"]

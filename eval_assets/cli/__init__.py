@@ -428,6 +428,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     wsql.add_argument("query", nargs="?", help="the SQL (default: read it from standard input)")
     wsql.add_argument("--format", choices=("text", "csv", "json"), default="text")
+    wsql.add_argument(
+        "--remote",
+        action="store_true",
+        help="on object storage: read the objects straight from the bucket, keeping no local copies",
+    )
     wsql.set_defaults(func=_warehouse_sql)
     bridge = sub.add_parser("bridge", help="bridge runs between judge versions").add_subparsers(
         dest="bridge_command", required=True

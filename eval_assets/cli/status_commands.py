@@ -139,7 +139,16 @@ def cmd_warehouse_sql(args: argparse.Namespace) -> int:
         return internal_error([str(exc)], "see `evaltrack warehouse verify`")
     sql = args.query if args.query is not None else sys.stdin.read()
     try:
-        rows = warehouse.rows(sql)
+        if args.remote and hasattr(warehouse, "remote_connection"):
+            con = warehouse.remote_connection()
+            try:
+                cursor = con.execute(sql)
+                names = [d[0] for d in cursor.description]
+                rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+            finally:
+                con.close()
+        else:
+            rows = warehouse.rows(sql)
     except duckdb.Error as exc:
         print(f"warehouse sql: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
         return 1

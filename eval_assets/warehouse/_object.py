@@ -92,6 +92,13 @@ _COLUMNS = (
 )
 
 
+_MAX_SNAPSHOTS = 20
+
+
+class _SnapshotChanged(Exception):
+    """An object of the snapshot being read was just quarantined: read a new snapshot."""
+
+
 def _entry(r: Sequence[Any]) -> Entry:
     return Entry(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12])
 
@@ -130,6 +137,13 @@ class Bucket:
             for block in iter(lambda: src.read(8 << 20), b""):
                 out.write(block)
         return self.stat(key)[1]
+
+    def get_file(self, key: str, local: Path) -> None:
+        """Download `key` to `local`; FileNotFoundError when there is no such object."""
+        self.stat(key)
+        with self.fs.open_input_stream(self.path(key)) as src, local.open("wb") as out:
+            for block in iter(lambda: src.read(8 << 20), b""):
+                out.write(block)
 
     def put_bytes(self, key: str, data: bytes) -> None:
         with self.fs.open_output_stream(self.path(key)) as out:
@@ -201,6 +215,8 @@ class ObjectWarehouse(Warehouse):
         self.bucket = Bucket(url)
         self.catalog_url = catalog
         self.data = self.root / "staging"  # where the partition writer's files are made, then uploaded
+        self.cache = self.root / "cache"  # checked local copies of objects, by key (`_local_copy`)
+        self._checked: dict[str, tuple[int, int]] = {}  # key -> (size, mtime ns) of its checked copy
         self._engine: Engine | None = None
         self._local = threading.local()  # `tx`: this thread's quarantine transaction, writing its tombstone
         self._lock = threading.RLock()
@@ -215,6 +231,10 @@ class ObjectWarehouse(Warehouse):
     def manifest_location(self) -> str:
         shown = sa.make_url(self.catalog_url).render_as_string(hide_password=True)
         return f"{shown} (tables warehouse_files, warehouse_current)"
+
+    @property
+    def for_analysts(self) -> str:
+        return f"{self.bucket.url} (query it with `evaltrack warehouse sql`)"
 
     @property
     def engine(self) -> Engine:
@@ -360,28 +380,83 @@ class ObjectWarehouse(Warehouse):
 
     # --- reading -------------------------------------------------------------------------------
 
-    def _snapshot(self) -> dict[str, list[str]]:
-        """The `written` objects of every dataset, from one catalog read (one consistent snapshot)."""
+    def _snapshot(self) -> dict[str, list[tuple[str, str]]]:
+        """(key, SHA-256) of the `written` objects of every dataset, from one catalog read (one
+        consistent snapshot)."""
         with self._catalog() as conn:
             rows = conn.execute(
-                sa.text("SELECT dataset, key FROM warehouse_files WHERE state = 'written' ORDER BY key")
+                sa.text(
+                    "SELECT dataset, key, sha256 FROM warehouse_files WHERE state = 'written' ORDER BY key"
+                )
             ).all()
-        out: dict[str, list[str]] = {name: [] for name in self.datasets}
-        for dataset, key in rows:
-            out.setdefault(dataset, []).append(key)
+        out: dict[str, list[tuple[str, str]]] = {name: [] for name in self.datasets}
+        for dataset, key, digest in rows:
+            out.setdefault(dataset, []).append((key, digest))
         return out
 
-    def view_sql(self) -> list[str]:
-        snapshot = self._snapshot()
+    def view_sql(self, *, remote: bool = False) -> list[str]:
+        """The views over one catalog snapshot: each object's local copy, downloaded once and checked
+        against its catalogued SHA-256 (keys are never reused, so a checked copy stays right), or with
+        `remote` the objects themselves through the bucket's filesystem. An object that is missing or
+        fails its hash is quarantined and a new snapshot taken."""
+        for _ in range(_MAX_SNAPSHOTS):
+            snapshot = self._snapshot()
 
-        def files(dataset: str) -> str:
-            keys = snapshot.get(dataset) or []
-            if not keys:
-                raise WarehouseError(f"{dataset}: no schema object in the catalog (initialise the warehouse)")
-            quoted = ("'" + literal_path(self.bucket.uri("data/" + k)).replace("'", "''") + "'" for k in keys)
-            return "[" + ", ".join(quoted) + "]"
+            def files(dataset: str, snapshot: dict[str, list[tuple[str, str]]] = snapshot) -> str:
+                entries = snapshot.get(dataset) or []
+                if not entries:
+                    raise WarehouseError(
+                        f"{dataset}: no schema object in the catalog (initialise the warehouse)"
+                    )
+                paths = (
+                    self.bucket.uri("data/" + k) if remote else str(self._local_copy(k, h))
+                    for k, h in entries
+                )
+                return "[" + ", ".join("'" + literal_path(p).replace("'", "''") + "'" for p in paths) + "]"
 
-        return make_view_sql(self.data, self.datasets, files)
+            try:
+                return make_view_sql(self.data, self.datasets, files)
+            except _SnapshotChanged:
+                continue
+        raise WarehouseError(f"more than {_MAX_SNAPSHOTS} damaged objects met by one read")
+
+    def _local_copy(self, key: str, digest: str) -> Path:
+        """The checked local copy of `key` (module docstring); raises _SnapshotChanged after
+        quarantining an object that is missing or does not hash to `digest`."""
+        path = self.cache / key
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            stat = None
+        if stat is not None:
+            if self._checked.get(key) == (stat.st_size, stat.st_mtime_ns):
+                return path
+            if sha256(path) == digest:
+                self._checked[key] = (stat.st_size, stat.st_mtime_ns)
+                return path
+            path.unlink()  # a copy, not the warehouse's file: fetched again below
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.part"
+        try:
+            self.bucket.get_file("data/" + key, tmp)
+        except FileNotFoundError:
+            self._quarantine(key, "missing: the object was deleted")
+            raise _SnapshotChanged(key) from None
+        if sha256(tmp) != digest:
+            tmp.unlink()
+            self._quarantine(key, "content changed since it was written (SHA-256 differs)")
+            raise _SnapshotChanged(key)
+        os.replace(tmp, path)
+        stat = path.stat()
+        self._checked[key] = (stat.st_size, stat.st_mtime_ns)
+        return path
+
+    def remote_connection(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection whose views read the current catalogued objects straight from the bucket
+        (its filesystem registered with DuckDB; no local copies), after the same check as every read:
+        for an analyst anywhere with the AWS variables and the catalog's URL. Close it when done."""
+        self.verify()
+        return self._views_connection(tuple(self.view_sql(remote=True)))
 
     def _views_connection(self, statements: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
         return shared_memory_database(
@@ -399,13 +474,13 @@ class ObjectWarehouse(Warehouse):
             con.close()
 
     def _files_named_in(self, message: str) -> list[str]:
-        root = self.bucket.uri("data/")
-        known = {e.path: e for e in self._entries()}
+        known = {e.path for e in self._entries()}
         out = []
-        for found in re.finditer(re.escape(root) + r"[^'\"\n*?]*?\.parquet", message):
-            rel = found[0][len(root) :]
-            if rel in known:  # one already set aside by another reader: read a new snapshot
-                out.append(rel)
+        for root in (self.bucket.uri("data/"), str(self.cache) + os.sep):
+            for found in re.finditer(re.escape(root) + r"[^'\"\n*?]*?\.parquet", message):
+                rel = found[0][len(root) :]
+                if rel in known:  # also one already set aside by another reader: read a new snapshot
+                    out.append(rel)
         return sorted(set(out))
 
     # --- damage --------------------------------------------------------------------------------

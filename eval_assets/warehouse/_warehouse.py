@@ -96,6 +96,11 @@ class Warehouse:
         """Where the record of every file is, for messages."""
         return str(self.manifest_path)
 
+    @property
+    def for_analysts(self) -> str:
+        """What an analyst opens to query it."""
+        return str(self.catalog_path)
+
     # --- initialisation ------------------------------------------------------------------------
 
     def initialise(self) -> None:
