@@ -5,6 +5,7 @@ No pytest import: plain helper code."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 
@@ -68,7 +69,8 @@ class ObjectBackend:
         except BaseException:
             self.s3.stop()
             raise
-        self.bucket = self.s3.create_bucket("evaltrack-test")
+        # moto keeps its buckets per process, across servers: a bucket of this backend's own
+        self.bucket = self.s3.create_bucket(f"evaltrack-test-{uuid.uuid4().hex[:12]}")
         self._count = 0
 
     def new_location(self) -> tuple[str, str]:

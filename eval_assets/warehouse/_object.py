@@ -93,6 +93,9 @@ _COLUMNS = (
 
 
 _MAX_SNAPSHOTS = 20
+_ENGINES: dict[tuple[int, str], Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+_CHECKED: dict[str, dict[str, tuple[int, int]]] = {}  # cache directory -> its copies checked by this process
 
 
 class _SnapshotChanged(Exception):
@@ -216,7 +219,9 @@ class ObjectWarehouse(Warehouse):
         self.catalog_url = catalog
         self.data = self.root / "staging"  # where the partition writer's files are made, then uploaded
         self.cache = self.root / "cache"  # checked local copies of objects, by key (`_local_copy`)
-        self._checked: dict[str, tuple[int, int]] = {}  # key -> (size, mtime ns) of its checked copy
+        self._checked = _CHECKED.setdefault(
+            str(self.cache), {}
+        )  # key -> (size, mtime ns) of its checked copy
         self._engine: Engine | None = None
         self._local = threading.local()  # `tx`: this thread's quarantine transaction, writing its tombstone
         self._lock = threading.RLock()
@@ -242,13 +247,17 @@ class ObjectWarehouse(Warehouse):
             url = sa.make_url(self.catalog_url)
             if url.get_backend_name() != "postgresql":
                 raise WarehouseError(f"warehouse catalog {self.manifest_location}: not a PostgreSQL URL")
-            self._engine = sa.create_engine(
-                url.set(drivername="postgresql+psycopg"),
-                connect_args={"connect_timeout": 10, "application_name": "eval-track-warehouse"},
-                pool_size=4,
-                max_overflow=8,
-                pool_pre_ping=True,
-            )
+            with _ENGINES_LOCK:  # one pool per catalog and process: a run opens many warehouses
+                key = (os.getpid(), self.catalog_url)
+                if key not in _ENGINES:
+                    _ENGINES[key] = sa.create_engine(
+                        url.set(drivername="postgresql+psycopg"),
+                        connect_args={"connect_timeout": 10, "application_name": "eval-track-warehouse"},
+                        pool_size=4,
+                        max_overflow=8,
+                        pool_pre_ping=True,
+                    )
+                self._engine = _ENGINES[key]
         return self._engine
 
     @contextmanager
@@ -715,6 +724,9 @@ class ObjectWarehouse(Warehouse):
         return {(r[0], r[1]): r[2] for r in rows}
 
     def close(self) -> None:
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
+        """Close the catalog's connections held by this process (a test's database about to be dropped)."""
+        with _ENGINES_LOCK:
+            engine = _ENGINES.pop((os.getpid(), self.catalog_url), None)
+        if engine is not None:
+            engine.dispose()
+        self._engine = None
