@@ -110,7 +110,7 @@ def main() -> None:
             for a, b in zip(shown["local"], shown["object"], strict=False):
                 if a != b:
                     print(f"  local:  {a}\n  object: {b}")
-            from eval_assets.warehouse._object import ObjectWarehouse
+            from eval_assets.warehouse import ObjectWarehouse
 
             sides = {
                 "local": Warehouse(homes["local"] / "warehouse"),

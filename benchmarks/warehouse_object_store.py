@@ -147,7 +147,7 @@ def main() -> None:
     try:
         os.environ.update(s3.environment())
         url, catalog = s3.create_bucket("evaltrack-bench") + "/bench", pg.create_database()
-        from eval_assets.warehouse._object import ObjectWarehouse
+        from eval_assets.warehouse import ObjectWarehouse
 
         with tempfile.TemporaryDirectory(prefix="evaltrack-wh-bench-") as tmp:
             figures = {

@@ -49,7 +49,7 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Warehou
         if kind == "local":
             wh = Warehouse(tmp_path / f"wh{len(list(tmp_path.iterdir()))}")
         else:
-            from eval_assets.warehouse._object import ObjectWarehouse
+            from eval_assets.warehouse import ObjectWarehouse
 
             be: ObjectBackend = request.getfixturevalue("backend")
             url, catalog = be.new_location()

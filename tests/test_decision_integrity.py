@@ -497,7 +497,7 @@ class ObjectDecided:
         self._admin("CREATE DATABASE golden TEMPLATE live", terminate="live")
 
     def fs_base(self) -> tuple[Any, str]:
-        from eval_assets.warehouse._object import Bucket
+        from eval_assets.warehouse import Bucket
 
         bucket = Bucket(self.backend.bucket)
         return bucket.fs, bucket.base
@@ -561,7 +561,7 @@ def _warehouse_of(kind: str, home: Path, state: Any) -> Any:
 
     if kind == "local":
         return Warehouse(home / "warehouse")
-    from eval_assets.warehouse._object import ObjectWarehouse
+    from eval_assets.warehouse import ObjectWarehouse
 
     return ObjectWarehouse(home / "warehouse", state.url, state.catalog)
 

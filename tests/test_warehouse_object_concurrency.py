@@ -36,7 +36,7 @@ WRITER = textwrap.dedent(
     if kind == "local":
         wh = Warehouse(Path(root))
     else:
-        from eval_assets.warehouse._object import ObjectWarehouse
+        from eval_assets.warehouse import ObjectWarehouse
         wh = ObjectWarehouse(Path(root), url, catalog)
     cols = [c for c, _ in DATASETS["judge_verdicts"].columns if c not in ("build", "judge_version")]
     for n in range(writes):
@@ -65,7 +65,7 @@ def test_concurrent_publishers_lose_nothing_and_no_reader_sees_a_mix(
     url = catalog = ""
     env = dict(os.environ)
     if kind == "object":
-        from eval_assets.warehouse._object import ObjectWarehouse
+        from eval_assets.warehouse import ObjectWarehouse
 
         be: ObjectBackend = request.getfixturevalue("backend")
         for k, v in be.s3.environment().items():

@@ -20,6 +20,17 @@ from eval_assets.warehouse._writer import Entry, literal_path
 
 if TYPE_CHECKING:
     from eval_assets.config import WarehouseSettings
+    from eval_assets.warehouse._object import Bucket, ObjectWarehouse
+
+
+def __getattr__(name: str) -> object:
+    """`ObjectWarehouse` and `Bucket`, imported on first use (pyarrow and the catalog only where a
+    bucket is used)."""
+    if name in ("ObjectWarehouse", "Bucket"):
+        from eval_assets.warehouse._object import Bucket, ObjectWarehouse
+
+        return {"Bucket": Bucket, "ObjectWarehouse": ObjectWarehouse}[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_warehouse(root: Path, settings: "WarehouseSettings | None" = None) -> Warehouse:
@@ -33,6 +44,8 @@ def open_warehouse(root: Path, settings: "WarehouseSettings | None" = None) -> W
 
 
 __all__ = [
+    "Bucket",
+    "ObjectWarehouse",
     "DATASETS",
     "TOMBSTONE_PREFIX",
     "Damage",

@@ -49,7 +49,7 @@ from eval_assets.warehouse._writer import (
     literal_path,
     sha256,
     shared_memory_database,
-    write_parquet,
+    stage_file,
     written_at_of,
 )
 
@@ -340,9 +340,8 @@ class ObjectWarehouse(Warehouse):
         key = target.relative_to(self.data).as_posix()
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.parent / f".{target.name}.{os.getpid()}.{threading.get_ident()}.part"
-        write_parquet(ds, frames, tmp, target.name)
+        size, digest = stage_file(ds, frames, tmp, target.name)
         try:
-            size, digest = tmp.stat().st_size, sha256(tmp)
             part_json = json.dumps(partition, sort_keys=True)
             row = {
                 "k": key,

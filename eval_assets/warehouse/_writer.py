@@ -46,7 +46,7 @@ def write_file(
     atomically: readers see the old file or the whole new one."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.{os.getpid()}.part"
-    write_parquet(ds, frames, tmp, target.name)
+    _parquet_file(ds, frames, tmp, target.name)
     rel = target.relative_to(data).as_posix()
     size, digest = tmp.stat().st_size, sha256(tmp)
     with Manifest(manifest_path) as mf:  # recorded before it is visible, so a listed file always has a row
@@ -73,7 +73,7 @@ def write_file(
         )
 
 
-def write_parquet(ds: Dataset, frames: pd.DataFrame | Iterable[pd.DataFrame], tmp: Path, name: str) -> None:
+def _parquet_file(ds: Dataset, frames: pd.DataFrame | Iterable[pd.DataFrame], tmp: Path, name: str) -> None:
     """`frames` (one frame, or chunks) as one Parquet file `tmp`, every column cast to the table's
     type, fsynced; nothing is left at `tmp` when it fails (the error names `name`). Chunks go to numbered parts beside it first."""
     import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
@@ -109,6 +109,15 @@ def write_parquet(ds: Dataset, frames: pd.DataFrame | Iterable[pd.DataFrame], tm
         for part in parts:
             part.unlink(missing_ok=True)
     fsync(tmp)
+
+
+def stage_file(
+    ds: Dataset, frames: pd.DataFrame | Iterable[pd.DataFrame], tmp: Path, name: str
+) -> tuple[int, str]:
+    """The partition writer's file for a store that publishes it elsewhere (object storage): `frames`
+    as the Parquet file `tmp`, fsynced; returns its size and SHA-256. The error names `name`."""
+    _parquet_file(ds, frames, tmp, name)
+    return tmp.stat().st_size, sha256(tmp)
 
 
 # In-memory DuckDB databases kept open by this process, opened on first use: opening one costs ~17 ms
