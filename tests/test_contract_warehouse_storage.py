@@ -272,3 +272,27 @@ def test_the_analysts_direct_connection_reads_the_bucket_as_the_track_reads_it(
     finally:
         con.close()
     assert [d.build for d in wh.damage()] == ["c"]
+
+
+@pytest.mark.parametrize(
+    ("given", "field"),
+    [
+        ({"url": "s3://bucket/prefix"}, "both url and catalog"),
+        ({"catalog": "postgresql+psycopg://u@h:5432/db"}, "both url and catalog"),
+        ({"url": "s3://key:secret@bucket/p", "catalog": "postgresql+psycopg://u@h:5432/db"}, "url"),
+        ({"url": "https://bucket.example/p", "catalog": "postgresql+psycopg://u@h:5432/db"}, "url"),
+        ({"url": "s3://bucket/p", "catalog": "postgresql+psycopg://u:pw@h:5432/db"}, "password"),
+        ({"url": "s3://bucket/p", "catalog": "sqlite:///x.sqlite"}, "catalog"),
+    ],
+)
+def test_the_warehouse_setting_refuses_credentials_and_half_a_location(
+    given: dict[str, str], field: str
+) -> None:
+    from pydantic import ValidationError
+
+    from eval_assets.config import WarehouseSettings
+    from eval_assets.warehouse import open_warehouse
+
+    with pytest.raises(ValidationError, match=field):
+        WarehouseSettings.model_validate(given)
+    assert type(open_warehouse(Path("/nonexistent/wh"), WarehouseSettings())) is Warehouse  # the default
