@@ -464,7 +464,9 @@ class ObjectWarehouse(Warehouse):
         (its filesystem registered with DuckDB; no local copies), after the same check as every read:
         for an analyst anywhere with the AWS variables and the catalog's URL. Close it when done."""
         self.verify()
-        return self._views_connection(tuple(self.view_sql(remote=True)))
+        # one DuckDB thread: its fsspec reads are a seek then a read on a shared handle, which
+        # threads reading one file at once interleave ("Out of buffer" met at 50,000-row files)
+        return self._views_connection(("SET threads = 1", *self.view_sql(remote=True)))
 
     def _views_connection(self, statements: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
         return shared_memory_database(
