@@ -296,3 +296,19 @@ def test_the_warehouse_setting_refuses_credentials_and_half_a_location(
     with pytest.raises(ValidationError, match=field):
         WarehouseSettings.model_validate(given)
     assert type(open_warehouse(Path("/nonexistent/wh"), WarehouseSettings())) is Warehouse  # the default
+
+
+def test_warehouse_sql_answers_over_the_views_and_a_bad_query_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from eval_assets.cli import main
+
+    home = tmp_path / "home"
+    Warehouse(home / "warehouse").write_partition("scenario_runs", {"build": "b"}, [run_row("s")], "run-1")
+    sql = "SELECT build, scenario_id FROM scenario_runs"
+    assert main(["--home", str(home), "warehouse", "sql", sql, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"build": "b", "scenario_id": "s"}]
+    assert main(["--home", str(home), "warehouse", "sql", "SELECT nope FROM scenario_runs"]) == 1
+    assert "nope" in capsys.readouterr().err
