@@ -4,7 +4,8 @@ decisions and the same rows?
     .venv/bin/python benchmarks/demo_object_store.py
 
 Starts an S3-compatible server (moto's server mode) and a throwaway PostgreSQL cluster on 127.0.0.1
-(tests/object_store.py, tests/pg.py), copies the project to a temporary directory with
+(tests/object_store.py, tests/pg.py), copies the project (every tracked file: the demo's
+deterministic suite checks the project's code and docs) to a temporary directory with
 `warehouse: {url: s3://evaltrack-demo/team, catalog: postgresql+psycopg://...}` added to its
 evaltrack.yaml, and runs `evaltrack demo` twice, each in a fresh EVAL_HOME: on the shipped project
 (the local directory) and on the copy (the bucket; AWS_* variables point at the local server, test
@@ -19,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,12 +35,10 @@ from pg import PostgresCluster  # noqa: E402
 
 from eval_assets.warehouse import DATASETS, Warehouse  # noqa: E402
 
-PROJECT_PARTS = ("evaltrack.yaml", "scenarios", "rubrics", "judges", "examples", "gates")
 WAREHOUSE_LINE = re.compile(r"^warehouse: .*$", re.M)
 
 
 def run_demo(project: Path, home: Path, env: dict[str, str]) -> tuple[float, str]:
-    import subprocess
 
     start = time.perf_counter()
     proc = subprocess.run(
@@ -72,6 +72,11 @@ def rows_of(wh: Warehouse) -> dict[str, dict[str, list[object]]]:
 
 
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only-object", action="store_true", help="run the object-store side alone")
+    args = parser.parse_args()
     print(f"load before: {uptime()}")
     s3, pg = S3Server().start(), PostgresCluster()
     pg.start()
@@ -83,17 +88,27 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="evaltrack-demo-object-") as tmp:
             copy = Path(tmp) / "project"
             copy.mkdir()
-            for part in PROJECT_PARTS:
-                source = ROOT / part
-                (shutil.copytree if source.is_dir() else shutil.copy)(source, copy / part)
+            # every tracked file: the demo's deterministic suite checks the project's own code and docs
+            listed = subprocess.run(
+                ["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True
+            ).stdout.decode()
+            for rel in filter(None, listed.split("\0")):
+                if (ROOT / rel).is_file():
+                    (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(ROOT / rel, copy / rel)
             with (copy / "evaltrack.yaml").open("a", encoding="utf-8") as f:
                 f.write(f"\nwarehouse:\n  url: {url}\n  catalog: {catalog}\n")
             homes = {"local": Path(tmp) / "home-local", "object": Path(tmp) / "home-object"}
             outputs = {}
             for side, project in (("local", ROOT), ("object", copy)):
+                if args.only_object and side == "local":
+                    continue
                 wall, out = run_demo(project, homes[side], env if side == "object" else {})
                 outputs[side] = out
                 print(f"{side:>6}: evaltrack demo wall {wall:6.1f} s   ({uptime()})")
+            if args.only_object:
+                print(outputs["object"])
+                return
             shown = {
                 side: WAREHOUSE_LINE.sub(
                     "warehouse: ·", TIMINGS.sub("·", out.replace(str(homes[side]), "$EVAL_HOME"))
