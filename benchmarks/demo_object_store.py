@@ -65,7 +65,7 @@ def rows_of(wh: Warehouse) -> dict[str, dict[str, list[object]]]:
         columns = [
             r["column_name"] for r in wh.rows(f"DESCRIBE {table}") if r["column_name"] not in NOT_COMPARED
         ]
-        rows = [tuple(r.values()) for r in wh.rows(f"SELECT {', '.join(columns)} FROM {table}")]
+        rows = [tuple(r.values()) for r in wh.rows(f"SELECT {', '.join(chr(34) + c + chr(34) for c in columns)} FROM {table}")]
         ordered = sorted(rows, key=lambda row: json.dumps(list(row), default=str))
         out[table] = {c: [row[i] for row in ordered] for i, c in enumerate(columns)}
     return out
