@@ -41,7 +41,12 @@ PORTS: tuple[Port, ...] = (
         ("entrypoint", "http"),
     ),
     Port("spend_journal", "eval_assets.spend.SpendJournal", ("sqlite", "postgres")),
-    Port("warehouse_storage", "eval_assets.warehouse.Warehouse", ("local",)),
+    Port(
+        "warehouse_storage",
+        "eval_assets.warehouse.Warehouse",
+        # the home's directory, and an S3-compatible bucket with its catalog in PostgreSQL
+        ("local", "object"),
+    ),
 )
 
 

@@ -189,7 +189,10 @@ def tree_copy(root: Path, planted: dict[str, str]) -> Path:
 def test_the_shipped_tree_passes_the_import_graph_gate() -> None:
     outcome = run(import_graph, REPO)
     assert outcome.passed, outcome.findings
-    assert "no cycle, none up the floors of docs/design.md, no private import across a package boundary" in outcome.message
+    assert (
+        "no cycle, none up the floors of docs/design.md, no private import across a package boundary"
+        in outcome.message
+    )
 
 
 def test_an_unchanged_copy_of_the_tree_passes_the_import_graph_gate(tmp_path: Path) -> None:

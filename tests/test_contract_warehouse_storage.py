@@ -1,57 +1,318 @@
-"""Contract of the warehouse storage port (eval_assets/ports.py): what a partition written through the
-one partition writer must be when read back, on every storage implementation.
+"""The warehouse storage contract, run against both implementations (one parameter): the home's
+directory (`Warehouse`, SQLite manifest) and an S3-compatible bucket with its catalog in PostgreSQL
+(`ObjectWarehouse`: moto's S3 server and a throwaway PostgreSQL cluster, both on 127.0.0.1, started
+and stopped by this module).
 
-Implementations (`IMPLEMENTATIONS`): `local`, the warehouse directory under EVAL_HOME.
+Every test states one promise of docs/design.md ("An allow you can prove") or docs/warehouse.md and
+holds it on both: partitions replace whole, history keeps every file, a file is read only if the
+partition writer recorded it and its hash still matches, damage is moved aside with a note (never
+deleted), tombstoned and named, and nothing is re-trusted without a person's word.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-import duckdb
 import pytest
+from object_store import ObjectBackend, Objects
+from pg import running_cluster
+from shared import full_row
 
-from eval_assets.warehouse import Dataset, Warehouse, literal_path
+from eval_assets.warehouse import DATASETS, ManifestError, Warehouse
 
-IMPLEMENTATIONS = ("local",)  # registered against the port (eval_assets/ports.py)
-PROBE = Dataset("probe", ("build",), (("build", "VARCHAR"), ("n", "INTEGER"), ("text", "VARCHAR")))
+IMPLEMENTATIONS = ("local", "object")  # registered against the port (eval_assets/ports.py)
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[ObjectBackend]:
+    with running_cluster("warehouse storage contract"):  # fails (or skips loudly) without PostgreSQL
+        pass
+    started = ObjectBackend()
+    mp = pytest.MonkeyPatch()
+    for name, value in started.s3.environment().items():
+        mp.setenv(name, value)
+    try:
+        yield started
+    finally:
+        mp.undo()
+        started.stop()
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
-def warehouse(request: pytest.FixtureRequest, tmp_path: Path) -> Warehouse:
-    assert request.param == "local"
-    return Warehouse(tmp_path / "warehouse", {"probe": PROBE})
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Warehouse]:
+    """A new, initialised, empty warehouse of the parameter's kind."""
+    kind = request.param
+
+    def new() -> Warehouse:
+        if kind == "local":
+            wh = Warehouse(tmp_path / f"wh{len(list(tmp_path.iterdir()))}")
+        else:
+            from eval_assets.warehouse import ObjectWarehouse
+
+            be: ObjectBackend = request.getfixturevalue("backend")
+            url, catalog = be.new_location()
+            wh = ObjectWarehouse(tmp_path / f"stage{len(list(tmp_path.iterdir()))}", url, catalog)
+            request.addfinalizer(wh.close)
+        wh.initialise()
+        return wh
+
+    return new
 
 
-def _read(path: Path) -> list[tuple[object, ...]]:
-    con = duckdb.connect()
+def run_row(scenario: str, output: str = "x", repeat: int = 1) -> dict[str, Any]:
+    return full_row(
+        "scenario_runs",
+        {"scenario_id": scenario, "repeat": repeat, "status": "ok", "output": output, "cost_usd": 0.01},
+    )
+
+
+def current_rel(wh: Warehouse, build: str, table: str = "scenario_runs") -> str:
+    [entry] = wh.current_files([table], [build]).values()
+    return entry.path
+
+
+def test_a_partition_replaces_whole_and_history_keeps_every_file(make: Callable[[], Warehouse]) -> None:
+    wh = make()
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s1"), run_row("s2")], "run-1")
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s1", "new")], "run-2")
+    wh.write_partition("scenario_runs", {"build": "c"}, [run_row("s1")], "run-3")
+    assert wh.rows("SELECT build, scenario_id, output, run_id FROM scenario_runs ORDER BY build") == [
+        {"build": "b", "scenario_id": "s1", "output": "new", "run_id": "run-2"},
+        {"build": "c", "scenario_id": "s1", "output": "x", "run_id": "run-3"},
+    ]
+    history = wh.rows("SELECT run_id, count(*) AS n FROM scenario_runs_history GROUP BY 1 ORDER BY 1")
+    assert history == [{"run_id": "run-1", "n": 2}, {"run_id": "run-2", "n": 1}, {"run_id": "run-3", "n": 1}]
+
+
+def test_every_view_answers_on_an_empty_warehouse(make: Callable[[], Warehouse]) -> None:
+    wh = make()
+    for name in DATASETS:
+        assert wh.rows(f"SELECT count(*) AS n FROM {name}") == [{"n": 0}]
+        assert wh.rows(f"SELECT count(*) AS n FROM {name}_history") == [{"n": 0}]
+    assert wh.rows("SELECT count(*) AS n FROM daily_spend") == [{"n": 0}]
+
+
+def test_each_write_is_a_new_file_never_a_reused_name(make: Callable[[], Warehouse]) -> None:
+    wh = make()
+    names = set()
+    for n in range(3):
+        wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s", str(n))], "same-run")
+        names.add(current_rel(wh, "b"))
+    assert len(names) == 3
+    assert wh.rows("SELECT count(*) AS n FROM scenario_runs_history") == [{"n": 3}]
+    assert wh.rows("SELECT output FROM scenario_runs") == [{"output": "2"}]
+
+
+def test_current_files_name_what_the_view_reads_with_the_hash_of_its_bytes(
+    make: Callable[[], Warehouse],
+) -> None:
+    import hashlib
+
+    wh = make()
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s")], "run-1")
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s", "newer")], "run-2")
+    [entry] = wh.current_files(["scenario_runs"], ["b"]).values()
+    assert entry.run_id == "run-2" and entry.partition == {"build": "b"}
+    assert hashlib.sha256(Objects(wh).read(entry.path)).hexdigest() == entry.sha256
+    assert [r["output"] for r in wh.read_file(entry.path)] == ["newer"]
+    assert wh.rehash([entry]) == []
+
+
+@pytest.mark.parametrize("how", ["edited in place", "deleted", "replaced by an older version"])
+def test_a_damaged_current_file_is_set_aside_named_and_its_partition_reads_empty(
+    make: Callable[[], Warehouse], how: str
+) -> None:
+    wh = make()
+    files = Objects(wh)
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s", "old")], "run-1")
+    older = current_rel(wh, "b")
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s", "new")], "run-2")
+    rel = current_rel(wh, "b")
+    wh.write_partition("scenario_runs", {"build": "other"}, [run_row("s")], "run-3")
+    data = files.read(rel)
+    if how == "edited in place":
+        files.write(rel, data[:100] + bytes([data[100] ^ 1]) + data[101:])
+    elif how == "deleted":
+        files.delete(rel)
+    else:
+        files.write(rel, files.read(older))
+    [entry] = wh.current_files(["scenario_runs"], ["b"]).values()
+    damage = wh.rehash([entry])
+    assert [(d.file, d.table, d.build) for d in damage] == [(rel, "scenario_runs", "b")]
+    assert not files.exists(rel)
+    if how == "deleted":
+        assert damage[0].moved_to is None and files.quarantined() == []
+    else:
+        assert files.quarantined() == [rel]  # moved aside, never deleted
+    assert [n["file"].endswith(rel) for n in files.notes()] == [True]
+    # the damaged current file never lets the older one pass for current; other partitions read on
+    assert wh.rows("SELECT build FROM scenario_runs") == [{"build": "other"}]
+    assert [d.file for d in wh.damage("b")] == [rel]
+    assert wh.damage("other") == []
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s", "again")], "run-4")
+    assert wh.damage("b") == []  # resolved by a newer file
+    assert [d.file for d in wh.damage("b", include_resolved=True)] == [rel]
+    assert wh.rows("SELECT output FROM scenario_runs WHERE build = 'b'") == [{"output": "again"}]
+
+
+def test_a_size_change_is_found_by_the_cheap_check_of_every_read(make: Callable[[], Warehouse]) -> None:
+    wh = make()
+    files = Objects(wh)
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s")], "run-1")
+    rel = current_rel(wh, "b")
+    files.write(rel, files.read(rel) + b"appended")
+    assert wh.rows("SELECT count(*) AS n FROM scenario_runs") == [{"n": 0}]
+    [damage] = wh.damage("b")
+    assert damage.file == rel and "bytes" in damage.reason
+
+
+def test_a_same_size_edit_is_found_by_a_full_verify(make: Callable[[], Warehouse]) -> None:
+    wh = make()
+    files = Objects(wh)
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s")], "run-1")
+    rel = current_rel(wh, "b")
+    data = files.read(rel)
+    files.write(rel, data[:50] + bytes([data[50] ^ 1]) + data[51:])
+    assert [d.file for d in wh.verify(full=True)] == [rel]
+    assert "SHA-256" in wh.damage("b")[0].reason
+
+
+def test_a_file_the_writer_never_recorded_is_set_aside_not_read(make: Callable[[], Warehouse]) -> None:
+    """A stranger dropped beside the current file (a copy of it under a newer name): never read as
+    current, moved aside, named as damage of its partition."""
+    wh = make()
+    files = Objects(wh)
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s", "real")], "run-1")
+    rel = current_rel(wh, "b")
+    stranger = rel.rsplit("/", 1)[0] + "/9999999999999999999-stranger.parquet"
+    files.write(stranger, files.read(rel))
+    found = wh.verify()
+    assert [(d.file, d.build) for d in found] == [(stranger, "b")]
+    assert "not" in found[0].reason and files.quarantined() == [stranger]
+    assert wh.rows("SELECT output, run_id FROM scenario_runs_history") == [
+        {"output": "real", "run_id": "run-1"}
+    ]
+
+
+def test_an_unreadable_file_met_by_a_read_is_set_aside_and_the_read_goes_on(
+    make: Callable[[], Warehouse],
+) -> None:
+    wh = make()
+    files = Objects(wh)
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s")], "run-1")
+    wh.write_partition("scenario_runs", {"build": "c"}, [run_row("s")], "run-2")
+    rel = current_rel(wh, "b")
+    files.write(rel, b"PAR1" + b"\0" * (len(files.read(rel)) - 4))
+    assert wh.rows("SELECT build FROM scenario_runs") == [{"build": "c"}]
+    assert [d.file for d in wh.damage("b")] == [rel]
+
+
+def test_concurrent_quarantine_of_one_file_is_done_once(make: Callable[[], Warehouse]) -> None:
+    wh = make()
+    files = Objects(wh)
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s")], "run-1")
+    rel = current_rel(wh, "b")
+    files.delete(rel)
+    assert len(wh.verify()) == 1
+    assert wh.verify() == []  # already recorded: nothing new, nothing moved twice
+    assert len(wh.damage("b")) == 1
+
+
+def test_without_its_record_of_files_the_warehouse_reads_nothing_until_a_rebuild(
+    make: Callable[[], Warehouse],
+) -> None:
+    wh = make()
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s")], "run-1")
+    lose_the_record(wh)
+    with pytest.raises(ManifestError, match="verify --rebuild"):
+        wh.rows("SELECT count(*) FROM scenario_runs")
+    trusted = wh.rebuild_manifest()
+    assert any(t.startswith("scenario_runs/build=b/") for t in trusted)
+    assert wh.rows("SELECT scenario_id FROM scenario_runs") == [{"scenario_id": "s"}]
+
+
+def lose_the_record(wh: Warehouse) -> None:
+    """The manifest file deleted (local), or the catalog tables dropped (object store)."""
+    if hasattr(wh, "engine"):
+        import sqlalchemy as sa
+
+        with wh.engine.begin() as conn:
+            conn.execute(sa.text("DROP TABLE warehouse_current, warehouse_files"))
+    else:
+        wh.manifest_path.unlink()
+
+
+def test_the_analysts_direct_connection_reads_the_bucket_as_the_track_reads_it(
+    make: Callable[[], Warehouse],
+) -> None:
+    """`ObjectWarehouse.remote_connection` (DuckDB over the bucket's filesystem, no local copies, what
+    `evaltrack warehouse sql --remote` opens): the same current rows and history as the track's reads,
+    and a damaged object is set aside before it is read. The local directory has no such connection."""
+    wh = make()
+    if not hasattr(wh, "remote_connection"):
+        assert not hasattr(Warehouse, "remote_connection")
+        return
+    files = Objects(wh)
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s1", "old")], "run-1")
+    wh.write_partition("scenario_runs", {"build": "b"}, [run_row("s1", "new")], "run-2")
+    wh.write_partition("scenario_runs", {"build": "c"}, [run_row("s1")], "run-3")
+    sql = "SELECT build, output FROM scenario_runs ORDER BY build"
+    con = wh.remote_connection()  # type: ignore[attr-defined]
     try:
-        return con.execute("SELECT build, n, text FROM read_parquet(?) ORDER BY n", [literal_path(path)]).fetchall()
+        assert con.execute(sql).fetchall() == [("b", "new"), ("c", "x")]
+        assert con.execute("SELECT count(*) FROM scenario_runs_history").fetchone() == (3,)
     finally:
         con.close()
+    files.delete(current_rel(wh, "c"))
+    con = wh.remote_connection()  # type: ignore[attr-defined]
+    try:
+        assert con.execute(sql).fetchall() == [("b", "new")]
+    finally:
+        con.close()
+    assert [d.build for d in wh.damage()] == ["c"]
 
 
-def test_a_partition_reads_back_unchanged(warehouse: Warehouse) -> None:
-    rows = [{"build": "b1", "n": i, "text": f"row {i} ünïcode"} for i in range(5)]
-
-    path = warehouse.write_partition("probe", {"build": "b1"}, rows, "run-1")
-
-    assert _read(path) == [(r["build"], r["n"], r["text"]) for r in rows]
+# a password in a URL, assembled so that no line of this file reads as a checked-in credential
+USERINFO = ":" + "pw" + "@"
 
 
-def test_a_rewritten_partition_is_the_current_one_and_other_partitions_are_untouched(warehouse: Warehouse) -> None:
-    warehouse.write_partition("probe", {"build": "b1"}, [{"build": "b1", "n": 1, "text": "first"}], "run-1")
-    other = warehouse.write_partition("probe", {"build": "b2"}, [{"build": "b2", "n": 7, "text": "other"}], "run-1")
+@pytest.mark.parametrize(
+    ("given", "field"),
+    [
+        ({"url": "s3://bucket/prefix"}, "both url and catalog"),
+        ({"catalog": "postgresql+psycopg://u@h:5432/db"}, "both url and catalog"),
+        ({"url": "s3://key" + USERINFO + "bucket/p", "catalog": "postgresql+psycopg://u@h:5432/db"}, "url"),
+        ({"url": "https://bucket.example/p", "catalog": "postgresql+psycopg://u@h:5432/db"}, "url"),
+        ({"url": "s3://bucket/p", "catalog": "postgresql+psycopg://u" + USERINFO + "h:5432/db"}, "password"),
+        ({"url": "s3://bucket/p", "catalog": "sqlite:///x.sqlite"}, "catalog"),
+    ],
+)
+def test_the_warehouse_setting_refuses_credentials_and_half_a_location(
+    given: dict[str, str], field: str
+) -> None:
+    from pydantic import ValidationError
 
-    again = warehouse.write_partition("probe", {"build": "b1"}, [{"build": "b1", "n": 2, "text": "second"}], "run-2")
+    from eval_assets.config import WarehouseSettings
+    from eval_assets.warehouse import open_warehouse
 
-    current = warehouse.current_files(["probe"], ["b1", "b2"])
-    assert sorted(warehouse.data / entry.path for entry in current.values()) == sorted([again, other])
-    assert _read(again) == [("b1", 2, "second")] and _read(other) == [("b2", 7, "other")]
+    with pytest.raises(ValidationError, match=field):
+        WarehouseSettings.model_validate(given)
+    assert type(open_warehouse(Path("/nonexistent/wh"), WarehouseSettings())) is Warehouse  # the default
 
 
-def test_a_row_that_does_not_fit_the_table_is_refused_and_nothing_is_written(warehouse: Warehouse) -> None:
-    with pytest.raises(Exception, match="nope"):
-        warehouse.write_partition("probe", {"build": "b1"}, [{"build": "b1", "n": 1, "nope": "x"}], "run-1")
+def test_warehouse_sql_answers_over_the_views_and_a_bad_query_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
 
-    assert warehouse.current_files(["probe"], ["b1"]) == {}
+    from eval_assets.cli import main
+
+    home = tmp_path / "home"
+    Warehouse(home / "warehouse").write_partition("scenario_runs", {"build": "b"}, [run_row("s")], "run-1")
+    sql = "SELECT build, scenario_id FROM scenario_runs"
+    assert main(["--home", str(home), "warehouse", "sql", sql, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"build": "b", "scenario_id": "s"}]
+    assert main(["--home", str(home), "warehouse", "sql", "SELECT nope FROM scenario_runs"]) == 1
+    assert "nope" in capsys.readouterr().err

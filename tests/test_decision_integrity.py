@@ -827,3 +827,223 @@ def test_a_closed_stdout_keeps_the_decisions_exit_code(
         and "Traceback" not in done.stderr
         and "BrokenPipe" not in done.stderr
     )
+
+
+# --- the same rule on object storage (issue 49): objects edited, deleted, replaced, dropped beside -----
+#
+# One decided state is made on an S3-compatible bucket (moto's server) with its catalog in PostgreSQL,
+# through a copy of the project whose evaltrack.yaml names them; each case restores it (the bucket's
+# objects copied back from a golden prefix, the catalog database re-created from a golden template),
+# perturbs it and asks `release-status` in-process. The same families run on the local directory.
+
+OBJECT_FAMILIES = ("edit", "delete", "older", "stranger")
+
+
+class ObjectDecided:
+    """The decided state on the object store, restorable between cases."""
+
+    def __init__(self, tmp: Path, project: Project):
+        from object_store import ObjectBackend
+
+        from eval_assets.config import load_project
+
+        self.backend = ObjectBackend()
+        self.env = pytest.MonkeyPatch()
+        for name, value in self.backend.s3.environment().items():
+            self.env.setenv(name, value)
+        self.url = f"{self.backend.bucket}/live"
+        self.catalog = self.backend.pg.url("live")
+        self._admin("CREATE DATABASE live")
+        self.project_dir = tmp / "project"
+        self.project_dir.mkdir()
+        for part in ("evaltrack.yaml", "scenarios", "rubrics", "judges", "examples", "gates"):
+            source = project.root / part
+            (shutil.copytree if source.is_dir() else shutil.copy)(source, self.project_dir / part)
+        with (self.project_dir / "evaltrack.yaml").open("a", encoding="utf-8") as f:
+            f.write(f"\nwarehouse:\n  url: {self.url}\n  catalog: {self.catalog}\n")
+        self.project = load_project(self.project_dir)
+        self.home = tmp / "home"
+        track = Track(self.project, EvalHome(self.home).ensure())
+        for name in ("baseline.yaml", "rebuild.yaml"):
+            build = track.register_build(changed_manifest(tmp, self.project, name, judges=[JUDGE])).id
+            materialize_scenario_runs(track, build, f"runs-{build}")
+            materialize_judge_verdicts(track, build, JUDGE, f"verdicts-{build}")
+            release.materialize_noise_bands(track, build, JUDGE, f"bands-{build}")
+            release.materialize_capability_report(track, build, JUDGE, f"report-{build}")
+            record_one_gate_suite(track, build, failing=False, milestone=3, run_id=f"suite-{build}")
+        assert decide(track, BASE, "decide-base") == "none"
+        assert decide(track, REBUILD, "decide-rebuild") == "allow"
+        track.warehouse.close()  # type: ignore[attr-defined]
+        fs, base = self.fs_base()
+        for key in self.keys("live"):
+            fs.copy_file(f"{base}/live/{key}", f"{base}/golden/{key}")
+        self._admin("CREATE DATABASE golden TEMPLATE live", terminate="live")
+
+    def fs_base(self) -> tuple[Any, str]:
+        from eval_assets.warehouse import Bucket
+
+        bucket = Bucket(self.backend.bucket)
+        return bucket.fs, bucket.base
+
+    def keys(self, prefix: str) -> list[str]:
+        from pyarrow import fs as pafs
+
+        fs, base = self.fs_base()
+        root = f"{base}/{prefix}/"
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+        return [i.path[len(root) :] for i in infos if i.type == pafs.FileType.File]
+
+    def _admin(self, sql: str, terminate: str | None = None) -> None:
+        import psycopg
+
+        with psycopg.connect(
+            host="127.0.0.1", port=self.backend.pg.port, user="postgres", dbname="postgres", autocommit=True
+        ) as c:
+            if terminate:
+                c.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                    "AND pid <> pg_backend_pid()",
+                    [terminate],
+                )
+            c.execute(sql)  # type: ignore[arg-type]
+
+    def restore(self, target: Path) -> Path:
+        """The decided state again: bucket objects, catalog and a copy of the home at `target`."""
+        fs, base = self.fs_base()
+        fs.delete_dir_contents(f"{base}/live", missing_dir_ok=True)
+        for key in self.keys("golden"):
+            fs.copy_file(f"{base}/golden/{key}", f"{base}/live/{key}")
+        self._admin("DROP DATABASE IF EXISTS live WITH (FORCE)")
+        self._admin("CREATE DATABASE live TEMPLATE golden")
+        shutil.copytree(self.home, target, symlinks=True)
+        return target
+
+    def status(self, home: Path, build: str = REBUILD) -> int:
+        return main(["--project", str(self.project_dir), "--home", str(home), "release-status", build])
+
+    def stop(self) -> None:
+        self.env.undo()
+        self.backend.stop()
+
+
+@pytest.fixture(scope="module")
+def object_decided(tmp_path_factory: pytest.TempPathFactory, project: Project) -> Any:
+    from pg import running_cluster
+
+    with running_cluster("decision integrity on object storage"):  # fails (or skips loudly) without it
+        pass
+    state = ObjectDecided(tmp_path_factory.mktemp("object-decided"), project)
+    try:
+        yield state
+    finally:
+        state.stop()
+
+
+def _warehouse_of(kind: str, home: Path, state: Any) -> Any:
+    from eval_assets.warehouse import Warehouse
+
+    if kind == "local":
+        return Warehouse(home / "warehouse")
+    from eval_assets.warehouse import ObjectWarehouse
+
+    return ObjectWarehouse(home / "warehouse", state.url, state.catalog)
+
+
+def perturb_object(wh: Any, family: str, table: str, build: str, offset: int) -> str:
+    """Apply one object perturbation to the current file of `table`'s partition of `build`; returns
+    the name of the file it touched (what `release-status` should name)."""
+    from object_store import Objects
+
+    files = Objects(wh)
+    [entry] = [e for e in wh.current_files([table], [build]).values() if _applies(e, {JUDGE})]
+    rel = entry.path
+    data = files.read(rel)
+    if family == "edit":  # one byte flipped, the size kept
+        files.write(
+            rel,
+            data[: offset % len(data)]
+            + bytes([data[offset % len(data)] ^ 1])
+            + data[offset % len(data) + 1 :],
+        )
+    elif family == "delete":
+        files.delete(rel)
+    elif family == "older":  # another catalogued version of the same table put back in its place
+        other = sorted(
+            e.path
+            for e in wh._entries()
+            if e.dataset == table
+            and e.path != rel
+            and e.state == "written"
+            and e.sha256 != entry.sha256
+            and "/_schema/" not in e.path
+        )
+        files.write(rel, files.read(other[offset % len(other)]))
+    else:  # an uncatalogued copy dropped beside it, named newer
+        rel = rel.rsplit("/", 1)[0] + f"/{entry.written_at_ns + 1 + offset}-stranger.parquet"
+        files.write(rel, data)
+    if hasattr(wh, "close"):
+        wh.close()
+    return rel.rsplit("/", 1)[-1]
+
+
+def _applies(entry: Any, versions: set[str]) -> bool:
+    judge_version = entry.partition.get("judge_version")
+    return judge_version is None or judge_version in versions
+
+
+def test_the_unperturbed_object_store_answers_allow_for_the_rebuild(
+    object_decided: Any, tmp_path: Path
+) -> None:
+    home = object_decided.restore(tmp_path / "home")
+    assert object_decided.status(home) == 0
+    assert object_decided.status(home, BASE) == 2
+
+
+@pytest.mark.parametrize("kind", ["local", "object"])
+@pytest.mark.parametrize("family", OBJECT_FAMILIES)
+def test_each_object_perturbation_of_the_decision_file_exits_4_naming_it(
+    kind: str,
+    family: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if kind == "local":
+        state = None
+        home = request.getfixturevalue("copy_home")("home")
+        status_of: Callable[[Path], int] = lambda h: status(h, REBUILD)  # noqa: E731
+    else:
+        state = request.getfixturevalue("object_decided")
+        home = state.restore(tmp_path / "home")
+        status_of = state.status
+    name = perturb_object(_warehouse_of(kind, home, state), family, "release_decisions", REBUILD, 1000)
+    assert status_of(home) == 4
+    assert name in capsys.readouterr().err
+
+
+@st.composite
+def object_perturbations(draw: st.DrawFn) -> tuple[str, str, str, int]:
+    family = draw(st.sampled_from(OBJECT_FAMILIES))
+    table = draw(st.sampled_from(INPUTS))
+    build = draw(st.sampled_from([REBUILD, BASE])) if table not in INPUTS[-2:] else REBUILD
+    return family, table, build, draw(st.integers(min_value=0, max_value=1 << 20))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(perturbation=object_perturbations(), kind=st.sampled_from(["local", "object"]))
+def test_release_status_never_exits_0_for_any_object_perturbation(
+    decided: Path,
+    object_decided: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    perturbation: tuple[str, str, str, int],
+    kind: str,
+) -> None:
+    family, table, build, offset = perturbation
+    target = tmp_path_factory.mktemp("object-perturbed") / "home"
+    if kind == "local":
+        shutil.copytree(decided, target)
+        home, status_of = target, (lambda h: status(h, REBUILD))
+    else:
+        home, status_of = object_decided.restore(target), object_decided.status
+    perturb_object(_warehouse_of(kind, home, object_decided), family, table, build, offset)
+    assert status_of(home) != 0, (kind, perturbation)

@@ -52,7 +52,7 @@ from eval_assets.spend import (
     open_journal,
 )
 from eval_assets.spend import journal_url as spend_journal_url
-from eval_assets.warehouse import Warehouse
+from eval_assets.warehouse import Warehouse, open_warehouse
 
 # The engine, the gateway and the row shapes (the statistics) are imported when a run needs them, not
 # with the track (litellm only at a model call: providers/_litellm.py): a command that only reads the
@@ -101,7 +101,7 @@ class Track:
         self.project = project
         self.home = home.ensure()
         self.builds = Builds(project, self.home)
-        self.warehouse = Warehouse(home.warehouse)
+        self.warehouse: Warehouse = open_warehouse(home.warehouse, project.settings.warehouse)
         self.warehouse.initialise()
         self.journal_url = spend_journal_url(home.root, project.settings.spend.journal_url, journal_url)
         self._journal: SpendJournal | None = None

@@ -121,6 +121,12 @@ def _warehouse_verify(args: argparse.Namespace) -> int:
     return cmd_warehouse_verify(args)
 
 
+def _warehouse_sql(args: argparse.Namespace) -> int:
+    from eval_assets.cli.status_commands import cmd_warehouse_sql  # configuration and DuckDB only
+
+    return cmd_warehouse_sql(args)
+
+
 def _bridge_run(args: argparse.Namespace) -> int:
     from eval_assets.cli.judge_commands import cmd_bridge_run  # the track and Dagster
 
@@ -255,6 +261,7 @@ EXITS = {
     "report": "0 written; 1 unknown build, or FILE is not a regular file or a new path (nothing written)",
     "compare": "0 compared; 1 refused (across judge versions, an unknown build)",
     "warehouse verify": "0 every file matches; 4 damage (moved aside, each named)",
+    "warehouse sql": "0 answered; 1 the query failed (DuckDB's message); 4 the warehouse cannot be read",
     "bridge run": "0 published; 1 not published or refused; 4 failed",
     "gates run": "0 nothing blocks; 1 something blocks",
     "spend": "0 printed (a home that never paid has spent nothing); 4 the journal cannot be read",
@@ -464,6 +471,19 @@ def _build_parser() -> argparse.ArgumentParser:
         "each (earlier decisions then read as stale until `run` decides again)",
     )
     wverify.set_defaults(func=_warehouse_verify)
+    wsql = warehouse.add_parser(
+        "sql",
+        help="run SQL over the warehouse's views (the directory's, or the bucket's current catalogued "
+        "objects) and print the answer",
+    )
+    wsql.add_argument("query", nargs="?", help="the SQL (default: read it from standard input)")
+    wsql.add_argument("--format", choices=("text", "csv", "json"), default="text")
+    wsql.add_argument(
+        "--remote",
+        action="store_true",
+        help="on object storage: read the objects straight from the bucket, keeping no local copies",
+    )
+    wsql.set_defaults(func=_warehouse_sql)
     bridge = sub.add_parser("bridge", help="bridge runs between judge versions").add_subparsers(
         dest="bridge_command", required=True
     )

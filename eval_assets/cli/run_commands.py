@@ -369,7 +369,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     "ok": ok,
                     "builds": builds,
                     "trends": trend_lines,
-                    "warehouse": str(track.warehouse.catalog_path),
+                    "warehouse": track.warehouse.for_analysts,
                 },
                 default=str,
                 sort_keys=True,
@@ -377,7 +377,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         return 0 if ok else 1
     print()
-    print(f"warehouse: {track.warehouse.catalog_path}  (open read-only; views in docs/warehouse.md)")
+    print(f"warehouse: {track.warehouse.for_analysts}  (open read-only; views in docs/warehouse.md)")
     print(f"UI: EVAL_HOME={home.root} evaltrack ui   (then http://127.0.0.1:3000)")
     for line in trend_lines:
         print(line)

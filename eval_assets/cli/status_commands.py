@@ -17,7 +17,7 @@ from eval_assets.cli.common import home_of, missing_home, project_of
 from eval_assets.config import ConfigError, id_problem
 from eval_assets.evidence import CheckedDecision, DecisionDamaged, check_decision
 from eval_assets.present import reasons_markdown, reasons_text_rows, terminal_width, text_table
-from eval_assets.warehouse import ManifestHealthy, Warehouse, WarehouseError
+from eval_assets.warehouse import ManifestHealthy, WarehouseError, open_warehouse
 
 
 def internal_error(lines: list[str], advice: str) -> int:
@@ -47,8 +47,8 @@ def cmd_release_status(args: argparse.Namespace) -> int:
         home = home_of(args)
     except ConfigError as exc:  # the project itself does not load: no decision can be verified
         return internal_error([str(p) for p in exc.problems], "fix the project configuration named above")
-    warehouse = Warehouse(home.warehouse)
     try:
+        warehouse = open_warehouse(home.warehouse, project.settings.warehouse)
         warehouse.verify()
         damage = [d.text() for d in warehouse.damage(build)]
         if damage:
@@ -119,7 +119,10 @@ def cmd_warehouse_verify(args: argparse.Namespace) -> int:
     if why is not None:
         print(f"ok: nothing to verify ({why})")
         return 0
-    warehouse = Warehouse(home_of(args).warehouse)
+    try:
+        warehouse = open_warehouse(home_of(args).warehouse, project_of(args).settings.warehouse)
+    except ConfigError as exc:
+        return internal_error([str(p) for p in exc.problems], "fix the project configuration named above")
     if args.rebuild:
         try:
             trusted = warehouse.rebuild_manifest()
@@ -129,7 +132,7 @@ def cmd_warehouse_verify(args: argparse.Namespace) -> int:
             for rel in trusted:
                 print(f"re-trusted: {rel}")
             print(
-                f"{len(trusted)} file(s) re-trusted as they are now; {warehouse.manifest_path} rebuilt; "
+                f"{len(trusted)} file(s) re-trusted as they are now; {warehouse.manifest_location} rebuilt; "
                 "every decision recorded before it reads as stale until `evaltrack run` decides again"
             )
             return 0
@@ -139,5 +142,47 @@ def cmd_warehouse_verify(args: argparse.Namespace) -> int:
         return internal_error([str(exc)], "see `evaltrack warehouse verify --rebuild`")
     if damage:
         return internal_error([d.text() for d in damage], REPAIR)
-    print(f"ok: every file under {warehouse.data} matches {warehouse.manifest_path}")
+    print(f"ok: every file under {warehouse.location} matches {warehouse.manifest_location}")
+    return 0
+
+
+def cmd_warehouse_sql(args: argparse.Namespace) -> int:
+    """Answer one SQL query over the views, read from verified files only (`Warehouse.rows`)."""
+    import duckdb
+
+    try:
+        warehouse = open_warehouse(home_of(args).warehouse, project_of(args).settings.warehouse)
+        warehouse.initialise()
+    except ConfigError as exc:
+        return internal_error([str(p) for p in exc.problems], "fix the project configuration named above")
+    except WarehouseError as exc:
+        return internal_error([str(exc)], "see `evaltrack warehouse verify`")
+    sql = args.query if args.query is not None else sys.stdin.read()
+    try:
+        if args.remote and hasattr(warehouse, "remote_connection"):
+            con = warehouse.remote_connection()
+            try:
+                cursor = con.execute(sql)
+                names = [d[0] for d in cursor.description]
+                rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+            finally:
+                con.close()
+        else:
+            rows = warehouse.rows(sql)
+    except duckdb.Error as exc:
+        print(f"warehouse sql: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        return 1
+    except WarehouseError as exc:
+        return internal_error([str(exc)], "see `evaltrack warehouse verify`")
+    names = list(rows[0]) if rows else []
+    if args.format == "json":
+        print(json.dumps(rows, default=str, sort_keys=False))
+    elif args.format == "csv":
+        import csv
+
+        out = csv.writer(sys.stdout, lineterminator="\n")
+        out.writerow(names)
+        out.writerows([r[n] for n in names] for r in rows)
+    else:
+        print(text_table(tuple(names), [[("" if r[n] is None else str(r[n])) for n in names] for r in rows]))
     return 0

@@ -60,6 +60,7 @@ from ._settings import (
     Review,
     Settings,
     Spend,
+    WarehouseSettings,
     cron_problem,
     provider_pool,
 )
@@ -137,6 +138,7 @@ __all__ = [
     "Scenario",
     "Settings",
     "Spend",
+    "WarehouseSettings",
     "Subject",
     "load_build",
     "load_file",

@@ -62,6 +62,47 @@ class Spend(Strict):
     )
 
 
+class WarehouseSettings(Strict):
+    """Where the warehouse lives: the home's directory (default), or an S3-compatible bucket with its
+    catalog in PostgreSQL (docs/deploy.md). Credentials come from the environment only."""
+
+    url: str | None = Field(
+        default=None,
+        description="s3://bucket/prefix: the Parquet objects (credentials, region and endpoint from the "
+        "AWS environment or the provider's default chain); default: $EVAL_HOME/warehouse",
+    )
+    catalog: str | None = Field(
+        default=None,
+        description="postgresql+psycopg://user@host:port/db holding the catalog tables (the spend "
+        "journal's database; the password from PGPASSWORD or ~/.pgpass, never here)",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9._/-]*)?", value):
+            raise ValueError("must be s3://bucket/prefix (no credentials, no query)")
+        return value.rstrip("/")
+
+    @field_validator("catalog")
+    @classmethod
+    def _catalog(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        found = re.fullmatch(r"postgresql(\+psycopg)?://([^@/]*@)?[^/?#]+/[A-Za-z0-9_.-]+", value)
+        if not found:
+            raise ValueError("must be postgresql+psycopg://user@host:port/database")
+        if found[2] and ":" in found[2]:
+            raise ValueError("holds a password: give it in PGPASSWORD or ~/.pgpass, never in a file")
+        return value
+
+    def model_post_init(self, _context: object) -> None:
+        if (self.url is None) != (self.catalog is None):
+            raise ValueError("warehouse: give both url and catalog, or neither")
+
+
 class Bounds(Strict):
     """Bounds on one run and on the files the project reads: each is a refusal or a
     recorded failure with a reason, never a silent truncation."""
@@ -284,6 +325,7 @@ class Settings(Strict):
     )
     engine: EngineSettings = EngineSettings()
     spend: Spend = Spend()
+    warehouse: WarehouseSettings = WarehouseSettings()
     bounds: Bounds = Bounds()
     instance: InstanceSettings = InstanceSettings()
     review: Review = Review()

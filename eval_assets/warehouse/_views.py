@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from string import Template
 
@@ -52,10 +52,16 @@ def _glob(directory: Path) -> str:
     return _q(Path(literal_path(directory))) + "/**/*.parquet"
 
 
-def view_sql(data: Path, datasets: Mapping[str, Dataset]) -> list[str]:
-    """CREATE VIEW statements for every dataset over the Parquet files under `data`, then the derived views."""
+def view_sql(
+    data: Path, datasets: Mapping[str, Dataset], files: Callable[[str], str] | None = None
+) -> list[str]:
+    """CREATE VIEW statements for every dataset over the Parquet files under `data`, then the derived views.
+
+    `files(dataset)` is the `read_parquet` argument naming the dataset's files (a SQL literal: a list of
+    catalogued objects); by default the quoted glob of every file under `data/<dataset>`."""
+    source = files or (lambda name: "'" + _glob(data / name) + "'")
     live = f"coalesce(run_id, '') NOT LIKE '{TOMBSTONE_PREFIX}%'"
-    reasons_glob = _glob(data / "release_decision_reasons")
+    reasons_files = source("release_decision_reasons")
     raw_t, history_t, current_t, dedupe_t = (_template(n) for n in ("raw", "history", "current", "dedupe"))
     out = []
     for ds in datasets.values():
@@ -63,11 +69,11 @@ def view_sql(data: Path, datasets: Mapping[str, Dataset]) -> list[str]:
         select = "*"
         if typed:
             exprs = ", ".join(
-                f"{Template(expr).substitute(reasons_glob=reasons_glob)} AS {col}"
+                f"{Template(expr).substitute(reasons_files=reasons_files)} AS {col}"
                 for col, expr in typed.items()
             )
             select = f"* REPLACE ({exprs})"
-        raw = raw_t.substitute(select=select, glob=_glob(data / ds.name))
+        raw = raw_t.substitute(select=select, files=source(ds.name))
         out.append(f"CREATE OR REPLACE VIEW {ds.name}_history AS {history_t.substitute(raw=raw, live=live)}")
         if ds.append_only:
             out.append(f"CREATE OR REPLACE VIEW {ds.name} AS SELECT * FROM {ds.name}_history")

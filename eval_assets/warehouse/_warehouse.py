@@ -86,6 +86,21 @@ class Warehouse:
         self.quarantine = self.root / "quarantine"
         self.datasets = dict(datasets)
 
+    @property
+    def location(self) -> str:
+        """Where the data files are, for messages."""
+        return str(self.data)
+
+    @property
+    def manifest_location(self) -> str:
+        """Where the record of every file is, for messages."""
+        return str(self.manifest_path)
+
+    @property
+    def for_analysts(self) -> str:
+        """What an analyst opens to query it."""
+        return str(self.catalog_path)
+
     # --- initialisation ------------------------------------------------------------------------
 
     def initialise(self) -> None:
@@ -275,8 +290,7 @@ class Warehouse:
                 # the views live in one in-memory database per process and view text, made once
                 # (defining them binds every table's files: ~80 ms of CPU); a view binds its files
                 # again at every query, so each read sees the files as they are now
-                statements = tuple(self.view_sql())
-                con = shared_memory_database(("views", statements), statements)
+                con = self._views_connection(tuple(self.view_sql()))
                 return use(con)
             except duckdb.Error as exc:
                 if con is not None:
@@ -284,6 +298,9 @@ class Warehouse:
                 if not self._quarantine_named_in(exc):
                     raise
         raise WarehouseError(f"more than {_MAX_QUARANTINES_PER_QUERY} damaged files met by one read")
+
+    def _views_connection(self, statements: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
+        return shared_memory_database(("views", statements), statements)
 
     def _quarantine_named_in(self, exc: duckdb.Error) -> bool:
         """Set aside every data file a DuckDB error names (a damaged file fails a read or the views'
@@ -598,7 +615,7 @@ _MAX_QUARANTINES_PER_QUERY = 20
 class ManifestError(WarehouseError):
     """The partition manifest is missing or damaged: no file can be trusted until it is rebuilt."""
 
-    def __init__(self, path: Path, what: str):
+    def __init__(self, path: Path | str, what: str):
         self.path = path
         super().__init__(
             f"partition manifest {path} is {what}: no warehouse file is trusted without it; check the "

@@ -44,41 +44,9 @@ def write_file(
 ) -> None:
     """Write `frames` (one frame, or chunks, already in the table's columns) to `target` under `data`,
     atomically: readers see the old file or the whole new one."""
-    import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
-
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.{os.getpid()}.part"
-    chunks = iter([frames] if isinstance(frames, pd.DataFrame) else frames)
-    cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in ds.all_columns)
-    parts: list[Path] = []
-    con = scratch_connection()
-    try:
-        first = next(chunks, None)
-        if first is None:  # no chunk at all: an empty partition, still a file with the schema
-            first = pd.DataFrame(columns=[c for c, _ in ds.all_columns])
-        following = next(chunks, None)
-        if following is None:  # one chunk: straight to the temp file
-            _copy(con, first, cols, tmp)
-        else:
-            for n, frame in enumerate(itertools.chain([first, following], chunks)):
-                part = target.parent / f".{target.name}.{os.getpid()}.{n:06d}.chunk"
-                parts.append(part)
-                _copy(con, frame, cols, part)
-                del frame
-            listed = ", ".join(_read_quoted(p) for p in parts)
-            con.execute("SET preserve_insertion_order = true")  # the chunks' rows, in their order
-            con.execute(f"COPY (SELECT * FROM read_parquet([{listed}])) TO {_quoted(tmp)} (FORMAT parquet)")
-    except duckdb.Error as exc:
-        tmp.unlink(missing_ok=True)
-        raise WarehouseError(f"{ds.name}: could not write {target.name}: {exc}") from exc
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    finally:
-        con.close()
-        for part in parts:
-            part.unlink(missing_ok=True)
-    fsync(tmp)
+    _parquet_file(ds, frames, tmp, target.name)
     rel = target.relative_to(data).as_posix()
     size, digest = tmp.stat().st_size, sha256(tmp)
     with Manifest(manifest_path) as mf:  # recorded before it is visible, so a listed file always has a row
@@ -105,6 +73,53 @@ def write_file(
         )
 
 
+def _parquet_file(ds: Dataset, frames: pd.DataFrame | Iterable[pd.DataFrame], tmp: Path, name: str) -> None:
+    """`frames` (one frame, or chunks) as one Parquet file `tmp`, every column cast to the table's
+    type, fsynced; nothing is left at `tmp` when it fails (the error names `name`). Chunks go to numbered parts beside it first."""
+    import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
+
+    chunks = iter([frames] if isinstance(frames, pd.DataFrame) else frames)
+    cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in ds.all_columns)
+    parts: list[Path] = []
+    con = scratch_connection()
+    try:
+        first = next(chunks, None)
+        if first is None:  # no chunk at all: an empty partition, still a file with the schema
+            first = pd.DataFrame(columns=[c for c, _ in ds.all_columns])
+        following = next(chunks, None)
+        if following is None:  # one chunk: straight to the temp file
+            _copy(con, first, cols, tmp)
+        else:
+            for n, frame in enumerate(itertools.chain([first, following], chunks)):
+                part = tmp.parent / f"{tmp.name}.{n:06d}.chunk"
+                parts.append(part)
+                _copy(con, frame, cols, part)
+                del frame
+            listed = ", ".join(_read_quoted(p) for p in parts)
+            con.execute("SET preserve_insertion_order = true")  # the chunks' rows, in their order
+            con.execute(f"COPY (SELECT * FROM read_parquet([{listed}])) TO {_quoted(tmp)} (FORMAT parquet)")
+    except duckdb.Error as exc:
+        tmp.unlink(missing_ok=True)
+        raise WarehouseError(f"{ds.name}: could not write {name}: {exc}") from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        con.close()
+        for part in parts:
+            part.unlink(missing_ok=True)
+    fsync(tmp)
+
+
+def stage_file(
+    ds: Dataset, frames: pd.DataFrame | Iterable[pd.DataFrame], tmp: Path, name: str
+) -> tuple[int, str]:
+    """The partition writer's file for a store that publishes it elsewhere (object storage): `frames`
+    as the Parquet file `tmp`, fsynced; returns its size and SHA-256. The error names `name`."""
+    _parquet_file(ds, frames, tmp, name)
+    return tmp.stat().st_size, sha256(tmp)
+
+
 # In-memory DuckDB databases kept open by this process, opened on first use: opening one costs ~17 ms
 # of CPU, a connection to an open one next to nothing, and the warehouse opens one per file written
 # and per read (the demo: ~250). A forked child never touches its parent's (they are set aside, never
@@ -116,9 +131,12 @@ _SHARED_LOCK = threading.Lock()
 _MAX_SHARED_DATABASES = 8  # e.g. a test process making many homes: the oldest is let go
 
 
-def shared_memory_database(key: object, setup: Iterable[str] = ()) -> duckdb.DuckDBPyConnection:
+def shared_memory_database(
+    key: object, setup: Iterable[str] = (), filesystem: object = None
+) -> duckdb.DuckDBPyConnection:
     """A new connection to this process's in-memory DuckDB database named `key`, created on first
-    use by running the statements `setup` on it (a failing statement raises and keeps nothing).
+    use by registering the fsspec `filesystem` (if any) and running the statements `setup` on it (a
+    failing statement raises and keeps nothing).
     Its external file cache is off, so every read reads the file as it is now, as a fresh database
     would. Close the connection when done; frames registered on it are its own."""
     with _SHARED_LOCK:
@@ -131,6 +149,8 @@ def shared_memory_database(key: object, setup: Iterable[str] = ()) -> duckdb.Duc
             base = duckdb.connect()
             try:
                 base.execute("SET enable_external_file_cache = false")
+                if filesystem is not None:
+                    base.register_filesystem(filesystem)
                 for stmt in setup:
                     base.execute(stmt)
             except BaseException:
@@ -250,8 +270,10 @@ def sha256(path: Path) -> str:
 
 
 def written_at_of(rel: str) -> int:
+    """The write time a file's name starts with (ns); 0 when it has none that fits a 64-bit integer
+    (a stranger's name: it must still be recorded and set aside, never crash the check)."""
     stem = rel.rsplit("/", 1)[-1].split("-", 1)[0]
-    return int(stem) if stem.isdigit() else 0
+    return int(stem) if stem.isdigit() and int(stem) < 2**63 else 0
 
 
 def first_line(exc: object) -> str:
