@@ -390,7 +390,8 @@ def _calls_text(calls: Any) -> str:
         if not isinstance(c, dict):
             lines.append(json.dumps(c, sort_keys=True))
             continue
-        fn = c.get("function") if isinstance(c.get("function"), dict) else c
+        wire = c.get("function")
+        fn: dict[str, Any] = wire if isinstance(wire, dict) else c
         lines.append(f"{fn.get('name')}({fn.get('arguments') or ''})  [{c.get('id')}]")
     return "\n".join(lines)
 
