@@ -170,23 +170,6 @@ class AgentEndpoint:
                     self._users -= 1
                     if self._users == 0:
                         await self._host.stop()
-            async with self._lock:
-                if self._users == 0:
-                    await self._start()
-                self._users += 1
-            # the server's loop hands each call to this (the engine's) loop
-            session = AgentSession(
-                secrets.token_urlsafe(24), scenario, spec, on_loop(asyncio.get_running_loop(), call)
-            )
-            self._sessions[session.token] = session
-            try:
-                yield session
-            finally:
-                del self._sessions[session.token]
-                async with self._lock:
-                    self._users -= 1
-                    if self._users == 0:
-                        await self._host.stop()
 
     async def _start(self) -> None:
         for module in CALL_MODULES:  # imported before any agent waits on a call, not during its first
