@@ -31,6 +31,7 @@ from eval_assets.providers.gateway import CallSpec
 
 TESTS = str(Path(__file__).resolve().parent)
 USER = {"role": "user", "content": "hi"}
+PINNED = {"now": "2026-01-01T00:00:00+00:00", "seed": "5eed"}  # the pinned sources every task carries
 AUTH = "Author" + "ization"  # the header's name, assembled: no line of this file reads as a credential
 
 
@@ -396,7 +397,7 @@ def attempt(
     async def go() -> Any:
         return await run_agent(
             Agent.model_validate(agent),
-            {"attempt_id": "att-1", "build": "b1", "repeat": 2},
+            {"attempt_id": "att-1", "build": "b1", "repeat": 2, **PINNED},
             scenario(content=content, **sc),
             spec,
             AgentEndpoint(),
@@ -528,7 +529,7 @@ def test_an_http_agent_gets_the_task_and_its_answer_and_status_are_read() -> Non
                 out.append(
                     await run_agent(
                         Agent.model_validate({"http": url}),
-                        {"attempt_id": "att-1", "build": "b1", "repeat": 2},
+                        {"attempt_id": "att-1", "build": "b1", "repeat": 2, **PINNED},
                         scenario(),
                         SPEC,
                         AgentEndpoint(),
@@ -669,7 +670,7 @@ def test_an_attempt_imports_its_agent_from_the_search_directories(
     async def go() -> Any:
         return await run_agent(
             Agent.model_validate({"entrypoint": f"{name}:run"}),
-            {"attempt_id": "att-1", "build": "b1", "repeat": 1},
+            {"attempt_id": "att-1", "build": "b1", "repeat": 1, **PINNED},
             scenario(),
             SPEC,
             AgentEndpoint(),
@@ -732,7 +733,7 @@ def test_an_http_agent_is_reached_directly_whatever_proxy_the_environment_names(
         try:
             return await run_agent(
                 Agent.model_validate({"http": f"http://127.0.0.1:{port}/attempt"}),
-                {"attempt_id": "att-1", "build": "b1", "repeat": 1},
+                {"attempt_id": "att-1", "build": "b1", "repeat": 1, **PINNED},
                 scenario(),
                 SPEC,
                 AgentEndpoint(),

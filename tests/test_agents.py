@@ -284,7 +284,7 @@ def test_an_attempt_whose_agent_could_not_connect_to_the_endpoint_is_tried_again
 
     result = attempt(eng, manifest({"entrypoint": "agent_fixtures:endpoint_refused_once"}), REFUND, project)
 
-    assert result.call.status == "ok" and result.call.error_kind is None and result.turns == 3
+    assert result.call.status == "ok" and result.call.error_kind is None and result.turns == 4
 
 
 def test_an_agent_that_never_reaches_the_endpoint_fails_the_run_as_the_tracks_failure_not_the_agents(

@@ -14,7 +14,10 @@ Real litellm sim provider behind the endpoint, real SQLite journal, real sockets
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,7 +41,11 @@ SETTINGS = EngineSettings(
 REFUND = "converted.support-728838cd92b1"  # recorded calls to the example agent's two local tools
 PLAIN = "support.refund-policy"  # no tools
 EXAMPLE = "examples.agents.tool_agent:run"
-TASK_FIELDS = {"attempt_id", "build", "scenario_id", "repeat", "messages", "tools", "base_url", "api_key", "model"}
+TASK_FIELDS = {
+    "attempt_id", "build", "scenario_id", "repeat", "messages", "tools", "base_url", "api_key", "model",
+    "now", "seed", "state_dir",
+}  # fmt: skip
+WATCH = "EVALTRACK_CONTRACT_WATCH"  # the entry point's process reads what to watch from here
 
 
 def _manifest(agent: dict[str, Any]) -> BuildManifest:
@@ -73,23 +80,31 @@ class Agent:
         self, eng: Engine, project: Project, entrypoint: str, scenario: str, repeat: int = 1
     ) -> tuple[SubjectResult, list[dict[str, Any]]]:
         seen: list[dict[str, Any]] = []
+        if self.kind == "entrypoint":
+            # an entry point runs in a process of its own: it names the watched function and writes
+            # each task it is handed to a file this process reads back
+            with tempfile.TemporaryDirectory() as scratch:
+                log = Path(scratch) / "seen.jsonl"
+                os.environ[WATCH] = json.dumps({"entrypoint": entrypoint, "log": str(log)})
+                try:
+                    result = asyncio.run(self._entrypoint(eng, project, scenario, repeat))
+                finally:
+                    del os.environ[WATCH]
+                if log.exists():
+                    seen = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+            return result, seen
         function = load_entrypoint(entrypoint, search=SEARCH)
 
         async def watched(task: Any) -> Any:
             seen.append(dict(vars(task)) if not isinstance(task, dict) else dict(task))
             return await function(task)
 
-        if self.kind == "entrypoint":
-            return asyncio.run(self._entrypoint(eng, project, watched, scenario, repeat)), seen
         return asyncio.run(self._http(eng, project, watched, scenario, repeat)), seen
 
     @staticmethod
-    async def _entrypoint(
-        eng: Engine, project: Project, function: Callable[[Any], Awaitable[Any]], scenario: str, repeat: int
-    ) -> SubjectResult:
-        # the engine imports the entry point by name: a module of this test names the watched function
-        _WATCHED["run"] = function
-        return await eng.run_subject(_manifest({"entrypoint": f"{__name__}:watched_agent"}), project.scenarios[scenario], repeat)
+    async def _entrypoint(eng: Engine, project: Project, scenario: str, repeat: int) -> SubjectResult:
+        manifest = _manifest({"entrypoint": f"{__name__}:watched_agent"})
+        return await eng.run_subject(manifest, project.scenarios[scenario], repeat)
 
     @staticmethod
     async def _http(
@@ -112,12 +127,13 @@ class Agent:
             await runner.cleanup()
 
 
-_WATCHED: dict[str, Callable[[Any], Awaitable[Any]]] = {}
-
-
 async def watched_agent(task: Any) -> Any:
-    """The entry point the `entrypoint` implementation names: the function the test is watching."""
-    return await _WATCHED["run"](task)
+    """The entry point the `entrypoint` implementation names: records the task, then runs the function
+    the test is watching (both named in the environment the attempt's process inherits)."""
+    watch = json.loads(os.environ[WATCH])
+    with open(watch["log"], "a", encoding="utf-8") as out:
+        out.write(json.dumps(task.to_json()) + "\n")
+    return await load_entrypoint(watch["entrypoint"], search=SEARCH)(task)
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
@@ -133,7 +149,7 @@ def test_the_agent_gets_the_documented_task_and_its_tool_loop_goes_through_the_e
     result, seen = agent.attempt(eng, project, EXAMPLE, REFUND, repeat=2)
 
     assert result.call.status == "ok" and "Answer to" in (result.call.text or ""), result.call
-    assert result.turns == 3  # two local tool calls, then the answer
+    assert result.turns == 4  # three tool calls (two reads, the write it is denied), then the answer
     (task,) = seen
     assert set(task) == TASK_FIELDS
     assert (task["attempt_id"], task["model"], task["repeat"]) == (f"b-agent/{REFUND}/2", "sim/agent", 2)
@@ -141,10 +157,10 @@ def test_the_agent_gets_the_documented_task_and_its_tool_loop_goes_through_the_e
     rows = eng.spend.journal.rows()
     assert all(r.attempt_key.startswith(f"b-agent/-/{REFUND}/2/subject/") for r in rows)
     settled = [r.attempt_key for r in rows if r.status == "settled"]
-    assert len(settled) == len(set(settled)) == 3  # each model call paid once, under its own key
+    assert len(settled) == len(set(settled)) == 4  # each model call paid once, under its own key
     assert result.call.cost_usd == pytest.approx(sum(r.cost_usd or 0.0 for r in rows))
     calls = (result.trajectory or {})["calls"]
-    assert [bool(c["tool_calls"]) for c in calls] == [True, True, False]
+    assert [bool(c["tool_calls"]) for c in calls] == [True, True, True, False]
 
 
 def test_a_rerun_answers_the_agents_calls_from_the_journal_and_pays_nothing_twice(

@@ -466,3 +466,19 @@ def test_evaltrack_run_starts_with_the_collector_off_and_turns_it_back_on(
     first, *_ = run_on_two_workers["fork_server_started_with"]
     assert first["collector"] is False
     assert run_on_two_workers["collector_after"] is True
+
+
+def test_import_call_modules_imports_every_module_a_call_imports() -> None:
+    """The agent endpoint readies calls with `import_call_modules`; it must cover `CALL_MODULES` (the
+    fork server's preload list), or an agent's first call pays for an import inside the event loop."""
+    import subprocess
+    import sys
+
+    from eval_assets.providers.gateway import CALL_MODULES
+
+    code = (
+        "import sys; from eval_assets.providers.gateway import import_call_modules; import_call_modules(); "
+        f"print(sorted(m for m in {CALL_MODULES!r} if m not in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stderr

@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import importlib
 import json
 import os
 import secrets
@@ -50,7 +49,7 @@ from eval_assets.agent_worker import load_entrypoint
 from eval_assets.canonical import canonical_json
 from eval_assets.config import Agent, Scenario
 from eval_assets.judging import PolicyCheck, policy_texts
-from eval_assets.providers.gateway import CALL_MODULES, CallSpec
+from eval_assets.providers.gateway import CallSpec, import_call_modules
 from eval_assets.redact import redact
 
 from ._control import AttemptControl, ControlError
@@ -172,8 +171,7 @@ class AgentEndpoint:
                         await self._host.stop()
 
     async def _start(self) -> None:
-        for module in CALL_MODULES:  # imported before any agent waits on a call, not during its first
-            importlib.import_module(module)
+        import_call_modules()  # before any agent waits on a call, not during its first
         self.base_url = await self._host.start(self._app)
 
     def _app(self) -> Any:

@@ -49,6 +49,11 @@ imports lazily at its first call, `_first_call`): a fork server imports these on
 workers it forks do not each import litellm at their first call."""
 
 
+def import_call_modules() -> None:
+    """Import `CALL_MODULES` now, so that no later call pays for them inside an event loop."""
+    from eval_assets.providers import _first_call, sim  # noqa: F401  (the names of CALL_MODULES)
+
+
 @functools.cache
 def litellm_ready() -> ModuleType:
     """litellm, configured (`_litellm.configured_litellm`), with the sim providers registered: what
