@@ -113,9 +113,7 @@ def test_a_probe_started_ahead_runs_beside_the_caller_and_the_gate_takes_its_fin
 
     from eval_assets.gates.dogfood import architecture
 
-    threads: list[
-        threading.Thread
-    ] = []  # the thread of each probe interpreter started (kept alive: distinct)
+    threads: list[threading.Thread] = []  # the thread of each probe interpreter started (kept alive: distinct)
     real_run = architecture.fresh_interpreter
 
     def counted(code, args, cwd, **kwargs):  # type: ignore[no-untyped-def]
@@ -136,9 +134,7 @@ def test_a_probe_started_ahead_runs_beside_the_caller_and_the_gate_takes_its_fin
     assert run(domain_never_imports_dagster, root).findings == outcome.findings and len(threads) == probed
     (root / "eval_assets" / "sneaky.py").write_text(hidden + "# edited\n", encoding="utf-8")
     architecture.start_import_probe(root)  # a new tree, still bringing Dagster in: probed ahead
-    (root / "eval_assets" / "sneaky.py").write_text(
-        "import json\n", encoding="utf-8"
-    )  # changed after the start
+    (root / "eval_assets" / "sneaky.py").write_text("import json\n", encoding="utf-8")  # changed after the start
     assert run(domain_never_imports_dagster, root).passed  # not the findings of the tree probed ahead
     assert len({id(t) for t in threads[probed:]}) == 2  # the new tree's probe, and the gate's own
 
@@ -257,10 +253,7 @@ def tree_copy(root: Path, planted: dict[str, str]) -> Path:
 def test_the_shipped_tree_passes_the_import_graph_gate() -> None:
     outcome = run(import_graph, REPO)
     assert outcome.passed, outcome.findings
-    assert (
-        "no cycle, none up the floors of docs/design.md, no private import across a package boundary"
-        in outcome.message
-    )
+    assert "no cycle, none up the floors of docs/design.md, no private import across a package boundary" in outcome.message
 
 
 def test_an_unchanged_copy_of_the_tree_passes_the_import_graph_gate(tmp_path: Path) -> None:

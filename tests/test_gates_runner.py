@@ -701,9 +701,7 @@ def test_property_draws_started_ahead_run_in_another_interpreter_and_the_gate_ta
     generator = "eval_assets.gates.dogfood.statistics:check_suites"
     predicate = "eval_assets.gates.dogfood.statistics:failed_check_blocks"
     entry = gate("p.ahead", "property", check="eval_assets.gates.drivers:for_all", min_trials=20)
-    write_registry(
-        tmp_path, {"ahead.yaml": {"gates": [{**entry, "generator": generator, "predicate": predicate}]}}
-    )
+    write_registry(tmp_path, {"ahead.yaml": {"gates": [{**entry, "generator": generator, "predicate": predicate}]}})
     calls: list[object] = []
     held = _counted(statistics.failed_check_blocks, calls)  # the registry's predicate, counted here
 

@@ -298,9 +298,7 @@ def test_gates_run_prints_the_rows_and_exits_by_what_blocks() -> None:
     assert both.returncode == 1 and "exactly one of --manifest FILE and --milestone N" in both.stderr
 
 
-def test_the_dagster_canary_project_has_one_two_repeat_scenario_per_judge_and_no_gates(
-    tmp_path: Path,
-) -> None:
+def test_the_dagster_canary_project_has_one_two_repeat_scenario_per_judge_and_no_gates(tmp_path: Path) -> None:
     from eval_assets.cli.no_network import small_project
     from eval_assets.config import load_project
 
