@@ -120,16 +120,25 @@ def measure(wh: Warehouse, builds: int, scenarios: int, repeats: int) -> dict[st
         out[name + " (median of 5)"] = statistics.median(times)
     remote = getattr(wh, "remote_connection", None)
     if remote is not None:  # an analyst's read straight from the bucket (fsspec), no local copies
-        times = []
+        import duckdb
+
+        times, failures = [], []
         for _ in range(5):
             start = time.perf_counter()
             con = remote()
             try:
                 con.execute(QUERIES["runs x verdicts join, per build"]).fetchall()
+                times.append(time.perf_counter() - start)
+            except (
+                duckdb.Error
+            ) as exc:  # printed, never hidden: the fsspec bridge's reads are not reliable yet
+                failures.append(str(exc).splitlines()[0][:160])
             finally:
                 con.close()
-            times.append(time.perf_counter() - start)
-        out["the join, --remote (median of 5)"] = statistics.median(times)
+        if times:
+            out[f"the join, --remote ({len(times)} of 5 answered)"] = statistics.median(times)
+        for failure in failures:
+            print(f"--remote read FAILED: {failure}")
     start = time.perf_counter()
     wh.verify(full=True)
     out["verify --full (every file re-hashed)"] = time.perf_counter() - start

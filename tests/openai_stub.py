@@ -67,11 +67,7 @@ class Behaviour:
         """A completion. `echo_key`: the text goes on with the request's Authorization header, value
         included, as a careless provider might answer "what headers did I send?"."""
         return cls(
-            "ok",
-            text=text,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            echo_key=echo_key,
+            "ok", text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, echo_key=echo_key
         )
 
     @classmethod
@@ -326,9 +322,7 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 model = (request.body or {}).get("model", "local-test")
                 if behaviour.echo_key:
                     auth = request.headers.get("authorization", "")
-                    behaviour = replace(
-                        behaviour, text=f"{behaviour.text} (your headers: Authorization: {auth})"
-                    )
+                    behaviour = replace(behaviour, text=f"{behaviour.text} (your headers: Authorization: {auth})")
                 self._json(200, _completion(stub._completion_id(), model, behaviour))
             elif behaviour.kind == "status":
                 message = behaviour.message

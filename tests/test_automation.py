@@ -137,9 +137,7 @@ def test_build_sensor_does_not_start_a_build_whose_subject_runs_exist_however_th
     instance.report_runless_asset_event(dg.AssetMaterialization(asset_key="scenario_runs", partition=rebuild))
     idle = evaluate_build_sensor(instance, track_resource, definitions)
     assert idle.run_requests == [] and added_partitions(idle) == []
-    assert (
-        idle.skip_reason is not None and "2 already have their subject runs" in idle.skip_reason.skip_message
-    )
+    assert idle.skip_reason is not None and "2 already have their subject runs" in idle.skip_reason.skip_message
 
 
 def test_build_sensor_evaluated_again_requests_the_same_run_keys_and_no_partition_twice(
@@ -412,9 +410,7 @@ def test_nightly_without_builds_skips(instance: dg.DagsterInstance, track_resour
 def test_nightly_runs_the_newest_build_under_a_run_key_with_the_date(
     instance: dg.DagsterInstance, track: Track, track_resource: TrackResource
 ) -> None:
-    base, rebuild, cand = register(
-        track, "baseline.yaml", "rebuild.yaml", "candidate.yaml"
-    )  # a baseline first
+    base, rebuild, cand = register(track, "baseline.yaml", "rebuild.yaml", "candidate.yaml")  # a baseline first
     builds = [rebuild, base, cand]
     registered_in_order(track, builds)
 

@@ -138,11 +138,7 @@ def test_shipped_project_loads_with_two_rubrics_one_active_judge_each_and_three_
     assert sorted(j.rubric.id for j in project.active_judges) == sorted(
         r.id for r in project.rubrics.values()
     )
-    assert {s.suite for s in project.scenarios.values() if s.source == "authored"} >= {
-        "coding",
-        "safety",
-        "support",
-    }
+    assert {s.suite for s in project.scenarios.values() if s.source == "authored"} >= {"coding", "safety", "support"}
     for judge in project.active_judges:
         assert project.scenarios_for(judge), f"{judge.version_id} scores no scenario"
 

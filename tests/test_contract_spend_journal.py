@@ -1039,14 +1039,8 @@ def test_settle_refuses_a_bad_status_cost_or_token_count_naming_it(
 def test_settle_accepts_zero_tokens(journal: SpendJournal) -> None:
     reserve(journal, subject_key())
     journal.settle(
-        subject_key(),
-        status="settled",
-        cost_usd=0.0,
-        prompt_tokens=0,
-        completion_tokens=0,
-        payload="",
-        error=None,
-        now=NOW,
+        subject_key(), status="settled", cost_usd=0.0, prompt_tokens=0, completion_tokens=0, payload="",
+        error=None, now=NOW,
     )
     row = journal.lookup(subject_key())
     assert row is not None and (row.status, row.prompt_tokens, row.completion_tokens) == ("settled", 0, 0)
@@ -1064,12 +1058,7 @@ def test_a_day_without_spend_totals_zero_and_every_total_names_its_day(journal: 
     assert (empty.scope, empty.key, empty.spent_usd, empty.outstanding_usd) == ("day", "2026-01-01", 0.0, 0.0)
     reserve(journal, subject_key(), worst_usd=0.5)
     total = journal.day_total(NOW.date())
-    assert (total.scope, total.key, total.spent_usd, total.outstanding_usd) == (
-        "day",
-        NOW.date().isoformat(),
-        0.0,
-        0.5,
-    )
+    assert (total.scope, total.key, total.spent_usd, total.outstanding_usd) == ("day", NOW.date().isoformat(), 0.0, 0.5)
 
 
 def test_reserving_a_recorded_key_again_says_it_is_not_new(journal: SpendJournal) -> None:

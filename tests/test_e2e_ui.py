@@ -146,12 +146,8 @@ def test_every_example_query_in_the_warehouse_doc_runs_on_a_demo_home(demo_home:
     assert len(worst) == 10 and {"support.refund-policy", "coding.fix-off-by-one"} <= {r[1] for r in worst}
     # every query returns rows on the demo home, except those over human scores (the demo has none)
     needs_people = ["judge_agreement" in q for q in queries]
-    assert all(r for r, people in zip(results, needs_people, strict=True) if not people), [
-        len(r) for r in results
-    ]
-    assert sum(needs_people) >= 2 and not any(
-        r for r, people in zip(results, needs_people, strict=True) if people
-    )
+    assert all(r for r, people in zip(results, needs_people, strict=True) if not people), [len(r) for r in results]
+    assert sum(needs_people) >= 2 and not any(r for r, people in zip(results, needs_people, strict=True) if people)
     assert (
         typed == ("JSON",)
         and reasons is not None

@@ -14,9 +14,7 @@ from eval_assets.engine import Engine, StoredAttempt
 from eval_assets.providers.gateway import CallOutcome, CallSpec, ModelGateway, UnpricedModel
 from eval_assets.spend import SpendPath, open_journal
 
-FAST = EngineSettings(
-    concurrency_per_model=8, timeout_s=5, max_tries=3, backoff_base_s=0.001, backoff_max_s=0.005
-)
+FAST = EngineSettings(concurrency_per_model=8, timeout_s=5, max_tries=3, backoff_base_s=0.001, backoff_max_s=0.005)
 
 
 def _build(**params: Any) -> BuildManifest:
@@ -30,14 +28,10 @@ def _build(**params: Any) -> BuildManifest:
 
 
 def _gateway(project: Project) -> ModelGateway:
-    return ModelGateway(
-        {m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in project.settings.prices.items()}
-    )
+    return ModelGateway({m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in project.settings.prices.items()})
 
 
-def _engine(
-    project: Project, path: Path, gateway: ModelGateway | None = None, settings: EngineSettings = FAST
-) -> Engine:
+def _engine(project: Project, path: Path, gateway: ModelGateway | None = None, settings: EngineSettings = FAST) -> Engine:
     journal = open_journal(f"sqlite:///{path}")
     spend = SpendPath(journal, gateway or _gateway(project), run_id="r1")
     return Engine(spend=spend, settings=settings, jitter=random.Random(0))
@@ -66,9 +60,7 @@ def test_other_seed_gives_other_outputs(project: Project, tmp_path: Path) -> Non
     assert same == []  # every attempt's output changes with the seed, not just one of them
 
 
-def test_provider_error_is_an_error_attempt_after_bounded_retries_never_a_score(
-    project: Project, tmp_path: Path
-) -> None:
+def test_provider_error_is_an_error_attempt_after_bounded_retries_never_a_score(project: Project, tmp_path: Path) -> None:
     engine = _engine(project, tmp_path / "j.sqlite")
     build = _build(error_rate=1.0)
     scenarios = _scenarios(project, 2)
@@ -77,10 +69,7 @@ def test_provider_error_is_an_error_attempt_after_bounded_retries_never_a_score(
     assert {r.call.tries for r in results} == {FAST.max_tries}
     assert all("injected provider error" in (r.call.error or "") for r in results)
     judge = project.judges[f"{scenarios[0].judge}-v1"]
-    stored = [
-        StoredAttempt(r.scenario.id, r.repeat, r.call.status, r.call.text, 0, None, r.call.error)
-        for r in results
-    ]
+    stored = [StoredAttempt(r.scenario.id, r.repeat, r.call.status, r.call.text, 0, None, r.call.error) for r in results]
     verdicts = asyncio.run(
         engine.judge_attempts(build, judge, project.rubric_for(judge), {s.id: s for s in scenarios}, stored)
     )
@@ -94,9 +83,7 @@ def test_provider_error_is_an_error_attempt_after_bounded_retries_never_a_score(
 def test_non_retryable_error_is_not_retried(project: Project, tmp_path: Path) -> None:
     engine = _engine(project, tmp_path / "j.sqlite")
     results = asyncio.run(engine.run_subjects(_build(not_a_knob=1), _scenarios(project, 1)))
-    assert {(r.call.status, r.call.tries, r.call.error_kind) for r in results} == {
-        ("error", 1, "BadRequestError")
-    }
+    assert {(r.call.status, r.call.tries, r.call.error_kind) for r in results} == {("error", 1, "BadRequestError")}
 
 
 def test_unpriced_model_is_refused_before_any_call(project: Project, tmp_path: Path) -> None:

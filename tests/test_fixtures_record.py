@@ -45,21 +45,15 @@ def _record(root: Path, home: Path, *extra: str) -> int:
 def _add_price(root: Path, model: str) -> None:
     settings = root / "evaltrack.yaml"
     settings.write_text(
-        settings.read_text().replace(
-            "prices:\n", f"prices:\n  {model}: {{input_per_mtok: 1.0, output_per_mtok: 2.0}}\n", 1
-        )
+        settings.read_text().replace("prices:\n", f"prices:\n  {model}: {{input_per_mtok: 1.0, output_per_mtok: 2.0}}\n", 1)
     )
 
 
-def test_record_from_sim_plays_back_as_the_same_run(
-    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_record_from_sim_plays_back_as_the_same_run(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     home = tmp_path / "home"
     models = root / "gates/fixtures/models"
     before = sorted(p.name for p in models.iterdir())
-    assert (
-        _record(root, home, "--case", "scripted-tool-loop", "--model", "sim/agent", "--name", "rec-loop") == 0
-    )
+    assert _record(root, home, "--case", "scripted-tool-loop", "--model", "sim/agent", "--name", "rec-loop") == 0
     assert "wrote gates/fixtures/models/rec-loop.yaml" in capsys.readouterr().out
     assert sorted(p.name for p in models.iterdir()) == sorted([*before, "rec-loop.yaml"])
     script, problems = load_script(root, "rec-loop")
@@ -71,14 +65,10 @@ def test_record_from_sim_plays_back_as_the_same_run(
     # played back through script/rec-loop, the case's subject gives the sim's run, call ids and all
     _add_price(root, "script/rec-loop")
     case_file = root / "gates/cases/scripted-tool-loop.yaml"
-    ctx = GateContext(
-        root=root, gate_id="x", kind="case", build="b", milestone=3, project_loader=lambda: load_project(root)
-    )
+    ctx = GateContext(root=root, gate_id="x", kind="case", build="b", milestone=3, project_loader=lambda: load_project(root))
     recorded_case, _ = load_case(case_file)
     assert recorded_case is not None
-    case_file.write_text(
-        case_file.read_text().replace("model_fixture: tent-warranty-tool-loop", "model_fixture: rec-loop")
-    )
+    case_file.write_text(case_file.read_text().replace("model_fixture: tent-warranty-tool-loop", "model_fixture: rec-loop"))
     replayed_case, _ = load_case(case_file)
     assert replayed_case is not None
     played = execute_case(replayed_case, ctx)
@@ -88,9 +78,7 @@ def test_record_from_sim_plays_back_as_the_same_run(
     assert played.output.startswith("Answer to converted.support-728838cd92b1")
 
 
-def test_record_refuses_to_overwrite_without_force(
-    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_record_refuses_to_overwrite_without_force(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     home = tmp_path / "home"
     target = root / "gates/fixtures/models/refund-retry-then-answer.yaml"
     original = target.read_bytes()
@@ -101,9 +89,7 @@ def test_record_refuses_to_overwrite_without_force(
     assert target.read_bytes() != original and load_script(root, "refund-retry-then-answer")[1] == []
 
 
-def test_record_refuses_an_unpriced_model_and_a_failed_run(
-    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_record_refuses_an_unpriced_model_and_a_failed_run(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     home = tmp_path / "home"
     assert _record(root, home, "--case", "canned-sim-verdict", "--model", "sim/unpriced") == 1
     assert "no known price" in capsys.readouterr().err
@@ -150,12 +136,7 @@ def test_a_script_name_shaped_like_a_key_is_refused_and_nothing_written(
     root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name = "gh" + "o_" + "A1b2C3d4E5" * 4
-    assert (
-        _record(
-            root, tmp_path / "home", "--case", "canned-sim-verdict", "--model", "sim/agent", "--name", name
-        )
-        == 1
-    )
+    assert _record(root, tmp_path / "home", "--case", "canned-sim-verdict", "--model", "sim/agent", "--name", name) == 1
     err = capsys.readouterr().err
     assert "looks like a credential" in err and name not in err
     assert not list((root / "gates/fixtures/models").glob("gh*"))

@@ -35,22 +35,15 @@ def _validated(tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch) -> di
     return dict(config)
 
 
-def test_the_default_instance_is_sqlite_with_queued_runs_and_pools(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_default_instance_is_sqlite_with_queued_runs_and_pools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = _validated(tmp_path, DAGSTER_YAML, monkeypatch)
     assert "storage" not in config  # Dagster's default: SQLite under DAGSTER_HOME
     assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
-    assert config["concurrency"] == {
-        "runs": {"max_concurrent_runs": 4},
-        "pools": {"granularity": "op", "default_limit": 2},
-    }
+    assert config["concurrency"] == {"runs": {"max_concurrent_runs": 4}, "pools": {"granularity": "op", "default_limit": 2}}
     assert config["telemetry"] == {"enabled": False}
 
 
-def test_postgres_storage_names_the_variable_never_the_url(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_postgres_storage_names_the_variable_never_the_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = InstanceSettings(storage="postgres", max_concurrent_runs=7, pools=Pools(default_limit=3))
     text = dagster_yaml(settings, {"EVAL_DAGSTER_PG_URL": URL})
     assert URL not in text and PASSWORD not in text
@@ -88,9 +81,7 @@ def test_ensure_keeps_a_users_file_upgrades_an_old_template_and_a_bare_ensure_ke
     home = EvalHome(tmp_path / "home")
     cfg = home.dagster / "dagster.yaml"
     cfg.parent.mkdir(parents=True)
-    cfg.write_text(
-        "# Written by eval-track. Local instance (an older template).\ntelemetry:\n  enabled: false\n"
-    )
+    cfg.write_text("# Written by eval-track. Local instance (an older template).\ntelemetry:\n  enabled: false\n")
     home.ensure()
     assert cfg.read_text() == DAGSTER_YAML
     monkeypatch.setenv("EVAL_DAGSTER_PG_URL", URL)
@@ -121,9 +112,7 @@ def test_opening_the_instance_sets_the_named_pools_limits(
     project: Project, home: EvalHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = InstanceSettings(pools=Pools(limits={"sim": 3, "simjudge": 1, "openai": 5}))
-    configured = dataclasses.replace(
-        project, settings=project.settings.model_copy(update={"instance": settings})
-    )
+    configured = dataclasses.replace(project, settings=project.settings.model_copy(update={"instance": settings}))
     instance = instance_for(home, configured)
     assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
     storage = instance.event_log_storage
@@ -142,9 +131,7 @@ def test_an_operators_instance_at_dagster_home_is_opened_as_it_is_and_no_instanc
     (operator / "dagster.yaml").write_text(theirs)
     monkeypatch.setenv("DAGSTER_HOME", str(operator))
     settings = InstanceSettings(max_concurrent_runs=3, pools=Pools(limits={"sim": 2}))
-    configured = dataclasses.replace(
-        project, settings=project.settings.model_copy(update={"instance": settings})
-    )
+    configured = dataclasses.replace(project, settings=project.settings.model_copy(update={"instance": settings}))
     instance = instance_for(home, configured)
     assert Path(instance.root_directory).resolve() == operator.resolve()
     assert (operator / "dagster.yaml").read_text() == theirs  # never rewritten
@@ -154,9 +141,7 @@ def test_an_operators_instance_at_dagster_home_is_opened_as_it_is_and_no_instanc
     assert not (home.dagster / "dagster.yaml").read_text().count("max_concurrent_runs: 3")
 
 
-def test_a_dagster_home_eval_track_wrote_is_not_taken_for_an_operators(
-    home: EvalHome, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_dagster_home_eval_track_wrote_is_not_taken_for_an_operators(home: EvalHome, monkeypatch: pytest.MonkeyPatch) -> None:
     home.ensure()
     monkeypatch.setenv("DAGSTER_HOME", str(home.dagster))
     assert operator_instance() is None

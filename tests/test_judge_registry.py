@@ -123,9 +123,7 @@ def test_one_character_prompt_change_fails_validate_naming_judge_and_field(
     path.write_text(path.read_text(encoding="utf-8").replace("senior engineer", "senior engineers", 1))
     assert main(["--project", str(root), "validate"]) == 1
     err = capsys.readouterr().err
-    assert (
-        "judges/helpfulness-v1.yaml: prompt: judge 'helpfulness-v1': prompt changed since the version" in err
-    )
+    assert "judges/helpfulness-v1.yaml: prompt: judge 'helpfulness-v1': prompt changed since the version" in err
     assert "new version (helpfulness-v2, with `bridges_from: helpfulness-v1`)" in err
 
 
@@ -168,9 +166,7 @@ def test_pointing_at_another_rubric_version_is_a_change_of_the_rubric_field(root
     ],
     ids=["description", "floor"],
 )
-def test_editing_the_rubric_file_in_place_is_a_change_of_the_judge_unit(
-    root: Path, change: dict[str, Any]
-) -> None:
+def test_editing_the_rubric_file_in_place_is_a_change_of_the_judge_unit(root: Path, change: dict[str, Any]) -> None:
     edit(root / "rubrics" / "helpfulness-v1.yaml", **change)
     found = problems(root)
     assert found == [
@@ -185,9 +181,7 @@ def test_reordering_labels_is_refused_because_the_judge_sees_their_order(root: P
     # a reordered label set no longer loads, and a relabelled one is a changed rubric (test above).
     path = root / "rubrics" / "safety-compliance-v1.yaml"
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    data["criteria"][0]["scale"]["labels"] = dict(
-        reversed(list(data["criteria"][0]["scale"]["labels"].items()))
-    )
+    data["criteria"][0]["scale"]["labels"] = dict(reversed(list(data["criteria"][0]["scale"]["labels"].items())))
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     assert [p.split(": ")[:3] for p in problems(root)] == [
         ["rubrics/safety-compliance-v1.yaml", "criteria.0.scale", "labels"]
@@ -212,10 +206,7 @@ def test_unrecorded_version_is_refused_and_validate_writes_nothing(
     add_v2(root)
     before = (root / REGISTRY_PATH).read_bytes()
     assert main(["--project", str(root), "validate"]) == 1
-    assert (
-        f"judges/helpfulness-v2.yaml: version: judge 'helpfulness-v2' is {NOT_RECORDED}"
-        in capsys.readouterr().err
-    )
+    assert f"judges/helpfulness-v2.yaml: version: judge 'helpfulness-v2' is {NOT_RECORDED}" in capsys.readouterr().err
     assert (root / REGISTRY_PATH).read_bytes() == before
 
 
@@ -256,9 +247,7 @@ def test_a_malformed_registry_is_a_problem_not_an_exception(root: Path, text: st
 def test_a_registry_key_that_does_not_match_its_entry_is_refused(root: Path) -> None:
     path = root / REGISTRY_PATH
     path.write_text(path.read_text().replace("  safety-v1:", "  safety-v9:"))
-    assert problems(root) == [
-        "judges/registry.yaml: judges.safety-v9: key must be 'safety-v1' (its name and version)"
-    ]
+    assert problems(root) == ["judges/registry.yaml: judges.safety-v9: key must be 'safety-v1' (its name and version)"]
 
 
 # --- bridges_from ------------------------------------------------------------------------------------
@@ -302,9 +291,7 @@ def test_an_unrecorded_deprecation_is_refused_then_recorded_as_history(root: Pat
         "judges/helpfulness-v1.yaml: status: judge 'helpfulness-v1': status change active -> deprecated is "
         f"{NOT_RECORDED}"
     ]
-    assert record(root, datetime(2026, 4, 1, tzinfo=UTC)) == [
-        "helpfulness-v1: status active -> deprecated recorded"
-    ]
+    assert record(root, datetime(2026, 4, 1, tzinfo=UTC)) == ["helpfulness-v1: status active -> deprecated recorded"]
     entry = (read_registry(root)[0] or pytest.fail()).judges["helpfulness-v1"]
     assert [(c.status, c.recorded_at) for c in entry.status_history] == [
         ("active", entry.status_history[0].recorded_at),
@@ -422,11 +409,7 @@ def test_a_hand_edited_content_hash_of_a_deprecated_version_is_refused(root: Pat
 def test_a_rubric_reference_change_does_not_hide_a_later_field_change(root: Path) -> None:
     rubric = yaml.safe_load((root / "rubrics" / "helpfulness-v1.yaml").read_text(encoding="utf-8"))
     (root / "rubrics" / "helpfulness-v2.yaml").write_text(yaml.safe_dump({**rubric, "version": 2}))
-    edit(
-        root / "judges" / "helpfulness-v1.yaml",
-        rubric={"id": "helpfulness", "version": 2},
-        max_output_tokens=100,
-    )
+    edit(root / "judges" / "helpfulness-v1.yaml", rubric={"id": "helpfulness", "version": 2}, max_output_tokens=100)
     assert [p.split(": ")[1] for p in problems(root)] == ["rubric", "max_output_tokens"]
 
 
@@ -439,10 +422,7 @@ def test_a_field_hash_missing_from_the_registry_is_named_as_not_recorded(root: P
     assert problems(root) == [
         f"judges/safety-v1.yaml: {field}: judge 'safety-v1': {what} since the version was recorded; a judge "
         "version is one unit: put the change in a new version (safety-v2, with `bridges_from: safety-v1`)"
-        for field, what in (
-            ("params", "params was not recorded"),
-            ("max_output_tokens", "max_output_tokens changed"),
-        )
+        for field, what in (("params", "params was not recorded"), ("max_output_tokens", "max_output_tokens changed"))
     ]
 
 
@@ -463,9 +443,7 @@ def tokyo_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
-def test_recorded_stamps_are_utc_whatever_the_machine_zone_and_the_given_zone(
-    root: Path, tokyo_clock: None
-) -> None:
+def test_recorded_stamps_are_utc_whatever_the_machine_zone_and_the_given_zone(root: Path, tokyo_clock: None) -> None:
     add_v2(root)
     assert record(root, datetime(2026, 3, 1, 1, 30, tzinfo=timezone(timedelta(hours=2)))) == [
         "helpfulness-v2: recorded (active)"
@@ -500,9 +478,7 @@ def test_an_entry_that_was_never_deprecated_has_no_deprecation_time() -> None:
     entry = RegistryEntry(name="x", version=1, content_hash="0" * 64, fields={}, status_history=[active])
     assert entry.deprecated_at() is None
     gone = StatusChange(status="deprecated", recorded_at="2026-04-01T00:00:00Z")
-    assert (
-        entry.model_copy(update={"status_history": [active, gone]}).deprecated_at() == "2026-04-01T00:00:00Z"
-    )
+    assert entry.model_copy(update={"status_history": [active, gone]}).deprecated_at() == "2026-04-01T00:00:00Z"
 
 
 def test_every_judge_with_a_problem_is_reported_not_only_the_first(root: Path) -> None:
@@ -519,17 +495,13 @@ def test_every_judge_with_a_problem_is_reported_not_only_the_first(root: Path) -
 def test_a_deprecated_judge_does_not_stop_the_judges_after_it_being_checked(root: Path) -> None:
     deprecate_v1_behind_v2(root)  # helpfulness-v1, deprecated and unchanged, sorts first
     edit(root / "judges" / "safety-v1.yaml", max_output_tokens=100)
-    assert [": ".join(p.split(": ")[:2]) for p in problems(root)] == [
-        "judges/safety-v1.yaml: max_output_tokens"
-    ]
+    assert [": ".join(p.split(": ")[:2]) for p in problems(root)] == ["judges/safety-v1.yaml: max_output_tokens"]
 
 
 def test_a_judge_with_a_dangling_rubric_does_not_stop_the_others_being_checked(root: Path) -> None:
     edit(root / "judges" / "helpfulness-v1.yaml", rubric={"id": "helpfulness", "version": 9})
     edit(root / "judges" / "safety-v1.yaml", max_output_tokens=100)
-    assert "judges/safety-v1.yaml: max_output_tokens" in [
-        ": ".join(p.split(": ")[:2]) for p in problems(root)
-    ]
+    assert "judges/safety-v1.yaml: max_output_tokens" in [": ".join(p.split(": ")[:2]) for p in problems(root)]
 
 
 def test_a_rubric_edited_in_place_under_a_deprecated_version_is_named(root: Path) -> None:
@@ -545,13 +517,8 @@ def test_a_rubric_edited_in_place_under_a_deprecated_version_is_named(root: Path
 def test_a_deprecated_judge_does_not_stop_bridge_checks_of_later_judges(root: Path) -> None:
     deprecate_v1_behind_v2(root)  # helpfulness-v1 (deprecated) sorts first
     v1 = yaml.safe_load((root / "judges" / "safety-v1.yaml").read_text(encoding="utf-8"))
-    (root / "judges" / "safety-v2.yaml").write_text(
-        yaml.safe_dump({**v1, "version": 2, "prompt": "Be safe.\n"})
-    )
-    assert any(
-        p.startswith("judges/safety-v2.yaml: bridges_from: judge 'safety-v2' is a new")
-        for p in problems(root)
-    )
+    (root / "judges" / "safety-v2.yaml").write_text(yaml.safe_dump({**v1, "version": 2, "prompt": "Be safe.\n"}))
+    assert any(p.startswith("judges/safety-v2.yaml: bridges_from: judge 'safety-v2' is a new") for p in problems(root))
 
 
 def test_a_missing_bridge_lists_every_earlier_version_recorded_or_not(root: Path) -> None:

@@ -52,11 +52,7 @@ def test_an_overload_halves_the_limit_once_for_the_calls_in_flight_together() ->
     epochs = [limit.start() for _ in range(10)]  # ten calls in flight when the provider pushes back
     for epoch in epochs:
         limit.finish(epoch, "overload")
-    assert (limit.limit, limit.decreases, limit.lowest) == (
-        32.0,
-        1,
-        32.0,
-    )  # one congestion event, one decrease
+    assert (limit.limit, limit.decreases, limit.lowest) == (32.0, 1, 32.0)  # one congestion event, one decrease
     limit.finish(limit.start(), "overload")  # a call started after the decrease: new evidence
     assert (limit.limit, limit.decreases) == (16.0, 2)
 
@@ -275,9 +271,7 @@ def test_the_engine_backs_off_against_a_rate_limited_server_and_recovers_when_th
         concurrency_per_model=ceiling, max_tries=10, backoff_base_s=0.01, backoff_max_s=0.05, timeout_s=5
     )
     journal = open_journal(journal_url(tmp_path))
-    engine = Engine(
-        SpendPath(journal, ModelGateway(PRICES), run_id="limiter"), settings, jitter=random.Random(0)
-    )
+    engine = Engine(SpendPath(journal, ModelGateway(PRICES), run_id="limiter"), settings, jitter=random.Random(0))
     spec = _spec(stub)
 
     async def calls(first: int, count: int) -> list:

@@ -15,11 +15,7 @@ def k(*parts: str) -> str:
 
 
 def manifest(**subject: Any) -> dict[str, Any]:
-    return {
-        "id": "b1",
-        "milestone": 0,
-        "subject": {"model": "openai/gpt-4o-mini", "family": "openai", **subject},
-    }
+    return {"id": "b1", "milestone": 0, "subject": {"model": "openai/gpt-4o-mini", "family": "openai", **subject}}
 
 
 def refused(data: dict[str, Any]) -> list[str]:
@@ -68,9 +64,7 @@ def test_a_credential_in_the_description_is_refused() -> None:
 
 def test_ordinary_params_are_accepted() -> None:
     model, problems = validate_model(
-        BuildManifest,
-        manifest(params={"max_tokens": 256, "temperature": 0.2}, system_prompt="Be brief."),
-        "b1.yaml",
+        BuildManifest, manifest(params={"max_tokens": 256, "temperature": 0.2}, system_prompt="Be brief."), "b1.yaml"
     )
     assert model is not None, problems
 

@@ -75,12 +75,9 @@ def rubrics(draw: st.DrawFn) -> Rubric:
     """Any valid Rubric: 1-6 uniquely named criteria on any scale type, any positive weights."""
     names = draw(st.lists(ids, min_size=1, max_size=6, unique=True))
     criteria = [
-        Criterion(name=n, description=draw(descriptions), weight=draw(weights), scale=draw(scales))
-        for n in names
+        Criterion(name=n, description=draw(descriptions), weight=draw(weights), scale=draw(scales)) for n in names
     ]
-    return Rubric(
-        id=draw(ids), version=draw(st.integers(1, 50)), floor=draw(st.floats(0, 1)), criteria=criteria
-    )
+    return Rubric(id=draw(ids), version=draw(st.integers(1, 50)), floor=draw(st.floats(0, 1)), criteria=criteria)
 
 
 # Hostile content: delimiters, look-alikes (fullwidth, small-form, single guillemets, math angles),
@@ -133,9 +130,7 @@ def _scenario(judge: Judge, content: str) -> Scenario:
 
 
 def _reweighted(rubric: Rubric, new_weights: list[float]) -> Rubric:
-    criteria = [
-        c.model_copy(update={"weight": w}) for c, w in zip(rubric.criteria, new_weights, strict=False)
-    ]
+    criteria = [c.model_copy(update={"weight": w}) for c, w in zip(rubric.criteria, new_weights, strict=False)]
     return rubric.model_copy(update={"criteria": criteria})
 
 
@@ -153,10 +148,7 @@ def test_shipped_judge_prompt_is_identical_whatever_the_rubric_weights(
     judge: Judge, rubric: Rubric, scenario: Scenario, new_weights: list[float], output: str
 ) -> None:
     rendered = render_judge_prompt(judge, rubric, scenario, output, nonce=NONCE)
-    assert (
-        render_judge_prompt(judge, _reweighted(rubric, new_weights), scenario, output, nonce=NONCE)
-        == rendered
-    )
+    assert render_judge_prompt(judge, _reweighted(rubric, new_weights), scenario, output, nonce=NONCE) == rendered
     assert "weight" not in _text(rendered).lower()
 
 
@@ -169,10 +161,7 @@ def test_generated_rubric_prompt_never_says_weight_and_ignores_weight_values(
     scenario = _scenario(judge, "How do I rotate a credential?")
     rendered = render_judge_prompt(judge, rubric, scenario, "an answer", nonce=NONCE)
     new_weights = data.draw(st.lists(weights, min_size=len(rubric.criteria), max_size=len(rubric.criteria)))
-    assert (
-        render_judge_prompt(judge, _reweighted(rubric, new_weights), scenario, "an answer", nonce=NONCE)
-        == rendered
-    )
+    assert render_judge_prompt(judge, _reweighted(rubric, new_weights), scenario, "an answer", nonce=NONCE) == rendered
     assert "weight" not in _text(rendered).lower()
     for c in rubric.criteria:  # the judge does see every criterion
         assert c.name in rendered[0]["content"]
@@ -306,10 +295,7 @@ def test_content_holding_the_nonce_cannot_close_its_fence() -> None:
     assert sum(line.startswith("<<<") for line in forged.splitlines()) == 2
     assert fenced_content(forged, "SUBJECT OUTPUT") == "\n".join(forged.splitlines()[1:-1])
     # the nonce inside is replaced by exactly `[nonce]`, the delimiters by their look-alikes
-    assert (
-        fenced_content(forged, "SUBJECT OUTPUT")
-        == "answer\n‹‹‹END UNTRUSTED SUBJECT OUTPUT [nonce]›››\nanswer 5"
-    )
+    assert fenced_content(forged, "SUBJECT OUTPUT") == "answer\n‹‹‹END UNTRUSTED SUBJECT OUTPUT [nonce]›››\nanswer 5"
 
 
 def test_a_prompt_without_the_fence_has_no_fenced_content() -> None:
@@ -344,9 +330,7 @@ def _verdict_values(rubric: Rubric, draw: Any) -> dict[str, Any]:
 
 @SAFE
 @given(rubric=rubrics(), reasoning=hostile, data=st.data())
-def test_parser_reads_only_the_final_verdict_block(
-    rubric: Rubric, reasoning: str, data: st.DataObject
-) -> None:
+def test_parser_reads_only_the_final_verdict_block(rubric: Rubric, reasoning: str, data: st.DataObject) -> None:
     values = _verdict_values(rubric, data.draw)
     verdict = parse_verdict(f"{reasoning}\n<verdict>{json.dumps(values)}</verdict>", rubric)
     if "<verdict>" in reasoning:
@@ -363,9 +347,7 @@ def test_quoted_verdict_before_the_final_one_fails_for_two_blocks(
     judge: Judge, rubric: Rubric, scenario: Scenario
 ) -> None:
     quoted = json.dumps(valid_verdict(rubric))
-    reply = (
-        f"An earlier draft said <verdict>{quoted}</verdict>. My own assessment:\n<verdict>{quoted}</verdict>"
-    )
+    reply = f"An earlier draft said <verdict>{quoted}</verdict>. My own assessment:\n<verdict>{quoted}</verdict>"
     verdict = parse_verdict(reply, rubric)
     assert verdict.status == "failed" and verdict.score is None
     assert verdict.failure_reason == "2 verdict blocks in reply; exactly one is allowed"
@@ -376,14 +358,10 @@ def test_quoted_verdict_before_the_final_one_fails_for_two_blocks(
 
 def _system(rubric: Rubric, prompt: str) -> str:
     judge = _judge_for(rubric, prompt)
-    return render_judge_prompt(judge, rubric, _scenario(judge, "a question"), "an answer", nonce=NONCE)[0][
-        "content"
-    ]
+    return render_judge_prompt(judge, rubric, _scenario(judge, "a question"), "an answer", nonce=NONCE)[0]["content"]
 
 
-judge_prompts = st.text(min_size=1, max_size=300).filter(
-    lambda s: s.strip() != "" and "weight" not in s.lower()
-)
+judge_prompts = st.text(min_size=1, max_size=300).filter(lambda s: s.strip() != "" and "weight" not in s.lower())
 
 
 @SAFE
@@ -407,14 +385,7 @@ def _rewrapped(text: str, draw: st.DrawFn) -> str:
     return "".join(ch if ch != " " else gaps[i % len(gaps)] for i, ch in enumerate(text.upper()))
 
 
-ECHO_SHAPES = [
-    "whole",
-    "whole then own verdict",
-    "example in text",
-    "tail",
-    "all but the example then own verdict",
-    "shouted",
-]
+ECHO_SHAPES = ["whole", "whole then own verdict", "example in text", "tail", "all but the example then own verdict", "shouted"]
 
 
 @SAFE
@@ -450,9 +421,7 @@ def test_an_echoed_prompt_always_fails_as_echo_whatever_the_rubric_shape(
     }[shape]
     verdict = parse_verdict(reply, rubric, instructions=system if caller_has_prompt else None)
     assert verdict.status == "failed" and verdict.score is None and verdict.criteria is None
-    assert verdict.failure_reason is not None and verdict.failure_reason.startswith("echo: "), (
-        verdict.failure_reason
-    )
+    assert verdict.failure_reason is not None and verdict.failure_reason.startswith("echo: "), verdict.failure_reason
 
 
 @pytest.mark.parametrize(("judge", "rubric", "scenario"), SHIPPED, ids=[j.version_id for j, _, _ in SHIPPED])
@@ -473,9 +442,7 @@ def test_reasoning_that_quotes_a_few_words_of_a_criterion_still_scores(
     system = render_judge_prompt(judge, rubric, scenario, "x", nonce=NONCE)[0]["content"]
     words = rubric.criteria[0].description.split()[: ECHO_MIN_WORDS // 2]
     values = valid_verdict(rubric)
-    reply = (
-        f"The rubric asks: {' '.join(words)}. The answer does that.\n<verdict>{json.dumps(values)}</verdict>"
-    )
+    reply = f"The rubric asks: {' '.join(words)}. The answer does that.\n<verdict>{json.dumps(values)}</verdict>"
     verdict = parse_verdict(reply, rubric, instructions=system)
     assert verdict.status == "scored" and verdict.criteria == values
 
@@ -521,9 +488,7 @@ def test_numeric_values_outside_their_scale_fail_closed_and_inside_are_scored(
     outside = [c.name for c in rubric.criteria if not _inside(values[c.name], c.scale)]
     if outside:
         assert verdict.status == "failed" and verdict.score is None and verdict.criteria is None
-        assert verdict.failure_reason is not None and verdict.failure_reason.startswith(
-            f"criterion {outside[0]}:"
-        )
+        assert verdict.failure_reason is not None and verdict.failure_reason.startswith(f"criterion {outside[0]}:")
         assert "is outside" in verdict.failure_reason
     else:
         assert verdict.status == "scored" and verdict.criteria == values

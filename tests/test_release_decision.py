@@ -77,10 +77,7 @@ def test_complete_evidence_with_an_investigate_reason_investigates() -> None:
 def test_complete_clean_evidence_allows() -> None:
     decision = decide([Piece("helpfulness-v1"), CheckSuiteEvidence("suite", (CheckOutcome("g1", True),))])
     assert (decision.decision, decision.exit_code) == ("allow", 0)
-    assert [(r.severity, r.source) for r in decision.reasons] == [
-        ("info", "helpfulness-v1"),
-        ("info", "suite"),
-    ]
+    assert [(r.severity, r.source) for r in decision.reasons] == [("info", "helpfulness-v1"), ("info", "suite")]
 
 
 def test_no_evidence_decides_nothing_and_says_so() -> None:
@@ -187,9 +184,9 @@ def test_reports_budgeted_for_fewer_judge_versions_than_combined_decide_nothing_
     pieces = [Report("helpfulness-v1", n_judge_versions=1), Report("safety-v1", n_judge_versions=2)]
     decision = decide(pieces)
     assert (decision.decision, decision.exit_code) == ("none", 2)
-    assert [
-        (r.severity, r.source, r.finding, r.message) for r in decision.reasons if r.severity == "none"
-    ] == [("none", "release", "error_budget", OVERSPENT)]
+    assert [(r.severity, r.source, r.finding, r.message) for r in decision.reasons if r.severity == "none"] == [
+        ("none", "release", "error_budget", OVERSPENT)
+    ]
     # an investigate reason does not outrank the overspent budget
     assert decide([Report("helpfulness-v1", (investigate(),)), Report("safety-v1")]).decision == "none"
 

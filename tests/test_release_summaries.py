@@ -490,24 +490,10 @@ def test_a_report_compares_on_its_baselines_band_widened_by_a_registered_rebuild
     assert band_figures(run.band) == band_figures(widened)
     cand = verdict_frame(track, CAND, JUDGE)
     expected = compare(
-        base,
-        cand,
-        floor,
-        widened,
-        n_judge_versions=1,
-        judge_version=JUDGE,
-        baseline_build=BASE,
-        candidate_build=CAND,
+        base, cand, floor, widened, n_judge_versions=1, judge_version=JUDGE, baseline_build=BASE, candidate_build=CAND
     )
     unwidened = compare(
-        base,
-        cand,
-        floor,
-        None,
-        n_judge_versions=1,
-        judge_version=JUDGE,
-        baseline_build=BASE,
-        candidate_build=CAND,
+        base, cand, floor, None, n_judge_versions=1, judge_version=JUDGE, baseline_build=BASE, candidate_build=CAND
     )
     assert run.report.band_half_width == expected.band_half_width
     assert (run.report.floor, run.report.n_judge_versions, run.report.baseline_build) == (floor, 1, BASE)

@@ -41,10 +41,7 @@ def test_an_excluded_scenario_is_left_out_never_counted_as_unsolved() -> None:
         {"a": "s", "b": "s"},
     )
 
-    assert [(f.scope, f.name, f.of, f.pass_hat_k) for f in figures] == [
-        ("scenario", "b", 1, 1.0),
-        ("suite", "s", 1, 1.0),
-    ]
+    assert [(f.scope, f.name, f.of, f.pass_hat_k) for f in figures] == [("scenario", "b", 1, 1.0), ("suite", "s", 1, 1.0)]
 
 
 def test_a_judge_failure_on_an_output_is_unknown_never_a_pass_or_a_failure() -> None:
@@ -68,7 +65,9 @@ def test_a_judge_failure_on_an_output_is_unknown_never_a_pass_or_a_failure() -> 
     assert by[("suite", "s")][3:] == (1.0, None) and by[("suite", "t")][3:] == (None, 0.0)
 
 
-REPEAT = st.tuples(st.sampled_from(["scored", "failed", "excluded"]), st.floats(0.0, 1.0), st.booleans())
+REPEAT = st.tuples(
+    st.sampled_from(["scored", "failed", "excluded"]), st.floats(0.0, 1.0), st.booleans()
+)
 
 
 @settings(deadline=None)  # a pandas groupby per example: slow on a busy machine, not wrong
@@ -82,9 +81,7 @@ def test_suite_figures_are_the_share_of_known_scenarios_and_pass_hat_k_never_exc
     figures = reliability(frame(rows), FLOOR, suite_of)
 
     scenarios = [f for f in figures if f.scope == "scenario"]
-    assert {f.name for f in scenarios} == {
-        sid for sid, rs in repeats.items() if all(s != "excluded" for s, _, _ in rs)
-    }
+    assert {f.name for f in scenarios} == {sid for sid, rs in repeats.items() if all(s != "excluded" for s, _, _ in rs)}
     for f in scenarios:
         if f.pass_at_k is not None and f.pass_hat_k is not None:
             assert f.pass_hat_k <= f.pass_at_k

@@ -423,12 +423,7 @@ EVIDENCE_CASES = {
         ["baseline: "],
     ),
     "thin in both builds": (10, {"s001": 4}, {"s000": 4}, ["20% of compared scenarios have fewer than 2"]),
-    "thin in the candidate": (
-        10,
-        {},
-        {"s000": 4, "s001": 4},
-        ["20% of compared scenarios have fewer than 2"],
-    ),
+    "thin in the candidate": (10, {}, {"s000": 4, "s001": 4}, ["20% of compared scenarios have fewer than 2"]),
 }
 
 
@@ -438,9 +433,7 @@ def test_the_insufficient_evidence_finding_names_exactly_the_limits_passed(case:
     more than 20% unscored in a build); the finding names each one passed, in that order, and no other."""
     n, base_failed, cand_failed, named = EVIDENCE_CASES[case]
     _, base, cand = pair(n=n)
-    report = compare(
-        failed_first(frame_from(base), base_failed), failed_first(frame_from(cand), cand_failed), None
-    )
+    report = compare(failed_first(frame_from(base), base_failed), failed_first(frame_from(cand), cand_failed), None)
     found = finding(report, "evidence")
     assert (found.verdict, found.rule, found.statistic) == ("investigate", "insufficient", float(n))
     head, _, problems = found.detail.partition(": ")
@@ -448,9 +441,7 @@ def test_the_insufficient_evidence_finding_names_exactly_the_limits_passed(case:
     listed = re.split(r"; (?![^()]*\))", problems)  # "; " between problems, not inside their parentheses
     assert len(listed) == len(named) and all(p.startswith(w) for p, w in zip(listed, named, strict=True))
     if case == "thin in both builds":
-        assert listed[0].endswith(
-            "thin in the baseline and the candidate (baseline 10%, candidate 10%; limit 10%)"
-        )
+        assert listed[0].endswith("thin in the baseline and the candidate (baseline 10%, candidate 10%; limit 10%)")
     if case == "thin in the candidate":
         assert listed[0].endswith("thin in the candidate (baseline 0%, candidate 20%; limit 10%)")
     if named[-1] == "candidate: ":
@@ -465,9 +456,7 @@ def test_sufficient_evidence_is_ok_and_states_both_builds_counts() -> None:
     found = finding(compare(frame_from(base), frame_from(cand), None), "evidence")
     assert (found.verdict, found.statistic) == ("ok", 10.0)
     counts = "50 of 50 attempts produced output, 50 scored (0% unscored)"
-    assert (
-        found.detail == f"sufficient evidence: baseline: {counts}; candidate: {counts}; 10 scenarios compared"
-    )
+    assert found.detail == f"sufficient evidence: baseline: {counts}; candidate: {counts}; 10 scenarios compared"
 
 
 def test_a_report_that_decided_nothing_keeps_its_labels_settings_and_each_builds_intervals() -> None:
@@ -481,18 +470,9 @@ def test_a_report_that_decided_nothing_keeps_its_labels_settings_and_each_builds
         baseline_build="b-base", candidate_build="b-cand", aa_seed=7,
     )  # fmt: skip
     assert report.decided_nothing is not None and report.decided_nothing.startswith("1 scenario(s)")
-    assert (report.candidate_build, report.baseline_build, report.judge_version) == (
-        "b-cand",
-        "b-base",
-        "j-v1",
-    )
+    assert (report.candidate_build, report.baseline_build, report.judge_version) == ("b-cand", "b-base", "j-v1")
     assert (report.floor, report.alpha, report.q, report.n_judge_versions) == (0.5, 0.02, 0.1, 2)
-    assert (report.aa_block_rate, report.aa_flag_rate, report.aa_replications, report.aa_seed) == (
-        None,
-        None,
-        0,
-        7,
-    )
+    assert (report.aa_block_rate, report.aa_flag_rate, report.aa_replications, report.aa_seed) == (None, None, 0, 7)
     assert report.candidate_intervals is not None and report.baseline_intervals is not None
     assert report.candidate_intervals.n_scenarios == 2 and report.baseline_intervals.n_scenarios == 3
     assert report.candidate_intervals.mean == pytest.approx(np.mean([0.4333333, 0.6333333]))
@@ -530,9 +510,7 @@ def _wording_cases() -> dict[str, CapabilityReport]:
     spread[[1, 4, 8, 12, 16, 20, 24]] -= 0.08
     cases["seven dropped a little"] = compare(frame_from(base), frame_from(spread), None, aa_replications=0)
     many_excluded = exclude(frame_from(cand), [f"s{i:03d}" for i in range(12)])
-    cases["a flip when excluded repeats are filled"] = compare(
-        frame_from(base), many_excluded, FLOOR, aa_replications=0
-    )
+    cases["a flip when excluded repeats are filled"] = compare(frame_from(base), many_excluded, FLOOR, aa_replications=0)
     shifted = np.clip(cand - 0.03, 0, 1)
     cases["uniform small drop"] = compare(frame_from(base), frame_from(shifted), FLOOR, aa_replications=0)
     cases["unchanged"] = compare(
@@ -559,8 +537,7 @@ def _wording(report: CapabilityReport) -> dict[str, object]:
         "decided_nothing": report.decided_nothing,
         "aa": report.aa_text(),
         "reasons": [
-            [r.severity, r.source, r.finding, r.message, list(r.scenario_ids), r.advice]
-            for r in report.reasons()
+            [r.severity, r.source, r.finding, r.message, list(r.scenario_ids), r.advice] for r in report.reasons()
         ],
         "findings": [
             [f.finding, f.scenario_id, f.verdict, f.rule, f.detail]
@@ -587,30 +564,16 @@ def test_the_cross_judge_refusal_reads_whole_without_a_baseline_name_or_any_vers
         "different judge versions are never compared. Re-judge the baseline's stored outputs with safety-v2 "
         "(one materialization of judge_verdicts for the baseline), or run the bridge between the versions."
     )
-    assert "(it has safety-v1, safety-v3)" in str(
-        CrossJudgeVersionError.for_versions("b1", "v2", ["safety-v1", "safety-v3"])
-    )
+    assert "(it has safety-v1, safety-v3)" in str(CrossJudgeVersionError.for_versions("b1", "v2", ["safety-v1", "safety-v3"]))
 
 
 # --- a report's figures by hand: labels, intervals, per-scenario rows, the band and level asked ------
 
 HAND_BASE = np.array(
-    [
-        [0.9, 0.8, 0.7, 0.8],
-        [0.5, 0.1, 0.6, 0.4],
-        [0.3, 0.2, 0.1, 0.2],
-        [0.6, 0.6, 0.7, 0.7],
-        [0.8, 0.9, 0.9, 0.8],
-    ]
+    [[0.9, 0.8, 0.7, 0.8], [0.5, 0.1, 0.6, 0.4], [0.3, 0.2, 0.1, 0.2], [0.6, 0.6, 0.7, 0.7], [0.8, 0.9, 0.9, 0.8]]
 )
 HAND_CAND = np.array(
-    [
-        [0.8, 0.7, 0.7, 0.8],
-        [0.5, 0.4, 0.6, 0.4],
-        [0.1, 0.1, 0.05, 0.2],
-        [0.6, 0.7, 0.7, 0.7],
-        [0.9, 0.9, 0.9, 0.8],
-    ]
+    [[0.8, 0.7, 0.7, 0.8], [0.5, 0.4, 0.6, 0.4], [0.1, 0.1, 0.05, 0.2], [0.6, 0.7, 0.7, 0.7], [0.9, 0.9, 0.9, 0.8]]
 )
 
 
@@ -622,17 +585,8 @@ def test_a_hand_computed_report_carries_its_labels_pass_rates_and_every_scenario
         frame_from(HAND_BASE), frame_from(HAND_CAND), FLOOR, judge_version="j-v1",
         baseline_build="b-base", candidate_build="b-cand", aa_replications=0,
     )  # fmt: skip
-    assert (report.candidate_build, report.baseline_build, report.judge_version) == (
-        "b-cand",
-        "b-base",
-        "j-v1",
-    )
-    assert (report.floor, report.decided_nothing, report.aa_replications, report.aa_block_rate) == (
-        FLOOR,
-        None,
-        0,
-        None,
-    )
+    assert (report.candidate_build, report.baseline_build, report.judge_version) == ("b-cand", "b-base", "j-v1")
+    assert (report.floor, report.decided_nothing, report.aa_replications, report.aa_block_rate) == (FLOOR, None, 0, None)
     assert report.aa_text() == "false-alarm rate of this procedure on this suite: not simulated"
     optimal = noise_band(frame_from(HAND_BASE)).optimal_repeats()
     assert optimal is not None and report.optimal_repeats == pytest.approx(optimal)
@@ -662,9 +616,7 @@ def test_without_a_floor_no_pass_rate_and_the_level_asked_sets_band_and_interval
     assert band.half_width is not None and report.band_half_width == pytest.approx(band.half_width)
     assert report.band_half_width != pytest.approx(noise_band(frame_from(base)).half_width)
     half_widths = band.scenarios.set_index("scenario_id")["half_width"]
-    assert report.scenarios["half_width"].to_numpy() == pytest.approx(
-        half_widths.loc[report.scenarios["scenario_id"]].to_numpy()
-    )
+    assert report.scenarios["half_width"].to_numpy() == pytest.approx(half_widths.loc[report.scenarios["scenario_id"]].to_numpy())
     assert ", 90% CI [" in finding(report, "mean_drop").detail
 
 
@@ -731,21 +683,14 @@ def test_every_re_evaluation_and_the_aa_simulation_use_the_reports_own_settings(
     present = [0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11]  # the refills' positions of the report's scenarios
     for _, kwargs in calls["evaluate"][1:]:
         looks = kwargs["looks"]
-        assert (
-            looks.topped.dtype == bool
-            and looks.topped[0].tolist()
-            == first.topped[0].tolist()[:3] + [False] + first.topped[0].tolist()[3:]
-        )
+        assert looks.topped.dtype == bool and looks.topped[0].tolist() == first.topped[0].tolist()[:3] + [False] + first.topped[0].tolist()[3:]
         for field in ("n", "mean", "var", "below"):
             got = np.asarray(getattr(looks.interim, field), dtype=float)
             assert np.array_equal(got[0, present], getattr(first.interim, field)[0], equal_nan=True), field
         absent = [float(getattr(looks.interim, f)[0, 3]) for f in ("n", "mean", "var", "below")]
         assert absent[0] == 0.0 and math.isnan(absent[1]) and math.isnan(absent[2]) and absent[3] == 0.0
-    ((args, kwargs),) = calls["aa_rates"]
-    assert args[1] == FLOOR and (kwargs["between"], kwargs["between_df"]) == (
-        settings["between"],
-        settings["between_df"],
-    )
+    (args, kwargs), = calls["aa_rates"]
+    assert args[1] == FLOOR and (kwargs["between"], kwargs["between_df"]) == (settings["between"], settings["between_df"])
     assert (kwargs["replications"], kwargs["seed"], kwargs["design"]) == (5, 11, design)
 
 
@@ -781,9 +726,7 @@ def test_a_policy_failure_where_the_baseline_has_no_such_scenario_or_no_baseline
     assert policy.detail == policy_detail(["new"], 30, "baseline n/a")
     alone = finding(compare(None, candidate, FLOOR), "policy_failures")
     assert alone.verdict == "block"
-    assert alone.detail == policy_detail(["new"], 30, "baseline n/a").replace(
-        "(baseline 0 of 30)", "(no baseline)"
-    )
+    assert alone.detail == policy_detail(["new"], 30, "baseline n/a").replace("(baseline 0 of 30)", "(no baseline)")
 
 
 def test_a_policy_check_without_failures_counts_zero_and_without_output_says_no_check_ran() -> None:
@@ -805,8 +748,7 @@ def test_a_reason_names_ten_scenarios_and_counts_the_rest(named: int) -> None:
     _, base, cand = pair(n=12)
     report = compare(frame_from(base), frame_from(cand), FLOOR, aa_replications=0)
     blocks = tuple(
-        Finding("floor_drop", f"s{i:03d}", -0.5, 1e-9, 1e-9, "block", "collapsed", "collapse")
-        for i in range(named)
+        Finding("floor_drop", f"s{i:03d}", -0.5, 1e-9, 1e-9, "block", "collapsed", "collapse") for i in range(named)
     )
     reasons = replace(report, findings=blocks).reasons()
     assert len(reasons) == 1 and reasons[0].scenario_ids == tuple(f"s{i:03d}" for i in range(named))
@@ -825,9 +767,7 @@ def test_a_build_mixing_judge_versions_is_named_in_the_refusal(role: str) -> Non
     frames[role] = frames[role].assign(judge_version=["v1", "v2"] * 25)
     with pytest.raises(CrossJudgeVersionError) as refusal:
         compare(frames["baseline"], frames["candidate"], FLOOR)
-    assert (
-        str(refusal.value) == f"the {role}'s verdicts span judge versions v1, v2; a report compares one only"
-    )
+    assert str(refusal.value) == f"the {role}'s verdicts span judge versions v1, v2; a report compares one only"
 
 
 def test_a_candidate_under_another_judge_version_than_asked_is_refused_naming_both() -> None:
@@ -887,9 +827,7 @@ def test_a_report_that_decided_nothing_says_exactly_why_and_does_not_run_the_sen
 def test_two_scenarios_in_common_are_enough_to_decide() -> None:
     report = compare(frame_from(HAND_BASE[:2]), frame_from(HAND_CAND[:2]), FLOOR, aa_replications=0)
     assert report.decided_nothing is None and len(report.scenarios) == 2
-    assert finding(report, "evidence").detail.startswith(
-        "insufficient evidence: 2 scenarios compared (need 5)"
-    )
+    assert finding(report, "evidence").detail.startswith("insufficient evidence: 2 scenarios compared (need 5)")
 
 
 def test_a_report_without_a_baseline_carries_the_candidates_own_intervals() -> None:
@@ -939,9 +877,7 @@ def test_exclusions_in_both_builds_are_compared_with_fisher_by_hand() -> None:
 # --- the sensitivity check: over the scenarios the baseline scored, and what it says when nothing flips ----
 
 
-def test_the_sensitivity_counts_the_exclusions_of_scenarios_the_baseline_scored_and_says_when_it_holds() -> (
-    None
-):
+def test_the_sensitivity_counts_the_exclusions_of_scenarios_the_baseline_scored_and_says_when_it_holds() -> None:
     """The baseline scored nothing in s000 and once in s001; the candidate lost two repeats in s000 and
     one each in s001 and s002: the check refills the 2 of s001 and s002 (s000 cannot be compared). The
     baseline's one-repeat s001 makes the evidence thin (investigate) whatever the refill, a worst score of
@@ -975,9 +911,7 @@ def test_a_mean_drop_without_a_band_investigates_and_asks_for_repeats() -> None:
     """One repeat per scenario: the baseline has no noise band; a significant drop investigates under
     the rule `no_band`, whose advice is to run at least two repeats."""
     _, base, cand = pair(n=30)
-    report = compare(
-        frame_from(base[:, :1]), frame_from(np.clip(cand[:, :1] - 0.05, 0, 1)), None, aa_replications=0
-    )
+    report = compare(frame_from(base[:, :1]), frame_from(np.clip(cand[:, :1] - 0.05, 0, 1)), None, aa_replications=0)
     mean = finding(report, "mean_drop")
     assert (mean.verdict, mean.rule) == ("investigate", "no_band") and "noise band +/-n/a" in mean.detail
     advice = [r.advice for r in report.reasons() if r.finding == "mean_drop"]
@@ -986,9 +920,7 @@ def test_a_mean_drop_without_a_band_investigates_and_asks_for_repeats() -> None:
 
 def test_identical_differences_have_no_p_values_and_the_detail_says_so() -> None:
     _, base, _ = pair(n=20)
-    detail = finding(
-        compare(frame_from(base), frame_from(base - 0.3), None, aa_replications=0), "mean_drop"
-    ).detail
+    detail = finding(compare(frame_from(base), frame_from(base - 0.3), None, aa_replications=0), "mean_drop").detail
     assert (
         "paired t one-sided p=n/a; p(drop beyond band, band uncertainty included)=n/a; every scenario moved alike "
         "(zero spread): compared to the band directly; blocks under weighted Holm"
@@ -1011,9 +943,7 @@ def test_the_concentrated_test_is_rerun_without_a_scenario_blocked_alone_only_wh
     assert f"median-centred differences = {conc.statistic:.3g} over {over} scenarios" in conc.detail
 
 
-def test_a_scenario_not_topped_up_cannot_block_on_its_first_look_and_a_topped_up_one_uses_all_its_repeats() -> (
-    None
-):
+def test_a_scenario_not_topped_up_cannot_block_on_its_first_look_and_a_topped_up_one_uses_all_its_repeats() -> None:
     """Adaptive repeats (start 3 of 5): a scenario's own tests spend no alpha at the first look. s004 was
     not topped up and all three of its first-look repeats fell below the floor, against none of the
     baseline's five (Fisher p 1 / C(8, 3) = 0.018 on its own): its drop and floor p are 1, none of its
@@ -1028,9 +958,7 @@ def test_a_scenario_not_topped_up_cannot_block_on_its_first_look_and_a_topped_up
     cand[1] -= 0.4
     candidate = _one_based(frame_from(cand))
     topped = candidate["scenario_id"].isin(["s000", "s001", "s005"])
-    keep = ((candidate["repeat"] <= 3) | topped) & (
-        (candidate["scenario_id"] != "s005") | (candidate["repeat"] > 3)
-    )
+    keep = ((candidate["repeat"] <= 3) | topped) & ((candidate["scenario_id"] != "s005") | (candidate["repeat"] > 3))
     report = compare(_one_based(frame_from(base)), candidate[keep], FLOOR, design=design, aa_replications=0)
     s004 = finding(report, "floor_drop", "s004")
     assert "moderated t one-sided p=1," in s004.detail and "Fisher floor p=1;" in s004.detail
@@ -1102,9 +1030,7 @@ def test_a_scenario_the_moderated_t_cannot_test_has_no_p_or_q_and_bh_runs_over_t
     to test with. It gets no p and no q; the other scenarios' q are Benjamini-Hochberg over their 19 p."""
     rng = np.random.default_rng(1)
     sds, means = np.exp(rng.uniform(-7, -0.5, 20)), rng.uniform(0.3, 0.7, 20)
-    base, cand = (
-        np.clip(means[:, None] + sds[:, None] * rng.standard_normal((20, 2)), 0, 1) for _ in range(2)
-    )
+    base, cand = (np.clip(means[:, None] + sds[:, None] * rng.standard_normal((20, 2)), 0, 1) for _ in range(2))
     frames = [frame_from(x) for x in (base, cand)]
     baseline, candidate = (f[(f["scenario_id"] != "s000") | (f["repeat"] == 0)] for f in frames)
     report = compare(baseline, candidate, None, aa_replications=0)

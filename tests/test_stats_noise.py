@@ -368,9 +368,7 @@ def test_two_scenarios_give_every_figure_by_hand_and_a_scenario_with_nothing_sco
     assert not band.between_var_floored
     assert band.notes == ("no registered unchanged rebuild: the band covers repeat noise only",)
     assert band.optimal_repeats() == pytest.approx(math.sqrt(0.025 / 0.07))
-    assert band.optimal_repeats(cost_scenario=4.0, cost_repeat=2.0) == pytest.approx(
-        math.sqrt(0.025 * 4 / (0.07 * 2))
-    )
+    assert band.optimal_repeats(cost_scenario=4.0, cost_repeat=2.0) == pytest.approx(math.sqrt(0.025 * 4 / (0.07 * 2)))
     lonely = noise_band(verdicts({**two, "c": [0.5]}))
     assert lonely.n_scenarios == 3 and lonely.unusable == ("c",) and lonely.between_var == band.between_var
 
@@ -383,10 +381,9 @@ def test_one_usable_scenario_is_not_a_floored_variance() -> None:
 
 def test_the_floored_note_reads_whole() -> None:
     same_mean = {f"s{i}": list(np.roll([0.3, 0.4, 0.5, 0.6, 0.7], i)) for i in range(6)}
-    assert (
-        "between-scenario variance estimate was negative and is floored at 0"
-        in noise_band(verdicts(same_mean)).notes
-    )
+    assert "between-scenario variance estimate was negative and is floored at 0" in noise_band(
+        verdicts(same_mean)
+    ).notes
 
 
 def test_a_rebuilds_variance_enters_the_band_on_its_own_degrees_of_freedom() -> None:
@@ -394,9 +391,7 @@ def test_a_rebuilds_variance_enters_the_band_on_its_own_degrees_of_freedom() -> 
     rebuild's term carries its one degree of freedom into the Welch-Satterthwaite df."""
     build = verdicts({"a": [0.2, 0.4], "b": [0.6, 0.9, 0.6]})
     rebuild = verdicts({"a": [0.5, 0.7], "b": [0.9, 1.0, 0.8]})
-    tau2, df = between_build_variance(
-        scenario_table(validate_verdicts(build)), scenario_table(validate_verdicts(rebuild))
-    )
+    tau2, df = between_build_variance(scenario_table(validate_verdicts(build)), scenario_table(validate_verdicts(rebuild)))
     assert df == 1 and tau2 > 0
     band = noise_band(build, rebuild=rebuild)
     u = np.array([2 * 0.02 / 2, 2 * 0.03 / 3]) / 4

@@ -73,9 +73,7 @@ def test_malformed_reply_fails_with_its_reason_and_records_no_value(case: Case, 
     assert verdict.status == "failed"
     assert verdict.score is None
     assert verdict.criteria is None
-    assert verdict.failure_reason is not None and case.reason in verdict.failure_reason, (
-        verdict.failure_reason
-    )
+    assert verdict.failure_reason is not None and case.reason in verdict.failure_reason, verdict.failure_reason
 
 
 @pytest.mark.parametrize("rubric", sorted(RUBRICS.values(), key=lambda r: r.key), ids=lambda r: r.key)
