@@ -29,7 +29,7 @@ ID_DESTS = {
 }
 """Destinations that name a build, a judge name or a judge version."""
 NUMBER_TYPES = (count_arg, port_arg)
-OWN_CHECK = {("release-status", "build")}  # checks the grammar itself: exit 1, documented (README)
+OWN_CHECK = {("release-status", "build")}  # checks the grammar itself: exit 1 (docs/reference/cli.md)
 
 
 def commands(
