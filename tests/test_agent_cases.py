@@ -5,6 +5,8 @@ group, killed whole). Real processes, real sockets, real litellm script provider
 
 from __future__ import annotations
 
+import json
+
 import asyncio
 import random
 import time
@@ -474,10 +476,10 @@ def test_release_status_blocks_a_copy_that_no_longer_asks_for_approval_naming_th
     status = evaltrack("release-status", "tool-agent-no-approval")
 
     assert status.returncode == 1, status.stdout + status.stderr
-    blocks = [line for line in status.stdout.splitlines() if line.startswith("block")]
-    assert blocks and all(
-        "deterministic_suite" in line for line in blocks
-    )  # nothing from the capability track
-    granted = next(line for line in blocks if "agent.approval-granted" in line)
+    assert "agent.approval-granted" in status.stdout  # the text names the case (its reasons wrap whole)
+    record = json.loads(evaltrack("release-status", "--format", "json", "tool-agent-no-approval").stdout)
+    blocks = [r for r in record["reasons"] if r["severity"] == "block"]
+    assert blocks and all(r["source"] == "deterministic_suite" for r in blocks)  # nothing from the capability track
+    granted = next(str(r["message"]) for r in blocks if "agent.approval-granted" in str(r["message"]))
     assert "(interventions" in granted
-    assert any("agent.approval-denied" in line and "effects" in line for line in blocks)
+    assert any("agent.approval-denied" in str(r["message"]) and "effects" in str(r["message"]) for r in blocks)

@@ -73,6 +73,8 @@ class Calls:
 
 
 def ok(text: str | None, **kw: Any) -> CallResult:
+    """An answered call, checked by the policy in force and clean (as the spend path answers one)."""
+    kw.setdefault("policy_hits", frozenset())
     return CallResult("ok", text, kw.pop("tries", 1), kw.pop("cost_usd", 0.01), **kw)
 
 
@@ -424,11 +426,13 @@ def test_an_attempt_sums_its_calls_and_keeps_the_output_and_notes() -> None:
         0,
     )
     assert run.notes == "n" and [r.index for r in run.calls] == [1, 2]
-    assert run.trajectory() == {
+    trajectory = run.trajectory()
+    assert {k: trajectory[k] for k in ("calls", "output", "notes")} == {
         "calls": [{**r.__dict__} for r in run.calls],
         "output": "said 200,200",
         "notes": "n",
     }
+    assert [e["type"] for e in trajectory["events"]] == ["model_call", "model_call", "output"]
 
 
 def test_an_attempt_is_reused_only_when_every_call_was() -> None:

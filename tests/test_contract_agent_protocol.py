@@ -20,12 +20,12 @@ import random
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from aiohttp import web
 
+from eval_assets.agent_protocol import AgentTask
 from eval_assets.config import BuildManifest, EngineSettings, Project
 from eval_assets.engine import Engine, SubjectResult, load_entrypoint
 from eval_assets.providers.gateway import ModelGateway
@@ -96,7 +96,7 @@ class Agent:
         function = load_entrypoint(entrypoint, search=SEARCH)
 
         async def watched(task: Any) -> Any:
-            seen.append(dict(vars(task)) if not isinstance(task, dict) else dict(task))
+            seen.append(task.to_json() if hasattr(task, "to_json") else dict(task))
             return await function(task)
 
         return asyncio.run(self._http(eng, project, watched, scenario, repeat)), seen
@@ -111,7 +111,8 @@ class Agent:
         eng: Engine, project: Project, function: Callable[[Any], Awaitable[Any]], scenario: str, repeat: int
     ) -> SubjectResult:
         async def handle(request: web.Request) -> web.Response:
-            return web.json_response(await function(SimpleNamespace(**await request.json())))
+            # a Python HTTP agent reads the body as the protocol's task (its intervention client included)
+            return web.json_response(await function(AgentTask.from_json(await request.json())))
 
         app = web.Application()
         app.router.add_post("/attempt", handle)

@@ -68,7 +68,7 @@ def test_record_from_sim_plays_back_as_the_same_run(root: Path, tmp_path: Path, 
     ctx = GateContext(root=root, gate_id="x", kind="case", build="b", milestone=3, project_loader=lambda: load_project(root))
     recorded_case, _ = load_case(case_file)
     assert recorded_case is not None
-    case_file.write_text(case_file.read_text().replace("model_fixture: tent-warranty-tool-loop", "model_fixture: rec-loop"))
+    case_file.write_text(case_file.read_text().replace("script/tent-warranty-tool-loop", "script/rec-loop"))
     replayed_case, _ = load_case(case_file)
     assert replayed_case is not None
     played = execute_case(replayed_case, ctx)

@@ -247,7 +247,7 @@ def _copy_gates(tmp_path: Path) -> Path:
 def test_invalid_and_missing_scripts_are_registry_problems(tmp_path: Path) -> None:
     root = _copy_gates(tmp_path)
     # a case gate whose case plays the tool-loop script, as a project would register it
-    (root / "gates/cases").mkdir()
+    (root / "gates/cases").mkdir(exist_ok=True)
     shutil.copy(PROJECT_ROOT / "tests/cases/scripted-tool-loop.yaml", root / "gates/cases/loop.yaml")
     (root / "gates/loop.yaml").write_text(
         "gates:\n  - id: loop.keeps-call-ids\n    milestone: 1\n    kind: case\n"

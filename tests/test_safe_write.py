@@ -230,13 +230,15 @@ OWN_WRITERS = {
     "eval_assets/warehouse/_writer.py": "the partition writer (temp file, fsync, rename under the data directory)",
     "eval_assets/warehouse/_warehouse.py": "the catalog, quarantine moves and notes under the warehouse",
     "eval_assets/home.py": "the fence secret: an exclusive create published by a hard link, never over a file",
-    "eval_assets/gates/dogfood/security.py": "the dogfood gate's own temporary directories",
-    "eval_assets/gates/dogfood/configuration.py": "the bad-configuration cases assembled in a temporary directory",
     "eval_assets/spend/_backends.py": "the journal's lock file, opened for a lock, never written",
-    "eval_assets/cli/no_network.py": "a fresh temporary copy of the project",
     "eval_assets/cli/init_commands.py": "a rename inside the new, empty project directory",
     "eval_assets/cli/__init__.py": "the debug log, appended after check_target",
     "eval_assets/notify.py": "the notification log, appended after check_target",
+    "eval_assets/cli/run_commands.py": "the debug log, appended after check_target",
+    "eval_assets/agent_worker.py": "the attempt's result file, in the scratch directory the track made for it",
+    "eval_assets/localmodel/_server.py": "the server's log and state file under EVAL_HOME",
+    "eval_assets/localmodel/_weights.py": "the weights copied into EVAL_HOME (temp file, then rename)",
+    "eval_assets/warehouse/_object.py": "checked local copies of catalogued objects under the warehouse",
 }
 WRITE_CALLS = {
     "write_text",

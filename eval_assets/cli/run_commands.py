@@ -108,10 +108,11 @@ def step_failures(step: StepResult, debug: bool, home: Path) -> list[str]:
             log = home / "logs" / "debug.log"
             try:
                 log.parent.mkdir(parents=True, exist_ok=True)
+                check_target(log)  # a regular file or a new path, never a FIFO or a link
                 with log.open("a", encoding="utf-8") as out:
                     out.write(f"{step.job} {step.partition} run {step.run_id}\n{step.detail}\n")
                 lines.append(f"(detail in {log})")
-            except OSError as why:
+            except (OSError, UnsafeTarget) as why:
                 lines.append(f"(the debug log could not be written: {type(why).__name__})")
     return lines
 

@@ -482,21 +482,14 @@ async def _run_once(
         except _Raised as exc:
             if exc.kind == ENDPOINT_UNREACHABLE and session.excluded_reason is None:
                 return str(exc)  # the worker's agent could not reach the endpoint: the track's failure
-            failure = (exc.kind, redact(str(exc)))
+            failure = _after_provider_error(session.records, (exc.kind, redact(str(exc))))
         except Exception as exc:  # the agent's own failure: one line, no traceback
             ours = endpoint_failure(exc, endpoint.base_url)
             if ours is not None and session.excluded_reason is None:
                 return ours
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             raised = redact(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
-            last = session.records[-1] if session.records else None
-            if last is not None and last.status == "error":  # the provider failed the call it raised on
-                failure = (
-                    last.error_kind or "provider_error",
-                    f"{last.error} (then the agent raised {raised})",
-                )
-            else:
-                failure = ("agent_raised", raised)
+            failure = _after_provider_error(session.records, ("agent_raised", raised))
         records = tuple(session.records)
         summed = CallResult(
             "ok",
@@ -528,6 +521,14 @@ async def _run_once(
         session.control.finished(result.output if result is not None and failure is None else None)
         notes = redact(result.notes) if result is not None and result.notes is not None else None
         return AgentRun(call_result, records, notes, session.control)
+
+
+def _after_provider_error(records: list[AgentCallRecord], failure: tuple[str, str]) -> tuple[str, str]:
+    """An agent that raised right after the provider failed its call failed for the provider's reason."""
+    last = records[-1] if records else None
+    if failure[0] != "agent_raised" or last is None or last.status != "error":
+        return failure
+    return (last.error_kind or "provider_error", f"{last.error} (then the agent raised {failure[1]})")
 
 
 class _HttpStatus(Exception):

@@ -364,7 +364,11 @@ def check_rows(
         shapes = [set(frame.columns)] if len(frame.columns) or len(frame) else []
     else:
         shapes = [set(r) for r in rows]
-        frame = pd.DataFrame([dict(r) for r in rows])
+        # lone surrogates replaced before the frame is made: a pyarrow-backed string column refuses them
+        bad = sorted({c for r in rows for c, v in r.items() if _unstorable(v)})
+        frame = pd.DataFrame([{c: valid_text(v) if _unstorable(v) else v for c, v in r.items()} for r in rows])
+        for column in bad:
+            _named_bad_text(ds, partition, column, sum(1 for r in rows if _unstorable(r.get(column))))
     unknown = sorted({c for columns in shapes for c in columns} - known)
     if unknown:
         raise WarehouseError(f"{ds.name}: unknown columns {unknown}")
@@ -377,20 +381,26 @@ def check_rows(
     frame = frame.reindex(columns=names).assign(**{k: v for k, v in partition.items()})
     for column in [c for c in frame.columns if frame[c].dtype.kind == "O"]:
         cells = frame[column]
-        bad = [
-            i for i, v in enumerate(cells) if isinstance(v, str) and not v.isascii() and _SURROGATE.search(v)
-        ]
+        bad = [i for i, v in enumerate(cells) if _unstorable(v)]
         if bad:  # text that is not valid UTF-8 is stored, with U+FFFD in its place, and named
             frame[column] = [valid_text(v) if isinstance(v, str) else v for v in cells]
-            _log.warning(
-                "%s[%s]: column %s of %d row(s) held text that is not valid UTF-8 (lone surrogates); stored "
-                "with U+FFFD in their place",
-                ds.name,
-                "|".join(partition.values()),
-                column,
-                len(bad),
-            )
+            _named_bad_text(ds, partition, column, len(bad))
     return frame
+
+
+def _unstorable(value: object) -> bool:
+    return isinstance(value, str) and not value.isascii() and _SURROGATE.search(value) is not None
+
+
+def _named_bad_text(ds: Dataset, partition: Mapping[str, str], column: str, rows: int) -> None:
+    _log.warning(
+        "%s[%s]: column %s of %d row(s) held text that is not valid UTF-8 (lone surrogates); stored "
+        "with U+FFFD in their place",
+        ds.name,
+        "|".join(partition.values()),
+        column,
+        rows,
+    )
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
