@@ -5,9 +5,8 @@ group, killed whole). Real processes, real sockets, real litellm script provider
 
 from __future__ import annotations
 
-import json
-
 import asyncio
+import json
 import random
 import time
 from dataclasses import replace
