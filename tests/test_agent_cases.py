@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import time
 from dataclasses import replace
@@ -467,7 +468,8 @@ def test_release_status_blocks_a_copy_that_no_longer_asks_for_approval_naming_th
             str(home),
             *args,
         ]
-        return subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        env = {**os.environ, "COLUMNS": "200"}  # a wide table: one line per reason, whatever runs the test
+        return subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
 
     assert evaltrack("build", "add", str(project / "build.yaml")).returncode == 0
     ran = evaltrack("run", "--build", "tool-agent-no-approval")
