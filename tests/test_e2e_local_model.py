@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from shared import evaltrack, evaltrack_here, kill_9_when, ledger, settled_subject_calls
+from shared import evaltrack, kill_9_when, ledger, settled_subject_calls
 
 from eval_assets.config import load_project
 from eval_assets.home import EvalHome, default_home
@@ -24,6 +24,15 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCAL = ROOT / "examples" / "local"
 BUILDS = LOCAL / "examples" / "builds"
 
+
+
+def _own_process(project: Path, home: Path, *args: str) -> str:
+    """`evaltrack --project P --home H ARGS` in a process of its own, which must exit 0: another project's
+    code location loaded earlier in this worker process never answers for this one. Its output."""
+    proc = evaltrack(project, home, *args)
+    out, _ = proc.communicate(timeout=1800)
+    assert proc.returncode == 0, out
+    return out
 
 def _home(tmp_path: Path) -> Path:
     """A fresh home whose weights cache holds the verified weights (copied from the setup's cache
@@ -61,9 +70,9 @@ def test_the_real_model_as_subject_and_judge_three_scenarios_three_repeats(
 ) -> None:
     home = _home(tmp_path)
     for name in ("baseline.yaml", "rebuild.yaml"):
-        evaltrack_here(capsys, LOCAL, home, "build", "add", str(BUILDS / name))
-    evaltrack_here(capsys, LOCAL, home, "run", "--build", "smollm2-baseline")
-    out = evaltrack_here(capsys, LOCAL, home, "run", "--build", "smollm2-rebuild", "--format", "json")
+        _own_process(LOCAL, home, "build", "add", str(BUILDS / name))
+    _own_process(LOCAL, home, "run", "--build", "smollm2-baseline")
+    out = _own_process(LOCAL, home, "run", "--build", "smollm2-rebuild", "--format", "json")
     _no_server_left(home)
 
     runs = _rows(home, "SELECT build, scenario_id, status FROM scenario_runs ORDER BY ALL")
@@ -105,7 +114,7 @@ def test_kill_9_while_the_server_is_up_leaves_no_orphan_and_the_rerun_reuses_wha
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     home = _home(tmp_path)
-    evaltrack_here(capsys, LOCAL, home, "build", "add", str(BUILDS / "baseline.yaml"))
+    _own_process(LOCAL, home, "build", "add", str(BUILDS / "baseline.yaml"))
     victim = evaltrack(LOCAL, home, "run", "--build", "smollm2-baseline")
     state = home / "local-models" / "smollm2.json"
     kill_9_when(
@@ -125,7 +134,7 @@ def test_kill_9_while_the_server_is_up_leaves_no_orphan_and_the_rerun_reuses_wha
     for role in ("server", "supervisor"):
         assert served.get(role) and proc_identity(served[role]["pid"]) != served[role], f"orphan {role}"
 
-    out = evaltrack_here(capsys, LOCAL, home, "run", "--build", "smollm2-baseline")
+    out = _own_process(LOCAL, home, "run", "--build", "smollm2-baseline")
     _no_server_left(home)
     settled_before = {k: c for k, s, c, _ in at_kill if s == "settled"}
     after = {k: (s, c) for k, s, c, _ in ledger(home)}
