@@ -3,6 +3,7 @@ the journal, no attempt key is paid twice, and spend stays within one run's plus
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -24,9 +25,18 @@ BUILD_ID = "tool-agent-example"
 JUDGE = "helpfulness-v1"
 
 
+# each agent attempt is a process of its own that imports the OpenAI SDK: the six converted scenarios
+# (30 attempts, whose prompts lead the sim to call tools) are enough for a kill to land mid-run
+KEPT = "converted"
+
+
 def _agent_project(dest: Path) -> Path:
-    """The crash test's slow, narrow project, with the example agent's manifest (calls 100 ms each)."""
+    """The crash test's slow, narrow project, with the example agent's manifest (calls 100 ms each) and
+    only the `KEPT` suite's scenarios."""
     project = _project_copy(dest)
+    for suite in (project / "scenarios").iterdir():
+        if suite.name != KEPT:
+            shutil.rmtree(suite)
     manifest = yaml.safe_load((ROOT / "examples/agents/tool-agent.yaml").read_text())
     manifest["subject"]["params"].update(latency_ms=100)
     (project / "agent-build.yaml").write_text(yaml.safe_dump(manifest))

@@ -45,9 +45,16 @@ def make(kind: str, path: Path) -> Callable[[], object]:
     elif kind == "socket":
         import socket
 
+        # bound by a name relative to its directory: a socket's path is capped at 107 bytes and
+        # tmp_path under a deep TMPDIR exceeds it
         sock = socket.socket(socket.AF_UNIX)
-        sock.bind(str(path))
-        sock.close()
+        here = os.getcwd()
+        os.chdir(path.parent)
+        try:
+            sock.bind(path.name)
+        finally:
+            os.chdir(here)
+            sock.close()
     mode = os.lstat(path).st_mode
     return lambda: stat.S_IFMT(os.lstat(path).st_mode) == stat.S_IFMT(mode)
 
