@@ -18,8 +18,6 @@ from eval_assets.home import EvalHome, NoProjectFound, default_home, project_roo
 if TYPE_CHECKING:
     from eval_assets.capability.track import Track
 
-EXIT_INTERNAL_ERROR = exit_codes.INTERNAL_ERROR
-
 
 def root_of(args: argparse.Namespace) -> Path:
     """The project a command works on: `--project`, else the one found from the current directory
@@ -117,4 +115,4 @@ def print_problems(exc: ConfigError) -> int:
     for problem in exc.problems:
         print(problem, file=sys.stderr)
     print(f"{len(exc.problems)} problem(s) found", file=sys.stderr)
-    return 1
+    return exit_codes.REFUSED
