@@ -21,8 +21,8 @@ Commands = argparse._SubParsersAction  # what `register(sub)` adds its commands 
 
 
 class CommandParser(argparse.ArgumentParser):
-    """Usage errors exit USAGE (64), never a decision's code; a parser with `help_exit_code` set
-    (release-status, which exits 0 only for allow) exits with that code after printing its help.
+    """Usage errors exit USAGE, never a decision's code; a parser with `help_exit_code` set
+    (release-status, whose success means allow) exits with that code after printing its help.
     `exits`: a leaf command's exit codes and what each means (`command`)."""
 
     help_exit_code: int = exit_codes.OK

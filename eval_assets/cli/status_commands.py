@@ -2,7 +2,7 @@
 
 This module is kept light (configuration, the warehouse's manifest and DuckDB, no pandas reads, no
 engine, no Dagster): CI asks it after every build. `eval_assets.evidence` does the checking; here the
-outcome becomes an exit code: 0 only for an allow whose every input is present, verified and current.
+outcome becomes the decision's exit code, allow only when every input is present, verified and current.
 """
 
 from __future__ import annotations
