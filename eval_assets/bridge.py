@@ -30,7 +30,7 @@ from eval_assets.config import FloatScale, IntScale, Judge, Rubric
 from eval_assets.judging import check_criteria
 from eval_assets.warehouse import Warehouse
 
-# a bridge run's materialization and statistics are imported by `run_bridge` and `materialize_bridge`:
+# a bridge run's materialization and statistics are imported by `run_bridge` and `launch_bridge`:
 # the readers of a published offset (the review queue's command, release-status) need neither
 if TYPE_CHECKING:
     from eval_assets.capability.rows import Summary

@@ -218,7 +218,7 @@ def exemptions_in_force(track: Track, manifest: BuildManifest, judge_version: st
     judge = track.judge(judge_version)
     if judge.family != manifest.subject.family:
         return []
-    return [f"{s.id}: {s.family_exemption}" for s in track.project.scenarios_for(judge) if s.family_exemption]
+    return [f"{s.id}: {s.family_exemption}" for s in track.project.scenarios_judged_by(judge) if s.family_exemption]
 
 
 @dataclass(frozen=True)

@@ -71,15 +71,15 @@ def test_build_add_stores_the_manifest_without_dagster_and_the_ui_s_start_adds_i
     assert (code, imported) == (0, [])
     assert [p.name for p in home.builds.iterdir()] == ["agent-2026-11-28-base.yaml"]
     (home.builds / "broken.yaml").write_text("id: [")
-    from eval_assets.cli.orchestrate import instance_for, register_builds
+    from eval_assets.cli.orchestrate import add_registered_build_partitions, instance_for
     from eval_assets.config import project_at
 
     assert not instance_for(home).has_dynamic_partition("build", "agent-2026-11-28-base")
     warned: list[str] = []
-    assert register_builds(home, project_at(ROOT), warned.append) == ["agent-2026-11-28-base"]
+    assert add_registered_build_partitions(home, project_at(ROOT), warned.append) == ["agent-2026-11-28-base"]
     assert instance_for(home).get_dynamic_partitions("build") == ["agent-2026-11-28-base"]
     assert len(warned) == 1 and warned[0].startswith("skipping build broken:"), warned
-    assert register_builds(home, project_at(ROOT), warned.append) == []  # once
+    assert add_registered_build_partitions(home, project_at(ROOT), warned.append) == []  # once
 
 
 def test_run_on_an_unknown_build_exits_1_with_the_fix(

@@ -1,6 +1,6 @@
 """`evaltrack build add`: validate and register a manifest. It loads only the configuration: a
 refused manifest costs the project load, a registered one no more. The build's Dagster partition is
-added by what opens the instance for it (`orchestrate.register_partitions`): `run` and `demo` before
+added by what opens the instance for it (`orchestrate.add_build_partitions`): `run` and `demo` before
 its first run, `ui` at its start (every registered build), the daemon's `build_sensor` within its
 interval."""
 

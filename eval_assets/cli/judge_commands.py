@@ -79,7 +79,7 @@ def _figure(value: Any, places: int = 3) -> str:
 
 
 def cmd_bridge_run(args: argparse.Namespace) -> int:
-    from eval_assets.cli.orchestrate import materialize_bridge
+    from eval_assets.cli.orchestrate import launch_bridge
 
     try:
         project = project_of(args)
@@ -98,7 +98,7 @@ def cmd_bridge_run(args: argparse.Namespace) -> int:
             f"(judges/{project.judges[args.to_version].name}*.yaml)"
         )
     builds = [b for part in (args.builds or []) for b in part.split(",") if b]
-    step = materialize_bridge(home, args.to_version, builds)
+    step = launch_bridge(home, args.to_version, builds)
     if not step.success:
         print(f"bridge {args.from_version} -> {args.to_version} failed: {step.error}", file=sys.stderr)
         return exit_codes.INTERNAL_ERROR
@@ -166,7 +166,7 @@ def trend_points(track: Track, versions: Sequence[str]) -> dict[str, list[dict[s
 
 def cmd_trend(args: argparse.Namespace) -> int:
     from eval_assets.capability.track import Track
-    from eval_assets.cli.orchestrate import materialize_trends
+    from eval_assets.cli.orchestrate import launch_trends
 
     try:
         project = project_of(args)
@@ -177,7 +177,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
     versions = _trend_versions(project, args.judge)
     if not versions:
         return _refuse(f"no judge version or judge named {args.judge!r}")
-    steps = materialize_trends(home, versions)
+    steps = launch_trends(home, versions)
     failed = [s for s in steps if not s.success]
     for s in failed:
         print(f"score trend {s.partition} failed: {s.error}", file=sys.stderr)

@@ -262,7 +262,7 @@ def _run_builds(
 ) -> tuple[bool, list[dict[str, object]]]:
     """Materialize each build; prints one progress line per step (unless `quiet`). Returns success
     and, per build, its steps as plain data (for `--format json`)."""
-    from eval_assets.cli.orchestrate import materialize_board, materialize_build
+    from eval_assets.cli.orchestrate import launch_board, launch_build
 
     ok = True
     out: list[dict[str, object]] = []
@@ -289,7 +289,7 @@ def _run_builds(
             tags["evaltrack/generation"] = str(generation)
             say(f"  fresh run: generation {generation} (new attempt keys; earlier spend stays on the ledger)")
         with progress_shown(quiet) as printer:
-            results = materialize_build(track.home, build_id, versions, on_step=show, tags=tags)
+            results = launch_build(track.home, build_id, versions, on_step=show, tags=tags)
         ok = ok and all(r.success or r.withheld for r in results)
         out.append(
             {
@@ -309,7 +309,7 @@ def _run_builds(
                 ],
             }
         )
-    board = materialize_board(track.home)  # once, after every build of the command
+    board = launch_board(track.home)  # once, after every build of the command
     ok = ok and board.success
     say(f"  {step_line(board)}")
     return ok, out
@@ -446,7 +446,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from eval_assets.capability.track import Track, track_opened_once
-    from eval_assets.cli.orchestrate import instance_for, materialize_trends, register_partitions
+    from eval_assets.cli.orchestrate import add_build_partitions, instance_for, launch_trends
 
     try:
         project = project_of(args)
@@ -457,7 +457,7 @@ def _demo(args: argparse.Namespace) -> int:
         for name in EXAMPLE_BUILDS:
             manifest = track.register_build(project.root / "examples" / "builds" / name)
             build_ids.append(manifest.id)
-        register_partitions(instance, build_ids)
+        add_build_partitions(instance, build_ids)
     except ConfigError as exc:
         return print_problems(exc)
     with track_opened_once(track):  # once per command, not per run (about twenty runs)
@@ -471,7 +471,7 @@ def _demo(args: argparse.Namespace) -> int:
         ok, steps = _run_builds(args, track, build_ids, None, quiet=args.format == "json")
         records = [_decision_record(track, b) for b in build_ids]
         # the score trend of each active judge version over the builds just run (a plot in the UI)
-        trends = materialize_trends(home, [j.version_id for j in project.active_judges])
+        trends = launch_trends(home, [j.version_id for j in project.active_judges])
     ok = ok and all(t.success for t in trends)
     trend_lines = [
         f"score trend {t.partition}: "

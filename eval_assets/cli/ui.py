@@ -40,12 +40,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
     `dagster dev` has exited, whatever of the group is still running gets UI_STOP_GRACE_S to finish
     and is then killed, so `evaltrack ui` never leaves an orphan holding a run or the port.
     """
-    from eval_assets.cli.orchestrate import register_builds  # Dagster
+    from eval_assets.cli.orchestrate import add_registered_build_partitions  # Dagster
 
     home = home_of(args)
     # the partitions of builds registered since a command last opened the instance (`build add` only
     # stores the manifest), so the UI lists them from its first page
-    register_builds(home, project_of(args), _warn)
+    add_registered_build_partitions(home, project_of(args), _warn)
     root = Path(os.environ["EVAL_PROJECT_ROOT"])
     dagster = Path(sys.executable).with_name("dagster")
     cmd = [str(dagster), "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(args.port)]
