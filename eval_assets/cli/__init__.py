@@ -68,7 +68,7 @@ def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
     import traceback
     from pathlib import Path
 
-    from eval_assets.home import default_home
+    from eval_assets.home import EvalHome, default_home
     from eval_assets.redact import redact, without_traceback
     from eval_assets.safe_write import check_target
 
@@ -77,8 +77,7 @@ def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
     if not debug:
         return line + " (run with --debug for the detail)"
     try:
-        root = Path(home).resolve() if home else default_home()
-        log = root / "logs" / "debug.log"
+        log = EvalHome(Path(home).resolve() if home else default_home()).debug_log
         log.parent.mkdir(parents=True, exist_ok=True)
         check_target(log)  # appending to a FIFO would block, to a symlink write elsewhere
         with log.open("a", encoding="utf-8") as out:

@@ -38,6 +38,7 @@ from eval_assets.safe_write import UnsafeTarget, check_target
 if TYPE_CHECKING:
     from eval_assets.capability.track import Track
     from eval_assets.cli.orchestrate import StepResult
+    from eval_assets.home import EvalHome
     from eval_assets.spend import LeaseRow
 
 EXAMPLE_BUILDS = ("baseline.yaml", "rebuild.yaml", "candidate.yaml")
@@ -181,7 +182,7 @@ def step_line(step: StepResult, expected_attempts: int | None = None) -> str:
     return f"{'+'.join(step.assets):<20} {'ok' if step.success else 'FAILED'} · {took}"
 
 
-def step_failures(step: StepResult, debug: bool, home: Path) -> list[str]:
+def step_failures(step: StepResult, debug: bool, home: EvalHome) -> list[str]:
     """The lines under a step's own: each distinct failure of its attempts (scenario_runs), and, for a
     step that failed, where its detail is (`debug`: written, redacted, to EVAL_HOME/logs/debug.log)."""
     lines = [
@@ -191,7 +192,7 @@ def step_failures(step: StepResult, debug: bool, home: Path) -> list[str]:
         if not debug:
             lines.append("(run with --debug for the detail)")
         else:
-            log = home / "logs" / "debug.log"
+            log = home.debug_log
             try:
                 log.parent.mkdir(parents=True, exist_ok=True)
                 check_target(log)  # a regular file or a new path, never a FIFO or a link
@@ -280,7 +281,7 @@ def _run_builds(
             if printer is not None:
                 printer.finish()
             say(f"  {step_line(step, expected)}")
-            for line in step_failures(step, bool(getattr(args, "debug", False)), track.home.root):
+            for line in step_failures(step, bool(getattr(args, "debug", False)), track.home):
                 say(f"    {line}")
 
         tags = {}
@@ -335,8 +336,8 @@ def _decision_record(track: Track, build_id: str) -> dict[str, object]:
         }
     if not record["recorded"]:  # no decision to read it from: the baseline the manifest names
         record["baseline"] = track.build(build_id).baseline
-    plots = sorted((track.home.root / "reports" / build_id).glob("*.png"))
-    page = track.home.root / "reports" / build_id / "report.html"
+    plots = sorted(track.home.reports(build_id).glob("*.png"))
+    page = track.home.reports(build_id) / "report.html"
     return {**record, "plots": [str(p) for p in plots], "report": str(page) if page.is_file() else None}
 
 
