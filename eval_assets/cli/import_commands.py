@@ -43,7 +43,7 @@ def register(sub: Commands) -> None:
         run=cmd_scores_import,
         exits={exit_codes.OK: "imported", exit_codes.REFUSED: "refused, the reason printed (no row stored)"},
     )
-    imp.add_argument("file")
+    imp.add_argument("file", help="human scores, CSV or JSONL (docs/howto/review.md)")
 
 
 def cmd_trajectory_convert(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ def register(sub: Commands) -> None:
         run=cmd_init,
         exits={exit_codes.OK: "written", exit_codes.REFUSED: "DIR is not empty (nothing written)"},
     )
-    init.add_argument("dir")
+    init.add_argument("dir", help="a new or empty directory")
 
 
 def cmd_init(args: argparse.Namespace) -> int:

@@ -39,7 +39,7 @@ def register(sub: Commands) -> None:
         run=cmd_review_next,
         exits={exit_codes.OK: "claimed and shown", exit_codes.REFUSED: "nothing open, or the item is taken"},
     )
-    nxt.add_argument("--reviewer", required=True)
+    nxt.add_argument("--reviewer", required=True, help="your name, as the queue records it")
     nxt.add_argument("--item", help="claim this item instead of the next open one")
     format_option(nxt, "text", "json")
     submit = command(
@@ -49,8 +49,8 @@ def register(sub: Commands) -> None:
         run=cmd_review_submit,
         exits={exit_codes.OK: "stored (or already stored)", exit_codes.REFUSED: REFUSED},
     )
-    submit.add_argument("item")
-    submit.add_argument("--reviewer", required=True)
+    submit.add_argument("item", help="the item you claimed (`review next`)")
+    submit.add_argument("--reviewer", required=True, help="your name, as you claimed it")
     submit.add_argument(
         "--scores",
         required=True,
@@ -64,8 +64,8 @@ def register(sub: Commands) -> None:
         run=cmd_review_release,
         exits={exit_codes.OK: "released", exit_codes.REFUSED: "refused: not your claim, or no such item"},
     )
-    release.add_argument("item")
-    release.add_argument("--reviewer", required=True)
+    release.add_argument("item", help="the item you claimed (`review next`)")
+    release.add_argument("--reviewer", required=True, help="your name, as you claimed it")
     listing = command(
         review,
         "list",
@@ -73,7 +73,7 @@ def register(sub: Commands) -> None:
         run=cmd_review_list,
         exits={exit_codes.OK: "listed", exit_codes.REFUSED: "the project or the journal cannot be read"},
     )
-    listing.add_argument("--build", type=id_arg)
+    listing.add_argument("--build", type=id_arg, help="one build's items (default: every build's)")
 
 
 def _track(args: argparse.Namespace) -> Track:

@@ -114,8 +114,8 @@ def register(sub: Commands) -> None:
             exit_codes.INTERNAL_ERROR: "a damaged warehouse file (moved aside, named), or an internal error",
         },
     )
-    cmp.add_argument("--baseline", required=True, type=id_arg)
-    cmp.add_argument("--candidate", required=True, type=id_arg)
+    cmp.add_argument("--baseline", required=True, type=id_arg, help="the registered build compared against")
+    cmp.add_argument("--candidate", required=True, type=id_arg, help="the registered build compared")
     cmp.add_argument(
         "--judge-version",
         dest="judge_version",

@@ -26,7 +26,7 @@ def register(sub: Commands) -> None:
             exit_codes.INTERNAL_ERROR: "`dagster dev` failed (its exit code printed), or an internal error",
         },
     )
-    ui.add_argument("--port", type=port_arg, default=3000)
+    ui.add_argument("--port", type=port_arg, default=3000, help="the UI's port on 127.0.0.1")
 
 
 def _warn(message: str) -> None:
