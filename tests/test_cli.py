@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import shutil
 from pathlib import Path
 
@@ -228,3 +230,22 @@ def test_the_command_freezes_its_start_and_its_heap_before_it_exits_and_an_in_pr
     assert after_in_process == 0
     assert frozen > 10_000, frozen
     assert after_a_start > frozen, (frozen, after_a_start)  # what a start made, frozen after it
+
+
+def _options(p: argparse.ArgumentParser) -> list[tuple[tuple[str, ...], str]]:
+    return [(tuple(a.option_strings), a.dest) for a in p._actions if not isinstance(a, argparse._HelpAction)]
+
+
+@pytest.mark.parametrize("command", sorted(LEAVES))
+def test_every_leaf_command_s_arguments_are_defined_in_the_module_that_runs_it(command: str) -> None:
+    """The module of a leaf's handler registers that leaf, with all its arguments, by itself
+    (`register(sub)` on a parser of its own)."""
+    from eval_assets.cli.arguments import CommandParser
+
+    handler = LEAVES[command].get_default("func")
+    module = importlib.import_module(handler.__module__)
+    own = CommandParser(prog="own")
+    module.register(own.add_subparsers(dest="command", required=True))
+    registered = {p.get_default("func"): p for _, p in leaves(own)}
+    assert handler in registered, (command, module.__name__)
+    assert _options(registered[handler]) == _options(LEAVES[command])
