@@ -58,7 +58,7 @@ def part(project_dir: Path, build_file: Path, index: int, parts: int) -> int:
     rubric = project.rubric_for(judge)
     attempts = [
         (scenario, repeat)
-        for scenario in project.scenarios_for(judge)
+        for scenario in project.scenarios_judged_by(judge)
         for repeat in range(1, scenario.repeats + 1)
     ][index::parts]
     ModelGateway(project.settings.price_table()).ready()  # litellm, the sim provider and the prices

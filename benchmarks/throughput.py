@@ -95,7 +95,7 @@ T = TypeVar("T")
 
 
 def scenarios(n: int) -> list[Scenario]:
-    template = PROJECT.scenarios_for(JUDGE)[0]
+    template = PROJECT.scenarios_judged_by(JUDGE)[0]
     return [template.model_copy(update={"id": f"bench.s{i:05d}", "repeats": 5}) for i in range(n)]
 
 

@@ -30,7 +30,7 @@ from eval_assets.config import FloatScale, IntScale, Judge, Rubric
 from eval_assets.judging import check_criteria
 from eval_assets.warehouse import Warehouse
 
-# a bridge run's materialization and statistics are imported by `run_bridge` and `materialize_bridge`:
+# a bridge run's materialization and statistics are imported by `run_bridge` and `launch_bridge`:
 # the readers of a published offset (the review queue's command, release-status) need neither
 if TYPE_CHECKING:
     from eval_assets.capability.rows import Summary
@@ -265,7 +265,6 @@ def calibration_offset_row(
         "published": cal.published,
         "reasons": "\n".join(cal.reasons),
         "offset_points": cal.offset,
-        "offset": cal.offset,  # the old name, kept readable for one release
         "ci_low": cal.ci_low,
         "ci_high": cal.ci_high,
         "half_width": cal.half_width,
@@ -338,13 +337,7 @@ def to_new_scale(row: Mapping[str, Any], old_points: float) -> float:
         raise ValueError(f"calibration for {row.get('judge_to')} is not published")
     if row.get("equating_slope") is not None and row.get("equating_intercept") is not None:
         return float(row["equating_intercept"]) + float(row["equating_slope"]) * old_points
-    return old_points + float(_offset(row))
-
-
-def _offset(row: Mapping[str, Any]) -> float:
-    """A calibration row's offset: `offset_points`, or `offset` in a row written before the rename."""
-    value = row.get("offset_points")
-    return float(row["offset"] if value is None else value)
+    return old_points + float(row["offset_points"])
 
 
 def offset_interval(row: Mapping[str, Any], low_points: float, high_points: float) -> tuple[float, float]:
@@ -352,7 +345,7 @@ def offset_interval(row: Mapping[str, Any], low_points: float, high_points: floa
     version's scale with the bridge's uncertainty: each end through `to_new_scale`, widened by how far the
     offset's confidence interval reaches below and above the offset. Ordered (low <= high); not clipped.
     Raises ValueError for an unpublished row."""
-    offset = _offset(row)
+    offset = float(row["offset_points"])
     below = 0.0 if row.get("ci_low") is None else float(row["ci_low"]) - offset
     above = 0.0 if row.get("ci_high") is None else float(row["ci_high"]) - offset
     ends = sorted((to_new_scale(row, low_points), to_new_scale(row, high_points)))

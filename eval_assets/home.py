@@ -215,6 +215,20 @@ class EvalHome:
     def builds(self) -> Path:
         return self.root / "builds"
 
+    def reports(self, build: str) -> Path:
+        """A build's report page and plots (`reports/<build>/`; not created here)."""
+        return self.root / "reports" / build
+
+    @property
+    def trend_reports(self) -> Path:
+        """The score-trend plots (`reports/trend/`: `trend` is a reserved id, never a build's)."""
+        return self.root / "reports" / "trend"
+
+    @property
+    def debug_log(self) -> Path:
+        """Where `--debug` appends a failure's full detail, redacted."""
+        return self.root / "logs" / "debug.log"
+
     def ensure(self, instance: InstanceSettings | None = None) -> EvalHome:
         """Create the layout and `dagster/dagster.yaml` (telemetry off). Idempotent.
 

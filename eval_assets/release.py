@@ -208,7 +208,7 @@ def materialize_capability_report(track: Track, build: str, judge_version: str, 
         "reason_rows": reason_rows,
     }
     png = plot_report(run.report)
-    plot = track.home.root / "reports" / build / f"{judge_version}.png"
+    plot = track.home.reports(build) / f"{judge_version}.png"
     write_file(plot, png)
     return Summary(values, f"{markdown}\n\n{png_markdown(png)}\n", {"plot_file": plot})
 
@@ -218,7 +218,7 @@ def exemptions_in_force(track: Track, manifest: BuildManifest, judge_version: st
     judge = track.judge(judge_version)
     if judge.family != manifest.subject.family:
         return []
-    return [f"{s.id}: {s.family_exemption}" for s in track.project.scenarios_for(judge) if s.family_exemption]
+    return [f"{s.id}: {s.family_exemption}" for s in track.project.scenarios_judged_by(judge) if s.family_exemption]
 
 
 @dataclass(frozen=True)
@@ -565,7 +565,7 @@ def materialize_release_decision(
         track, build, run_id, lambda: [suite_evidence(track, build)], evidence_failure
     )
     rows = recorded_reasons(track.warehouse, build, run_id)
-    plots = track.home.root / "reports" / build
+    plots = track.home.reports(build)
     markdown = reasons_markdown(
         build,
         str(summary["decision"]),
@@ -573,7 +573,7 @@ def materialize_release_decision(
         report_link=report_link,
         plot=lambda jv: png_data_uri(plots / f"{jv}.png"),
     )
-    page = write_build_report(track, build, track.home.root / "reports" / build / "report.html")
+    page = write_build_report(track, build, track.home.reports(build) / "report.html")
     return Summary({**summary.values, "reason_rows": rows}, markdown, {"html_report": page})
 
 

@@ -220,7 +220,7 @@ def _reports_html(track: Track, build: str, versions: Sequence[str]) -> str:
             [build, jv],
         )
         out.append(f"<h3>{shown(jv)}</h3>")
-        image = png_data_uri(track.home.root / "reports" / build / f"{jv}.png")
+        image = png_data_uri(track.home.reports(build) / f"{jv}.png")
         if image:
             out.append(f'<img alt="capability report {shown(jv)}" src="{image}">')
         if rows:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from eval_assets.capability.track import Summary, Track
-from eval_assets.gates import REVIEW_QUEUE_HOOK, materialize_suite, stored_evidence, utc_now
+from eval_assets.gates import REVIEW_QUEUE_HOOK, run_and_record_suite, stored_evidence, utc_now
 from eval_assets.present import gates_markdown
 from eval_assets.review import UncertainEffects
 from eval_assets.stats import CheckSuiteEvidence
@@ -27,7 +27,7 @@ def materialize_deterministic_suite(
     markdown the results table, its log one line per result (`error` for a blocking one).
     """
     manifest = track.build(build_id)  # resolved once for this materialization
-    result = materialize_suite(
+    result = run_and_record_suite(
         track.project.root,
         build=manifest,
         warehouse=track.warehouse,

@@ -274,7 +274,7 @@ def materialize_score_trend(track: Track, version: str, run_id: str) -> Summary:
     rows = [p.row(version) for p in points]
     path = track.warehouse.write_partition(DATASET, {"trend_version": version}, rows, run_id)
     png = plot_trend(points, version)
-    plot = track.home.root / "reports" / "trend" / f"{version}.png"
+    plot = track.home.trend_reports / f"{version}.png"
     write_file(plot, png)
     counts = {s: sum(1 for p in points if p.status == s) for s in ("native", "spliced", "break", "missing")}
     values = {

@@ -538,7 +538,7 @@ def test_bridge_run_publishes_the_sim_bias_and_reuses_verdicts_the_second_time(b
     )
     assert row["unit"] == "rubric points [1, 5]" and row["n_outputs"] == first["n_outputs"]
     assert bridge_refusal(bridged.warehouse, bridged.judge("helpfulness-v2")) is None
-    assert row["offset"] == pytest.approx(offset)
+    assert row["offset_points"] == pytest.approx(offset)
     # the sim's +0.3 is a constant offset here: the check keeps it, and trends add it to old scores
     assert row["equating_slope"] is None and row["slope_ci_low"] < 1.0 < row["slope_ci_high"]
     assert to_new_scale(row, 3.0) == pytest.approx(3.0 + offset)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import shutil
 from pathlib import Path
 
 import pytest
 from shared import fresh_python
 
-from eval_assets.cli import EXITS, main
+from eval_assets import exit_codes
+from eval_assets.cli import main
 from eval_assets.cli import parser as cli_parser
+from eval_assets.cli.arguments import exits_text
+from eval_assets.cli.reference import declared_exits, leaves
 from eval_assets.home import EvalHome
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,15 +73,15 @@ def test_build_add_stores_the_manifest_without_dagster_and_the_ui_s_start_adds_i
     assert (code, imported) == (0, [])
     assert [p.name for p in home.builds.iterdir()] == ["agent-2026-11-28-base.yaml"]
     (home.builds / "broken.yaml").write_text("id: [")
-    from eval_assets.cli.orchestrate import instance_for, register_builds
+    from eval_assets.cli.orchestrate import add_registered_build_partitions, instance_for
     from eval_assets.config import project_at
 
     assert not instance_for(home).has_dynamic_partition("build", "agent-2026-11-28-base")
     warned: list[str] = []
-    assert register_builds(home, project_at(ROOT), warned.append) == ["agent-2026-11-28-base"]
+    assert add_registered_build_partitions(home, project_at(ROOT), warned.append) == ["agent-2026-11-28-base"]
     assert instance_for(home).get_dynamic_partitions("build") == ["agent-2026-11-28-base"]
     assert len(warned) == 1 and warned[0].startswith("skipping build broken:"), warned
-    assert register_builds(home, project_at(ROOT), warned.append) == []  # once
+    assert add_registered_build_partitions(home, project_at(ROOT), warned.append) == []  # once
 
 
 def test_run_on_an_unknown_build_exits_1_with_the_fix(
@@ -134,99 +138,66 @@ def test_release_status_prints_a_table_and_json_for_ci(
     assert record["decision"] == "block" and record["reasons"][0]["severity"] == "block"
 
 
-def _leaves(p: argparse.ArgumentParser, path: str = "") -> dict[str, argparse.ArgumentParser]:
-    found = {}
-    for action in p._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, child in action.choices.items():
-                found |= _leaves(child, f"{path} {name}".strip())
-    return found or {path: p}
+LEAVES = dict(leaves())
 
 
-@pytest.mark.parametrize("command", sorted(EXITS))
-def test_each_main_command_s_help_ends_with_its_exit_codes(
+@pytest.mark.parametrize("command", sorted(LEAVES))
+def test_every_leaf_command_s_help_ends_with_the_exit_codes_it_declares(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Each leaf declares its codes from `eval_assets.exit_codes` (with the internal-error and usage codes
+    every command has), and its --help ends with them."""
+    exits = declared_exits(command, LEAVES[command])
+    assert set(exits) <= set(exit_codes.MEANING) and exits
     with pytest.raises(SystemExit) as done:
         cli_parser().parse_args([*command.split(), "--help"])
     shown = "".join(capsys.readouterr().out.split())  # the help wraps lines (at hyphens too)
-    assert "".join(f"exit codes: {EXITS[command]}; 4 internal error; 64 usage".split()) in shown
-    assert done.value.code == (64 if command == "release-status" else 0)
+    rendered = exits_text(exits)
+    assert f"{exit_codes.INTERNAL_ERROR} " in rendered and f"{exit_codes.USAGE} " in rendered
+    assert shown.endswith("".join(f"exit codes: {rendered}".split()))
+    assert done.value.code == (exit_codes.USAGE if command == "release-status" else exit_codes.OK)
 
 
-def test_every_command_named_in_the_exit_code_table_exists_and_every_positional_has_help() -> None:
-    leaves = _leaves(cli_parser())
-    assert set(EXITS) <= set(leaves)
+def test_the_main_commands_positionals_and_build_option_have_help() -> None:
     for main_command in ("build add", "run", "report", "release-status"):
-        for action in leaves[main_command]._actions:
+        for action in LEAVES[main_command]._actions:
             if action.option_strings == ["--build"] or not action.option_strings:
                 assert action.help, (main_command, action.dest)
 
 
-# Renamed options (issue 30): the old spelling still parses to the same value for one release, says on
-# stderr what to write instead, and is hidden from --help.
+# 0.x, nothing released: an option's old spelling is an unknown option (a usage error), not an alias.
 OLD_SPELLINGS = [
-    (
-        ["run", "--build", "b1", "--judge", "helpfulness-v1"],
-        "judge_version",
-        "helpfulness-v1",
-        "--judge-version",
-    ),
-    (["run", "--build", "b1", "--json"], "format", "json", "--format json"),
-    (["demo", "--json"], "format", "json", "--format json"),
-    (
-        ["compare", "--baseline", "a", "--candidate", "b", "--judge", "helpfulness-v1"],
-        "judge_version",
-        "helpfulness-v1",
-        "--judge-version",
-    ),
-    (
-        ["trajectory", "convert", "x.jsonl", "--out", "o", "--judge", "safety"],
-        "judge_name",
-        "safety",
-        "--judge-name",
-    ),
-    (["review", "next", "--reviewer", "ana", "--json"], "format", "json", "--format json"),
-    (["gates", "run", "--build", "m.yaml"], "manifest", "m.yaml", "--manifest"),
-    (["gates", "run", "--milestone", "0", "--json"], "format", "json", "--format json"),
+    ["run", "--build", "b1", "--judge", "helpfulness-v1"],
+    ["run", "--build", "b1", "--json"],
+    ["demo", "--json"],
+    ["compare", "--baseline", "a", "--candidate", "b", "--judge-version", "j-v1", "--judge", "j-v1"],
+    ["trajectory", "convert", "x.jsonl", "--out", "o", "--judge", "safety"],
+    ["review", "next", "--reviewer", "ana", "--json"],
+    ["gates", "run", "--build", "m.yaml"],
+    ["gates", "run", "--milestone", "0", "--json"],
+    ["release-status", "b1", "--json"],
+    ["bridge", "run", "--from", "a-v1", "--to", "a-v2", "--json"],
+    ["trend", "--json"],
+    ["spend", "--json"],
 ]
 
 
-@pytest.mark.parametrize(
-    ("argv", "dest", "value", "new"),
-    OLD_SPELLINGS,
-    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
-)
-def test_an_old_option_spelling_parses_to_the_new_one_and_says_so(
-    argv: list[str], dest: str, value: str, new: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    old = next(
-        a for a in argv if a in ("--judge", "--json", "--build") and not (a == "--build" and argv[0] == "run")
-    )
-    args = cli_parser().parse_args(argv)
-    assert getattr(args, dest) == value
-    err = capsys.readouterr().err
-    assert f"{old} is deprecated, use {new}" in err
-    new_argv = [new.split()[0] if a == old else a for a in argv]
-    if new == "--format json":
-        new_argv[new_argv.index("--format") + 1 : new_argv.index("--format") + 1] = ["json"]
-    assert getattr(cli_parser().parse_args(new_argv), dest) == value
-    assert capsys.readouterr().err == ""
-
-
-def test_old_spellings_are_hidden_from_help(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
-        main(["run", "--help"])
-    shown = capsys.readouterr().out
-    assert "--judge-version" in shown and "--format" in shown
-    assert "--json" not in shown and "--judge " not in shown
+@pytest.mark.parametrize("argv", OLD_SPELLINGS, ids=" ".join)
+def test_an_old_option_spelling_is_a_usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    old = next(a for a in argv if a in ("--judge", "--json") or (a == "--build" and argv[0] == "gates"))
+    with pytest.raises(SystemExit) as done:
+        cli_parser().parse_args(argv)
+    assert done.value.code == exit_codes.USAGE
+    assert f"unrecognized arguments: {old}" in capsys.readouterr().err
 
 
 def test_compare_without_a_judge_version_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], home: EvalHome
 ) -> None:
-    assert main(["compare", "--baseline", "a", "--candidate", "b"]) == 64
-    assert "--judge-version" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        main(["compare", "--baseline", "a", "--candidate", "b"])
+    assert done.value.code == exit_codes.USAGE
+    assert "the following arguments are required: --judge-version" in capsys.readouterr().err
 
 
 _FREEZE_COUNTS = """
@@ -259,3 +230,22 @@ def test_the_command_freezes_its_start_and_its_heap_before_it_exits_and_an_in_pr
     assert after_in_process == 0
     assert frozen > 10_000, frozen
     assert after_a_start > frozen, (frozen, after_a_start)  # what a start made, frozen after it
+
+
+def _options(p: argparse.ArgumentParser) -> list[tuple[tuple[str, ...], str]]:
+    return [(tuple(a.option_strings), a.dest) for a in p._actions if not isinstance(a, argparse._HelpAction)]
+
+
+@pytest.mark.parametrize("command", sorted(LEAVES))
+def test_every_leaf_command_s_arguments_are_defined_in_the_module_that_runs_it(command: str) -> None:
+    """The module of a leaf's handler registers that leaf, with all its arguments, by itself
+    (`register(sub)` on a parser of its own)."""
+    from eval_assets.cli.arguments import CommandParser
+
+    handler = LEAVES[command].get_default("func")
+    module = importlib.import_module(handler.__module__)
+    own = CommandParser(prog="own")
+    module.register(own.add_subparsers(dest="command", required=True))
+    registered = {p.get_default("func"): p for _, p in leaves(own)}
+    assert handler in registered, (command, module.__name__)
+    assert _options(registered[handler]) == _options(LEAVES[command])

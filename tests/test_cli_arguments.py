@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eval_assets import exit_codes
-from eval_assets.cli import count_arg, id_arg, main, parser, port_arg
+from eval_assets.cli import main, parser
+from eval_assets.cli.arguments import count_arg, id_arg, port_arg
 from eval_assets.config import RESERVED_IDS, id_problem
 
 ID_DESTS = {
@@ -61,7 +62,7 @@ NUMBER_ARGS = [(path, a) for path, a in ARGS if a.type in NUMBER_TYPES]
 def test_every_id_argument_is_checked_by_the_grammar_and_no_number_is_a_bare_int() -> None:
     unchecked = [f"{' '.join(p)} {a.option_strings or a.dest}" for p, a in ID_ARGS if a.type is not id_arg]
     assert unchecked == []
-    assert len(ID_ARGS) >= 15  # run, report, compare, trajectory, review, bridge, trend, spend
+    assert len(ID_ARGS) >= 14  # run, report, compare, trajectory, review, bridge, trend, spend
     bare = [f"{' '.join(p)} {a.option_strings}" for p, a in ARGS if a.type in (int, float)]
     assert bare == []
     assert {(p, a.dest) for p, a in NUMBER_ARGS} == {(("gates", "run"), "milestone"), (("ui",), "port")}
@@ -120,7 +121,7 @@ def test_a_number_out_of_its_range_is_a_usage_error(
         ["spend", "--build", "../x"],
         ["gates", "run", "--milestone", "-1"],
         ["run", "--build", "trend"],
-        ["compare", "--baseline", "a", "--candidate", "b", "--judge", "../v"],
+        ["compare", "--baseline", "a", "--candidate", "b", "--judge-version", "../v"],
         ["ui", "--port", "70000"],
     ],
 )

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from eval_assets import exit_codes
-from eval_assets.cli import EXITS, parser, reference
-from eval_assets.cli.reference import reference_markdown, undeclared
+from eval_assets.cli import parser, reference
+from eval_assets.cli.arguments import CommandParser, command, exits_text
+from eval_assets.cli.reference import declared_exits, exit_codes_markdown, leaves, reference_markdown
 
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "cli.md"
+EXIT_CODES = REFERENCE.with_name("exit-codes.md")
 
 
 def _tree(
@@ -35,10 +37,23 @@ def test_the_checked_in_reference_is_what_the_parser_generates() -> None:
     )
 
 
+def test_the_checked_in_exit_codes_are_what_the_commands_declare() -> None:
+    assert EXIT_CODES.read_text(encoding="utf-8") == exit_codes_markdown(), (
+        "docs/reference/exit-codes.md differs from the code: run `bash scripts/cli_reference`"
+    )
+
+
+def test_the_exit_code_reference_lists_every_code_and_every_leaf_command_s_codes() -> None:
+    text = exit_codes_markdown()
+    for code in exit_codes.MEANING:
+        assert f"\n| {code} | " in text
+    for name, p in leaves():
+        assert f"| `evaltrack {name}` | {exits_text(declared_exits(name, p))} |" in text
+
+
 def test_every_command_has_its_section_with_every_visible_option_and_its_exit_codes() -> None:
-    """Each command and sub-command of the parser has a section naming each option it shows in --help
-    (hidden spellings stay hidden); a leaf's section ends with its `EXITS` row plus the internal-error
-    and usage codes, or says that it declares none."""
+    """Each command and sub-command of the parser has a section naming each option it shows in --help;
+    a leaf's section ends with the exit codes it declares plus the internal-error and usage codes."""
     sections = _sections(reference_markdown())
     tree = _tree(parser())
     assert len([p for p, _ in tree]) >= 30  # 19 top-level commands and their sub-commands
@@ -51,29 +66,48 @@ def test_every_command_has_its_section_with_every_visible_option_and_its_exit_co
                 shown = f"`{option}`" in section or f"`{option} " in section
                 assert shown is (action.help != argparse.SUPPRESS), (path, option)
         leaf = not any(isinstance(a, argparse._SubParsersAction) for a in p._actions)
-        name = " ".join(path)
-        if leaf and name in EXITS:
-            assert f"Exit codes: {EXITS[name]}; {exit_codes.INTERNAL_ERROR} internal error; " in section
-            assert f"{exit_codes.USAGE} usage" in section
-        elif leaf:
-            assert "Exit codes: not declared in `EXITS`" in section, name
-            assert name in undeclared()
-    assert set(EXITS) <= {" ".join(p) for p, _ in tree}  # no row for a command that does not exist
+        if leaf:
+            exits = declared_exits(" ".join(path), p)
+            assert section.rstrip().endswith(f"Exit codes: {exits_text(exits).replace('|', chr(92) + '|')}")
+            assert f"{exit_codes.INTERNAL_ERROR} " in section and f"{exit_codes.USAGE} " in section
 
 
 def test_a_command_added_to_the_parser_appears_in_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The reference walks the live tree: a new sub-command with an option and an `EXITS` row is rendered."""
+    """The reference walks the live tree: a new sub-command with an option and its exit codes is rendered,
+    in cli.md and in exit-codes.md."""
     built = parser
 
     def with_extra() -> argparse.ArgumentParser:
         p = built()
         sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
-        extra = sub.add_parser("probe", help="a command only this test adds")
+        extra = command(
+            sub,
+            "probe",
+            help="a command only this test adds",
+            run=lambda _args: exit_codes.OK,
+            exits={exit_codes.OK: "probed", exit_codes.REFUSED: "refused"},
+        )
         extra.add_argument("--depth", help="how deep")
         return p
 
     monkeypatch.setattr(reference, "parser", with_extra)
-    monkeypatch.setitem(EXITS, "probe", "0 probed; 1 refused")
     section = _sections(reference.reference_markdown())["evaltrack probe"]
     assert "a command only this test adds" in section and "`--depth DEPTH` | how deep" in section
     assert "Exit codes: 0 probed; 1 refused; 4 internal error; 64 usage" in section
+    assert "| `evaltrack probe` | 0 probed; 1 refused; 4 internal error; 64 usage |" in exit_codes_markdown()
+
+
+def test_a_leaf_command_without_declared_exit_codes_cannot_be_rendered() -> None:
+    """A leaf added to the tree without `arguments.command` has no exit codes: the reference refuses it."""
+    p = parser()
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    sub.add_parser("bare", help="made without its exit codes")
+    bare = dict(leaves(p))["bare"]
+    with pytest.raises(ValueError, match="evaltrack bare declares no exit codes"):
+        declared_exits("bare", bare)
+
+
+def test_an_exit_code_outside_the_table_is_refused_when_the_command_is_made() -> None:
+    sub = CommandParser(prog="probe").add_subparsers()
+    with pytest.raises(ValueError, match=r"exit codes \[7\] are not in eval_assets.exit_codes"):
+        command(sub, "odd", help="", run=lambda _args: exit_codes.OK, exits={7: "seven"})

@@ -22,9 +22,9 @@ def test_runs_inside_a_command_use_its_project_and_runs_outside_load_it_from_dis
     project: Project, home: EvalHome
 ) -> None:
     with project_loaded_once(project):
-        assert _resource(home, PROJECT_ROOT).instance.project is project
+        assert _resource(home, PROJECT_ROOT).get().project is project
         assert project_at(PROJECT_ROOT) is project
-    outside = _resource(home, PROJECT_ROOT).instance.project
+    outside = _resource(home, PROJECT_ROOT).get().project
     assert outside is not project
     assert outside.scenarios.keys() == project.scenarios.keys()
 
@@ -37,10 +37,10 @@ def test_runs_inside_a_command_use_its_track_and_runs_outside_open_their_own(
     track = Track(project, home)
     other_home = EvalHome(home.root.parent / "other_home")
     with track_opened_once(track):
-        assert _resource(home, PROJECT_ROOT).instance is track
+        assert _resource(home, PROJECT_ROOT).get() is track
         assert project_at(PROJECT_ROOT) is project
-        assert _resource(other_home, PROJECT_ROOT).instance is not track
-    outside = _resource(home, PROJECT_ROOT).instance
+        assert _resource(other_home, PROJECT_ROOT).get() is not track
+    outside = _resource(home, PROJECT_ROOT).get()
     assert outside is not track and outside.project is not project
 
 

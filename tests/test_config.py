@@ -140,7 +140,7 @@ def test_shipped_project_loads_with_two_rubrics_one_active_judge_each_and_three_
     )
     assert {s.suite for s in project.scenarios.values() if s.source == "authored"} >= {"coding", "safety", "support"}
     for judge in project.active_judges:
-        assert project.scenarios_for(judge), f"{judge.version_id} scores no scenario"
+        assert project.scenarios_judged_by(judge), f"{judge.version_id} scores no scenario"
 
 
 def test_shipped_rubrics_cover_bounded_int_label_and_bool_scales(project):

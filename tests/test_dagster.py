@@ -15,7 +15,7 @@ import yaml
 from shared import record_one_gate_suite
 
 from eval_assets.capability.track import Track
-from eval_assets.cli.orchestrate import instance_for, materialize_build
+from eval_assets.cli.orchestrate import instance_for, launch_build
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
 
@@ -24,7 +24,7 @@ def test_build_materializes_through_dagster_with_counts_in_metadata(project: Pro
     track = Track(project, home)
     build = track.register_build(project.root / "examples" / "builds" / "baseline.yaml")
     versions = [j.version_id for j in track.judges_for(build)]
-    steps = materialize_build(home, build.id, versions)
+    steps = launch_build(home, build.id, versions)
     assert [s.assets[-1] for s in steps[-3:]] == [
         "deterministic_suite",
         "release_decision",

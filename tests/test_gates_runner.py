@@ -21,9 +21,9 @@ from eval_assets.gates import (
     GateResult,
     MemoryQuarantineStore,
     SuiteResult,
-    materialize_suite,
     read_registry,
     record_suite,
+    run_and_record_suite,
     run_suite,
     scratch,
     stored_evidence,
@@ -540,7 +540,9 @@ def test_each_acceptance_case_shows_its_status_in_gate_results_and_its_effect_on
 
     for name, (entries, status, blocks) in cases.items():
         write_registry(tmp_path, {"area.yaml": {"gates": [gate("g.ok"), *entries]}})
-        materialize_suite(tmp_path, build=build, warehouse=warehouse, run_id=f"run-{name}", clock=lambda: day)
+        run_and_record_suite(
+            tmp_path, build=build, warehouse=warehouse, run_id=f"run-{name}", clock=lambda: day
+        )
         row = warehouse.query("SELECT status, blocks FROM gate_results WHERE gate_id = ?", [name]).iloc[0]
         assert (row["status"], bool(row["blocks"])) == (status, blocks), name
         expected = "block" if blocks else "allow"
@@ -552,7 +554,7 @@ def test_each_acceptance_case_shows_its_status_in_gate_results_and_its_effect_on
     for n in range(2):  # fails twice, a day apart: the second failure is quarantined
         checks.SCRIPT["t.flaky"] = [False, False]
         clock = functools.partial(lambda moment: moment, day + timedelta(days=n))
-        materialize_suite(tmp_path, build=build, warehouse=warehouse, run_id=f"run-flaky-{n}", clock=clock)
+        run_and_record_suite(tmp_path, build=build, warehouse=warehouse, run_id=f"run-flaky-{n}", clock=clock)
         row = warehouse.query(
             "SELECT status, quarantined, blocks FROM gate_results WHERE gate_id = 't.flaky'"
         ).iloc[0]

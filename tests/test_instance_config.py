@@ -13,7 +13,7 @@ from dagster._core.instance.config import dagster_instance_config
 from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
 from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
 
-from eval_assets.cli.orchestrate import instance_for, load_definitions, materialize_board
+from eval_assets.cli.orchestrate import instance_for, launch_board, load_definitions
 from eval_assets.config import InstanceSettings, Pools, Project
 from eval_assets.home import (
     DAGSTER_YAML,
@@ -158,7 +158,7 @@ def test_a_command_s_runs_capture_no_compute_logs_and_the_daemon_s_instance_keep
     instance = instance_for(home, project)
     assert isinstance(instance.compute_log_manager, NoOpComputeLogManager)
     assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)  # the rest of the file holds
-    step = materialize_board(home)
+    step = launch_board(home)
     assert step.success, step.error
     run = instance.get_run_by_id(step.run_id)
     assert run is not None and run.is_success

@@ -29,7 +29,7 @@ def test_a_judge_answering_with_its_own_system_message_fails_as_echo_and_scores_
 ) -> None:
     judge = project.judges[version]
     rubric = project.rubric_for(judge)
-    system = render_judge_prompt(judge, rubric, project.scenarios_for(judge)[0], "garbage", nonce=NONCE)[0]
+    system = render_judge_prompt(judge, rubric, project.scenarios_judged_by(judge)[0], "garbage", nonce=NONCE)[0]
     verdict = parse_verdict(system["content"], rubric)  # the engine's call (main scored it 1.0 / 0.33)
     assert verdict.status == "failed" and verdict.score is None and verdict.criteria is None
     assert verdict.failure_reason is not None and verdict.failure_reason.startswith("echo: ")

@@ -237,7 +237,7 @@ def tiny(project: Project, planted_input: str) -> Project:
     """One scenario, a repeat per reply field, its input carrying the planted text; one try per call;
     no judge ahead."""
     judge = project.active_judges[0]
-    scenario = project.scenarios_for(judge)[0]
+    scenario = project.scenarios_judged_by(judge)[0]
     messages = [*scenario.input, type(scenario.input[0])(role="user", content=f"Also note: {planted_input}")]
     engine = project.settings.engine.model_copy(
         update={

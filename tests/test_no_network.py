@@ -288,7 +288,7 @@ def test_the_dagster_canary_project_has_one_two_repeat_scenario_per_judge_and_no
     shipped = load_project(REPO)
     assert [j.version_id for j in project.active_judges] == [j.version_id for j in shipped.active_judges]
     assert sorted(s.id for s in project.scenarios.values()) == sorted(
-        shipped.scenarios_for(j)[0].id for j in shipped.active_judges
+        shipped.scenarios_judged_by(j)[0].id for j in shipped.active_judges
     )
     assert {s.repeats for s in project.scenarios.values()} == {2}
     registry = read_registry(root)

@@ -37,7 +37,7 @@ from eval_assets.judging_corpus import valid_verdict
 from eval_assets.redact import redact
 
 PROJECT = load_project(PROJECT_ROOT)
-SHIPPED = [(j, PROJECT.rubric_for(j), PROJECT.scenarios_for(j)[0]) for j in PROJECT.active_judges]
+SHIPPED = [(j, PROJECT.rubric_for(j), PROJECT.scenarios_judged_by(j)[0]) for j in PROJECT.active_judges]
 SAFE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 NONCE = fence_nonce(b"prompt-safety tests: fence secret", "build/judge-v1/scenario/1/1/g0")
@@ -265,7 +265,7 @@ def test_named_injections_stay_inside_the_fence_for_every_shipped_judge(output: 
 
 def test_the_nonce_is_an_hmac_of_the_attempt_so_a_rerun_renders_the_same_prompt(project: Any) -> None:
     judge = project.active_judges[0]
-    rubric, scenario = project.rubric_for(judge), project.scenarios_for(judge)[0]
+    rubric, scenario = project.rubric_for(judge), project.scenarios_judged_by(judge)[0]
     secret, other_secret = b"s" * 32, b"t" * 32
 
     def user(secret: bytes, attempt: str) -> str:

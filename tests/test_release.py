@@ -94,7 +94,7 @@ def test_the_report_carries_pass_at_k_and_pass_hat_k_per_scenario_and_suite_and_
     assert known  # NaN (unknown, a judge failure) is not equal to itself; an excluded scenario has no row
     assert all(figure[("pass_hat_k", r.scenario_id)] == float(r.every) for r in known)
     assert all(figure[("pass_at_k", r.scenario_id)] == float(r.any) for r in known)
-    suites = {s.suite for s in project.scenarios_for(project.judges["helpfulness-v1"])}
+    suites = {s.suite for s in project.scenarios_judged_by(project.judges["helpfulness-v1"])}
     assert rows["scenario_id"].isna().sum() == 2 * len(suites)
     findings = track.warehouse.query(
         "SELECT count(*) AS n FROM capability_reports WHERE finding NOT IN ('pass_at_k', 'pass_hat_k')"

@@ -379,7 +379,7 @@ def test_a_report_judged_by_the_subjects_own_family_lists_the_exemptions_in_forc
     exemption, and the report says which, with the recorded reason, in a section of its own."""
     root = slow_project_copy(tmp_path / "project", {})
     shipped = load_project(root)
-    judged = sorted(s.id for s in shipped.scenarios_for(shipped.judges[JUDGE]))[:2]
+    judged = sorted(s.id for s in shipped.scenarios_judged_by(shipped.judges[JUDGE]))[:2]
     reasons = {sid: f"reviewed by hand weekly ({n})" for n, sid in enumerate(judged)}
     for sid in judged:
         path = shipped.sources[f"scenario{sid}"]

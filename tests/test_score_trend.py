@@ -18,7 +18,7 @@ from eval_assets.trend import materialize_score_trend, plot_trend, splice
 
 PUBLISHED = {
     "published": True,
-    "offset": 0.4,
+    "offset_points": 0.4,
     "scale_low": 1.0,
     "scale_high": 5.0,
     "equating_slope": None,
@@ -60,7 +60,7 @@ def test_an_unpublished_bridge_is_a_break_with_no_value(row: dict | None) -> Non
 
 
 def test_a_chain_splices_twice_and_breaks_where_any_link_is_unpublished() -> None:
-    v3 = {**PUBLISHED, "offset": 0.8, "judge_to": "j-v3"}
+    v3 = {**PUBLISHED, "offset_points": 0.8, "judge_to": "j-v3"}
     means = {("b0", "j-v1"): (0.5, 10), ("b1", "j-v2"): (0.5, 10), ("b2", "j-v3"): (0.9, 10)}
     points = splice(BUILDS[:3], means, "j-v3", {"j-v3": ("j-v2", v3), "j-v2": ("j-v1", PUBLISHED)})
     assert [p.status for p in points] == ["spliced", "spliced", "native"]
@@ -139,7 +139,6 @@ def _chains(
         row = {
             **PUBLISHED,
             "judge_to": f"j-v{k}",
-            "offset": None,
             "offset_points": offset,
             "ci_low": offset - below,
             "ci_high": offset + above,
@@ -187,7 +186,7 @@ def test_a_spliced_point_of_an_offset_without_a_ci_is_a_point_interval() -> None
 
 
 def test_a_spliced_mean_beyond_the_scale_is_clipped_to_it() -> None:
-    row = {**PUBLISHED, "offset": 2.0, "ci_low": 0.0, "ci_high": 2.5}
+    row = {**PUBLISHED, "offset_points": 2.0, "ci_low": 0.0, "ci_high": 2.5}
     [point] = splice(["b0"], {("b0", "j-v1"): (0.7, 3)}, "j-v2", {"j-v2": ("j-v1", row)})
     assert point.mean_score == 1.0 and point.score_high == 1.0  # 0.7 + 2/4 and 0.7 + 2.5/4, clipped
     assert point.score_low == pytest.approx(0.7)

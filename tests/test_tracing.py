@@ -45,7 +45,7 @@ from eval_assets.capability.materialize import materialize_judge_verdicts, mater
 tmp = Path(sys.argv[1])
 project = load_project(PROJECT_ROOT)
 judge = project.active_judges[0]
-scenario = project.scenarios_for(judge)[0].model_copy(update={"repeats": 2})
+scenario = project.scenarios_judged_by(judge)[0].model_copy(update={"repeats": 2})
 engine = project.settings.engine.model_copy(update={"backoff_base_s": 0.0, "backoff_max_s": 0.0, "workers": 1})
 project = dataclasses.replace(
     project,

@@ -210,7 +210,6 @@ def test_spliced_trend_applies_the_published_offset_and_marks_spliced_points(tmp
         "judge_to": "j-v2",
         "published": True,
         "offset_points": 0.3,
-        "offset": 0.3,
         "scale_low": 1.0,
         "scale_high": 5.0,
     }

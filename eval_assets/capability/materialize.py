@@ -292,7 +292,7 @@ def materialize_judge_verdicts(
     build = track.build(build_id)
     judge = track.judge(judge_version)
     rubric = track.project.rubric_for(judge)
-    scenarios = {s.id: s for s in track.project.scenarios_for(judge)}
+    scenarios = {s.id: s for s in track.project.scenarios_judged_by(judge)}
     attempts = stored_attempts(track, build.id)
     if not attempts:
         raise TrackError(f"build {build.id!r} has no scenario_runs yet: materialize scenario_runs first")

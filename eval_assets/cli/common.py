@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING
 from eval_assets import exit_codes
 from eval_assets.config import ConfigError, Problem, Project, load_project
 from eval_assets.home import EvalHome, NoProjectFound, default_home, project_root
+from eval_assets.redact import set_pii
 
 if TYPE_CHECKING:
     from eval_assets.capability.track import Track
-
-EXIT_INTERNAL_ERROR = exit_codes.INTERNAL_ERROR
 
 
 def root_of(args: argparse.Namespace) -> Path:
@@ -56,9 +55,13 @@ def missing_home(args: argparse.Namespace) -> str | None:
 
 
 def project_of(args: argparse.Namespace, *, check_registry: bool = True) -> Project:
+    """The command's project, loaded; its `redaction.pii` is then in force in the command's process
+    (loading itself sets nothing), and its root exported for the code location the command loads."""
     root = root_of(args)
     os.environ["EVAL_PROJECT_ROOT"] = str(root)
-    return load_project(root, check_registry=check_registry)
+    project = load_project(root, check_registry=check_registry)
+    set_pii(project.settings.redaction.pii)
+    return project
 
 
 _command_process = False
@@ -117,4 +120,4 @@ def print_problems(exc: ConfigError) -> int:
     for problem in exc.problems:
         print(problem, file=sys.stderr)
     print(f"{len(exc.problems)} problem(s) found", file=sys.stderr)
-    return 1
+    return exit_codes.REFUSED

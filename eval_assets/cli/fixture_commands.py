@@ -5,14 +5,38 @@ from __future__ import annotations
 import argparse
 import sys
 
+from eval_assets import exit_codes
+from eval_assets.cli.arguments import Commands, command, group
 from eval_assets.cli.common import home_of, print_problems, project_of
 from eval_assets.config import ConfigError
-from eval_assets.gates import RecordRefused, record_script
-from eval_assets.spend import journal_url
+
+
+def register(sub: Commands) -> None:
+    fixtures = group(sub, "fixtures", help="model scripts (gates/fixtures/models/)")
+    rec = command(
+        fixtures,
+        "record",
+        help="run a case once live against a model and write its script for review (never automatic)",
+        run=cmd_fixtures_record,
+        exits={
+            exit_codes.OK: "written (the path printed)",
+            exit_codes.REFUSED: "refused or the live run failed (nothing written)",
+        },
+    )
+    rec.add_argument("--case", required=True, help="a case id (gates/cases/) or a converted scenario id")
+    rec.add_argument("--model", required=True, help="a priced litellm model, e.g. openai/gpt-4o-mini")
+    rec.add_argument("--name", help="script name (default: the case id) -> gates/fixtures/models/NAME.yaml")
+    rec.add_argument(
+        "--api-base", dest="api_base", help="the model's endpoint, if not its provider's default"
+    )
+    rec.add_argument("--force", action="store_true", help="overwrite an existing script")
 
 
 def cmd_fixtures_record(args: argparse.Namespace) -> int:
-    """Exit 0: written (path printed); 1: refused or the live run failed, nothing written."""
+    """Write the script of one live run of a case (the path printed); refused or failed: nothing written."""
+    from eval_assets.gates import RecordRefused, record_script  # the engine, only when recording
+    from eval_assets.spend import journal_url
+
     try:
         project = project_of(args)
         home = home_of(args)
@@ -29,7 +53,7 @@ def cmd_fixtures_record(args: argparse.Namespace) -> int:
         return print_problems(exc)
     except RecordRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
-        return 1
+        return exit_codes.REFUSED
     shown = recording.path.relative_to(project.root)
     print(
         f"wrote {shown}: {recording.turns} turn(s), {recording.tool_calls} tool call(s), "
@@ -37,4 +61,4 @@ def cmd_fixtures_record(args: argparse.Namespace) -> int:
         f"review it, then price `script/{recording.name}` under `prices:` in evaltrack.yaml and name it in "
         f"a case with `model_fixture: {recording.name}`"
     )
-    return 0
+    return exit_codes.OK

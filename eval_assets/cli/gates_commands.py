@@ -1,5 +1,5 @@
 """`evaltrack gates run`: the deterministic suite (the gate registry) for a build manifest or a
-milestone, printed and nothing recorded; exit 0 when nothing blocks, 1 when something does."""
+milestone, printed and nothing recorded; `gates no-network` (`no_network`) is its sibling."""
 
 from __future__ import annotations
 
@@ -8,17 +8,43 @@ import json
 import sys
 from pathlib import Path
 
+from eval_assets import exit_codes
+from eval_assets.cli.arguments import Commands, command, count_arg, format_option, group
+from eval_assets.cli.common import print_problems, project_of
+from eval_assets.cli.no_network import register as register_no_network
 from eval_assets.config import ConfigError, load_build
-from eval_assets.gates import REVIEW_QUEUE_HOOK, read_registry, run_suite
-from eval_assets.review import UncertainEffects
 
-from .common import print_problems, project_of
+
+def register(sub: Commands) -> None:
+    gates = group(sub, "gates", help="the deterministic suite (gates/)")
+    run = command(
+        gates,
+        "run",
+        help="run the gate registry for a build manifest or a milestone",
+        run=cmd_gates_run,
+        exits={
+            exit_codes.OK: "nothing blocks",
+            exit_codes.REFUSED: "something blocks, no gate matched, or the selection is refused",
+        },
+    )
+    run.add_argument("--manifest", help="a build manifest file (its milestone and subject)")
+    run.add_argument("--milestone", type=count_arg, help="a milestone (no build, no subject)")
+    run.add_argument("--only", action="append", help="run only this id (repeatable)")
+    run.add_argument("--exclude", action="append", help="leave this id out (repeatable)")
+    run.add_argument(
+        "--kind", action="append", help="run only this kind: structural, property, corpus, case, test"
+    )
+    format_option(run, "text", "json")
+    register_no_network(gates)
 
 
 def cmd_gates_run(args: argparse.Namespace) -> int:
+    from eval_assets.gates import REVIEW_QUEUE_HOOK, read_registry, run_suite
+    from eval_assets.review import UncertainEffects
+
     if (args.manifest is None) == (args.milestone is None):
         print("error: give exactly one of --manifest FILE and --milestone N", file=sys.stderr)
-        return 1
+        return exit_codes.REFUSED
     try:
         project = project_of(args)
         manifest = load_build(Path(args.manifest).resolve(), project) if args.manifest else None
@@ -36,7 +62,7 @@ def cmd_gates_run(args: argparse.Namespace) -> int:
         kinds=set(args.kind) if args.kind else None,
         hooks={REVIEW_QUEUE_HOOK: UncertainEffects},
     )
-    code = 1 if result.blocking or not result.results else 0
+    code = exit_codes.REFUSED if result.blocking or not result.results else exit_codes.OK
     if args.format == "json":
         rows = [
             {

@@ -9,6 +9,8 @@ import sys
 from importlib.resources import as_file, files
 from pathlib import Path
 
+from eval_assets import exit_codes
+from eval_assets.cli.arguments import Commands, command
 from eval_assets.cli.common import print_problems
 from eval_assets.config import ConfigError, load_project, record_new_versions
 from eval_assets.home import HOME_DIR
@@ -17,18 +19,29 @@ TEMPLATE = "project_template"
 RENAMED = {"agent.py.tmpl": "agent.py"}  # kept as text in the package: not a module of eval_assets
 
 
+def register(sub: Commands) -> None:
+    init = command(
+        sub,
+        "init",
+        help="write a minimal evaluation project (an entry-point agent) into DIR",
+        run=cmd_init,
+        exits={exit_codes.OK: "written", exit_codes.REFUSED: "DIR is not empty (nothing written)"},
+    )
+    init.add_argument("dir", help="a new or empty directory")
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     """Write evaltrack.yaml, one scenario, rubric, judge (recorded in judges/registry.yaml), gate and
-    spec, a starter entry-point agent and its build manifest into DIR. Refuses (exit 1, nothing
-    written) when DIR exists and is not empty."""
+    spec, a starter entry-point agent and its build manifest into DIR. Refuses (nothing written) when
+    DIR exists and is not empty."""
     given = Path(args.dir)
     if given.is_symlink():  # never written through: the project would land where the link points
         print(f"{args.dir}: is a symbolic link; nothing written", file=sys.stderr)
-        return 1
+        return exit_codes.REFUSED
     dest = given.resolve()
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         print(f"{args.dir}: exists and is not an empty directory; nothing written", file=sys.stderr)
-        return 1
+        return exit_codes.REFUSED
     with as_file(files("eval_assets.cli") / TEMPLATE) as template:
         shutil.copytree(template, dest, dirs_exist_ok=True)
     for old, new in RENAMED.items():
@@ -47,4 +60,4 @@ def cmd_init(args: argparse.Namespace) -> int:
         f"  evaltrack build add examples/builds/my-agent.yaml\n"
         f"  evaltrack run --build my-agent-1"
     )
-    return 0
+    return exit_codes.OK

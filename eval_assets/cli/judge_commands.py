@@ -9,22 +9,69 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from eval_assets.capability.track import Track
-from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, print_problems, project_of
-from eval_assets.cli.orchestrate import materialize_bridge, materialize_trends
+from eval_assets import exit_codes
+from eval_assets.cli.arguments import Commands, command, format_option, group, id_arg
+from eval_assets.cli.common import home_of, print_problems, project_of
 from eval_assets.config import ConfigError, Project
 from eval_assets.present import text_table
 
-EXIT_REFUSED = 1
-"""A refused command (unknown version, no bridge declared between them), or a bridge that ran and was
-not published: the offset is not usable."""
+if TYPE_CHECKING:
+    from eval_assets.capability.track import Track
+
+
+def register(sub: Commands) -> None:
+    bridge = group(sub, "bridge", help="bridge runs between judge versions")
+    run = command(
+        bridge,
+        "run",
+        help="calibrate --to against --from on the same stored outputs",
+        run=cmd_bridge_run,
+        exits={
+            exit_codes.OK: "published",
+            # the offset is not usable: a refused command, or a bridge that ran and was not published
+            exit_codes.REFUSED: "not published, or refused (an unknown version, no bridge declared between them)",
+            exit_codes.INTERNAL_ERROR: "the bridge run failed, or an internal error",
+        },
+    )
+    run.add_argument(
+        "--from", dest="from_version", required=True, type=id_arg, help="the older judge version"
+    )
+    run.add_argument(
+        "--to",
+        dest="to_version",
+        required=True,
+        type=id_arg,
+        help="the version that declares bridges_from it",
+    )
+    run.add_argument(
+        "--builds",
+        nargs="+",
+        type=id_arg,
+        help="builds to bridge over (default: the judge file's bridge_builds, else the newest 3)",
+    )
+    format_option(run, "text", "markdown", "json")
+    trend = command(
+        sub,
+        "trend",
+        help="draw and print the score trend over the registered builds (splices, intervals, breaks)",
+        run=cmd_trend,
+        exits={
+            exit_codes.OK: "drawn and printed",
+            exit_codes.REFUSED: "no judge version or judge of that name",
+            exit_codes.INTERNAL_ERROR: "a trend's materialization failed, or an internal error",
+        },
+    )
+    trend.add_argument(
+        "--judge", type=id_arg, help="a judge version or judge name (default: every active version)"
+    )
+    format_option(trend, "text", "markdown", "json")
 
 
 def _refuse(message: str) -> int:
     print(f"refused: {message}", file=sys.stderr)
-    return EXIT_REFUSED
+    return exit_codes.REFUSED
 
 
 def _figure(value: Any, places: int = 3) -> str:
@@ -32,6 +79,8 @@ def _figure(value: Any, places: int = 3) -> str:
 
 
 def cmd_bridge_run(args: argparse.Namespace) -> int:
+    from eval_assets.cli.orchestrate import launch_bridge
+
     try:
         project = project_of(args)
         home = home_of(args)
@@ -49,10 +98,10 @@ def cmd_bridge_run(args: argparse.Namespace) -> int:
             f"(judges/{project.judges[args.to_version].name}*.yaml)"
         )
     builds = [b for part in (args.builds or []) for b in part.split(",") if b]
-    step = materialize_bridge(home, args.to_version, builds)
+    step = launch_bridge(home, args.to_version, builds)
     if not step.success:
         print(f"bridge {args.from_version} -> {args.to_version} failed: {step.error}", file=sys.stderr)
-        return EXIT_INTERNAL_ERROR
+        return exit_codes.INTERNAL_ERROR
     values = dict(step.metadata.get("calibration_offsets", {}))
     values["run_id"] = step.run_id
     published = bool(values.get("published"))
@@ -76,7 +125,7 @@ def cmd_bridge_run(args: argparse.Namespace) -> int:
         else:
             print(title)
             print(text_table(("", ""), rows))
-    return 0 if published else EXIT_REFUSED
+    return exit_codes.OK if published else exit_codes.REFUSED
 
 
 def _trend_versions(project: Project, judge: str | None) -> list[str]:
@@ -116,6 +165,9 @@ def trend_points(track: Track, versions: Sequence[str]) -> dict[str, list[dict[s
 
 
 def cmd_trend(args: argparse.Namespace) -> int:
+    from eval_assets.capability.track import Track
+    from eval_assets.cli.orchestrate import launch_trends
+
     try:
         project = project_of(args)
         home = home_of(args)
@@ -125,17 +177,17 @@ def cmd_trend(args: argparse.Namespace) -> int:
     versions = _trend_versions(project, args.judge)
     if not versions:
         return _refuse(f"no judge version or judge named {args.judge!r}")
-    steps = materialize_trends(home, versions)
+    steps = launch_trends(home, versions)
     failed = [s for s in steps if not s.success]
     for s in failed:
         print(f"score trend {s.partition} failed: {s.error}", file=sys.stderr)
     if failed:
-        return EXIT_INTERNAL_ERROR
+        return exit_codes.INTERNAL_ERROR
     points = trend_points(track, versions)
     plots = {s.partition: s.metadata.get("score_trend", {}).get("plot_file") for s in steps}
     if args.format == "json":
         print(json.dumps({v: {"points": points[v], "plot_file": plots[v]} for v in versions}, default=str))
-        return 0
+        return exit_codes.OK
     for version in versions:
         rows = [
             (
@@ -159,4 +211,4 @@ def cmd_trend(args: argparse.Namespace) -> int:
         else:
             print(f"score trend under {version} (builds in registration order; plot: {plots[version]})")
             print(text_table(head, rows))
-    return 0
+    return exit_codes.OK

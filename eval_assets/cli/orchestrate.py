@@ -161,7 +161,7 @@ def load_definitions() -> dg.Definitions:
 _DEFINITIONS_READ = ("EVAL_NOTIFY_WEBHOOK", "DAGSTER_HOME", "EVAL_DAGSTER_STORAGE", "EVAL_DAGSTER_PG_URL")
 
 
-def _materialize(
+def _launch(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
     assets: Sequence[str],
@@ -239,7 +239,7 @@ def _not_approved(event: dg.DagsterEvent) -> bool:
     return event.step_key == "release_approval" and approved is not None and approved.value is False
 
 
-def register_partitions(instance: dg.DagsterInstance, build_ids: Sequence[str]) -> list[str]:
+def add_build_partitions(instance: dg.DagsterInstance, build_ids: Sequence[str]) -> list[str]:
     """Add the `build` partition of each of `build_ids` that the instance lacks; returns those added.
     `build add` only stores the manifest (it never imports Dagster): a command adds the partitions
     of the builds it opens the instance for, as `build_sensor` does in the daemon."""
@@ -250,14 +250,16 @@ def register_partitions(instance: dg.DagsterInstance, build_ids: Sequence[str]) 
     return new
 
 
-def register_builds(home: EvalHome, project: Project, warn: Callable[[str], None]) -> list[str]:
+def add_registered_build_partitions(
+    home: EvalHome, project: Project, warn: Callable[[str], None]
+) -> list[str]:
     """Open the instance and add the partition of every registered build whose manifest loads (a
     manifest that no longer does is skipped with its reason, `warn`, as build_sensor skips it);
     returns the builds added."""
-    return register_partitions(instance_for(home, project), Builds(project, home).loadable(warn))
+    return add_build_partitions(instance_for(home, project), Builds(project, home).loadable(warn))
 
 
-def materialize_build(
+def launch_build(
     home: EvalHome,
     build_id: str,
     judge_versions: Sequence[str],
@@ -267,7 +269,7 @@ def materialize_build(
 ) -> list[StepResult]:
     """Materialize one build in graph order: scenario_runs; per judge version verdicts, ledger, noise
     band and report; then the release decision and its approval (fails, `withheld`, unless allow).
-    The release board is drawn once per command, after its builds (`materialize_board`).
+    The release board is drawn once per command, after its builds (`launch_board`).
 
     Stops at the first step that failed to materialize (later steps would only fail on its missing
     output); a deterministic suite that materialized but failed its blocking gate check goes on to
@@ -275,7 +277,7 @@ def materialize_build(
     """
     instance = instance_for(home)
     defs = load_definitions()
-    register_partitions(instance, [build_id])
+    add_build_partitions(instance, [build_id])
     steps: list[tuple[list[str], str | dg.MultiPartitionKey | None]] = [
         (list(PER_BUILD_RUN_ASSETS), build_id)
     ]
@@ -284,7 +286,7 @@ def materialize_build(
     steps += [([asset], build_id) for asset in PER_BUILD_FINAL_ASSETS]
     results = []
     for assets, key in steps:
-        step = _materialize(defs, instance, assets, key, tags)
+        step = _launch(defs, instance, assets, key, tags)
         results.append(step)
         if on_step:
             on_step(step)
@@ -295,21 +297,21 @@ def materialize_build(
     return results
 
 
-def materialize_board(home: EvalHome) -> StepResult:
+def launch_board(home: EvalHome) -> StepResult:
     """Draw the release board over every registered build (`release_board`, unpartitioned)."""
-    return _materialize(load_definitions(), instance_for(home), ["release_board"], None)
+    return _launch(load_definitions(), instance_for(home), ["release_board"], None)
 
 
-def materialize_trends(home: EvalHome, judge_versions: Sequence[str]) -> list[StepResult]:
+def launch_trends(home: EvalHome, judge_versions: Sequence[str]) -> list[StepResult]:
     """Draw the score trend of each judge version over every registered build (`score_trend`)."""
     instance = instance_for(home)
     defs = load_definitions()
-    return [_materialize(defs, instance, ["score_trend"], jv) for jv in judge_versions]
+    return [_launch(defs, instance, ["score_trend"], jv) for jv in judge_versions]
 
 
-def materialize_bridge(home: EvalHome, judge_version: str, builds: Sequence[str] = ()) -> StepResult:
+def launch_bridge(home: EvalHome, judge_version: str, builds: Sequence[str] = ()) -> StepResult:
     """A bridge run into `judge_version` (`calibration_offsets`), over `builds` when given."""
     from eval_assets.bridge import BRIDGE_BUILDS_TAG  # the track's stack, imported by load_definitions anyway
 
     tags = {BRIDGE_BUILDS_TAG: ",".join(builds)} if builds else None
-    return _materialize(load_definitions(), instance_for(home), ["calibration_offsets"], judge_version, tags)
+    return _launch(load_definitions(), instance_for(home), ["calibration_offsets"], judge_version, tags)

@@ -1,6 +1,7 @@
-"""docs/reference/cli.md, rendered from the argparse tree (`parser()`) and the exit-code table (`EXITS`).
+"""docs/reference/cli.md and docs/reference/exit-codes.md, rendered from the argparse tree (`parser()`),
+each leaf command's declared exit codes and the table `eval_assets.exit_codes`.
 
-`scripts/cli_reference` writes it; tests/test_cli_reference.py fails when the checked-in file differs.
+`scripts/cli_reference` writes them; tests/test_cli_reference.py fails when a checked-in file differs.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import argparse
 from collections.abc import Iterator
 
 from eval_assets import exit_codes
-from eval_assets.cli import EXITS, parser
+from eval_assets.cli import parser
+from eval_assets.cli.arguments import exits_text
 
 _WIDTH = 100  # usage lines are wrapped at a fixed width, never the terminal's, so the file is stable
 
@@ -71,20 +73,19 @@ def _argument_rows(p: argparse.ArgumentParser) -> list[str]:
     return rows
 
 
-def _exit_codes(path: str, help_text: str) -> str:
-    """The command's row of `EXITS`, else what its help says (the command declares no table)."""
-    tail = f"{exit_codes.INTERNAL_ERROR} internal error; {exit_codes.USAGE} usage"
-    if path in EXITS:
-        return f"{EXITS[path]}; {tail}"
-    said = f" Its help says: {_cell(help_text)}." if "exit" in help_text else ""
-    return f"not declared in `EXITS` (every command: {tail}).{said}"
+def leaves(
+    top: argparse.ArgumentParser | None = None,
+) -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every leaf command (`build add`, `run`, ...) and its parser, in the parser's order."""
+    return [(" ".join(path), p) for path, p, _ in _commands(top or parser()) if _is_leaf(p)]
 
 
-def undeclared() -> list[str]:
-    """The leaf commands whose exit codes `EXITS` does not declare."""
-    return [
-        " ".join(path) for path, p, _ in _commands(parser()) if _is_leaf(p) and " ".join(path) not in EXITS
-    ]
+def declared_exits(name: str, p: argparse.ArgumentParser) -> dict[int, str]:
+    """The exit codes leaf command `name` declares (`arguments.command`); a leaf made another way has none."""
+    exits = getattr(p, "exits", None)
+    if not exits:
+        raise ValueError(f"evaltrack {name} declares no exit codes (make it with arguments.command)")
+    return dict(exits)
 
 
 def reference_markdown() -> str:
@@ -92,7 +93,7 @@ def reference_markdown() -> str:
     lines = [
         "# Command reference",
         "",
-        "Generated from the argparse tree (`eval_assets/cli`) and its exit-code table (`EXITS`) by",
+        "Generated from the argparse tree (`eval_assets/cli`) and the exit codes each command declares by",
         "`bash scripts/cli_reference`; `tests/test_cli_reference.py` fails when this file differs from the code.",
         "",
         f"Every command exits {exit_codes.INTERNAL_ERROR} on an internal error (never a decision) and "
@@ -119,8 +120,56 @@ def reference_markdown() -> str:
         if rows:
             lines += ["", "| argument | help | notes |", "| --- | --- | --- |", *rows]
         if _is_leaf(p):
-            lines += ["", f"Exit codes: {_exit_codes(name, help_text)}"]
+            lines += ["", f"Exit codes: {_cell(exits_text(declared_exits(name, p)))}"]
         else:
             subs = [f"`{path[0]}`" for path, _, _ in _commands(p) if len(path) == 1]
             lines += ["", "Sub-commands: " + ", ".join(subs) + "."]
     return "\n".join(lines) + "\n"
+
+
+def exit_codes_markdown() -> str:
+    """docs/reference/exit-codes.md: the codes (`eval_assets.exit_codes`), then each command's."""
+    codes = {**exit_codes.MEANING}
+    decisions = {code: name for name, code in exit_codes.DECISION.items()}
+    lines = [
+        "# Exit codes and errors",
+        "",
+        "Generated from `eval_assets/exit_codes.py` and the exit codes each command declares by",
+        "`bash scripts/cli_reference`; `tests/test_cli_reference.py` fails when this file differs from the code.",
+        "The same words end each command's `--help` and its section of [cli.md](cli.md).",
+        "",
+        "| code | meaning | as a decision (`release-status`) |",
+        "| --- | --- | --- |",
+        *(
+            f"| {code} | {_cell(meaning)} | {decisions.get(code, 'never a decision')} |"
+            for code, meaning in sorted(codes.items())
+        ),
+        "",
+        "| command | exit codes |",
+        "| --- | --- |",
+        *(f"| `evaltrack {name}` | {_cell(exits_text(declared_exits(name, p)))} |" for name, p in leaves()),
+        "",
+        "## Errors",
+        "",
+        *_ERRORS,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_ERRORS = (
+    "No traceback reaches stdout, stderr or a stored column: an error is one line naming its cause (for",
+    "`run`/`demo`, a failed step's root cause with its build, and each distinct attempt failure with its",
+    "first attempt); `evaltrack --debug ...` also appends the full detail (redacted) to",
+    "`$EVAL_HOME/logs/debug.log`.",
+    "",
+    f"Exit code {exit_codes.INTERNAL_ERROR} means an internal error, never a decision: a damaged or missing "
+    "warehouse file of the",
+    "build or of an input its decision rests on (named on stderr with its table and build), a missing or",
+    "damaged partition manifest or build manifest, or an unexpected failure of any command. CI must not",
+    "read it as allow, block, none or investigate; fix the cause (re-materialize the named partition) and ask",
+    f"again. Exit code {exit_codes.USAGE} is a usage error of any command (the arguments could not be parsed).",
+    "",
+    "Ids (builds, judge names and versions, scenarios) follow one grammar: lower-case letters, digits, `.`,",
+    "`_`, `-`, starting with a letter or digit, no `..`, at most 128 characters, not `trend`, `board`, `all`,",
+    "`latest` or `none`.",
+)

@@ -1,7 +1,7 @@
 """`evaltrack review fill | next | submit | release | list`: the human review queue (docs/review.md).
 
-Exit codes: 0 done; 1 refused with the reason on stderr (nothing open, taken, not your claim, a
-score that does not validate: nothing stored); 4 internal error (as every command).
+A refusal (nothing open, taken, not your claim, a score that does not validate) stores nothing and
+says why on stderr.
 """
 
 from __future__ import annotations
@@ -9,26 +9,87 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from eval_assets.capability.track import Track
+from eval_assets import exit_codes
+from eval_assets.cli.arguments import Commands, command, format_option, group, id_arg
 from eval_assets.cli.common import home_of, missing_home, print_problems, project_of
 from eval_assets.config import ConfigError
-from eval_assets.human_scores import HumanScoreError
-from eval_assets.review import ReviewError, export, fill, iso, open_store, parse_scores, present, submit
-from eval_assets.spend import JournalError
+
+if TYPE_CHECKING:
+    from eval_assets.capability.track import Track
+
+REFUSED = "refused, the reason on stderr (nothing stored)"
+
+
+def register(sub: Commands) -> None:
+    review = group(sub, "review", help="the human review queue (docs/review.md)")
+    fill = command(
+        review,
+        "fill",
+        help="queue failed verdicts, bridge disagreements and the seeded sample",
+        run=cmd_review_fill,
+        exits={exit_codes.OK: "filled", exit_codes.REFUSED: REFUSED},
+    )
+    fill.add_argument("--build", type=id_arg, help="one build (default: every registered build)")
+    nxt = command(
+        review,
+        "next",
+        help="claim one item exclusively and show it",
+        run=cmd_review_next,
+        exits={exit_codes.OK: "claimed and shown", exit_codes.REFUSED: "nothing open, or the item is taken"},
+    )
+    nxt.add_argument("--reviewer", required=True, help="your name, as the queue records it")
+    nxt.add_argument("--item", help="claim this item instead of the next open one")
+    format_option(nxt, "text", "json")
+    submit = command(
+        review,
+        "submit",
+        help="store your scores for a claimed item (validated; all or nothing)",
+        run=cmd_review_submit,
+        exits={exit_codes.OK: "stored (or already stored)", exit_codes.REFUSED: REFUSED},
+    )
+    submit.add_argument("item", help="the item you claimed (`review next`)")
+    submit.add_argument("--reviewer", required=True, help="your name, as you claimed it")
+    submit.add_argument(
+        "--scores",
+        required=True,
+        nargs="+",
+        help="NAME=VALUE ... or one JSON object, e.g. '{\"accuracy\": 4}'",
+    )
+    release = command(
+        review,
+        "release",
+        help="return your claimed item to the pool",
+        run=cmd_review_release,
+        exits={exit_codes.OK: "released", exit_codes.REFUSED: "refused: not your claim, or no such item"},
+    )
+    release.add_argument("item", help="the item you claimed (`review next`)")
+    release.add_argument("--reviewer", required=True, help="your name, as you claimed it")
+    listing = command(
+        review,
+        "list",
+        help="the queue's items and their state",
+        run=cmd_review_list,
+        exits={exit_codes.OK: "listed", exit_codes.REFUSED: "the project or the journal cannot be read"},
+    )
+    listing.add_argument("--build", type=id_arg, help="one build's items (default: every build's)")
 
 
 def _track(args: argparse.Namespace) -> Track:
+    from eval_assets.capability.track import Track
+
     return Track(project_of(args), home_of(args))
 
 
 def _refused(message: str) -> int:
     print(message, file=sys.stderr)
-    return 1
+    return exit_codes.REFUSED
 
 
 def _show(shown: dict[str, Any]) -> str:
+    from eval_assets.review import iso
+
     lines = [
         f"item {shown['item_id']} ({shown['reason']}): {shown['build']} / {shown['scenario_id']} / "
         f"repeat {shown['repeat']}, judge version {shown['judge_version']} (rubric {shown['rubric']})",
@@ -57,6 +118,9 @@ def _show(shown: dict[str, Any]) -> str:
 
 
 def cmd_review_fill(args: argparse.Namespace) -> int:
+    from eval_assets.review import fill, open_store
+    from eval_assets.spend import JournalError
+
     try:
         track = _track(args)
         builds = [args.build] if args.build else track.registered_builds()
@@ -73,10 +137,13 @@ def cmd_review_fill(args: argparse.Namespace) -> int:
         f"review fill over {len(summary.builds)} build(s): {summary.proposed} proposed ({reasons}); "
         f"{summary.added} new item(s) queued"
     )
-    return 0
+    return exit_codes.OK
 
 
 def cmd_review_next(args: argparse.Namespace) -> int:
+    from eval_assets.review import ReviewError, export, open_store, present
+    from eval_assets.spend import JournalError
+
     try:
         track = _track(args)
         with open_store(track) as store:
@@ -95,10 +162,14 @@ def cmd_review_next(args: argparse.Namespace) -> int:
     else:
         print(outcome.message)
         print(_show(shown))
-    return 0
+    return exit_codes.OK
 
 
 def cmd_review_submit(args: argparse.Namespace) -> int:
+    from eval_assets.human_scores import HumanScoreError
+    from eval_assets.review import ReviewError, open_store, parse_scores, submit
+    from eval_assets.spend import JournalError
+
     try:
         track = _track(args)
         scores = parse_scores(args.scores)
@@ -115,10 +186,13 @@ def cmd_review_submit(args: argparse.Namespace) -> int:
         print(f"item {args.item}: already submitted as human score {result.score_id}; nothing changed")
     else:
         print(f"item {args.item} done: human score {result.score_id} stored in human_scores (source human)")
-    return 0
+    return exit_codes.OK
 
 
 def cmd_review_release(args: argparse.Namespace) -> int:
+    from eval_assets.review import ReviewError, export, open_store
+    from eval_assets.spend import JournalError
+
     try:
         track = _track(args)
         with open_store(track) as store:
@@ -129,15 +203,18 @@ def cmd_review_release(args: argparse.Namespace) -> int:
     except (ReviewError, JournalError) as exc:
         return _refused(str(exc))
     print(f"item {args.item} released: open for any reviewer")
-    return 0
+    return exit_codes.OK
 
 
 def cmd_review_list(args: argparse.Namespace) -> int:
+    from eval_assets.review import open_store
+    from eval_assets.spend import JournalError
+
     try:
         project_of(args)
         if (why := missing_home(args)) is not None:
             print(f"{why}\n0 open, 0 claimed, 0 done")
-            return 0
+            return exit_codes.OK
         track = _track(args)
         with open_store(track) as store:
             items = store.items(build=args.build)
@@ -154,13 +231,4 @@ def cmd_review_list(args: argparse.Namespace) -> int:
         )
     counts = {s: sum(1 for i in items if i.state_at(now) == s) for s in ("open", "claimed", "done")}
     print(", ".join(f"{n} {s}" for s, n in counts.items()))
-    return 0
-
-
-COMMANDS = {
-    "fill": cmd_review_fill,
-    "next": cmd_review_next,
-    "submit": cmd_review_submit,
-    "release": cmd_review_release,
-    "list": cmd_review_list,
-}
+    return exit_codes.OK

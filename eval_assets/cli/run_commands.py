@@ -4,30 +4,28 @@ instance (through `eval_assets.cli.orchestrate`), then the recorded decisions as
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from eval_assets import exit_codes
-from eval_assets.capability.baselines import build_reliability
+from eval_assets.capability.errors import TrackError
 from eval_assets.capability.progress import PROGRESS_LOGGER
-from eval_assets.capability.track import Track, TrackError, track_opened_once
-from eval_assets.cli.common import EXIT_INTERNAL_ERROR, home_of, missing_home, print_problems, project_of
-from eval_assets.cli.orchestrate import (
-    StepResult,
-    instance_for,
-    materialize_board,
-    materialize_build,
-    materialize_trends,
-    register_partitions,
+from eval_assets.cli.arguments import Commands, command, format_option, id_arg
+from eval_assets.cli.common import (
+    collector_paused,
+    home_of,
+    missing_home,
+    print_problems,
+    project_of,
+    track_started_ahead,
 )
-from eval_assets.cli.status_commands import decision_record
 from eval_assets.config import ConfigError
-from eval_assets.evidence import DecisionDamaged
 from eval_assets.present import (
     MAX_LINE,
     reasons_text_rows,
@@ -35,13 +33,102 @@ from eval_assets.present import (
     terminal_width,
     text_table,
 )
-from eval_assets.release import build_report, checked_decision, write_build_report
 from eval_assets.safe_write import UnsafeTarget, check_target
-from eval_assets.spend import JournalError, LeaseRow
-from eval_assets.stats import CrossJudgeVersionError, reliability_markdown, summary_markdown
-from eval_assets.warehouse import WarehouseError
+
+if TYPE_CHECKING:
+    from eval_assets.capability.track import Track
+    from eval_assets.cli.orchestrate import StepResult
+    from eval_assets.home import EvalHome
+    from eval_assets.spend import LeaseRow
 
 EXAMPLE_BUILDS = ("baseline.yaml", "rebuild.yaml", "candidate.yaml")
+
+# what `run` and `demo` import to run (Dagster, the release and statistics modules), after their start
+COMMAND_MODULES = ("eval_assets.cli.orchestrate", "eval_assets.release", "eval_assets.capability.baselines")
+
+
+def register(sub: Commands) -> None:
+    demo = command(
+        sub,
+        "demo",
+        help="register the example builds and materialize the whole graph",
+        run=cmd_demo,
+        exits={
+            exit_codes.OK: "every step materialized (a block is an answer, not a failure)",
+            exit_codes.REFUSED: "a step failed",
+        },
+    )
+    format_option(demo, "text", "json")
+    run = command(
+        sub,
+        "run",
+        help="materialize everything for one build",
+        run=cmd_run,
+        exits={
+            exit_codes.OK: "every step materialized (the decision is printed; `release-status B` exits by it)",
+            exit_codes.REFUSED: "a step failed, the build is refused or another run holds its lease",
+        },
+    )
+    run.add_argument(
+        "--build",
+        required=True,
+        type=id_arg,
+        help="a registered build id (`evaltrack build add FILE` first)",
+    )
+    run.add_argument(
+        "--judge-version",
+        dest="judge_version",
+        type=id_arg,
+        help="one judge version (default: every active version)",
+    )
+    run.add_argument(
+        "--fresh", action="store_true", help="pay again with new attempt keys instead of reusing settled ones"
+    )
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another run of this build holds its lease, wait for it (default: refuse at once)",
+    )
+    format_option(run, "text", "json")
+    report = command(
+        sub,
+        "report",
+        help="a build's self-contained HTML report: decision, reports, scenarios, transcripts",
+        run=cmd_report,
+        exits={
+            exit_codes.OK: "written",
+            exit_codes.REFUSED: "unknown build, or FILE is not a regular file or a new path (nothing written)",
+            exit_codes.INTERNAL_ERROR: "a damaged warehouse file (moved aside, named), or an internal error",
+        },
+    )
+    report.add_argument("build", type=id_arg, help="a registered build id")
+    report.add_argument("--html", required=True, type=Path, metavar="FILE", help="where to write the page")
+    cmp = command(
+        sub,
+        "compare",
+        help="capability report between two builds under one judge version",
+        run=cmd_compare,
+        exits={
+            exit_codes.OK: "compared",
+            exit_codes.REFUSED: "refused (across judge versions, an unknown build)",
+            exit_codes.INTERNAL_ERROR: "a damaged warehouse file (moved aside, named), or an internal error",
+        },
+    )
+    cmp.add_argument("--baseline", required=True, type=id_arg, help="the registered build compared against")
+    cmp.add_argument("--candidate", required=True, type=id_arg, help="the registered build compared")
+    cmp.add_argument(
+        "--judge-version",
+        dest="judge_version",
+        required=True,
+        type=id_arg,
+        help="judge version, e.g. helpfulness-v1",
+    )
+
+
+def _import_the_command() -> None:
+    """Import what `run` and `demo` run with; called with the collector paused (`collector_paused`)."""
+    for module in COMMAND_MODULES:
+        importlib.import_module(module)
 
 
 def _money(value: object) -> str:
@@ -95,7 +182,7 @@ def step_line(step: StepResult, expected_attempts: int | None = None) -> str:
     return f"{'+'.join(step.assets):<20} {'ok' if step.success else 'FAILED'} · {took}"
 
 
-def step_failures(step: StepResult, debug: bool, home: Path) -> list[str]:
+def step_failures(step: StepResult, debug: bool, home: EvalHome) -> list[str]:
     """The lines under a step's own: each distinct failure of its attempts (scenario_runs), and, for a
     step that failed, where its detail is (`debug`: written, redacted, to EVAL_HOME/logs/debug.log)."""
     lines = [
@@ -105,7 +192,7 @@ def step_failures(step: StepResult, debug: bool, home: Path) -> list[str]:
         if not debug:
             lines.append("(run with --debug for the detail)")
         else:
-            log = home / "logs" / "debug.log"
+            log = home.debug_log
             try:
                 log.parent.mkdir(parents=True, exist_ok=True)
                 check_target(log)  # a regular file or a new path, never a FIFO or a link
@@ -152,7 +239,7 @@ class ProgressPrinter(logging.Handler):
 
 @contextmanager
 def progress_shown(quiet: bool) -> Iterator[ProgressPrinter | None]:
-    """While inside, the subject runs' progress is printed (not when `quiet`: --json prints one document)."""
+    """While inside, the subject runs' progress is printed (not when `quiet`: `--format json` prints one document)."""
     if quiet:
         yield None
         return
@@ -175,7 +262,9 @@ def _run_builds(
     quiet: bool = False,
 ) -> tuple[bool, list[dict[str, object]]]:
     """Materialize each build; prints one progress line per step (unless `quiet`). Returns success
-    and, per build, its steps as plain data (for `--json`)."""
+    and, per build, its steps as plain data (for `--format json`)."""
+    from eval_assets.cli.orchestrate import launch_board, launch_build
+
     ok = True
     out: list[dict[str, object]] = []
     say: Callable[[str], None] = (lambda _line: None) if quiet else (lambda line: print(line, flush=True))
@@ -192,7 +281,7 @@ def _run_builds(
             if printer is not None:
                 printer.finish()
             say(f"  {step_line(step, expected)}")
-            for line in step_failures(step, bool(getattr(args, "debug", False)), track.home.root):
+            for line in step_failures(step, bool(getattr(args, "debug", False)), track.home):
                 say(f"    {line}")
 
         tags = {}
@@ -201,7 +290,7 @@ def _run_builds(
             tags["evaltrack/generation"] = str(generation)
             say(f"  fresh run: generation {generation} (new attempt keys; earlier spend stays on the ledger)")
         with progress_shown(quiet) as printer:
-            results = materialize_build(track.home, build_id, versions, on_step=show, tags=tags)
+            results = launch_build(track.home, build_id, versions, on_step=show, tags=tags)
         ok = ok and all(r.success or r.withheld for r in results)
         out.append(
             {
@@ -221,7 +310,7 @@ def _run_builds(
                 ],
             }
         )
-    board = materialize_board(track.home)  # once, after every build of the command
+    board = launch_board(track.home)  # once, after every build of the command
     ok = ok and board.success
     say(f"  {step_line(board)}")
     return ok, out
@@ -230,6 +319,11 @@ def _run_builds(
 def _decision_record(track: Track, build_id: str) -> dict[str, object]:
     """A build's recorded decision (checked against its evidence), its reasons and where its plots
     are, as plain data. A damaged decision or input reads as an internal error, never a decision."""
+    from eval_assets.cli.status_commands import decision_record
+    from eval_assets.evidence import DecisionDamaged
+    from eval_assets.release import checked_decision
+    from eval_assets.warehouse import WarehouseError
+
     try:
         record = decision_record(checked_decision(track, build_id), build_id)
     except (DecisionDamaged, WarehouseError) as exc:
@@ -242,8 +336,8 @@ def _decision_record(track: Track, build_id: str) -> dict[str, object]:
         }
     if not record["recorded"]:  # no decision to read it from: the baseline the manifest names
         record["baseline"] = track.build(build_id).baseline
-    plots = sorted((track.home.root / "reports" / build_id).glob("*.png"))
-    page = track.home.root / "reports" / build_id / "report.html"
+    plots = sorted(track.home.reports(build_id).glob("*.png"))
+    page = track.home.reports(build_id) / "report.html"
     return {**record, "plots": [str(p) for p in plots], "report": str(page) if page.is_file() else None}
 
 
@@ -285,8 +379,21 @@ def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
     )
 
 
-def cmd_run(args: argparse.Namespace, track: Track | None = None) -> int:
-    """`evaltrack run --build B`; `track` when the caller made it already (`track_started_ahead`)."""
+def cmd_run(args: argparse.Namespace) -> int:
+    """`evaltrack run --build B`."""
+    with collector_paused():
+        # before the command's own imports: the build's fork server, when its run will have worker
+        # processes, imports the engine and litellm on the other core meanwhile
+        track = track_started_ahead(args)
+        _import_the_command()
+    return _run(args, track)
+
+
+def _run(args: argparse.Namespace, track: Track | None) -> int:
+    """`evaltrack run --build B`; `track` when `track_started_ahead` made it already."""
+    from eval_assets.capability.track import Track, track_opened_once
+    from eval_assets.spend import JournalError
+
     try:
         track = track or Track(project_of(args), home_of(args))
         if args.judge_version:
@@ -297,7 +404,7 @@ def cmd_run(args: argparse.Namespace, track: Track | None = None) -> int:
         return print_problems(exc)
     except (TrackError, JournalError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exit_codes.REFUSED
 
     def waiting(row: LeaseRow) -> None:
         print(f"waiting: {row.target} is being run by {row.describe()}", flush=True)
@@ -322,16 +429,26 @@ def cmd_run(args: argparse.Namespace, track: Track | None = None) -> int:
             )
     except (TrackError, JournalError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exit_codes.REFUSED
     record = _decision_record(track, args.build)
     if args.format == "json":
         print(json.dumps({"ok": ok, "builds": [{**steps[0], **record}]}, default=str, sort_keys=True))
     else:
         _print_decisions([record], track.home.root)
-    return 0 if ok else 1
+    return exit_codes.OK if ok else exit_codes.REFUSED
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """`evaltrack demo`: the example builds, registered and run, and the score trends over them."""
+    with collector_paused():
+        _import_the_command()
+    return _demo(args)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from eval_assets.capability.track import Track, track_opened_once
+    from eval_assets.cli.orchestrate import add_build_partitions, instance_for, launch_trends
+
     try:
         project = project_of(args)
         home = home_of(args)
@@ -341,7 +458,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for name in EXAMPLE_BUILDS:
             manifest = track.register_build(project.root / "examples" / "builds" / name)
             build_ids.append(manifest.id)
-        register_partitions(instance, build_ids)
+        add_build_partitions(instance, build_ids)
     except ConfigError as exc:
         return print_problems(exc)
     with track_opened_once(track):  # once per command, not per run (about twenty runs)
@@ -351,11 +468,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
             )
         except TrackError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return exit_codes.REFUSED
         ok, steps = _run_builds(args, track, build_ids, None, quiet=args.format == "json")
         records = [_decision_record(track, b) for b in build_ids]
         # the score trend of each active judge version over the builds just run (a plot in the UI)
-        trends = materialize_trends(home, [j.version_id for j in project.active_judges])
+        trends = launch_trends(home, [j.version_id for j in project.active_judges])
     ok = ok and all(t.success for t in trends)
     trend_lines = [
         f"score trend {t.partition}: "
@@ -376,14 +493,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 sort_keys=True,
             )
         )
-        return 0 if ok else 1
+        return exit_codes.OK if ok else exit_codes.REFUSED
     print()
     print(f"warehouse: {track.warehouse.for_analysts}  (open read-only; views in docs/warehouse.md)")
     print(f"UI: EVAL_HOME={home.root} evaltrack ui   (then http://127.0.0.1:3000)")
     for line in trend_lines:
         print(line)
     _print_decisions(records, home.root)
-    return 0 if ok else 1
+    return exit_codes.OK if ok else exit_codes.REFUSED
 
 
 def _report_damage(track: Track, builds: Sequence[str]) -> bool:
@@ -403,60 +520,60 @@ def _report_damage(track: Track, builds: Sequence[str]) -> bool:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Write the build's HTML report (exit 0), refuse an unknown build or an unsafe FILE (1: a FIFO,
-    device, directory or symlink is never written over), exit 4 on a damaged file."""
+    """Write the build's HTML report; refuse an unknown build or an unsafe FILE (a FIFO, device,
+    directory or symlink is never written over); a damaged file is an internal error."""
+    from eval_assets.capability.track import Track
+    from eval_assets.release import write_build_report
+
     try:
         check_target(Path(args.html))
         project = project_of(args)
         if (why := missing_home(args)) is not None:
             print(f"error: unknown build {args.build}: {why}", file=sys.stderr)
-            return 1
+            return exit_codes.REFUSED
         track = Track(project, home_of(args))
         track.build(args.build)
     except ConfigError as exc:
         return print_problems(exc)
-    except TrackError as exc:
+    except (TrackError, UnsafeTarget) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except UnsafeTarget as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exit_codes.REFUSED
     if _report_damage(track, [args.build]):
-        return EXIT_INTERNAL_ERROR
+        return exit_codes.INTERNAL_ERROR
     try:
         path = write_build_report(track, args.build, Path(args.html))
     except UnsafeTarget as exc:  # made unsafe while the page was rendered
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exit_codes.REFUSED
     print(f"wrote {path}")
-    return 0
+    return exit_codes.OK
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    if not args.judge_version:  # not `required=`: its old spelling, --judge, fills it too
-        print(
-            "evaltrack compare: error: the following arguments are required: --judge-version", file=sys.stderr
-        )
-        return exit_codes.USAGE
+    from eval_assets.capability.baselines import build_reliability
+    from eval_assets.capability.track import Track
+    from eval_assets.release import build_report
+    from eval_assets.stats import CrossJudgeVersionError, reliability_markdown, summary_markdown
+
     try:
         project = project_of(args)
         if (why := missing_home(args)) is not None:
             print(f"refused: unknown builds {args.baseline} and {args.candidate}: {why}", file=sys.stderr)
-            return 1
+            return exit_codes.REFUSED
         track = Track(project, home_of(args))
         track.build(args.baseline)
         candidate = track.build(args.candidate)  # resolved once, passed down
         if _report_damage(track, [args.baseline, args.candidate]):
-            return EXIT_INTERNAL_ERROR
+            return exit_codes.INTERNAL_ERROR
         run = build_report(track, candidate, args.judge_version, args.baseline)
     except ConfigError as exc:
         return print_problems(exc)
     except (CrossJudgeVersionError, TrackError) as exc:
         print(f"refused: {exc}", file=sys.stderr)
-        return 1
+        return exit_codes.REFUSED
     print(summary_markdown(run.report))
     for role, build in (("baseline", args.baseline), ("candidate", args.candidate)):
         table = reliability_markdown(build_reliability(track, build, args.judge_version))
         if table:
             print(f"{role} {build}: {table}")
-    return 0
+    return exit_codes.OK

@@ -12,12 +12,35 @@ import argparse
 import json
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING
 
+from eval_assets import exit_codes
+from eval_assets.cli.arguments import Commands, command, day_arg, format_option, id_arg
 from eval_assets.cli.common import home_path, project_of
 from eval_assets.cli.status_commands import internal_error
 from eval_assets.config import ConfigError, Project
 from eval_assets.present import text_table
-from eval_assets.spend import JournalError, ScopeTotal, journal_file, journal_url, open_journal
+
+if TYPE_CHECKING:
+    from eval_assets.spend import ScopeTotal
+
+
+def register(sub: Commands) -> None:
+    spend = command(
+        sub,
+        "spend",
+        help="the spend journal's running totals (spent and in flight) against the ceilings",
+        run=cmd_spend,
+        exits={
+            exit_codes.OK: "printed (a home that never paid has spent nothing)",
+            exit_codes.INTERNAL_ERROR: "the journal or the project cannot be read",
+        },
+    )
+    spend.add_argument(
+        "--day", type=day_arg, help="the UTC day YYYY-MM-DD whose total is shown (default: today)"
+    )
+    spend.add_argument("--build", type=id_arg, help="only this build's suites, and its scenarios")
+    format_option(spend, "text", "json")
 
 
 @dataclass(frozen=True)
@@ -74,6 +97,8 @@ def _usd(value: float | None) -> str:
 
 
 def cmd_spend(args: argparse.Namespace) -> int:
+    from eval_assets.spend import JournalError, ScopeTotal, journal_file, journal_url, open_journal
+
     try:
         project, home = project_of(args), home_path(args)  # reads only: never creates the home
     except ConfigError as exc:
@@ -94,7 +119,7 @@ def cmd_spend(args: argparse.Namespace) -> int:
     rows = lines(project, day_total, totals, args.build)
     if args.format == "json":
         print(json.dumps({"day": day.isoformat(), "scopes": [r.record() for r in rows]}, indent=2))
-        return 0
+        return exit_codes.OK
     if note:
         print(note)
     print(
@@ -113,4 +138,4 @@ def cmd_spend(args: argparse.Namespace) -> int:
             ],
         )
     )
-    return 0
+    return exit_codes.OK

@@ -10,8 +10,23 @@ import sys
 import time
 from pathlib import Path
 
+from eval_assets import exit_codes
+from eval_assets.cli.arguments import Commands, command, port_arg
 from eval_assets.cli.common import home_of, project_of
-from eval_assets.cli.orchestrate import register_builds
+
+
+def register(sub: Commands) -> None:
+    ui = command(
+        sub,
+        "ui",
+        help="start the Dagster UI on 127.0.0.1",
+        run=cmd_ui,
+        exits={
+            exit_codes.OK: "stopped (Ctrl-C or SIGTERM)",
+            exit_codes.INTERNAL_ERROR: "`dagster dev` failed (its exit code printed), or an internal error",
+        },
+    )
+    ui.add_argument("--port", type=port_arg, default=3000, help="the UI's port on 127.0.0.1")
 
 
 def _warn(message: str) -> None:
@@ -25,10 +40,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
     `dagster dev` has exited, whatever of the group is still running gets UI_STOP_GRACE_S to finish
     and is then killed, so `evaltrack ui` never leaves an orphan holding a run or the port.
     """
+    from eval_assets.cli.orchestrate import add_registered_build_partitions  # Dagster
+
     home = home_of(args)
     # the partitions of builds registered since a command last opened the instance (`build add` only
     # stores the manifest), so the UI lists them from its first page
-    register_builds(home, project_of(args), _warn)
+    add_registered_build_partitions(home, project_of(args), _warn)
     root = Path(os.environ["EVAL_PROJECT_ROOT"])
     dagster = Path(sys.executable).with_name("dagster")
     cmd = [str(dagster), "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(args.port)]
@@ -62,7 +79,10 @@ def cmd_ui(args: argparse.Namespace) -> int:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
         _reap_group(child.pid, UI_STOP_GRACE_S)
-    return 0 if code in (0, -signal.SIGTERM, 128 + signal.SIGTERM) else code
+    if code in (exit_codes.OK, -signal.SIGTERM, 128 + signal.SIGTERM):
+        return exit_codes.OK
+    print(f"evaltrack ui: dagster dev exited with {code}", file=sys.stderr)
+    return exit_codes.INTERNAL_ERROR
 
 
 UI_STOP_GRACE_S = 30.0

@@ -16,7 +16,6 @@ from eval_assets.providers import (
     SUBJECT_KNOBS,
     litellm_providers,
 )
-from eval_assets.redact import set_pii
 
 from ._files import ConfigError, Problem, load_file, read_yaml, relative_shown, validate_model
 from ._models import BuildManifest, Judge, Rubric, Scenario, SimJudgeKnobs, SimSubjectKnobs
@@ -153,8 +152,6 @@ def load_project(root: Path, *, check_registry: bool = True) -> Project:
     settings: Settings | None = Settings()
     if settings_path.exists():
         settings, found = load_file(Settings, settings_path, root)
-        if settings is not None:
-            set_pii(settings.redaction.pii)
         problems += found
 
     unloadable: set[str] = set()  # names/keys of files that failed: no dangling-reference echo for them

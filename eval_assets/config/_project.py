@@ -27,7 +27,7 @@ class Project:
     def rubric_for(self, judge: Judge) -> Rubric:
         return self.rubrics[f"{judge.rubric.id}-v{judge.rubric.version}"]
 
-    def scenarios_for(self, judge: Judge) -> list[Scenario]:
+    def scenarios_judged_by(self, judge: Judge) -> list[Scenario]:
         """Scenarios scored by `judge`, in id order."""
         return [s for _, s in sorted(self.scenarios.items()) if s.judge == judge.name]
 

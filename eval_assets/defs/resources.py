@@ -20,13 +20,13 @@ class TrackResource(dg.ConfigurableResource):
     journal_url: str | None = None
 
     @cached_property
-    def instance(self) -> Track:
+    def _opened(self) -> Track:
         return open_track(Path(self.project_root), EvalHome(Path(self.eval_home)), self.journal_url)
 
     def get(self) -> Track:
         """The track over this EVAL_HOME and project: the command's own inside an `evaltrack` command
         (`track_opened_once`), else opened once per resource instance."""
-        return self.instance
+        return self._opened
 
 
 class NotificationResource(dg.ConfigurableResource):

@@ -31,7 +31,7 @@ from ._quarantine import (
     WarehouseQuarantineStore,
     quarantine_at,
 )
-from ._records import gate_result_rows, materialize_suite, quarantine_rows, record_suite, stored_evidence
+from ._records import gate_result_rows, quarantine_rows, record_suite, run_and_record_suite, stored_evidence
 from ._registry import (
     KINDS,
     CallableImportError,
@@ -100,7 +100,7 @@ __all__ = [
     "record_script",
     "load_case",
     "load_registry",
-    "materialize_suite",
+    "run_and_record_suite",
     "quarantine_at",
     "quarantine_rows",
     "read_registry",

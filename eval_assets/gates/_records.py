@@ -82,7 +82,7 @@ def record_suite(warehouse: Warehouse, result: SuiteResult, run_id: str) -> dict
     return written
 
 
-def materialize_suite(
+def run_and_record_suite(
     root: Path,
     *,
     build: BuildManifest,

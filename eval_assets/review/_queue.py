@@ -124,7 +124,7 @@ def bridge_disagreements(track: Track, judge_to: str, top_n: int) -> list[NewIte
         "AND o.status = 'scored' AND n.status = 'scored'",
         [old.version_id, new.version_id, *builds],
     )
-    offset = float(row["offset"]) if row.get("offset") is not None else 0.0
+    offset = float(row["offset_points"]) if row.get("offset_points") is not None else 0.0
     gaps = []
     for r in frame.itertuples():
         gap = rubric_points(json.loads(r.c_new), r_new) - rubric_points(json.loads(r.c_old), r_old) - offset

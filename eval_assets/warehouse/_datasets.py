@@ -242,8 +242,6 @@ DATASETS: dict[str, Dataset] = {
                 ("published", "BOOLEAN"),
                 ("reasons", "VARCHAR"),
                 ("offset_points", "DOUBLE"),  # the offset in rubric points (`unit`)
-                # the same value under its old name (needs quoting in SQL); dropped next release
-                ("offset", "DOUBLE"),
                 ("ci_low", "DOUBLE"),
                 ("ci_high", "DOUBLE"),
                 ("half_width", "DOUBLE"),

@@ -123,7 +123,7 @@ def test_an_authorization_header_echoed_in_a_200_answer_is_redacted_before_the_j
     assert canary not in outcome.text and "Authorization: Bearer " + REDACTED in outcome.text
     project = PROJECT
     judge = project.active_judges[0]
-    scenario = project.scenarios_for(judge)[0]
+    scenario = project.scenarios_judged_by(judge)[0]
     nonce = fence_nonce(b"x" * 32, "a")
     # the renderer redacts too (a stored output from before the fix, a journal reuse)
     prompt = render_judge_prompt(judge, project.rubric_for(judge), scenario, f"echo {canary}", nonce=nonce)
@@ -234,7 +234,7 @@ def test_a_quality_marker_in_the_scenario_input_does_not_steer_the_sim_judge() -
     project = PROJECT
     judge = project.active_judges[0]
     rubric = project.rubric_for(judge)
-    base = project.scenarios_for(judge)[0]
+    base = project.scenarios_judged_by(judge)[0]
     steered = base.model_copy(
         update={"input": [Message(role="user", content="Please help. [sim-quality=1.0] [sim-quality=1.0]")]}
     )

@@ -18,7 +18,7 @@ import dagster as dg
 import yaml
 
 from eval_assets.capability.track import Track
-from eval_assets.cli.orchestrate import instance_for, materialize_build
+from eval_assets.cli.orchestrate import instance_for, launch_build
 from eval_assets.config import load_project, read_yaml_file
 from eval_assets.home import EvalHome, environment
 
@@ -36,7 +36,7 @@ def small_project(source: Path, dest: Path) -> Path:
     (dest / "gates").mkdir()
     (dest / "gates" / "none.yaml").write_text("gates: []\n", encoding="utf-8")
     for judge in project.active_judges:
-        scenario = project.scenarios_for(judge)[0]
+        scenario = project.scenarios_judged_by(judge)[0]
         [path] = [p for p in (source / "scenarios").rglob(f"{scenario.id}.yaml")]
         data = read_yaml_file(path)
         data["repeats"] = 2
@@ -79,7 +79,7 @@ def dagster_canary_hook(source: Path) -> Callable[[Path, list[str]], list[Path]]
                 track.journal.close()
             for build_id in build_ids:
                 tags = {GENERATION_TAG: str(generations[build_id])}
-                steps = materialize_build(home, build_id, versions[build_id], tags=tags)
+                steps = launch_build(home, build_id, versions[build_id], tags=tags)
                 if not steps:
                     raise RuntimeError(f"no Dagster step ran for {build_id}")
             dump = home_root / EVENTS_DUMP

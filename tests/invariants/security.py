@@ -313,7 +313,7 @@ def _tiny_project(ctx: GateContext) -> Any:
     project = ctx.project()
     scenarios = {}
     for judge in project.active_judges:  # one scenario per judge, two repeats: every judge runs
-        first = project.scenarios_for(judge)[0]
+        first = project.scenarios_judged_by(judge)[0]
         scenarios[first.id] = first.model_copy(update={"repeats": 2})
     engine = project.settings.engine.model_copy(
         update={"max_tries": 2, "backoff_base_s": 0.0, "backoff_max_s": 0.0}

@@ -4,14 +4,12 @@
 -- version's trend: a row with no mean_score and is_break true (never a value to draw a line through).
 -- The score_trend asset's points (score_trend_points) also know builds in registration order and
 -- bridges never run.
--- offset_points is the offset's name since it was renamed from "offset" (a keyword); files written
--- before carry only "offset", so the view reads whichever a row has.
-WITH cal AS (SELECT *, coalesce(*COLUMNS('^(offset_points|offset)$')) AS carried_offset
+WITH cal AS (SELECT *
 FROM calibration_offsets
 WHERE published),
 native AS (SELECT build, judge_version AS trend_version, mean_score, false AS spliced, NULL::VARCHAR AS spliced_from, false AS is_break
 FROM score_trend),
-spliced AS (SELECT t.build, c.judge_to AS trend_version, ((CASE WHEN c.equating_slope IS NOT NULL THEN c.equating_intercept + c.equating_slope * (c.scale_low + t.mean_score * (c.scale_high - c.scale_low)) ELSE c.scale_low + t.mean_score * (c.scale_high - c.scale_low) + c.carried_offset END) - c.scale_low) / (c.scale_high - c.scale_low) AS mean_score, true AS spliced, t.judge_version AS spliced_from, false AS is_break
+spliced AS (SELECT t.build, c.judge_to AS trend_version, ((CASE WHEN c.equating_slope IS NOT NULL THEN c.equating_intercept + c.equating_slope * (c.scale_low + t.mean_score * (c.scale_high - c.scale_low)) ELSE c.scale_low + t.mean_score * (c.scale_high - c.scale_low) + c.offset_points END) - c.scale_low) / (c.scale_high - c.scale_low) AS mean_score, true AS spliced, t.judge_version AS spliced_from, false AS is_break
 FROM score_trend t
 JOIN cal c ON t.judge_version = c.judge_from
 WHERE NOT EXISTS (SELECT 1
