@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from object_store import ObjectBackend, Objects
 from pg import running_cluster
 from shared import full_row
@@ -272,6 +274,79 @@ def test_the_analysts_direct_connection_reads_the_bucket_as_the_track_reads_it(
     finally:
         con.close()
     assert [d.build for d in wh.damage()] == ["c"]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    plans=st.lists(
+        st.lists(st.tuples(st.integers(0, 300_000), st.integers(0, 70_000)), min_size=20, max_size=40),
+        min_size=8,
+        max_size=8,
+    )
+)
+def test_one_remote_handle_read_from_many_threads_at_once_gives_each_its_own_bytes(
+    backend: ObjectBackend, plans: list[list[tuple[int, int]]]
+) -> None:
+    """DuckDB reads one handle of the bucket's filesystem from its I/O threads at once, each read a
+    `seek` then a `read`: every thread must get the bytes at its own offset, in full (to the end)."""
+    import random
+    import threading
+
+    from eval_assets.warehouse import Bucket
+
+    url, _ = backend.new_location()
+    bucket = Bucket(url)
+    data = random.Random(len(plans[0])).randbytes(256 * 1024)
+    bucket.put_bytes("data/blob.bin", data)
+    wrong: list[tuple[int, int, int]] = []
+    with bucket.duckdb_filesystem().open(bucket.uri("data/blob.bin"), "rb") as handle:
+        start = threading.Barrier(len(plans))
+
+        def reader(plan: list[tuple[int, int]]) -> None:
+            start.wait()
+            for offset, n in plan:
+                handle.seek(offset)
+                got = handle.read(n)
+                if got != data[offset : offset + n]:
+                    wrong.append((offset, n, len(got)))
+
+        threads = [threading.Thread(target=reader, args=(plan,)) for plan in plans]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert wrong == []
+
+
+def test_the_analysts_direct_connection_reads_large_objects_as_the_track_reads_them(
+    backend: ObjectBackend, tmp_path: Path
+) -> None:
+    """Objects large enough for DuckDB's Parquet prefetching (several reads of one file at once):
+    the remote connection answers, every time, what the track's checked local copies answer."""
+    from eval_assets.warehouse import ObjectWarehouse
+
+    url, catalog = backend.new_location()
+    wh = ObjectWarehouse(tmp_path / "stage", url, catalog)
+    try:
+        wh.initialise()
+        for build in ("b1", "b2"):
+            rows = [
+                run_row(f"s{i:05d}", f"an answer {i} of {build}", repeat=r)
+                for i in range(2000)
+                for r in (1, 2, 3)
+            ]
+            wh.write_partition("scenario_runs", {"build": build}, rows, f"run-{build}")
+        sql = "SELECT build, count(*) AS n, sum(length(output)) AS chars, max(scenario_id) AS last FROM scenario_runs GROUP BY 1 ORDER BY 1"
+        expected = [tuple(r.values()) for r in wh.rows(sql)]
+        assert [e[1] for e in expected] == [6000, 6000]
+        for _ in range(4):
+            con = wh.remote_connection()
+            try:
+                assert con.execute(sql).fetchall() == expected
+            finally:
+                con.close()
+    finally:
+        wh.close()
 
 
 # a password in a URL, assembled so that no line of this file reads as a checked-in credential
