@@ -349,6 +349,55 @@ def test_the_analysts_direct_connection_reads_large_objects_as_the_track_reads_t
         wh.close()
 
 
+def test_a_throwaway_home_of_a_project_on_object_storage_keeps_to_itself(
+    backend: ObjectBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The warehouse and journal evaltrack.yaml names are every home's: a check that runs the track in
+    a throwaway home (the canary gate) must write under that home only, never into the team's bucket
+    and catalog (the demo on a bucket once held the canary's 3 builds beside its own)."""
+    import dataclasses
+
+    import sqlalchemy as sa
+    from invariants import security
+
+    from eval_assets.config import load_project
+    from eval_assets.config._settings import WarehouseSettings
+    from eval_assets.gates import GateContext
+    from eval_assets.home import PROJECT_ROOT
+    from eval_assets.warehouse import Bucket
+
+    url, catalog = backend.new_location()
+    shipped = load_project(PROJECT_ROOT)
+    on_bucket = dataclasses.replace(
+        shipped,
+        settings=shipped.settings.model_copy(
+            update={"warehouse": WarehouseSettings(url=url, catalog=catalog)}
+        ),
+    )
+    scratch = on_bucket.for_scratch_home()
+    assert scratch.settings.warehouse.url is None and scratch.settings.spend.journal_url is None
+    assert on_bucket.settings.warehouse.url == url  # the project itself keeps its setting
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    ctx = GateContext(
+        root=PROJECT_ROOT,
+        gate_id="security.no-api-key-persisted",
+        kind="structural",
+        build=None,
+        milestone=1,
+        project_loader=lambda: on_bucket,
+    )
+    outcome = security.no_api_key_persisted(ctx)
+    assert outcome.passed, outcome.findings
+    assert Bucket(url).listing("data") == {}
+    engine = sa.create_engine(sa.make_url(catalog).set(drivername="postgresql+psycopg"))
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT to_regclass('warehouse_files')")).scalar() is None
+    finally:
+        engine.dispose()
+
+
 # a password in a URL, assembled so that no line of this file reads as a checked-in credential
 USERINFO = ":" + "pw" + "@"
 
