@@ -999,6 +999,30 @@ def test_the_unperturbed_object_store_answers_allow_for_the_rebuild(
     assert object_decided.status(home, BASE) == 2
 
 
+def test_the_object_store_holds_the_local_directorys_rows_and_decisions(
+    decided: Path, object_decided: Any, tmp_path: Path
+) -> None:
+    """The same builds through the same steps on both implementations: the same current rows in every
+    table (run ids, timestamps, timings and evidence's file names aside) and the same decisions."""
+    from object_store import comparable_rows
+
+    home = object_decided.restore(tmp_path / "home")
+    local = comparable_rows(_warehouse_of("local", decided, None))
+    on_bucket = comparable_rows(_warehouse_of("object", home, object_decided))
+    assert {t: len(r) for t, r in on_bucket.items()} == {t: len(r) for t, r in local.items()}
+    assert sum(len(r) for r in local.values()) > 0
+    for table, rows in local.items():
+        assert on_bucket[table] == rows, table
+    decisions = "SELECT build, decision FROM release_decisions ORDER BY build"
+    assert _warehouse_of("object", home, object_decided).rows(decisions) == [
+        {"build": BASE, "decision": "none"},
+        {"build": REBUILD, "decision": "allow"},
+    ]
+    assert _warehouse_of("local", decided, None).rows(decisions) == _warehouse_of(
+        "object", home, object_decided
+    ).rows(decisions)
+
+
 @pytest.mark.parametrize("kind", ["local", "object"])
 @pytest.mark.parametrize("family", OBJECT_FAMILIES)
 def test_each_object_perturbation_of_the_decision_file_exits_4_naming_it(
