@@ -398,6 +398,43 @@ def test_a_throwaway_home_of_a_project_on_object_storage_keeps_to_itself(
         engine.dispose()
 
 
+def test_a_build_registered_in_one_home_is_read_in_another_through_the_bucket(
+    backend: ObjectBackend, tmp_path: Path
+) -> None:
+    """Two pods, no shared volume: `build add` in one stores the manifest in the bucket; the other
+    lists, resolves and orders it alike (the same bytes, the same registration order), and a manifest
+    already registered differently is still refused."""
+    import dataclasses
+
+    from shared import changed_manifest
+
+    from eval_assets.capability.builds import Builds
+    from eval_assets.config import ConfigError, load_project
+    from eval_assets.config._settings import WarehouseSettings
+    from eval_assets.home import PROJECT_ROOT, EvalHome
+
+    url, catalog = backend.new_location()
+    shipped = load_project(PROJECT_ROOT)
+    project = dataclasses.replace(
+        shipped,
+        settings=shipped.settings.model_copy(
+            update={"warehouse": WarehouseSettings(url=url, catalog=catalog)}
+        ),
+    )
+    here = Builds(project, EvalHome(tmp_path / "pod-a").ensure())
+    there = Builds(project, EvalHome(tmp_path / "pod-b").ensure())
+    first = here.register(changed_manifest(tmp_path, project, "baseline.yaml"))
+    second = here.register(changed_manifest(tmp_path, project, "rebuild.yaml"))
+    assert there.ids() == here.ids() == sorted([first.id, second.id])
+    assert there.by_registration() == here.by_registration()
+    assert there.resolve(second.id) == second
+    assert there.path(second.id).read_bytes() == here.path(second.id).read_bytes()
+    (tmp_path / "x").mkdir()
+    other = changed_manifest(tmp_path / "x", project, "rebuild.yaml", milestone=1)
+    with pytest.raises(ConfigError, match="already registered with a different manifest"):
+        Builds(project, EvalHome(tmp_path / "pod-c").ensure()).register(other)
+
+
 # a password in a URL, assembled so that no line of this file reads as a checked-in credential
 USERINFO = ":" + "pw" + "@"
 

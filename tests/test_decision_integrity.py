@@ -999,6 +999,20 @@ def test_the_unperturbed_object_store_answers_allow_for_the_rebuild(
     assert object_decided.status(home, BASE) == 2
 
 
+def test_a_new_home_with_only_the_bucket_and_catalog_answers_release_status(
+    object_decided: Any, tmp_path: Path
+) -> None:
+    """A run pod or CI job with no shared volume: a fresh EVAL_HOME (no manifests, no fence secret, no
+    checked copies) reads the registered manifests from the bucket and proves the same allow."""
+    object_decided.restore(tmp_path / "home")
+    bare = tmp_path / "bare"
+    assert object_decided.status(bare) == 0
+    assert object_decided.status(bare, BASE) == 2
+    assert sorted(p.name for p in (bare / "builds").iterdir()) == [f"{BASE}.yaml", f"{REBUILD}.yaml"]
+    for name in (f"{BASE}.yaml", f"{REBUILD}.yaml"):
+        assert (bare / "builds" / name).read_bytes() == (object_decided.home / "builds" / name).read_bytes()
+
+
 def test_the_object_store_holds_the_local_directorys_rows_and_decisions(
     decided: Path, object_decided: Any, tmp_path: Path
 ) -> None:
