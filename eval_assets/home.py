@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 FENCE_SECRET_FILE = "fence.secret"
 FENCE_SECRET_ENV = "EVAL_FENCE_SECRET"  # a deployment's one secret for every pod (docs/deploy.md)
+SCRATCH_ENV = "EVAL_HOME_SCRATCH"  # "1": EVAL_HOME is thrown away with its pod (docs/deploy.md)
 FENCE_SECRET_BYTES = 32
 
 _WRITTEN_BY = "# Written by eval-track."
@@ -198,6 +199,12 @@ def default_home(project: Path | None = None) -> Path:
     if given:
         return Path(given).resolve()
     return ((project or project_root()) / HOME_DIR).resolve()
+
+
+def scratch_home() -> bool:
+    """Whether EVAL_HOME is marked scratch (`EVAL_HOME_SCRATCH=1`, a pod's emptyDir): then nothing that
+    must outlive the pod (warehouse, spend journal, build registry) may be kept in it."""
+    return os.environ.get(SCRATCH_ENV) == "1"
 
 
 @dataclass(frozen=True)

@@ -435,6 +435,51 @@ def test_a_build_registered_in_one_home_is_read_in_another_through_the_bucket(
         Builds(project, EvalHome(tmp_path / "pod-c").ensure()).register(other)
 
 
+def test_a_scratch_home_refuses_to_keep_what_must_outlive_its_pod(
+    backend: ObjectBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EVAL_HOME_SCRATCH=1 (a pod's emptyDir): a warehouse, spend journal or build registry that would
+    live in the home is refused, naming the variable and the setting; with both on shared stores the
+    track opens."""
+    import dataclasses
+
+    from shared import changed_manifest
+
+    from eval_assets.capability.builds import Builds
+    from eval_assets.capability.errors import TrackError
+    from eval_assets.capability.track import Track
+    from eval_assets.config import load_project
+    from eval_assets.config._settings import WarehouseSettings
+    from eval_assets.home import PROJECT_ROOT, EvalHome
+
+    monkeypatch.setenv("EVAL_HOME_SCRATCH", "1")
+    shipped = load_project(PROJECT_ROOT)
+    with pytest.raises(TrackError, match="EVAL_HOME_SCRATCH=1") as refused:
+        Track(shipped, EvalHome(tmp_path / "pod-a"))
+    assert "warehouse: {url, catalog}" in str(refused.value) and "spend.journal_url" in str(refused.value)
+    assert not (tmp_path / "pod-a" / "warehouse").exists()
+    with pytest.raises(TrackError, match="build registry"):
+        Builds(shipped, EvalHome(tmp_path / "pod-b").ensure()).register(
+            changed_manifest(tmp_path, shipped, "baseline.yaml")
+        )
+
+    url, catalog = backend.new_location()
+    warehouse = WarehouseSettings(url=url, catalog=catalog)
+    on_bucket = dataclasses.replace(
+        shipped, settings=shipped.settings.model_copy(update={"warehouse": warehouse})
+    )
+    with pytest.raises(TrackError, match="spend.journal_url") as refused:
+        Track(on_bucket, EvalHome(tmp_path / "pod-c"))
+    assert "warehouse: {url" not in str(refused.value)
+    spend = shipped.settings.spend.model_copy(update={"journal_url": catalog})
+    shared = dataclasses.replace(on_bucket, settings=on_bucket.settings.model_copy(update={"spend": spend}))
+    track = Track(shared, EvalHome(tmp_path / "pod-d"))
+    try:
+        assert track.warehouse.location.startswith(url)
+    finally:
+        track.warehouse.close()  # type: ignore[attr-defined]
+
+
 # a password in a URL, assembled so that no line of this file reads as a checked-in credential
 USERINFO = ":" + "pw" + "@"
 

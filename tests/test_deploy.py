@@ -222,6 +222,8 @@ def test_the_helm_values_share_no_volume_between_pods() -> None:
     launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
     for volumes in (deployment["volumes"], launcher["volumes"]):
         assert [set(v) for v in volumes] == [{"name", "emptyDir"}], volumes
+    env = {e["name"]: e["value"] for e in deployment["env"]}
+    assert env["EVAL_HOME_SCRATCH"] == "1"  # so a missing warehouse/journal setting is refused, not lost
     header = VALUES.read_text().split("\nglobal:", 1)[0]
     for needed in (
         "EVAL_FENCE_SECRET",

@@ -30,7 +30,7 @@ from eval_assets.config import (
     id_problem,
     load_build,
 )
-from eval_assets.home import EvalHome
+from eval_assets.home import SCRATCH_ENV, EvalHome, scratch_home
 from eval_assets.safe_write import write_file
 
 
@@ -122,7 +122,13 @@ class Builds:
         return [p.stem for p in paths]
 
     def register(self, path: Path) -> BuildManifest:
-        """Validate a manifest and store it under EVAL_HOME/builds (atomic). Raises ConfigError."""
+        """Validate a manifest and store it under EVAL_HOME/builds (atomic), and in the bucket on object
+        storage. Raises ConfigError; TrackError in a scratch home without a bucket (it would be lost)."""
+        if scratch_home() and self.bucket is None:
+            raise TrackError(
+                f"{SCRATCH_ENV}=1: EVAL_HOME {self.home.root} is thrown away with its pod, yet the build "
+                "registry would be kept in it (set warehouse: {url, catalog} in evaltrack.yaml; docs/deploy.md)"
+            )
         manifest = load_build(path, self.project, self.ids())
         target = self.path(manifest.id)
         if target.exists():
