@@ -1011,6 +1011,10 @@ def test_a_new_home_with_only_the_bucket_and_catalog_answers_release_status(
     assert sorted(p.name for p in (bare / "builds").iterdir()) == [f"{BASE}.yaml", f"{REBUILD}.yaml"]
     for name in (f"{BASE}.yaml", f"{REBUILD}.yaml"):
         assert (bare / "builds" / name).read_bytes() == (object_decided.home / "builds" / name).read_bytes()
+    # nor is a missing home "nothing to verify": the damage is in the bucket
+    perturb_object(_warehouse_of("object", bare, object_decided), "delete", "release_decisions", REBUILD, 0)
+    other = str(tmp_path / "other")
+    assert main(["--project", str(object_decided.project_dir), "--home", other, "warehouse", "verify"]) == 4
 
 
 def test_the_object_store_holds_the_local_directorys_rows_and_decisions(
