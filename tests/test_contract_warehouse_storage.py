@@ -360,8 +360,7 @@ def test_a_throwaway_home_of_a_project_on_object_storage_keeps_to_itself(
     import sqlalchemy as sa
     from invariants import security
 
-    from eval_assets.config import load_project
-    from eval_assets.config._settings import WarehouseSettings
+    from eval_assets.config import WarehouseSettings, load_project
     from eval_assets.gates import GateContext
     from eval_assets.home import PROJECT_ROOT
     from eval_assets.warehouse import Bucket
@@ -409,8 +408,7 @@ def test_a_build_registered_in_one_home_is_read_in_another_through_the_bucket(
     from shared import changed_manifest
 
     from eval_assets.capability.builds import Builds
-    from eval_assets.config import ConfigError, load_project
-    from eval_assets.config._settings import WarehouseSettings
+    from eval_assets.config import ConfigError, WarehouseSettings, load_project
     from eval_assets.home import PROJECT_ROOT, EvalHome
 
     url, catalog = backend.new_location()
@@ -448,8 +446,7 @@ def test_a_scratch_home_refuses_to_keep_what_must_outlive_its_pod(
     from eval_assets.capability.builds import Builds
     from eval_assets.capability.errors import TrackError
     from eval_assets.capability.track import Track
-    from eval_assets.config import load_project
-    from eval_assets.config._settings import WarehouseSettings
+    from eval_assets.config import WarehouseSettings, load_project
     from eval_assets.home import PROJECT_ROOT, EvalHome
 
     monkeypatch.setenv("EVAL_HOME_SCRATCH", "1")

@@ -67,7 +67,7 @@ class Builds:
 
     def pull(self) -> None:
         """Bring EVAL_HOME/builds up to the bucket's `builds/` (nothing on the home's directory): a
-        manifest missing here, or of another size or mtime, is downloaded whole and renamed into place."""
+        manifest missing here, or of another size or mtime, is downloaded and written whole (safe_write)."""
         bucket = self.bucket
         if bucket is None:
             return
@@ -82,14 +82,13 @@ class Builds:
                     continue
             except FileNotFoundError:
                 pass
-            tmp = self.home.builds / f".{name}.{os.getpid()}.part"
             try:
-                bucket.get_file("builds/" + name, tmp)
+                data = bucket.get_bytes("builds/" + name)
             except FileNotFoundError:  # removed between the listing and the read
                 continue
+            write_file(local, data)
             if mtime is not None:
-                os.utime(tmp, ns=(mtime, mtime))
-            os.replace(tmp, local)
+                os.utime(local, ns=(mtime, mtime))
 
     def _push(self, target: Path) -> None:
         """Upload a manifest just stored here to the bucket; the local copy takes the object's mtime."""

@@ -148,6 +148,12 @@ class Bucket:
             for block in iter(lambda: src.read(8 << 20), b""):
                 out.write(block)
 
+    def get_bytes(self, key: str) -> bytes:
+        """The whole object `key` (a small one); FileNotFoundError when there is no such object."""
+        self.stat(key)
+        with self.fs.open_input_stream(self.path(key)) as src:
+            return bytes(src.read())
+
     def put_bytes(self, key: str, data: bytes) -> None:
         with self.fs.open_output_stream(self.path(key)) as out:
             out.write(data)
