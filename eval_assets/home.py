@@ -272,6 +272,11 @@ class EvalHome:
                     f"(make one with `python -c 'import secrets; print(secrets.token_hex(32))'`)"
                 )
             return secret
+        if scratch_home():  # a secret made in a pod's own home would differ from every other pod's
+            raise ValueError(
+                f"{FENCE_SECRET_ENV} is not set, and EVAL_HOME {self.root} is scratch ({SCRATCH_ENV}=1): "
+                "every pod must render the same judge prompts (docs/deploy.md)"
+            )
         path = self.fence_secret_path
         if not path.exists():
             self.root.mkdir(parents=True, exist_ok=True)

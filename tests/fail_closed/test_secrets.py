@@ -311,6 +311,11 @@ def test_a_deployments_fence_secret_from_the_environment_is_every_homes_and_no_f
         with pytest.raises(ValueError, match="^EVAL_FENCE_SECRET: ") as refused:
             one.fence_secret()
         assert bad == "" or bad not in str(refused.value)
+    monkeypatch.delenv("EVAL_FENCE_SECRET")
+    monkeypatch.setenv("EVAL_HOME_SCRATCH", "1")  # a pod's own secret would differ from the others'
+    with pytest.raises(ValueError, match="EVAL_FENCE_SECRET is not set"):
+        EvalHome(tmp_path / "pod-c").ensure().fence_secret()
+    assert not (tmp_path / "pod-c" / "fence.secret").exists()
 
 
 # --- issue 12: the security gates bite ---------------------------------------------------------------
