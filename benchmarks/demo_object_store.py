@@ -10,9 +10,10 @@ deterministic suite checks the project's code and docs) to a temporary directory
 evaltrack.yaml, and runs `evaltrack demo` twice, each in a fresh EVAL_HOME: on the shipped project
 (the local directory) and on the copy (the bucket; AWS_* variables point at the local server, test
 credentials only). Then compares the demo's printed lines (timings, the home's path and the
-warehouse's location blanked) and the rows of every table (`DATASETS`) without run ids, timestamps,
-latencies and evidence (which names files), as `benchmarks/demo.py` compares two checkouts. Wall
-seconds of each side are printed, with the machine's load.
+warehouse's location blanked), the current rows of every table (`DATASETS`) without run ids,
+timestamps, timings and evidence (which names files: tests/object_store.py `comparable_rows`) and the
+decisions. Wall seconds of each side are printed, with the machine's load. Exits 1 when anything
+differs (tests/test_e2e_demo_object_store.py runs it).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
-from demo import NOT_COMPARED, TIMINGS, compare_table, uptime  # noqa: E402
-from object_store import S3Server  # noqa: E402
+from demo import TIMINGS, uptime  # noqa: E402
+from object_store import S3Server, comparable_rows  # noqa: E402
 from pg import PostgresCluster  # noqa: E402
 
 from eval_assets.warehouse import DATASETS, Warehouse  # noqa: E402
@@ -55,20 +56,6 @@ def run_demo(project: Path, home: Path, env: dict[str, str]) -> tuple[float, str
             f"the demo on {project} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         )
     return wall, proc.stdout
-
-
-def rows_of(wh: Warehouse) -> dict[str, dict[str, list[object]]]:
-    import json
-
-    out = {}
-    for table in DATASETS:
-        columns = [
-            r["column_name"] for r in wh.rows(f"DESCRIBE {table}") if r["column_name"] not in NOT_COMPARED
-        ]
-        rows = [tuple(r.values()) for r in wh.rows(f"SELECT {', '.join(chr(34) + c + chr(34) for c in columns)} FROM {table}")]
-        ordered = sorted(rows, key=lambda row: json.dumps(list(row), default=str))
-        out[table] = {c: [row[i] for row in ordered] for i, c in enumerate(columns)}
-    return out
 
 
 def main() -> None:
@@ -131,21 +118,25 @@ def main() -> None:
                 "local": Warehouse(homes["local"] / "warehouse"),
                 "object": ObjectWarehouse(homes["object"] / "warehouse", url, catalog),
             }
-            rows = {side: rows_of(wh) for side, wh in sides.items()}
+            rows = {side: comparable_rows(wh) for side, wh in sides.items()}
             for table in DATASETS:
                 a, b = rows["local"][table], rows["object"][table]
-                na, nb = (len(next(iter(t.values()), [])) for t in (a, b))
-                print(f"{table:26} local {na:5}  object {nb:5}  {compare_table(a, b)}")
+                verdict = "identical" if a == b else "DIFFERENT"
+                same = same and a == b
+                print(f"{table:26} local {len(a):5}  object {len(b):5}  {verdict}")
             decisions = {
                 side: wh.rows("SELECT build, decision FROM release_decisions ORDER BY build")
                 for side, wh in sides.items()
             }
+            same = same and decisions["local"] == decisions["object"]
             print(f"decisions: local {decisions['local']}  object {decisions['object']}")
             print(f"decisions {'same' if decisions['local'] == decisions['object'] else 'DIFFERENT'}")
     finally:
         pg.stop()
         s3.stop()
     print(f"load after: {uptime()}")
+    if not same:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

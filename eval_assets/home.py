@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 FENCE_SECRET_FILE = "fence.secret"
+FENCE_SECRET_ENV = "EVAL_FENCE_SECRET"  # a deployment's one secret for every pod (docs/deploy.md)
+SCRATCH_ENV = "EVAL_HOME_SCRATCH"  # "1": EVAL_HOME is thrown away with its pod (docs/deploy.md)
 FENCE_SECRET_BYTES = 32
 
 _WRITTEN_BY = "# Written by eval-track."
@@ -199,6 +201,12 @@ def default_home(project: Path | None = None) -> Path:
     return ((project or project_root()) / HOME_DIR).resolve()
 
 
+def scratch_home() -> bool:
+    """Whether EVAL_HOME is marked scratch (`EVAL_HOME_SCRATCH=1`, a pod's emptyDir): then nothing that
+    must outlive the pod (warehouse, spend journal, build registry) may be kept in it."""
+    return os.environ.get(SCRATCH_ENV) == "1"
+
+
 @dataclass(frozen=True)
 class EvalHome:
     root: Path
@@ -258,11 +266,31 @@ class EvalHome:
         return self.root / FENCE_SECRET_FILE
 
     def fence_secret(self) -> bytes:
-        """This home's fence secret (judging.fence_nonce), made once: 32 random bytes in
-        `fence.secret`, mode 0600, published with a hard link (two processes starting at once agree on one).
+        """This home's fence secret (judging.fence_nonce): `EVAL_FENCE_SECRET` (64 hex digits) when it
+        is set, so pods without a shared volume render the same prompts; else made once: 32 random
+        bytes in `fence.secret`, mode 0600, published with a hard link (two processes starting at
+        once agree on one).
 
-        Raises ValueError naming the file when it exists but is not a secret this function wrote.
+        Raises ValueError naming the variable or the file when it is not such a secret (the value is
+        never shown).
         """
+        given = os.environ.get(FENCE_SECRET_ENV)
+        if given is not None:
+            try:
+                secret = bytes.fromhex(given.strip())
+            except ValueError:
+                secret = b""
+            if len(secret) != FENCE_SECRET_BYTES:
+                raise ValueError(
+                    f"{FENCE_SECRET_ENV}: fence secret: expected {2 * FENCE_SECRET_BYTES} hex digits "
+                    f"(make one with `python -c 'import secrets; print(secrets.token_hex(32))'`)"
+                )
+            return secret
+        if scratch_home():  # a secret made in a pod's own home would differ from every other pod's
+            raise ValueError(
+                f"{FENCE_SECRET_ENV} is not set, and EVAL_HOME {self.root} is scratch ({SCRATCH_ENV}=1): "
+                "every pod must render the same judge prompts (docs/deploy.md)"
+            )
         path = self.fence_secret_path
         if not path.exists():
             self.root.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from object_store import ObjectBackend, Objects
 from pg import running_cluster
 from shared import full_row
@@ -272,6 +274,207 @@ def test_the_analysts_direct_connection_reads_the_bucket_as_the_track_reads_it(
     finally:
         con.close()
     assert [d.build for d in wh.damage()] == ["c"]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    plans=st.lists(
+        st.lists(st.tuples(st.integers(0, 300_000), st.integers(0, 70_000)), min_size=20, max_size=40),
+        min_size=8,
+        max_size=8,
+    )
+)
+def test_one_remote_handle_read_from_many_threads_at_once_gives_each_its_own_bytes(
+    backend: ObjectBackend, plans: list[list[tuple[int, int]]]
+) -> None:
+    """DuckDB reads one handle of the bucket's filesystem from its I/O threads at once, each read a
+    `seek` then a `read`: every thread must get the bytes at its own offset, in full (to the end)."""
+    import random
+    import threading
+
+    from eval_assets.warehouse import Bucket
+
+    url, _ = backend.new_location()
+    bucket = Bucket(url)
+    data = random.Random(len(plans[0])).randbytes(256 * 1024)
+    bucket.put_bytes("data/blob.bin", data)
+    wrong: list[tuple[int, int, int]] = []
+    with bucket.duckdb_filesystem().open(bucket.uri("data/blob.bin"), "rb") as handle:
+        start = threading.Barrier(len(plans))
+
+        def reader(plan: list[tuple[int, int]]) -> None:
+            start.wait()
+            for offset, n in plan:
+                handle.seek(offset)
+                got = handle.read(n)
+                if got != data[offset : offset + n]:
+                    wrong.append((offset, n, len(got)))
+
+        threads = [threading.Thread(target=reader, args=(plan,)) for plan in plans]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert wrong == []
+
+
+def test_the_analysts_direct_connection_reads_large_objects_as_the_track_reads_them(
+    backend: ObjectBackend, tmp_path: Path
+) -> None:
+    """Objects large enough for DuckDB's Parquet prefetching (several reads of one file at once):
+    the remote connection answers, every time, what the track's checked local copies answer."""
+    from eval_assets.warehouse import ObjectWarehouse
+
+    url, catalog = backend.new_location()
+    wh = ObjectWarehouse(tmp_path / "stage", url, catalog)
+    try:
+        wh.initialise()
+        for build in ("b1", "b2"):
+            rows = [
+                run_row(f"s{i:05d}", f"an answer {i} of {build}", repeat=r)
+                for i in range(2000)
+                for r in (1, 2, 3)
+            ]
+            wh.write_partition("scenario_runs", {"build": build}, rows, f"run-{build}")
+        sql = "SELECT build, count(*) AS n, sum(length(output)) AS chars, max(scenario_id) AS last FROM scenario_runs GROUP BY 1 ORDER BY 1"
+        expected = [tuple(r.values()) for r in wh.rows(sql)]
+        assert [e[1] for e in expected] == [6000, 6000]
+        for _ in range(4):
+            con = wh.remote_connection()
+            try:
+                assert con.execute(sql).fetchall() == expected
+            finally:
+                con.close()
+    finally:
+        wh.close()
+
+
+def test_a_throwaway_home_of_a_project_on_object_storage_keeps_to_itself(
+    backend: ObjectBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The warehouse and journal evaltrack.yaml names are every home's: a check that runs the track in
+    a throwaway home (the canary gate) must write under that home only, never into the team's bucket
+    and catalog (the demo on a bucket once held the canary's 3 builds beside its own)."""
+    import dataclasses
+
+    import sqlalchemy as sa
+    from invariants import security
+
+    from eval_assets.config import WarehouseSettings, load_project
+    from eval_assets.gates import GateContext
+    from eval_assets.home import PROJECT_ROOT
+    from eval_assets.warehouse import Bucket
+
+    url, catalog = backend.new_location()
+    shipped = load_project(PROJECT_ROOT)
+    on_bucket = dataclasses.replace(
+        shipped,
+        settings=shipped.settings.model_copy(
+            update={"warehouse": WarehouseSettings(url=url, catalog=catalog)}
+        ),
+    )
+    scratch = on_bucket.for_scratch_home()
+    assert scratch.settings.warehouse.url is None and scratch.settings.spend.journal_url is None
+    assert on_bucket.settings.warehouse.url == url  # the project itself keeps its setting
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    ctx = GateContext(
+        root=PROJECT_ROOT,
+        gate_id="security.no-api-key-persisted",
+        kind="structural",
+        build=None,
+        milestone=1,
+        project_loader=lambda: on_bucket,
+    )
+    outcome = security.no_api_key_persisted(ctx)
+    assert outcome.passed, outcome.findings
+    assert Bucket(url).listing("data") == {}
+    engine = sa.create_engine(sa.make_url(catalog).set(drivername="postgresql+psycopg"))
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT to_regclass('warehouse_files')")).scalar() is None
+    finally:
+        engine.dispose()
+
+
+def test_a_build_registered_in_one_home_is_read_in_another_through_the_bucket(
+    backend: ObjectBackend, tmp_path: Path
+) -> None:
+    """Two pods, no shared volume: `build add` in one stores the manifest in the bucket; the other
+    lists, resolves and orders it alike (the same bytes, the same registration order), and a manifest
+    already registered differently is still refused."""
+    import dataclasses
+
+    from shared import changed_manifest
+
+    from eval_assets.capability.builds import Builds
+    from eval_assets.config import ConfigError, WarehouseSettings, load_project
+    from eval_assets.home import PROJECT_ROOT, EvalHome
+
+    url, catalog = backend.new_location()
+    shipped = load_project(PROJECT_ROOT)
+    project = dataclasses.replace(
+        shipped,
+        settings=shipped.settings.model_copy(
+            update={"warehouse": WarehouseSettings(url=url, catalog=catalog)}
+        ),
+    )
+    here = Builds(project, EvalHome(tmp_path / "pod-a").ensure())
+    there = Builds(project, EvalHome(tmp_path / "pod-b").ensure())
+    first = here.register(changed_manifest(tmp_path, project, "baseline.yaml"))
+    second = here.register(changed_manifest(tmp_path, project, "rebuild.yaml"))
+    assert there.ids() == here.ids() == sorted([first.id, second.id])
+    assert there.by_registration() == here.by_registration()
+    assert there.resolve(second.id) == second
+    assert there.path(second.id).read_bytes() == here.path(second.id).read_bytes()
+    (tmp_path / "x").mkdir()
+    other = changed_manifest(tmp_path / "x", project, "rebuild.yaml", milestone=1)
+    with pytest.raises(ConfigError, match="already registered with a different manifest"):
+        Builds(project, EvalHome(tmp_path / "pod-c").ensure()).register(other)
+
+
+def test_a_scratch_home_refuses_to_keep_what_must_outlive_its_pod(
+    backend: ObjectBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EVAL_HOME_SCRATCH=1 (a pod's emptyDir): a warehouse, spend journal or build registry that would
+    live in the home is refused, naming the variable and the setting; with both on shared stores the
+    track opens."""
+    import dataclasses
+
+    from shared import changed_manifest
+
+    from eval_assets.capability.builds import Builds
+    from eval_assets.capability.errors import TrackError
+    from eval_assets.capability.track import Track
+    from eval_assets.config import WarehouseSettings, load_project
+    from eval_assets.home import PROJECT_ROOT, EvalHome
+
+    monkeypatch.setenv("EVAL_HOME_SCRATCH", "1")
+    shipped = load_project(PROJECT_ROOT)
+    with pytest.raises(TrackError, match="EVAL_HOME_SCRATCH=1") as refused:
+        Track(shipped, EvalHome(tmp_path / "pod-a"))
+    assert "warehouse: {url, catalog}" in str(refused.value) and "spend.journal_url" in str(refused.value)
+    assert not (tmp_path / "pod-a" / "warehouse").exists()
+    with pytest.raises(TrackError, match="build registry"):
+        Builds(shipped, EvalHome(tmp_path / "pod-b").ensure()).register(
+            changed_manifest(tmp_path, shipped, "baseline.yaml")
+        )
+
+    url, catalog = backend.new_location()
+    warehouse = WarehouseSettings(url=url, catalog=catalog)
+    on_bucket = dataclasses.replace(
+        shipped, settings=shipped.settings.model_copy(update={"warehouse": warehouse})
+    )
+    with pytest.raises(TrackError, match="spend.journal_url") as refused:
+        Track(on_bucket, EvalHome(tmp_path / "pod-c"))
+    assert "warehouse: {url" not in str(refused.value)
+    spend = shipped.settings.spend.model_copy(update={"journal_url": catalog})
+    shared = dataclasses.replace(on_bucket, settings=on_bucket.settings.model_copy(update={"spend": spend}))
+    track = Track(shared, EvalHome(tmp_path / "pod-d"))
+    try:
+        assert track.warehouse.location.startswith(url)
+    finally:
+        track.warehouse.close()  # type: ignore[attr-defined]
 
 
 # a password in a URL, assembled so that no line of this file reads as a checked-in credential

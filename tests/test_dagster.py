@@ -308,3 +308,21 @@ def test_the_loaded_definitions_match_the_reviewed_snapshot() -> None:
     assert SNAPSHOT.read_text(encoding="utf-8") == now, (
         "the code location changed: review and update the snapshot"
     )
+
+
+def test_only_the_release_block_sensor_notifies_never_a_run_step() -> None:
+    """Notifications are sent by one sensor (evaluated in the code server, once per decision through
+    its `release_block_notice` events in the instance), never by a step of a run: a run pod needs
+    no volume for the notification record (docs/deploy.md)."""
+    from eval_assets.cli.orchestrate import load_definitions
+
+    repository = load_definitions().get_repository_def()
+    steps = {
+        (job.name, node.name)
+        for job in repository.get_all_jobs()
+        for node in job.graph.node_defs
+        if "notifications" in node.required_resource_keys
+    }
+    assert steps == set()
+    sensors = {s.name for s in repository.sensor_defs if "notifications" in s.required_resource_keys}
+    assert sensors == {"release_block_sensor"}

@@ -999,6 +999,48 @@ def test_the_unperturbed_object_store_answers_allow_for_the_rebuild(
     assert object_decided.status(home, BASE) == 2
 
 
+def test_a_new_home_with_only_the_bucket_and_catalog_answers_release_status(
+    object_decided: Any, tmp_path: Path
+) -> None:
+    """A run pod or CI job with no shared volume: a fresh EVAL_HOME (no manifests, no fence secret, no
+    checked copies) reads the registered manifests from the bucket and proves the same allow."""
+    object_decided.restore(tmp_path / "home")
+    bare = tmp_path / "bare"
+    assert object_decided.status(bare) == 0
+    assert object_decided.status(bare, BASE) == 2
+    assert sorted(p.name for p in (bare / "builds").iterdir()) == [f"{BASE}.yaml", f"{REBUILD}.yaml"]
+    for name in (f"{BASE}.yaml", f"{REBUILD}.yaml"):
+        assert (bare / "builds" / name).read_bytes() == (object_decided.home / "builds" / name).read_bytes()
+    # nor is a missing home "nothing to verify": the damage is in the bucket
+    perturb_object(_warehouse_of("object", bare, object_decided), "delete", "release_decisions", REBUILD, 0)
+    other = str(tmp_path / "other")
+    assert main(["--project", str(object_decided.project_dir), "--home", other, "warehouse", "verify"]) == 4
+
+
+def test_the_object_store_holds_the_local_directorys_rows_and_decisions(
+    decided: Path, object_decided: Any, tmp_path: Path
+) -> None:
+    """The same builds through the same steps on both implementations: the same current rows in every
+    table (run ids, timestamps, timings and evidence's file names aside) and the same decisions."""
+    from object_store import comparable_rows
+
+    home = object_decided.restore(tmp_path / "home")
+    local = comparable_rows(_warehouse_of("local", decided, None))
+    on_bucket = comparable_rows(_warehouse_of("object", home, object_decided))
+    assert {t: len(r) for t, r in on_bucket.items()} == {t: len(r) for t, r in local.items()}
+    assert sum(len(r) for r in local.values()) > 0
+    for table, rows in local.items():
+        assert on_bucket[table] == rows, table
+    decisions = "SELECT build, decision FROM release_decisions ORDER BY build"
+    assert _warehouse_of("object", home, object_decided).rows(decisions) == [
+        {"build": BASE, "decision": "none"},
+        {"build": REBUILD, "decision": "allow"},
+    ]
+    assert _warehouse_of("local", decided, None).rows(decisions) == _warehouse_of(
+        "object", home, object_decided
+    ).rows(decisions)
+
+
 @pytest.mark.parametrize("kind", ["local", "object"])
 @pytest.mark.parametrize("family", OBJECT_FAMILIES)
 def test_each_object_perturbation_of_the_decision_file_exits_4_naming_it(

@@ -210,3 +210,26 @@ def test_the_helm_values_serve_this_code_location_at_the_locked_release_with_sec
     assert values["concurrency"]["runs"]["maxConcurrentRuns"] == instance.max_concurrent_runs
     assert values["concurrency"]["pools"]["defaultLimit"] == instance.pools.default_limit
     assert values["telemetry"] == {"enabled": False}
+
+
+def test_the_helm_values_share_no_volume_between_pods() -> None:
+    """The object-storage layout (docs/deploy.md): the code server and every run pod get EVAL_HOME as
+    an emptyDir of their own; nothing is mounted from a claim, so no ReadWriteMany class is needed.
+    What used to need one comes from the bucket (manifests), the environment (the fence secret) and
+    the instance (notices), as the header says."""
+    values = yaml.safe_load(VALUES.read_text())
+    [deployment] = values["dagster-user-deployments"]["deployments"]
+    launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
+    for volumes in (deployment["volumes"], launcher["volumes"]):
+        assert [set(v) for v in volumes] == [{"name", "emptyDir"}], volumes
+    env = {e["name"]: e["value"] for e in deployment["env"]}
+    assert env["EVAL_HOME_SCRATCH"] == "1"  # so a missing warehouse/journal setting is refused, not lost
+    header = VALUES.read_text().split("\nglobal:", 1)[0]
+    for needed in (
+        "EVAL_FENCE_SECRET",
+        "PGPASSWORD",
+        "warehouse: {url, catalog}",
+        "spend.journal_url",
+        "builds/",
+    ):
+        assert needed in header, needed

@@ -1,5 +1,10 @@
 """The build registry under EVAL_HOME/builds: register, list, resolve (once), and the loadable ones.
 
+With the warehouse on object storage the registry is the bucket's `builds/` prefix and
+EVAL_HOME/builds its local copy: `build add` uploads the manifest, and every read first pulls what the
+bucket holds (each copy with the object's mtime, so registration order is the same in every pod): a
+run pod needs no shared volume to read the manifest `evaltrack build add` stored in another.
+
 A build id is resolved into its `BuildManifest` once per materialization (`resolve`) and the manifest
 is passed down from there; nothing below re-reads the YAML. Only the project configuration is
 needed here (no engine, journal or warehouse), so registering or refusing a manifest is cheap.
@@ -7,8 +12,10 @@ needed here (no engine, journal or warehouse), so registering or refusing a mani
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -23,7 +30,7 @@ from eval_assets.config import (
     id_problem,
     load_build,
 )
-from eval_assets.home import EvalHome
+from eval_assets.home import SCRATCH_ENV, EvalHome, scratch_home
 from eval_assets.safe_write import write_file
 
 
@@ -46,6 +53,51 @@ class Builds:
     def __init__(self, project: Project, home: EvalHome):
         self.project = project
         self.home = home
+        self._bucket: Any = None
+
+    @property
+    def bucket(self) -> Any:
+        """The warehouse's bucket (eval_assets.warehouse.Bucket), or None on the home's directory."""
+        url = self.project.settings.warehouse.url
+        if url is not None and self._bucket is None:
+            from eval_assets.warehouse import Bucket  # pyarrow only where a bucket is used
+
+            self._bucket = Bucket(url)
+        return self._bucket
+
+    def pull(self) -> None:
+        """Bring EVAL_HOME/builds up to the bucket's `builds/` (nothing on the home's directory): a
+        manifest missing here, or of another size or mtime, is downloaded and written whole (safe_write)."""
+        bucket = self.bucket
+        if bucket is None:
+            return
+        self.home.builds.mkdir(parents=True, exist_ok=True)
+        for name, (size, mtime) in bucket.listing("builds").items():
+            if "/" in name or not name.endswith(".yaml") or id_problem(name[: -len(".yaml")]) is not None:
+                continue
+            local = self.home.builds / name
+            try:
+                stat = local.stat()
+                if stat.st_size == size and (mtime is None or stat.st_mtime_ns == mtime):
+                    continue
+            except FileNotFoundError:
+                pass
+            try:
+                data = bucket.get_bytes("builds/" + name)
+            except FileNotFoundError:  # removed between the listing and the read
+                continue
+            write_file(local, data)
+            if mtime is not None:
+                os.utime(local, ns=(mtime, mtime))
+
+    def _push(self, target: Path) -> None:
+        """Upload a manifest just stored here to the bucket; the local copy takes the object's mtime."""
+        bucket = self.bucket
+        if bucket is None:
+            return
+        mtime = bucket.put_file(target, "builds/" + target.name)
+        if mtime is not None:
+            os.utime(target, ns=(mtime, mtime))
 
     def path(self, build_id: str) -> Path:
         """Where a build's manifest is registered; an id outside the id grammar is refused (TrackError)
@@ -56,10 +108,12 @@ class Builds:
 
     def ids(self) -> list[str]:
         """Registered build ids, sorted."""
+        self.pull()
         return sorted(p.stem for p in self.home.builds.glob("*.yaml") if id_problem(p.stem) is None)
 
     def by_registration(self) -> list[str]:
         """Registered builds, oldest registration first (by when the manifest was stored)."""
+        self.pull()
         paths = sorted(
             (p for p in self.home.builds.glob("*.yaml") if id_problem(p.stem) is None),
             key=lambda p: (p.stat().st_mtime_ns, p.stem),
@@ -67,7 +121,13 @@ class Builds:
         return [p.stem for p in paths]
 
     def register(self, path: Path) -> BuildManifest:
-        """Validate a manifest and store it under EVAL_HOME/builds (atomic). Raises ConfigError."""
+        """Validate a manifest and store it under EVAL_HOME/builds (atomic), and in the bucket on object
+        storage. Raises ConfigError; TrackError in a scratch home without a bucket (it would be lost)."""
+        if scratch_home() and self.bucket is None:
+            raise TrackError(
+                f"{SCRATCH_ENV}=1: EVAL_HOME {self.home.root} is thrown away with its pod, yet the build "
+                "registry would be kept in it (set warehouse: {url, catalog} in evaltrack.yaml; docs/deploy.md)"
+            )
         manifest = load_build(path, self.project, self.ids())
         target = self.path(manifest.id)
         if target.exists():
@@ -82,13 +142,18 @@ class Builds:
                         )
                     ]
                 )
+            if self.bucket is not None and target.name not in self.bucket.listing("builds"):
+                self._push(target)  # registered here before the warehouse moved to the bucket
             return manifest
         write_file(target, yaml.safe_dump(manifest.model_dump(mode="json", exclude_none=True), sort_keys=False))
+        self._push(target)
         return manifest
 
     def resolve(self, build_id: str) -> BuildManifest:
         """The registered manifest of `build_id`, read and validated now. Raises TrackError / ConfigError."""
         path = self.path(build_id)
+        if not path.exists():
+            self.pull()
         if not path.exists():
             raise TrackError(f"unknown build {build_id!r}: register it with `evaltrack build add FILE.yaml`")
         return load_build(path, self.project, self.ids())

@@ -47,10 +47,17 @@ def home_of(args: argparse.Namespace) -> EvalHome:
 def missing_home(args: argparse.Namespace) -> str | None:
     """Why a read-only command has nothing to read (its EVAL_HOME does not exist), else None. The
     read-only commands (validate, release-status, report, compare, spend, warehouse verify, review
-    list) ask this first and answer without creating a home."""
+    list) ask this first and answer without creating a home. With the warehouse on object storage a
+    missing home is no answer: the warehouse and the build registry are in the bucket, and the home is
+    only the local copy a read makes (a new pod, a CI job)."""
     home = home_path(args)
     if home.root.is_dir():
         return None
+    try:
+        if project_of(args).settings.warehouse.url is not None:
+            return None
+    except ConfigError:
+        pass  # the command reports the project's problems itself
     return f"no EVAL_HOME at {home.root}: nothing was registered or run there (--home or $EVAL_HOME names another)"
 
 

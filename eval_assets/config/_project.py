@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._models import Judge, Rubric, Scenario
-from ._settings import Settings, provider_pool
+from ._settings import Settings, WarehouseSettings, provider_pool
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,15 @@ class Project:
     judges: dict[str, Judge]  # key: version id "<name>-v<version>"
     scenarios: dict[str, Scenario]
     sources: dict[str, Path] = field(default_factory=dict)  # object key -> file it came from
+
+    def for_scratch_home(self) -> Project:
+        """This project with its shared stores dropped (an object-storage warehouse, a journal URL):
+        what a throwaway home runs on. The home's directory warehouse and SQLite journal are the
+        home's own, but a bucket or a database named in evaltrack.yaml is every home's: a scratch
+        run (a gate's canary) would publish its builds' rows into the team's warehouse."""
+        spend = self.settings.spend.model_copy(update={"journal_url": None})
+        settings = self.settings.model_copy(update={"warehouse": WarehouseSettings(), "spend": spend})
+        return dataclasses.replace(self, settings=settings)
 
     @property
     def active_judges(self) -> list[Judge]:

@@ -89,3 +89,8 @@ class GateContext:
         if self.project_loader is None:
             return load_project(self.root)
         return self.project_loader()
+
+    def scratch_project(self) -> Project:
+        """`project()` for a throwaway home (`Project.for_scratch_home`): a check that runs the track
+        writes only under its own home, never into a bucket or database evaltrack.yaml names."""
+        return self.project().for_scratch_home()

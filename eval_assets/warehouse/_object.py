@@ -148,6 +148,12 @@ class Bucket:
             for block in iter(lambda: src.read(8 << 20), b""):
                 out.write(block)
 
+    def get_bytes(self, key: str) -> bytes:
+        """The whole object `key` (a small one); FileNotFoundError when there is no such object."""
+        self.stat(key)
+        with self.fs.open_input_stream(self.path(key)) as src:
+            return bytes(src.read())
+
     def put_bytes(self, key: str, data: bytes) -> None:
         with self.fs.open_output_stream(self.path(key)) as out:
             out.write(data)
@@ -197,15 +203,87 @@ class Bucket:
         return True
 
     def duckdb_filesystem(self) -> Any:
-        """This bucket's filesystem as fsspec, for `DuckDBPyConnection.register_filesystem`."""
+        """This bucket's filesystem as fsspec, for `DuckDBPyConnection.register_filesystem`; files
+        opened for reading are `PositionalReads` (DuckDB reads one handle from several threads)."""
         if self._duckdb_fs is None:
             from fsspec.implementations.arrow import ArrowFSWrapper
 
             class S3(ArrowFSWrapper):  # type: ignore[misc]  # fsspec has no type hints
                 protocol = "s3"
 
+                def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
+                    if mode != "rb":
+                        return super()._open(path, mode, **kwargs)
+                    return PositionalReads(self.fs.open_input_file(self._strip_protocol(path)), path)
+
             self._duckdb_fs = S3(self.fs)
         return self._duckdb_fs
+
+
+class PositionalReads:
+    """A read-only file over a pyarrow random-access file whose position is each thread's own.
+
+    DuckDB's Python-filesystem bridge reads at an offset as `seek(offset)` then `read(n)` on one shared
+    handle, from its async I/O threads at once (`async_threads`, Parquet prefetching), and the Python
+    calls let other threads run between the two: with one shared position a thread reads from where
+    another seeked (DuckDB: "Out of buffer", "Snappy decompression failure"). Here `seek` sets the
+    calling thread's position and `read` is pyarrow's `read_at` from it (thread-safe), repeated until
+    `n` bytes or the end: DuckDB copies whatever one call returns and never asks again."""
+
+    def __init__(self, stream: Any, path: str):
+        self._stream = stream
+        self.path = path
+        self.size = int(stream.size())
+        self._position = threading.local()
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self.tell(), os.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise OSError(f"{self.path}: seek to {base + offset}, before the start")
+        self._position.at = base + offset
+        return int(self._position.at)
+
+    def tell(self) -> int:
+        return int(getattr(self._position, "at", 0))
+
+    def read(self, n: int | None = -1) -> bytes:
+        at = self.tell()
+        want = max(0, self.size - at) if n is None or n < 0 else max(0, min(n, self.size - at))
+        parts: list[bytes] = []
+        got = 0
+        while got < want:
+            part = bytes(self._stream.read_at(want - got, at + got))
+            if not part:  # the object is shorter than its size said: an error, never a short answer
+                raise OSError(f"{self.path}: ended at byte {at + got} of {self.size}")
+            parts.append(part)
+            got += len(part)
+        self._position.at = at + got
+        return b"".join(parts)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._stream.closed)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def flush(self) -> None:
+        pass
+
+    def __enter__(self) -> PositionalReads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class ObjectWarehouse(Warehouse):
@@ -464,9 +542,7 @@ class ObjectWarehouse(Warehouse):
         (its filesystem registered with DuckDB; no local copies), after the same check as every read:
         for an analyst anywhere with the AWS variables and the catalog's URL. Close it when done."""
         self.verify()
-        # one DuckDB thread: its fsspec reads are a seek then a read on a shared handle, which
-        # threads reading one file at once interleave ("Out of buffer" met at 50,000-row files)
-        return self._views_connection(("SET threads = 1", *self.view_sql(remote=True)))
+        return self._views_connection(tuple(self.view_sql(remote=True)))
 
     def _views_connection(self, statements: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
         return shared_memory_database(

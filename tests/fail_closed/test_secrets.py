@@ -295,6 +295,29 @@ def test_the_home_secret_is_made_once_0600_and_keys_the_nonce(tmp_path: Path) ->
     assert fence_nonce(first, "a") != fence_nonce(other, "a")
 
 
+def test_a_deployments_fence_secret_from_the_environment_is_every_homes_and_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pods without a shared volume: EVAL_FENCE_SECRET (from the deployment's Secret) keys every
+    home's nonces alike and no fence.secret is written; a value that is not 64 hex digits is refused,
+    naming the variable and never showing the value."""
+    value = "ab" * 32
+    monkeypatch.setenv("EVAL_FENCE_SECRET", value)
+    one, two = (EvalHome(tmp_path / name).ensure() for name in ("pod-a", "pod-b"))
+    assert one.fence_secret() == two.fence_secret() == bytes.fromhex(value)
+    assert not one.fence_secret_path.exists() and not two.fence_secret_path.exists()
+    for bad in ("ab" * 31, "zz" * 32, "", "ab" * 33):
+        monkeypatch.setenv("EVAL_FENCE_SECRET", bad)
+        with pytest.raises(ValueError, match="^EVAL_FENCE_SECRET: ") as refused:
+            one.fence_secret()
+        assert bad == "" or bad not in str(refused.value)
+    monkeypatch.delenv("EVAL_FENCE_SECRET")
+    monkeypatch.setenv("EVAL_HOME_SCRATCH", "1")  # a pod's own secret would differ from the others'
+    with pytest.raises(ValueError, match="EVAL_FENCE_SECRET is not set"):
+        EvalHome(tmp_path / "pod-c").ensure().fence_secret()
+    assert not (tmp_path / "pod-c" / "fence.secret").exists()
+
+
 # --- issue 12: the security gates bite ---------------------------------------------------------------
 
 

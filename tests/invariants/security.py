@@ -309,8 +309,9 @@ def _manifest(path: Path, build_id: str, subject: dict[str, object]) -> Path:
 
 
 def _tiny_project(ctx: GateContext) -> Any:
-    """The project with one scenario per active judge (two repeats) and fast, short retries."""
-    project = ctx.project()
+    """The project with one scenario per active judge (two repeats) and fast, short retries, for a
+    throwaway home (nothing of it lands in a warehouse or journal the project's settings share)."""
+    project = ctx.scratch_project()
     scenarios = {}
     for judge in project.active_judges:  # one scenario per judge, two repeats: every judge runs
         first = project.scenarios_judged_by(judge)[0]
