@@ -45,3 +45,15 @@ async def sleeps(task: Any) -> Any:
 async def surrogate(task: Any) -> Any:
     """Answers with text that is not valid UTF-8: a lone surrogate in its output and its notes."""
     return {"output": "refund approved \ud800 for order 7", "notes": "note \udfff"}
+
+
+async def plays_then_raises(task: Any) -> Any:
+    """Makes its planned requests, then raises (an agent that gives up after the provider failed)."""
+    await plays(task)
+    raise RuntimeError("gave up")
+
+
+async def plays_then_wrong_shape(task: Any) -> Any:
+    """Makes its planned requests, then returns a result of the wrong shape."""
+    await plays(task)
+    return {"answer": "x"}

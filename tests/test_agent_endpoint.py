@@ -21,7 +21,9 @@ from eval_assets.engine import (
     AgentResult,
     AgentShapeError,
     AgentUnreachable,
+    AttemptControl,
     CallResult,
+    ControlError,
     load_entrypoint,
     parse_agent_result,
     request_hash,
@@ -754,3 +756,160 @@ def test_an_empty_answer_without_tool_calls_is_empty_content_not_null() -> None:
     assert answer.json()["choices"][0]["message"] == {"role": "assistant", "content": ""}
     answer, _ = with_session(Calls(ok("", tool_calls=[{"name": "t"}])), chat({"messages": [USER]}))
     assert answer.json()["choices"][0]["message"]["content"] is None  # beside tool calls: null
+
+
+# --- the control routes: asks and tool reports -----------------------------------------------------------
+
+
+class Refusing(AttemptControl):
+    """A control whose asks and reports fail as `error` says (ControlError or anything else)."""
+
+    def __init__(self, error: Exception):
+        super().__init__()
+        self.error = error
+
+    def ask(self, body: dict[str, Any]) -> dict[str, Any]:
+        raise self.error
+
+    def report(self, body: dict[str, Any]) -> bool:
+        raise self.error
+
+
+class Killing(AttemptControl):
+    """A control whose script kills the worker at every tool report."""
+
+    def report(self, body: dict[str, Any]) -> bool:
+        super().report(body)
+        return True
+
+
+def control_session(
+    control: AttemptControl, route: str, content: bytes, header: str | None = "token"
+) -> tuple[httpx.Response, Any]:
+    """One POST of `content` to `route` in an attempt whose control is `control`; `header` "token":
+    the attempt's bearer token, else that Authorization value (None: no header)."""
+
+    async def go() -> Any:
+        endpoint = AgentEndpoint()
+        async with endpoint.session(scenario(), SPEC, Calls(), control) as session:
+            value = f"Bearer {session.token}" if header == "token" else header
+            headers = {"Content-Type": "application/json", **({AUTH: value} if value is not None else {})}
+            async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+                return await client.post(
+                    f"{endpoint.base_url}/{route}", headers=headers, content=content
+                ), session
+
+    return asyncio.run(go())
+
+
+ASK = json.dumps({"kind": "question", "text": "which order?"}).encode()
+REPORT = json.dumps({"event": "tool_started", "tool_call_id": "c1", "tool": "lookup"}).encode()
+
+
+@pytest.mark.parametrize("route", ["interventions", "tool_invocations"])
+@pytest.mark.parametrize(
+    ("content", "header", "status", "kind", "says"),
+    [
+        (b"{}", None, 401, "invalid_api_key", "unknown or missing bearer token"),
+        (b"{}", "Bearer wrong", 401, "invalid_api_key", "unknown or missing bearer token"),
+        (b"not json", "token", 400, "invalid_request_error", "body: not JSON"),
+        (b"[1, 2]", "token", 400, "invalid_request_error", "body: expected a JSON object"),
+        (b'"text"', "token", 400, "invalid_request_error", "body: expected a JSON object"),
+    ],
+)
+def test_a_control_request_needs_the_attempts_token_and_a_json_object_and_records_nothing_otherwise(
+    route: str, content: bytes, header: str | None, status: int, kind: str, says: str
+) -> None:
+    control = AttemptControl()
+    answer, _ = control_session(control, route, content, header)
+    assert answer.status_code == status
+    assert answer.json() == {"error": {"type": kind, "code": kind, "message": says}}
+    assert control.events == [] and control.invocations == {}
+
+
+def test_an_ask_nobody_answers_is_denied_and_recorded() -> None:
+    control = AttemptControl()
+    answer, _ = control_session(control, "interventions", ASK)
+    assert answer.status_code == 200 and answer.json()["decision"] == "denied"
+    assert [e["type"] for e in control.events] == ["asked", "answered"]
+
+
+def test_a_tool_report_is_recorded_and_answered() -> None:
+    control = AttemptControl()
+    answer, _ = control_session(control, "tool_invocations", REPORT)
+    assert answer.status_code == 200 and answer.json() == {"recorded": True}
+    assert control.invocations[(1, "c1")]["started"] is True
+
+
+@pytest.mark.parametrize("route", ["interventions", "tool_invocations"])
+def test_a_refused_control_request_answers_the_controls_status_and_kind(route: str) -> None:
+    control = Refusing(ControlError(409, "unscripted", "nothing scripted answers this question"))
+    answer, _ = control_session(control, route, ASK if route == "interventions" else REPORT)
+    assert answer.status_code == 409
+    assert answer.json()["error"] == {
+        "type": "unscripted",
+        "code": "unscripted",
+        "message": "nothing scripted answers this question",
+    }
+
+
+@pytest.mark.parametrize("route", ["interventions", "tool_invocations"])
+def test_a_control_that_fails_answers_500_with_one_redacted_line(route: str) -> None:
+    key = "sk-" + "proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
+    control = Refusing(RuntimeError(f"the review queue refused {key}"))
+    answer, _ = control_session(control, route, ASK if route == "interventions" else REPORT)
+    assert answer.status_code == 500
+    error = answer.json()["error"]
+    assert (error["type"], error["code"]) == ("internal_error", "internal_error")
+    assert error["message"].startswith("RuntimeError: the review queue refused ")
+    assert key not in error["message"] and "\n" not in error["message"]
+
+
+def test_a_scripted_kill_at_a_tool_report_kills_the_worker_before_it_is_answered() -> None:
+    killed: list[bool] = []
+    control = Killing(kill=lambda: killed.append(True))
+    answer, _ = control_session(control, "tool_invocations", REPORT)
+    assert killed == [True] and answer.json() == {"recorded": True}
+    # no worker process to kill (an HTTP agent): answered, nothing called
+    answer, _ = control_session(Killing(), "tool_invocations", REPORT)
+    assert answer.status_code == 200 and answer.json() == {"recorded": True}
+
+
+# --- an agent that fails right after the provider failed its call -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("agent", "answer", "kind", "error"),
+    [
+        (
+            "plays_then_raises",
+            CallResult("error", None, 2, 0.0, error_kind="timeout", error="no answer in 5 s"),
+            "timeout",
+            "no answer in 5 s (then the agent raised RuntimeError: gave up)",
+        ),
+        (
+            "plays_then_raises",
+            CallResult("error", None, 1, 0.0, error="upstream 503"),
+            "provider_error",
+            "upstream 503 (then the agent raised RuntimeError: gave up)",
+        ),
+        ("plays_then_raises", ok("fine"), "agent_raised", "RuntimeError: gave up"),
+        (
+            "plays_then_wrong_shape",
+            CallResult("error", None, 1, 0.0, error_kind="timeout", error="no answer in 5 s"),
+            "agent_shape",
+            "result.answer: unknown field (allowed: output, notes)",
+        ),
+    ],
+)
+def test_an_agent_that_fails_right_after_a_failed_call_fails_for_the_providers_reason(
+    agent: str, answer: CallResult, kind: str, error: str
+) -> None:
+    plan = {"requests": [{"messages": [USER]}]}
+    run, _ = attempt({"entrypoint": f"endpoint_agents:{agent}"}, plan, Calls(answer))
+    assert (run.call.status, run.call.error_kind, run.call.error) == ("error", kind, error)
+
+
+def test_an_agent_that_raises_before_any_call_is_agent_raised() -> None:
+    run, _ = attempt({"entrypoint": "endpoint_agents:plays_then_raises"}, {"requests": []})
+    assert (run.call.error_kind, run.call.error) == ("agent_raised", "RuntimeError: gave up")
