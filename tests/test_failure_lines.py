@@ -182,3 +182,19 @@ def test_a_failed_step_stores_one_line_naming_its_root_cause_and_no_stack_anywhe
     for path in home.rglob("*"):  # the event log's database, compute logs, journal, warehouse, logs
         if path.is_file():
             assert not FRAME.search(path.read_bytes().decode("utf-8", "replace")), path
+
+
+def test_every_asset_of_the_location_fails_as_one_line() -> None:
+    """An asset body without `one_line_failure` would fail with Dagster's masked message, its root
+    cause lost: every computed asset of the code location carries it."""
+    from eval_assets.definitions import defs
+
+    loaded = defs() if callable(defs) else defs
+    bodies = {
+        key.to_user_string(): asset.op.compute_fn.decorated_fn
+        for asset in loaded.assets or []
+        if isinstance(asset, dg.AssetsDefinition) and asset.is_executable
+        for key in asset.keys
+    }
+    assert len(bodies) >= 11
+    assert [name for name, fn in sorted(bodies.items()) if not getattr(fn, "one_line_failure", False)] == []
