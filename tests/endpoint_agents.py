@@ -57,3 +57,15 @@ async def plays_then_wrong_shape(task: Any) -> Any:
     """Makes its planned requests, then returns a result of the wrong shape."""
     await plays(task)
     return {"answer": "x"}
+
+
+async def reports_then_sleeps(task: Any) -> Any:
+    """Reports starting its `lookup` tool, then waits (a scripted kill ends it there)."""
+    async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+        await client.post(
+            f"{task.base_url}/tool_invocations",
+            headers={"Authorization": f"Bearer {task.api_key}"},
+            json={"event": "tool_started", "tool_call_id": "c1", "tool": "lookup"},
+        )
+    await asyncio.sleep(30)
+    return {"output": "not killed"}

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from eval_assets.config import Agent, Scenario
+from eval_assets.config import Agent, Scenario, parse_intervention
 from eval_assets.engine import (
     AgentEndpoint,
     AgentResult,
@@ -392,7 +392,11 @@ def test_the_endpoint_listens_on_loopback_only_while_an_attempt_uses_it() -> Non
 
 
 def attempt(
-    agent: dict[str, Any], plan: dict[str, Any] | None = None, calls: Calls | None = None, **sc: Any
+    agent: dict[str, Any],
+    plan: dict[str, Any] | None = None,
+    calls: Calls | None = None,
+    control: AttemptControl | None = None,
+    **sc: Any,
 ) -> Any:
     calls = calls or Calls()
     content = json.dumps(plan or {})
@@ -407,6 +411,7 @@ def attempt(
             AgentEndpoint(),
             calls,
             search=(TESTS,),
+            control=control,
         )
 
     return asyncio.run(go()), calls
@@ -913,3 +918,13 @@ def test_an_agent_that_fails_right_after_a_failed_call_fails_for_the_providers_r
 def test_an_agent_that_raises_before_any_call_is_agent_raised() -> None:
     run, _ = attempt({"entrypoint": "endpoint_agents:plays_then_raises"}, {"requests": []})
     assert (run.call.error_kind, run.call.error) == ("agent_raised", "RuntimeError: gave up")
+
+
+def test_a_scripted_kill_at_a_tool_report_kills_the_entry_points_process_group() -> None:
+    control = AttemptControl(
+        script=(parse_intervention({"kill_worker": {"at": "tool_started", "tool": "lookup"}}),)
+    )
+    run, _ = attempt({"entrypoint": "endpoint_agents:reports_then_sleeps", "timeout_s": 20}, control=control)
+    assert (run.call.status, run.call.error_kind) == ("error", "agent_killed")
+    assert run.call.error == "killed by the case's kill_worker at tool_started of lookup"
+    assert control.kill is None and control.problems == []
