@@ -69,3 +69,13 @@ async def reports_then_sleeps(task: Any) -> Any:
         )
     await asyncio.sleep(30)
     return {"output": "not killed"}
+
+
+async def exits_hard(task: Any) -> Any:
+    """Its process exits without a result, a last line on stderr (a crash the worker cannot report)."""
+    import os
+    import sys
+
+    sys.stderr.write("loading tools\nfatal: the tool registry is empty\n")
+    sys.stderr.flush()
+    os._exit(3)

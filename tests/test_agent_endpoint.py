@@ -928,3 +928,9 @@ def test_a_scripted_kill_at_a_tool_report_kills_the_entry_points_process_group()
     assert (run.call.status, run.call.error_kind) == ("error", "agent_killed")
     assert run.call.error == "killed by the case's kill_worker at tool_started of lookup"
     assert control.kill is None and control.problems == []
+
+
+def test_an_entry_point_whose_process_exits_without_a_result_is_named_by_its_code_and_last_line() -> None:
+    run, _ = attempt({"entrypoint": "endpoint_agents:exits_hard"})
+    assert (run.call.status, run.call.error_kind) == ("error", "agent_raised")
+    assert run.call.error == "the agent's process exited with code 3: fatal: the tool registry is empty"
