@@ -930,7 +930,15 @@ def test_a_scripted_kill_at_a_tool_report_kills_the_entry_points_process_group()
     assert control.kill is None and control.problems == []
 
 
-def test_an_entry_point_whose_process_exits_without_a_result_is_named_by_its_code_and_last_line() -> None:
-    run, _ = attempt({"entrypoint": "endpoint_agents:exits_hard"})
-    assert (run.call.status, run.call.error_kind) == ("error", "agent_raised")
-    assert run.call.error == "the agent's process exited with code 3: fatal: the tool registry is empty"
+@pytest.mark.parametrize(
+    ("agent", "error"),
+    [
+        ("exits_hard", "the agent's process exited with code 3: fatal: the tool registry is empty \ufffd"),
+        ("exits_silently", "the agent's process exited with code 4"),
+    ],
+)
+def test_an_entry_point_whose_process_exits_without_a_result_is_named_by_its_code_and_last_line(
+    agent: str, error: str
+) -> None:
+    run, _ = attempt({"entrypoint": f"endpoint_agents:{agent}"})
+    assert (run.call.status, run.call.error_kind, run.call.error) == ("error", "agent_raised", error)
