@@ -86,3 +86,9 @@ async def exits_silently(task: Any) -> Any:
     import os
 
     os._exit(4)
+
+
+async def tells_its_task(task: Any) -> Any:
+    """Answers with the task's identity and pinned sources (JSON)."""
+    fields = ("attempt_id", "build", "repeat", "scenario_id", "now", "seed", "state_dir")
+    return {"output": json.dumps({f: getattr(task, f) for f in fields})}

@@ -396,6 +396,7 @@ def attempt(
     plan: dict[str, Any] | None = None,
     calls: Calls | None = None,
     control: AttemptControl | None = None,
+    fields: dict[str, Any] | None = None,
     **sc: Any,
 ) -> Any:
     calls = calls or Calls()
@@ -405,7 +406,7 @@ def attempt(
     async def go() -> Any:
         return await run_agent(
             Agent.model_validate(agent),
-            {"attempt_id": "att-1", "build": "b1", "repeat": 2, **PINNED},
+            {"attempt_id": "att-1", "build": "b1", "repeat": 2, **PINNED, **(fields or {})},
             scenario(content=content, **sc),
             spec,
             AgentEndpoint(),
@@ -942,3 +943,16 @@ def test_an_entry_point_whose_process_exits_without_a_result_is_named_by_its_cod
 ) -> None:
     run, _ = attempt({"entrypoint": f"endpoint_agents:{agent}"})
     assert (run.call.status, run.call.error_kind, run.call.error) == ("error", "agent_raised", error)
+
+
+def test_the_task_carries_the_attempts_identity_and_pinned_sources(tmp_path: Path) -> None:
+    state = str(tmp_path / "state")
+    run, _ = attempt({"entrypoint": "endpoint_agents:tells_its_task"}, fields={"state_dir": state})
+    assert json.loads(run.call.text or "") == {
+        "attempt_id": "att-1",
+        "build": "b1",
+        "repeat": 2,
+        "scenario_id": "probe",
+        **PINNED,
+        "state_dir": state,
+    }
