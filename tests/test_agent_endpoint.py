@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -956,3 +959,42 @@ def test_the_task_carries_the_attempts_identity_and_pinned_sources(tmp_path: Pat
         **PINNED,
         "state_dir": state,
     }
+
+
+def _dropping_server(server: socket.socket) -> None:
+    """Reads one whole HTTP request, then closes the connection without answering."""
+    conn, _ = server.accept()
+    with conn:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        while len(body) < length:
+            body += conn.recv(65536)
+
+
+def test_an_http_agent_whose_service_fails_in_flight_is_agent_raised_naming_the_exception() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        serving = threading.Thread(target=_dropping_server, args=(server,), daemon=True)
+        serving.start()
+        run, _ = attempt({"http": f"http://127.0.0.1:{server.getsockname()[1]}/attempt", "timeout_s": 20})
+        serving.join(10)
+    assert (run.call.status, run.call.error_kind, run.call.error) == (
+        "error",
+        "agent_raised",
+        "RemoteProtocolError: Server disconnected without sending a response.",
+    )
+
+
+def test_an_attempts_latency_is_its_own_wall_clock_time() -> None:
+    started = time.monotonic()
+    run, _ = attempt({"entrypoint": "endpoint_agents:plays"}, {"requests": [{"messages": [USER]}]})
+    took = time.monotonic() - started
+    assert 0 < run.call.latency_s <= took
