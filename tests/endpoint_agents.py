@@ -92,3 +92,14 @@ async def tells_its_task(task: Any) -> Any:
     """Answers with the task's identity and pinned sources (JSON)."""
     fields = ("attempt_id", "build", "repeat", "scenario_id", "now", "seed", "state_dir")
     return {"output": json.dumps({f: getattr(task, f) for f in fields})}
+
+
+async def echoes_its_input(task: Any) -> Any:
+    """Sends the scenario's own input as its one model call, then answers cleanly."""
+    async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+        await client.post(
+            f"{task.base_url}/chat/completions",
+            headers={"Authorization": f"Bearer {task.api_key}"},
+            json={"messages": task.messages},
+        )
+    return {"output": "done"}

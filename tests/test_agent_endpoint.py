@@ -998,3 +998,27 @@ def test_an_attempts_latency_is_its_own_wall_clock_time() -> None:
     run, _ = attempt({"entrypoint": "endpoint_agents:plays"}, {"requests": [{"messages": [USER]}]})
     took = time.monotonic() - started
     assert 0 < run.call.latency_s <= took
+
+
+def test_a_leak_only_in_the_agents_notes_is_a_policy_failure() -> None:
+    plan = {"result": {"output": "Your refund is with the returns team.", "notes": "used code NW-1"}}
+    run, _ = attempt({"entrypoint": "endpoint_agents:plays"}, plan, forbidden=("NW-1",))
+    assert run.call.policy_failures == 1
+
+
+def test_the_scenarios_own_input_sent_back_by_the_agent_is_not_a_leak() -> None:
+    run, _ = attempt(
+        {"entrypoint": "endpoint_agents:echoes_its_input"}, {"note": "never say NW-1"}, forbidden=("NW-1",)
+    )
+    assert (run.call.status, run.call.policy_failures) == ("ok", 0)
+
+
+def test_an_attempt_with_a_call_whose_check_cannot_be_made_has_no_policy_count() -> None:
+    plan = {"requests": [{"messages": [USER]}], "result": {"output": "fine"}}
+    run, _ = attempt({"entrypoint": "endpoint_agents:plays"}, plan, Calls(ok("a", policy_hits=None)))
+    assert run.call.status == "ok" and run.call.policy_failures is None and run.call.policy_hits is None
+
+
+def test_a_calls_record_keeps_its_latency_to_the_millisecond() -> None:
+    _, session = with_session(Calls(ok("a", latency_s=0.123456)), chat({"messages": [USER]}))
+    assert session.records[0].latency_s == 0.123
