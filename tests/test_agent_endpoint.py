@@ -1022,3 +1022,25 @@ def test_an_attempt_with_a_call_whose_check_cannot_be_made_has_no_policy_count()
 def test_a_calls_record_keeps_its_latency_to_the_millisecond() -> None:
     _, session = with_session(Calls(ok("a", latency_s=0.123456)), chat({"messages": [USER]}))
     assert session.records[0].latency_s == 0.123
+
+
+def test_a_scripted_disconnect_drops_that_call_unanswered_and_unpaid() -> None:
+    control = AttemptControl(script=(parse_intervention({"disconnect": {"call": 1}}),))
+
+    async def go() -> Any:
+        endpoint, calls = AgentEndpoint(), Calls()
+        async with endpoint.session(scenario(), SPEC, calls, control) as session:
+            headers = {AUTH: f"Bearer {session.token}"}
+            async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+                with pytest.raises(httpx.HTTPError):
+                    await client.post(
+                        f"{endpoint.base_url}/chat/completions", headers=headers, json={"messages": [USER]}
+                    )
+                again = await client.post(
+                    f"{endpoint.base_url}/chat/completions", headers=headers, json={"messages": [USER]}
+                )
+        return again, calls
+
+    again, calls = asyncio.run(go())
+    assert again.status_code == 200 and len(calls.made) == 1  # the next call is answered
+    assert [e["type"] for e in control.events][:1] == ["disconnected"]
