@@ -591,6 +591,27 @@ def without_traceback(text: str) -> str:
     return f"{before} {last}".strip() if before else last
 
 
+def error_chain(exc: BaseException) -> list[str]:
+    """`exc` and each exception that caused it (`raise ... from`), outermost first, one redacted line
+    each (`Name: message`, any traceback in a message cut): the detail of a failure, never a frame."""
+    lines: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = " ".join(without_traceback(str(current)).split())
+        name = type(current).__name__
+        lines.append(redact(f"{name}: {text}" if text else name))
+        current = current.__cause__
+    return lines
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line a failure is stored and printed as: the root cause of `exc` (the innermost
+    exception it was raised from), `Name: message`, redacted."""
+    return error_chain(exc)[-1]
+
+
 def scrub_error_text(text: str, max_chars: int = ERROR_TEXT_MAX_CHARS) -> str:
     """`text` through the one redaction, capped at `max_chars` (a provider error can be long).
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -15,13 +18,15 @@ from typing import Any
 import httpx
 import pytest
 
-from eval_assets.config import Agent, Scenario
+from eval_assets.config import Agent, Scenario, parse_intervention
 from eval_assets.engine import (
     AgentEndpoint,
     AgentResult,
     AgentShapeError,
     AgentUnreachable,
+    AttemptControl,
     CallResult,
+    ControlError,
     load_entrypoint,
     parse_agent_result,
     request_hash,
@@ -390,7 +395,12 @@ def test_the_endpoint_listens_on_loopback_only_while_an_attempt_uses_it() -> Non
 
 
 def attempt(
-    agent: dict[str, Any], plan: dict[str, Any] | None = None, calls: Calls | None = None, **sc: Any
+    agent: dict[str, Any],
+    plan: dict[str, Any] | None = None,
+    calls: Calls | None = None,
+    control: AttemptControl | None = None,
+    fields: dict[str, Any] | None = None,
+    **sc: Any,
 ) -> Any:
     calls = calls or Calls()
     content = json.dumps(plan or {})
@@ -399,12 +409,13 @@ def attempt(
     async def go() -> Any:
         return await run_agent(
             Agent.model_validate(agent),
-            {"attempt_id": "att-1", "build": "b1", "repeat": 2, **PINNED},
+            {"attempt_id": "att-1", "build": "b1", "repeat": 2, **PINNED, **(fields or {})},
             scenario(content=content, **sc),
             spec,
             AgentEndpoint(),
             calls,
             search=(TESTS,),
+            control=control,
         )
 
     return asyncio.run(go()), calls
@@ -754,3 +765,282 @@ def test_an_empty_answer_without_tool_calls_is_empty_content_not_null() -> None:
     assert answer.json()["choices"][0]["message"] == {"role": "assistant", "content": ""}
     answer, _ = with_session(Calls(ok("", tool_calls=[{"name": "t"}])), chat({"messages": [USER]}))
     assert answer.json()["choices"][0]["message"]["content"] is None  # beside tool calls: null
+
+
+# --- the control routes: asks and tool reports -----------------------------------------------------------
+
+
+class Refusing(AttemptControl):
+    """A control whose asks and reports fail as `error` says (ControlError or anything else)."""
+
+    def __init__(self, error: Exception):
+        super().__init__()
+        self.error = error
+
+    def ask(self, body: dict[str, Any]) -> dict[str, Any]:
+        raise self.error
+
+    def report(self, body: dict[str, Any]) -> bool:
+        raise self.error
+
+
+class Killing(AttemptControl):
+    """A control whose script kills the worker at every tool report."""
+
+    def report(self, body: dict[str, Any]) -> bool:
+        super().report(body)
+        return True
+
+
+def control_session(
+    control: AttemptControl, route: str, content: bytes, header: str | None = "token"
+) -> tuple[httpx.Response, Any]:
+    """One POST of `content` to `route` in an attempt whose control is `control`; `header` "token":
+    the attempt's bearer token, else that Authorization value (None: no header)."""
+
+    async def go() -> Any:
+        endpoint = AgentEndpoint()
+        async with endpoint.session(scenario(), SPEC, Calls(), control) as session:
+            value = f"Bearer {session.token}" if header == "token" else header
+            headers = {"Content-Type": "application/json", **({AUTH: value} if value is not None else {})}
+            async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+                return await client.post(
+                    f"{endpoint.base_url}/{route}", headers=headers, content=content
+                ), session
+
+    return asyncio.run(go())
+
+
+ASK = json.dumps({"kind": "question", "text": "which order?"}).encode()
+REPORT = json.dumps({"event": "tool_started", "tool_call_id": "c1", "tool": "lookup"}).encode()
+
+
+@pytest.mark.parametrize("route", ["interventions", "tool_invocations"])
+@pytest.mark.parametrize(
+    ("content", "header", "status", "kind", "says"),
+    [
+        (b"{}", None, 401, "invalid_api_key", "unknown or missing bearer token"),
+        (b"{}", "Bearer wrong", 401, "invalid_api_key", "unknown or missing bearer token"),
+        (b"not json", "token", 400, "invalid_request_error", "body: not JSON"),
+        (b"[1, 2]", "token", 400, "invalid_request_error", "body: expected a JSON object"),
+        (b'"text"', "token", 400, "invalid_request_error", "body: expected a JSON object"),
+    ],
+)
+def test_a_control_request_needs_the_attempts_token_and_a_json_object_and_records_nothing_otherwise(
+    route: str, content: bytes, header: str | None, status: int, kind: str, says: str
+) -> None:
+    control = AttemptControl()
+    answer, _ = control_session(control, route, content, header)
+    assert answer.status_code == status
+    assert answer.json() == {"error": {"type": kind, "code": kind, "message": says}}
+    assert control.events == [] and control.invocations == {}
+
+
+def test_an_ask_nobody_answers_is_denied_and_recorded() -> None:
+    control = AttemptControl()
+    answer, _ = control_session(control, "interventions", ASK)
+    assert answer.status_code == 200 and answer.json()["decision"] == "denied"
+    assert [e["type"] for e in control.events] == ["asked", "answered"]
+
+
+def test_a_tool_report_is_recorded_and_answered() -> None:
+    control = AttemptControl()
+    answer, _ = control_session(control, "tool_invocations", REPORT)
+    assert answer.status_code == 200 and answer.json() == {"recorded": True}
+    assert control.invocations[(1, "c1")]["started"] is True
+
+
+@pytest.mark.parametrize("route", ["interventions", "tool_invocations"])
+def test_a_refused_control_request_answers_the_controls_status_and_kind(route: str) -> None:
+    control = Refusing(ControlError(409, "unscripted", "nothing scripted answers this question"))
+    answer, _ = control_session(control, route, ASK if route == "interventions" else REPORT)
+    assert answer.status_code == 409
+    assert answer.json()["error"] == {
+        "type": "unscripted",
+        "code": "unscripted",
+        "message": "nothing scripted answers this question",
+    }
+
+
+@pytest.mark.parametrize("route", ["interventions", "tool_invocations"])
+def test_a_control_that_fails_answers_500_with_one_redacted_line(route: str) -> None:
+    key = "sk-" + "proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
+    control = Refusing(RuntimeError(f"the review queue refused {key}"))
+    answer, _ = control_session(control, route, ASK if route == "interventions" else REPORT)
+    assert answer.status_code == 500
+    error = answer.json()["error"]
+    assert (error["type"], error["code"]) == ("internal_error", "internal_error")
+    assert error["message"].startswith("RuntimeError: the review queue refused ")
+    assert key not in error["message"] and "\n" not in error["message"]
+
+
+def test_a_scripted_kill_at_a_tool_report_kills_the_worker_before_it_is_answered() -> None:
+    killed: list[bool] = []
+    control = Killing(kill=lambda: killed.append(True))
+    answer, _ = control_session(control, "tool_invocations", REPORT)
+    assert killed == [True] and answer.json() == {"recorded": True}
+    # no worker process to kill (an HTTP agent): answered, nothing called
+    answer, _ = control_session(Killing(), "tool_invocations", REPORT)
+    assert answer.status_code == 200 and answer.json() == {"recorded": True}
+
+
+# --- an agent that fails right after the provider failed its call -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("agent", "answer", "kind", "error"),
+    [
+        (
+            "plays_then_raises",
+            CallResult("error", None, 2, 0.0, error_kind="timeout", error="no answer in 5 s"),
+            "timeout",
+            "no answer in 5 s (then the agent raised RuntimeError: gave up)",
+        ),
+        (
+            "plays_then_raises",
+            CallResult("error", None, 1, 0.0, error="upstream 503"),
+            "provider_error",
+            "upstream 503 (then the agent raised RuntimeError: gave up)",
+        ),
+        ("plays_then_raises", ok("fine"), "agent_raised", "RuntimeError: gave up"),
+        (
+            "plays_then_wrong_shape",
+            CallResult("error", None, 1, 0.0, error_kind="timeout", error="no answer in 5 s"),
+            "agent_shape",
+            "result.answer: unknown field (allowed: output, notes)",
+        ),
+    ],
+)
+def test_an_agent_that_fails_right_after_a_failed_call_fails_for_the_providers_reason(
+    agent: str, answer: CallResult, kind: str, error: str
+) -> None:
+    plan = {"requests": [{"messages": [USER]}]}
+    run, _ = attempt({"entrypoint": f"endpoint_agents:{agent}"}, plan, Calls(answer))
+    assert (run.call.status, run.call.error_kind, run.call.error) == ("error", kind, error)
+
+
+def test_an_agent_that_raises_before_any_call_is_agent_raised() -> None:
+    run, _ = attempt({"entrypoint": "endpoint_agents:plays_then_raises"}, {"requests": []})
+    assert (run.call.error_kind, run.call.error) == ("agent_raised", "RuntimeError: gave up")
+
+
+def test_a_scripted_kill_at_a_tool_report_kills_the_entry_points_process_group() -> None:
+    control = AttemptControl(
+        script=(parse_intervention({"kill_worker": {"at": "tool_started", "tool": "lookup"}}),)
+    )
+    run, _ = attempt({"entrypoint": "endpoint_agents:reports_then_sleeps", "timeout_s": 20}, control=control)
+    assert (run.call.status, run.call.error_kind) == ("error", "agent_killed")
+    assert run.call.error == "killed by the case's kill_worker at tool_started of lookup"
+    assert control.kill is None and control.problems == []
+
+
+@pytest.mark.parametrize(
+    ("agent", "error"),
+    [
+        ("exits_hard", "the agent's process exited with code 3: fatal: the tool registry is empty \ufffd"),
+        ("exits_silently", "the agent's process exited with code 4"),
+    ],
+)
+def test_an_entry_point_whose_process_exits_without_a_result_is_named_by_its_code_and_last_line(
+    agent: str, error: str
+) -> None:
+    run, _ = attempt({"entrypoint": f"endpoint_agents:{agent}"})
+    assert (run.call.status, run.call.error_kind, run.call.error) == ("error", "agent_raised", error)
+
+
+def test_the_task_carries_the_attempts_identity_and_pinned_sources(tmp_path: Path) -> None:
+    state = str(tmp_path / "state")
+    run, _ = attempt({"entrypoint": "endpoint_agents:tells_its_task"}, fields={"state_dir": state})
+    assert json.loads(run.call.text or "") == {
+        "attempt_id": "att-1",
+        "build": "b1",
+        "repeat": 2,
+        "scenario_id": "probe",
+        **PINNED,
+        "state_dir": state,
+    }
+
+
+def _dropping_server(server: socket.socket) -> None:
+    """Reads one whole HTTP request, then closes the connection without answering."""
+    conn, _ = server.accept()
+    with conn:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        while len(body) < length:
+            body += conn.recv(65536)
+
+
+def test_an_http_agent_whose_service_fails_in_flight_is_agent_raised_naming_the_exception() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        serving = threading.Thread(target=_dropping_server, args=(server,), daemon=True)
+        serving.start()
+        run, _ = attempt({"http": f"http://127.0.0.1:{server.getsockname()[1]}/attempt", "timeout_s": 20})
+        serving.join(10)
+    assert (run.call.status, run.call.error_kind, run.call.error) == (
+        "error",
+        "agent_raised",
+        "RemoteProtocolError: Server disconnected without sending a response.",
+    )
+
+
+def test_an_attempts_latency_is_its_own_wall_clock_time() -> None:
+    started = time.monotonic()
+    run, _ = attempt({"entrypoint": "endpoint_agents:plays"}, {"requests": [{"messages": [USER]}]})
+    took = time.monotonic() - started
+    assert 0 < run.call.latency_s <= took
+
+
+def test_a_leak_only_in_the_agents_notes_is_a_policy_failure() -> None:
+    plan = {"result": {"output": "Your refund is with the returns team.", "notes": "used code NW-1"}}
+    run, _ = attempt({"entrypoint": "endpoint_agents:plays"}, plan, forbidden=("NW-1",))
+    assert run.call.policy_failures == 1
+
+
+def test_the_scenarios_own_input_sent_back_by_the_agent_is_not_a_leak() -> None:
+    run, _ = attempt(
+        {"entrypoint": "endpoint_agents:echoes_its_input"}, {"note": "never say NW-1"}, forbidden=("NW-1",)
+    )
+    assert (run.call.status, run.call.policy_failures) == ("ok", 0)
+
+
+def test_an_attempt_with_a_call_whose_check_cannot_be_made_has_no_policy_count() -> None:
+    plan = {"requests": [{"messages": [USER]}], "result": {"output": "fine"}}
+    run, _ = attempt({"entrypoint": "endpoint_agents:plays"}, plan, Calls(ok("a", policy_hits=None)))
+    assert run.call.status == "ok" and run.call.policy_failures is None and run.call.policy_hits is None
+
+
+def test_a_calls_record_keeps_its_latency_to_the_millisecond() -> None:
+    _, session = with_session(Calls(ok("a", latency_s=0.123456)), chat({"messages": [USER]}))
+    assert session.records[0].latency_s == 0.123
+
+
+def test_a_scripted_disconnect_drops_that_call_unanswered_and_unpaid() -> None:
+    control = AttemptControl(script=(parse_intervention({"disconnect": {"call": 1}}),))
+
+    async def go() -> Any:
+        endpoint, calls = AgentEndpoint(), Calls()
+        async with endpoint.session(scenario(), SPEC, calls, control) as session:
+            headers = {AUTH: f"Bearer {session.token}"}
+            async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+                with pytest.raises(httpx.HTTPError):
+                    await client.post(
+                        f"{endpoint.base_url}/chat/completions", headers=headers, json={"messages": [USER]}
+                    )
+                again = await client.post(
+                    f"{endpoint.base_url}/chat/completions", headers=headers, json={"messages": [USER]}
+                )
+        return again, calls
+
+    again, calls = asyncio.run(go())
+    assert again.status_code == 200 and len(calls.made) == 1  # the next call is answered
+    assert [e["type"] for e in control.events][:1] == ["disconnected"]

@@ -3,11 +3,14 @@ attempt (issue 47): `evaltrack run` on an `evaltrack init` project whose agent f
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import yaml
+from dagster._serdes import serialize_value
 
 from eval_assets.cli import main
 
@@ -125,4 +128,73 @@ def test_debug_writes_a_failed_steps_redacted_detail_to_the_home_and_says_where(
     log = home / "logs" / "debug.log"
     assert code == 1 and f"(detail in {log})" in out
     detail = log.read_text(encoding="utf-8")
-    assert "AgentUnreachable" in detail and "Traceback" not in out
+    assert "AgentUnreachable: attempt " in detail and "error ID " in detail
+    assert not FRAME.search(detail) and not FRAME.search(out)
+
+
+# a Python stack frame or traceback header, as text or inside serialized JSON
+FRAME = re.compile(r'File \\?"[^"\n]*\\?", line \d+|Traceback \(most recent call last\)')
+
+
+def _stored_step_failures(home: Path) -> tuple[str, list[dg.DagsterEvent]]:
+    """Every event of every run in the home's Dagster instance, serialized as Dagster stores it, and
+    the step failures among them."""
+    instance = dg.DagsterInstance.from_config(str(home / "dagster"))
+    try:
+        entries = [e for r in instance.get_run_records() for e in instance.all_logs(r.dagster_run.run_id)]
+    finally:
+        instance.dispose()
+    failures = [e.dagster_event for e in entries if e.dagster_event and e.dagster_event.is_step_failure]
+    return "\n".join(serialize_value(e) for e in entries), failures
+
+
+@pytest.mark.parametrize("kind", ["agent unreachable", "agent raised"])
+def test_a_failed_step_stores_one_line_naming_its_root_cause_and_no_stack_anywhere(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the agent down fails scenario_runs (an exception deep in the engine); the agent that raises
+    # fails the suite's blocking gates and the approval (Dagster's own check error and a dg.Failure)
+    manifest_agent = CASES[kind][0]()
+    project = _project(tmp_path, manifest_agent, {}, 0.25)
+    home = tmp_path / "home"
+
+    code, out, err = _run(capsys, project, home)
+
+    events, failures = _stored_step_failures(home)
+    assert code == 1 and failures and events
+    assert not FRAME.search(events), FRAME.search(events)
+    steps = {e.step_key: e.step_failure_data for e in failures}
+    for step, data in steps.items():
+        assert data.error is not None and data.error.stack == [], step
+        assert data.error.cause is None and data.error.context is None, step
+        assert data.user_failure_data is not None and data.user_failure_data.description, step
+    if kind == "agent unreachable":
+        line = steps["scenario_runs"].user_failure_data.description
+        assert line.startswith("AgentUnreachable: attempt fail-1/starter.order-status/1: agent at")
+        assert f"scenario_runs FAILED · build {BUILD}: {line}" in out  # the line the command printed
+        assert "\n" not in line and line in steps["scenario_runs"].error.message
+    else:
+        line = steps["deterministic_suite"].user_failure_data.description
+        assert line.startswith(f"{BUILD}: failing or erroring gates: ")
+        assert line in steps["deterministic_suite"].error.message and "\n" not in line
+        assert "release_approval" in steps  # refused: the build may not ship
+    assert not FRAME.search(out + err)
+    for path in home.rglob("*"):  # the event log's database, compute logs, journal, warehouse, logs
+        if path.is_file():
+            assert not FRAME.search(path.read_bytes().decode("utf-8", "replace")), path
+
+
+def test_every_asset_of_the_location_fails_as_one_line() -> None:
+    """An asset body without `one_line_failure` would fail with Dagster's masked message, its root
+    cause lost: every computed asset of the code location carries it."""
+    from eval_assets.definitions import defs
+
+    loaded = defs() if callable(defs) else defs
+    bodies = {
+        key.to_user_string(): asset.op.compute_fn.decorated_fn
+        for asset in loaded.assets or []
+        if isinstance(asset, dg.AssetsDefinition) and asset.is_executable
+        for key in asset.keys
+    }
+    assert len(bodies) >= 11
+    assert [name for name, fn in sorted(bodies.items()) if not getattr(fn, "one_line_failure", False)] == []

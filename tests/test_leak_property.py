@@ -74,7 +74,7 @@ SHAPE_FAMILIES: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     "assignment": _body(ALNUM, 16).map(lambda b: (f"DB_{'PASSWORD'}={b}", b)),
 }
 
-# Environment-name families: litellm's own credential names and names that say they are one.
+# Environment-name families: litellm's own credential names and names the one rule says are one.
 ENV_FAMILIES = (
     "OPENAI_API_KEY",
     "AWS_BEARER_TOKEN_BEDROCK",
@@ -84,6 +84,9 @@ ENV_FAMILIES = (
     "VAULT_PASSWORD",
     "GCP_CREDENTIALS",
     "SLACK_WEBHOOK_URL",
+    "DB_PASS",  # outside litellm's list: names under the one rule (PASS, PASSPHRASE, AUTH, ...)
+    "RT3_PASSPHRASE",
+    "BASIC_AUTH",
 )
 
 SUBJECT_KEY = "OPENAI_API_KEY"  # the subject's own key variable (echoed by nobody here)

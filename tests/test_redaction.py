@@ -290,16 +290,19 @@ def test_a_traceback_is_cut_to_its_last_line() -> None:
     assert "File" not in redact.scrub_error_text(text)
 
 
-def test_an_internal_error_is_one_line_and_debug_writes_the_redacted_detail_under_home(
+def test_an_internal_error_is_one_line_and_debug_writes_the_redacted_cause_chain_under_home(
     tmp_path: Path,
 ) -> None:
     from eval_assets.cli import one_line_error
 
     key = k("sk-", "proj-", "a1b2c3d4" * 3)
     try:
-        raise ValueError(
-            f"boom with {key}\nTraceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'q'"
-        )
+        try:
+            raise OSError(f"disk said {key}")
+        except OSError as cause:
+            raise ValueError(
+                f"boom with {key}\nTraceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'q'"
+            ) from cause
     except ValueError as exc:
         quiet = one_line_error(exc, debug=False, home=str(tmp_path))
         line = one_line_error(exc, debug=True, home=str(tmp_path))
@@ -308,7 +311,10 @@ def test_an_internal_error_is_one_line_and_debug_writes_the_redacted_detail_unde
     assert quiet.endswith("(run with --debug for the detail)")
     log = (tmp_path / "logs" / "debug.log").read_text(encoding="utf-8")
     assert str(tmp_path / "logs" / "debug.log") in line
-    assert "Traceback (most recent call last)" in log and key not in log and "[redacted]" in log
+    # the chain, outermost first, one line per exception; no stack frame is written anywhere
+    assert "ValueError: boom with [redacted]" in log and "OSError: disk said [redacted]" in log
+    assert key not in log and "Traceback" not in log and 'File "' not in log
+    assert log.index("ValueError") < log.index("OSError")
 
 
 # --- long inputs -----------------------------------------------------------------------------------

@@ -53,8 +53,8 @@ def parser() -> CommandParser:
     p.add_argument(
         "--debug",
         action="store_true",
-        help="on an internal error, write the full detail (redacted) to $EVAL_HOME/logs/debug.log; "
-        "stdout and stderr only ever get one line",
+        help="on a failure, write its cause chain (redacted, one line per exception, no stack frames) "
+        "to $EVAL_HOME/logs/debug.log; stdout and stderr only ever get one line",
     )
     sub = p.add_subparsers(dest="command", required=True)
     for family in FAMILIES:
@@ -64,12 +64,12 @@ def parser() -> CommandParser:
 
 def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
     """`internal error: Type: message` on one line, redacted, never a traceback; with `debug`, the
-    full traceback (redacted) is appended to $EVAL_HOME/logs/debug.log and the line says where."""
-    import traceback
+    error's cause chain (one redacted line per exception, no stack frames) is appended to
+    $EVAL_HOME/logs/debug.log and the line says where."""
     from pathlib import Path
 
     from eval_assets.home import EvalHome, default_home
-    from eval_assets.redact import redact, without_traceback
+    from eval_assets.redact import error_chain, redact, without_traceback
     from eval_assets.safe_write import check_target
 
     first = " ".join(without_traceback(str(exc)).split())[:500]
@@ -81,7 +81,7 @@ def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
         log.parent.mkdir(parents=True, exist_ok=True)
         check_target(log)  # appending to a FIFO would block, to a symlink write elsewhere
         with log.open("a", encoding="utf-8") as out:
-            out.write(redact("".join(traceback.format_exception(exc))) + "\n")
+            out.write("internal error\n" + "\n".join(error_chain(exc)) + "\n")
     except (OSError, ValueError) as why:  # ValueError: no project, so no home to write the log into
         return f"{line} (the debug log could not be written: {type(why).__name__})"
     return f"{line} (detail in {log})"

@@ -7,6 +7,7 @@ the instance in EVAL_HOME/dagster, so the UI shows every run, materialization an
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster._core.execution.plan.objects import StepFailureData
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
@@ -23,6 +25,7 @@ from dagster._utils.error import SerializableErrorInfo
 
 from eval_assets.capability.builds import Builds
 from eval_assets.config import Project, project_at
+from eval_assets.defs.failures import CAUSES_KEY
 from eval_assets.defs.selections import JOB_OF, PER_BUILD_FINAL_ASSETS, PER_BUILD_RUN_ASSETS, PER_JUDGE_ASSETS
 from eval_assets.home import EvalHome, default_home, operator_instance, project_root
 from eval_assets.redact import redact, without_traceback
@@ -196,9 +199,9 @@ def _launch(
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
         withheld = bool(failures) and all(_not_approved(e) for e in failures)
-        errors = [e.step_failure_data.error for e in failures if e.step_failure_data.error]
-        error = redact("; ".join(root_cause(e) for e in errors) or "run failed")
-        detail = redact("\n".join(e.to_string() for e in errors)) or None
+        data = [e.step_failure_data for e in failures if e.step_failure_data is not None]
+        error = redact("; ".join(failure_line(d) for d in data) or "run failed")
+        detail = redact("\n".join(failure_detail(d) for d in data)) or None
     metadata = {}
     for event in result.get_asset_materialization_events():
         mat = event.step_materialization_data.materialization
@@ -217,6 +220,28 @@ def _launch(
         withheld,
         detail,
     )
+
+
+def failure_line(data: StepFailureData) -> str:
+    """A failed step's one line: the root cause its asset stored (`defs.failures`), else the
+    innermost cause of the error Dagster stored."""
+    user = data.user_failure_data
+    if user is not None and user.description:
+        return " ".join(user.description.split())
+    return root_cause(data.error) if data.error is not None else "the step failed"
+
+
+def failure_detail(data: StepFailureData) -> str:
+    """A failed step's detail for `--debug`: its cause chain, one line per exception, no frames."""
+    user = data.user_failure_data
+    causes = user.metadata.get(CAUSES_KEY) if user is not None else None
+    chain = str(causes.value) if causes is not None else failure_line(data)
+    # the id Dagster's stored message names for the error it masked
+    masked = _ERROR_ID.search(data.error.message) if data.error is not None else None
+    return f"error ID {masked.group(1)}:\n{chain}" if masked else chain
+
+
+_ERROR_ID = re.compile(r"error ID ([0-9a-f-]{36})", re.IGNORECASE)
 
 
 def root_cause(error: SerializableErrorInfo) -> str:

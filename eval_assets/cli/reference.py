@@ -157,10 +157,10 @@ def exit_codes_markdown() -> str:
 
 
 _ERRORS = (
-    "No traceback reaches stdout, stderr or a stored column: an error is one line naming its cause (for",
-    "`run`/`demo`, a failed step's root cause with its build, and each distinct attempt failure with its",
-    "first attempt); `evaltrack --debug ...` also appends the full detail (redacted) to",
-    "`$EVAL_HOME/logs/debug.log`.",
+    "No traceback reaches stdout, stderr, a stored column or the Dagster event log: an error is one line naming",
+    "its cause (for `run`/`demo`, a failed step's root cause with its build, and each distinct attempt failure",
+    "with its first attempt); `evaltrack --debug ...` also appends its cause chain (redacted, one line per",
+    "exception, no stack frames) to `$EVAL_HOME/logs/debug.log`.",
     "",
     f"Exit code {exit_codes.INTERNAL_ERROR} means an internal error, never a decision: a damaged or missing "
     "warehouse file of the",

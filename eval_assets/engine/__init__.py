@@ -27,7 +27,7 @@ from ._agent import (
     run_agent,
 )
 from ._calls import judge_spec, subject_spec
-from ._control import AttemptControl
+from ._control import AttemptControl, ControlError
 from ._engine import Engine
 from ._limiter import MAX_PAUSE_S, AimdLimit, Limiters, ProviderLimiter, provider_key
 from ._replay import MISS_PREFIX, Replay, ReplayRun, ToolAnswer, TurnCall, replay_loop
@@ -36,6 +36,7 @@ from ._results import CallResult, JudgeResult, Progress, StoredAttempt, SubjectR
 __all__ = [
     "load_entrypoint",
     "AttemptControl",
+    "ControlError",
     "AgentCallRecord",
     "AgentEndpoint",
     "AgentResult",

@@ -10,6 +10,7 @@ from eval_assets.capability.materialize import (
 from eval_assets.capability.progress import PROGRESS_LOGGER, Progress
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.conditions import judge_version_eager
+from eval_assets.defs.failures import one_line_failure
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
 from eval_assets.defs.project import PROJECT
 from eval_assets.defs.resources import TrackResource
@@ -29,6 +30,7 @@ def generation(context: dg.AssetExecutionContext) -> int:
     group_name="capability",
     description="Every scenario × repeat of the build's subject, through litellm. Outputs, policy checks, spend.",
 )
+@one_line_failure
 def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build = context.partition_key
     context.log.info(f"running the subject of build {build}")
@@ -58,6 +60,7 @@ def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg
     description="One judge version's validated verdicts on the build's stored outputs (fail closed). "
     "Automation materializes only the judge versions that apply to the build.",
 )
+@one_line_failure
 def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build, judge_version = build_and_judge(context)
     context.log.info(f"judging build {build} with {judge_version}")
@@ -83,6 +86,7 @@ def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> d
     automation_condition=dg.AutomationCondition.eager(),
     description="The spend journal's per-attempt rows for the build's subject and this judge version.",
 )
+@one_line_failure
 def cost_ledger(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build, judge_version = build_and_judge(context)
     summary = materialize_cost_ledger(track.get(), build, judge_version, context.run_id)

@@ -6,6 +6,7 @@ import dagster as dg
 from eval_assets.bridge import BRIDGE_BUILDS_TAG, materialize_calibration_offsets
 from eval_assets.defs.capability.assets import POOLS, judge_verdicts
 from eval_assets.defs.capability.metadata import as_metadata
+from eval_assets.defs.failures import one_line_failure
 from eval_assets.defs.partitions import judge_version_partitions
 from eval_assets.defs.resources import TrackResource
 from eval_assets.trend import materialize_score_trend
@@ -19,6 +20,7 @@ from eval_assets.trend import materialize_score_trend
     description="Bridge run: old and new judge versions score the same stored outputs; publishes the offset "
     "(with CI, Bland-Altman, slope, Spearman, Krippendorff's alpha) only when docs/methods.md: bridges acceptance holds.",
 )
+@one_line_failure
 def calibration_offsets(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     judge_version = context.partition_key
     # `evaltrack bridge run --builds` names the builds in a run tag; otherwise the judge file's or the newest
@@ -40,6 +42,7 @@ def calibration_offsets(context: dg.AssetExecutionContext, track: TrackResource)
     "versions' points spliced in through published calibration offsets (marked), a break where a bridge "
     "is not published. Never feeds a release decision.",
 )
+@one_line_failure
 def score_trend(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     judge_version = context.partition_key
     summary = materialize_score_trend(track.get(), judge_version, context.run_id)

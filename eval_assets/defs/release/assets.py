@@ -22,6 +22,7 @@ from eval_assets.capability.track import Summary, Track
 from eval_assets.defs.capability.assets import judge_verdicts
 from eval_assets.defs.capability.metadata import as_metadata, short_path
 from eval_assets.defs.conditions import release_decision_condition
+from eval_assets.defs.failures import one_line_failure
 from eval_assets.defs.links import partition_url, report_url
 from eval_assets.defs.partitions import build_and_judge, build_by_judge, build_partitions
 from eval_assets.defs.resources import TrackResource
@@ -60,6 +61,7 @@ def severity(outcome: str) -> dg.AssetCheckSeverity:
     automation_condition=dg.AutomationCondition.eager(),
     description="How far the suite and each scenario move when nothing changed, from the build's own repeats.",
 )
+@one_line_failure
 def noise_bands(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     build, judge_version = build_and_judge(context)
     summary = release.materialize_noise_bands(track.get(), build, judge_version, context.run_id)
@@ -75,6 +77,7 @@ def noise_bands(context: dg.AssetExecutionContext, track: TrackResource) -> dg.M
     description="The build against its baseline under ONE judge version: policy, floor drops, mean drop, p10.",
     check_specs=[NO_REGRESSION],
 )
+@one_line_failure
 def capability_report(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build, judge_version = build_and_judge(context)
     home = track.get().home.root
@@ -107,6 +110,7 @@ def capability_report(context: dg.AssetExecutionContext, track: TrackResource): 
     "version's evidence is materialized or failed; a failed or missing one makes it none, named.",
     check_specs=[RELEASE_ALLOWED],
 )
+@one_line_failure
 def release_decision(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build = context.partition_key
     summary = release.materialize_release_decision(
@@ -191,6 +195,7 @@ release_block_notice = dg.AssetSpec(
     "approved leave the partition unmaterialized (grey: nothing to ship, nothing blocked). Each "
     "partition's page lists the decision and its reasons (an observation). The list of what can ship today.",
 )
+@one_line_failure
 def release_approval(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build = context.partition_key
     summary = release.materialize_release_approval(track.get(), build)
@@ -235,6 +240,7 @@ def was_approved(instance: dg.DagsterInstance, build: str) -> bool:
     "a link to its partition. Materialized by `evaltrack run`/`demo`, and refreshed by "
     "release_block_sensor whenever a decision lands.",
 )
+@one_line_failure
 def release_board(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
     summary = board_summary(track.get())
     context.log.info(f"{summary['builds']} builds, {len(summary['allowed'])} may ship")

@@ -1,0 +1,76 @@
+"""A failing step stores one redacted line naming its root cause, never a Python stack
+(docs/specs/security.md, "No stack is stored").
+
+Dagster stores a step's error with its stack frames and its causes' stacks in the run's event log.
+Its own switch, DAGSTER_REDACT_USER_CODE_ERRORS, stores every error raised inside a step's user-code
+boundary (the compute function, resources, inputs and outputs) with no frames and no causes; under it
+an exception's message is masked too, so each asset body turns what it raised into a `dg.Failure`
+whose description is the one line `evaltrack run` prints (`error_line`) and whose metadata holds the
+cause chain, one line per exception.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import os
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import dagster as dg
+
+from eval_assets.redact import error_chain, redact
+
+REDACT_SWITCH = "DAGSTER_REDACT_USER_CODE_ERRORS"
+CAUSES_KEY = "causes"  # the Failure's metadata: the cause chain, outermost first, no frames
+
+# read by Dagster whenever a step's error is serialized: set in every process that loads the location
+os.environ[REDACT_SWITCH] = "1"
+# Dagster hands each masked error, stack included, to this logger: never printed, captured or stored
+_MASKED = logging.getLogger(os.getenv("DAGSTER_REDACTED_ERROR_LOGGER_NAME", "dagster.redacted_errors"))
+_MASKED.propagate = False
+if not any(isinstance(h, logging.NullHandler) for h in _MASKED.handlers):
+    _MASKED.addHandler(logging.NullHandler())
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def as_failure(exc: Exception) -> dg.Failure:
+    """`exc` as the step's failure: one redacted line naming its root cause, the chain as metadata."""
+    if isinstance(exc, dg.Failure):  # a step's own refusal (release_approval): its words, redacted
+        chain = [redact(exc.description or type(exc).__name__)]
+        metadata = dict(exc.metadata or {})
+    else:
+        chain, metadata = error_chain(exc), {}
+    return dg.Failure(
+        description=chain[-1],
+        metadata={**metadata, CAUSES_KEY: dg.MetadataValue.text("\n".join(chain))},
+        allow_retries=False,
+    )
+
+
+def one_line_failure(fn: F) -> F:
+    """Wrap an asset's body so that anything it raises fails the step as `as_failure` (generator
+    bodies included); Dagster reads the signature through `functools.wraps`."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def generating(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            try:
+                yield from fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 (every failure of the step, as one line)
+                raise as_failure(exc) from None
+
+        generating.one_line_failure = True  # type: ignore[attr-defined]
+        return generating  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def calling(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 (every failure of the step, as one line)
+            raise as_failure(exc) from None
+
+    calling.one_line_failure = True  # type: ignore[attr-defined]
+    return calling  # type: ignore[return-value]
