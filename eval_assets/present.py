@@ -25,6 +25,24 @@ _JUDGE_SOURCE = re.compile(r"^judge (?P<version>\S+), (?P<candidate>\S+) vs (?P<
 MAX_LINE = 200
 
 
+def _dot(fill: str, stroke: str) -> str:
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="12" height="12" viewBox="0 0 12 12">'
+        f'<circle cx="6" cy="6" r="5" fill="{fill}" stroke="{stroke}" stroke-width="2"/></svg>'
+    )
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+
+
+# decision → (the colour a reader sees, its mark as an image the UI's markdown draws: emoji render as
+# empty boxes in a headless browser); none is a hollow ring, never the red or amber of a finding
+DECISION_COLOURS: dict[str, tuple[str, str]] = {
+    "allow": ("#2f9e44", _dot("#2f9e44", "#2f9e44")),
+    "investigate": ("#f2a900", _dot("#f2a900", "#f2a900")),
+    "block": ("#d9342b", _dot("#d9342b", "#d9342b")),
+    "none": ("#868e96", _dot("#ffffff", "#868e96")),
+}
+
+
 def judge_of(source: str) -> str | None:
     """The judge version a reason's source names (`judge V, cand vs base`), else None."""
     match = _JUDGE_SOURCE.match(source)
@@ -244,8 +262,8 @@ def board_markdown(
     """The release board: one row per registered build (registration order) with its decision,
     baseline, reason counts, its suites' pass@k / pass^k and a link to its partition. `boards` rows:
     build, decision (None when none is recorded), baseline, block, investigate, none, reliability."""
-    # words, not emoji: a headless browser (and many terminals) draw emoji as empty boxes
-    marks = {"allow": "allow", "block": "**BLOCK**", "investigate": "*investigate*", "none": "no decision"}
+    words = {"allow": "allow", "block": "**BLOCK**", "investigate": "*investigate*", "none": "no decision"}
+    marks = {d: f"![{d}]({DECISION_COLOURS[d][1]}) {w}" for d, w in words.items()}
     rows = []
     for b in boards:
         link = partition_link(str(b["build"]))
