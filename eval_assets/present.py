@@ -299,7 +299,7 @@ def board_markdown(
     baseline, reason counts, its suites' pass@k / pass^k and a link to its partition. `boards` rows:
     build, decision (None when none is recorded), baseline, block, investigate, none, reliability."""
     words = {"allow": "allow", "block": "**BLOCK**", "investigate": "*investigate*", "none": "no decision"}
-    marks = {d: f"![{d}]({DECISION_COLOURS[d][1]}) {w}" for d, w in words.items()}
+    marks = {d: f"![{d}][{d}] {w}" for d, w in words.items()}  # each image defined once, below the table
     rows = []
     for b in boards:
         link = partition_link(str(b["build"]))
@@ -323,4 +323,6 @@ def board_markdown(
     table = markdown_table(
         ("build", "decision", "baseline", "block", "investigate", "none", "pass@k / pass^k per suite"), rows
     )
-    return head + table
+    shown = sorted({str(b["decision"]) for b in boards if b["decision"] in DECISION_COLOURS})
+    images = "".join(f"[{d}]: {DECISION_COLOURS[d][1]}\n" for d in shown)
+    return head + table.rstrip("\n") + "\n" + (f"\n{images}" if images else "")

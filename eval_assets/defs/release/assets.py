@@ -208,17 +208,19 @@ def release_approval(context: dg.AssetExecutionContext, track: TrackResource):  
     context.log.info(summary["why"])
     decision = summary["decision"]
     shown = {"build": build, "decision": decision, "baseline": summary["baseline"]}
-    # recorded before the step can fail: the partition's panel shows the decision and its reasons
-    yield dg.AssetCheckResult(
+    check = dg.AssetCheckResult(
         check_name="decision",
         passed=summary["approved"],
         severity=severity(decision),
-        description=summary["why"],
-        metadata={**shown, "reasons": dg.MetadataValue.md(summary["why"])},
+        description=summary["why"],  # the decision and every reason of the worst severity
+        metadata=shown,
     )
     if summary["approved"]:
+        # after the materialization: an evaluation older than the partition's latest one reads as missing
         yield dg.MaterializeResult(metadata={**shown, "reasons": dg.MetadataValue.md(summary["why"])})
+        yield check
         return
+    yield check  # before the step fails: the partition's panel shows the decision and its reasons
     if decision in ("block", "investigate") or was_approved(context.instance, build):
         raise dg.Failure(
             description=f"not approved: {summary['why']}",
