@@ -25,6 +25,24 @@ _JUDGE_SOURCE = re.compile(r"^judge (?P<version>\S+), (?P<candidate>\S+) vs (?P<
 MAX_LINE = 200
 
 
+def _dot(fill: str, stroke: str) -> str:
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="12" height="12" viewBox="0 0 12 12">'
+        f'<circle cx="6" cy="6" r="5" fill="{fill}" stroke="{stroke}" stroke-width="2"/></svg>'
+    )
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+
+
+# decision → (the colour a reader sees, its mark as an image the UI's markdown draws: emoji render as
+# empty boxes in a headless browser); none is a hollow ring, never the red or amber of a finding
+DECISION_COLOURS: dict[str, tuple[str, str]] = {
+    "allow": ("#2f9e44", _dot("#2f9e44", "#2f9e44")),
+    "investigate": ("#f2a900", _dot("#f2a900", "#f2a900")),
+    "block": ("#d9342b", _dot("#d9342b", "#d9342b")),
+    "none": ("#868e96", _dot("#ffffff", "#868e96")),
+}
+
+
 def judge_of(source: str) -> str | None:
     """The judge version a reason's source names (`judge V, cand vs base`), else None."""
     match = _JUDGE_SOURCE.match(source)
@@ -139,11 +157,15 @@ def gates_markdown(results: Iterable[Any]) -> str:
 
 
 def terminal_width() -> int:
-    """The width a wrapped table fits: the terminal's (or $COLUMNS), between 60 and MAX_LINE; MAX_LINE
-    when stdout is not a terminal."""
+    """The width text output fits: the terminal's (or $COLUMNS), between MIN_WIDTH and MAX_LINE;
+    MAX_LINE when stdout is not a terminal."""
     import shutil
 
-    return max(60, min(MAX_LINE, shutil.get_terminal_size((MAX_LINE, 24)).columns))
+    return max(MIN_WIDTH, min(MAX_LINE, shutil.get_terminal_size((MAX_LINE, 24)).columns))
+
+
+MIN_WIDTH = 20
+MIN_WRAPPED_COLUMN = 30  # narrower than this, a table's wrapped last column reads one word a line
 
 
 def shorten(text: str, width: int) -> str:
@@ -151,28 +173,60 @@ def shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def wrapped(text: str, width: int, indent: str = "") -> list[str]:
+    """`text` on lines of at most `width`, words whole: an id or a path is never split (a line is
+    longer than `width` only when one word is)."""
+    return textwrap.wrap(
+        " ".join(str(text).split()),
+        width,
+        initial_indent=indent,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [indent.rstrip()]
+
+
 def text_table(
     header: Sequence[str], rows: Iterable[Sequence[Any]], width: int = MAX_LINE, *, wrap: bool = False
 ) -> str:
     """A plain-text table no line of which is longer than `width`: the last column is cut, or with
-    `wrap` wrapped onto lines of its own under that column, every word kept (reasons are read whole)."""
+    `wrap` every cell is kept whole (reasons are read whole): the last column wraps under itself, and
+    where the other columns leave it too little room each row is a block of its own (its first
+    columns on one line, the last indented below), words never split."""
     rows = list(rows)
-    body = [[shorten(_cell(v), width) for v in row[:-1]] + [" ".join(_cell(row[-1]).split())] for row in rows]
+    if wrap:
+        body = [[" ".join(_cell(v).split()) for v in row] for row in rows]
+    else:
+        body = [
+            [shorten(_cell(v), width) for v in row[:-1]] + [" ".join(_cell(row[-1]).split())] for row in rows
+        ]
     widths = [len(h) for h in header]
     for row in body:
         widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
     fixed = sum(widths[:-1]) + 2 * (len(widths) - 1)
+    if wrap and len(widths) > 1 and width - fixed < min(MIN_WRAPPED_COLUMN, widths[-1]):
+        return _blocks(body, width)
     widths[-1] = max(len(header[-1]), min(widths[-1], width - fixed))
 
     def line(values: Sequence[str]) -> str:
         cells = [v.ljust(w) for v, w in zip(values[:-1], widths[:-1], strict=True)]
         if not wrap:
             return "  ".join([*cells, shorten(values[-1], widths[-1])]).rstrip()
-        pieces = textwrap.wrap(values[-1], widths[-1], break_long_words=True, break_on_hyphens=False) or [""]
-        indent = " " * (fixed if len(widths) > 1 else 0)
+        pieces = wrapped(values[-1], widths[-1])
+        indent = " " * fixed
         return "\n".join(["  ".join([*cells, pieces[0]]).rstrip(), *(indent + p for p in pieces[1:])])
 
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in body)])
+
+
+def _blocks(body: Sequence[Sequence[str]], width: int) -> str:
+    """Each row as a block: its first cells joined on (wrapped) lines, its last cell indented below."""
+    out: list[str] = []
+    for row in body:
+        out += [""] if out else []  # a blank line between rows: a wrapped head never reads as a new row
+        out += wrapped(" · ".join(v for v in row[:-1] if v), width)
+        out += wrapped(row[-1], width, indent="  ")
+    return "\n".join(out)
 
 
 def reasons_text_rows(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
@@ -244,8 +298,8 @@ def board_markdown(
     """The release board: one row per registered build (registration order) with its decision,
     baseline, reason counts, its suites' pass@k / pass^k and a link to its partition. `boards` rows:
     build, decision (None when none is recorded), baseline, block, investigate, none, reliability."""
-    # words, not emoji: a headless browser (and many terminals) draw emoji as empty boxes
-    marks = {"allow": "allow", "block": "**BLOCK**", "investigate": "*investigate*", "none": "no decision"}
+    words = {"allow": "allow", "block": "**BLOCK**", "investigate": "*investigate*", "none": "no decision"}
+    marks = {d: f"![{d}][{d}] {w}" for d, w in words.items()}  # each image defined once, below the table
     rows = []
     for b in boards:
         link = partition_link(str(b["build"]))
@@ -269,4 +323,6 @@ def board_markdown(
     table = markdown_table(
         ("build", "decision", "baseline", "block", "investigate", "none", "pass@k / pass^k per suite"), rows
     )
-    return head + table
+    shown = sorted({str(b["decision"]) for b in boards if b["decision"] in DECISION_COLOURS})
+    images = "".join(f"[{d}]: {DECISION_COLOURS[d][1]}\n" for d in shown)
+    return head + table.rstrip("\n") + "\n" + (f"\n{images}" if images else "")

@@ -136,7 +136,8 @@ def test_release_and_gate_checks_are_recorded_per_build_with_the_decisions_sever
     descriptions = {r.partition: r.event.dagster_event.event_specific_data.description for r in check}  # type: ignore[union-attr]
     assert descriptions[blocked].startswith(f"{blocked}: block — 1 block: ")
     assert (
-        "config.example-builds-validate" in descriptions[blocked] and "block (block)" not in descriptions[blocked]
+        "config.example-builds-validate" in descriptions[blocked]
+        and "block (block)" not in descriptions[blocked]
     )
     assert NO_FAILING_GATES.partitions_def is not None  # the gate check, too, is recorded per build
     event = instance.get_latest_materialization_event(dg.AssetKey("release_decision"))
@@ -157,15 +158,18 @@ def test_release_approval_is_red_for_block_grey_for_none_with_the_reasons_on_eac
 ) -> None:
     """A blocked and an undecided build: the blocked one's release_approval partition reads FAILED (red),
     the undecided one's stays unmaterialized (grey, a successful step: nothing decided is not a block),
-    neither ever MATERIALIZED; each partition has an observation naming its decision and reasons; once
-    approved, a later non-allow decision fails it (an approval never reads as current after it); the
-    board names both builds with their decisions and links to their partitions."""
+    neither ever MATERIALIZED; the `decision` check of each partition (what its panel shows) is failed
+    with ERROR for block (red) and WARN for none (yellow), its description and metadata naming the
+    decision and its reasons; once approved, a later non-allow decision fails it (an approval never
+    reads as current after it); the board names both builds with their decisions, each with its own
+    coloured mark, and links to their partitions."""
     from eval_assets.defs.release.assets import (
         release_approval,
         release_board,
         release_decision,
         was_approved,
     )
+    from eval_assets.present import DECISION_COLOURS
 
     instance, resources, blocked, undecided = _a_blocked_and_an_undecided_build(project, home)
     for build in (blocked, undecided):
@@ -187,24 +191,31 @@ def test_release_approval_is_red_for_block_grey_for_none_with_the_reasons_on_eac
     )
     assert statuses.get(blocked) == dg.AssetPartitionStatus.FAILED
     assert statuses.get(undecided) is None  # missing: drawn grey, not red
-    records = instance.fetch_observations(dg.AssetKey("release_approval"), limit=10).records
-    seen = {
-        r.asset_observation.partition: r.asset_observation.metadata for r in records if r.asset_observation
-    }
-    assert str(seen[blocked]["decision"].value) == "block" and "block" in str(seen[blocked]["reasons"].value)
-    assert str(seen[undecided]["decision"].value) == "none" and "no decision" in str(
-        seen[undecided]["reasons"].value
+    assert sorted(_check_history(instance, "release_approval", "decision")) == [
+        (blocked, False, "ERROR"),
+        (undecided, False, "WARN"),
+    ]
+    records = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("release_approval"), "decision"), limit=10
     )
+    seen = {r.partition: r.event.dagster_event.event_specific_data for r in records}  # type: ignore[union-attr]
+    assert seen[blocked].description.startswith(f"{blocked}: block — 1 block: ")
+    assert "config.example-builds-validate" in seen[blocked].description
+    assert str(seen[blocked].metadata["decision"].value) == "block"
+    assert seen[undecided].description.startswith(f"{undecided}: no decision — ")
+    assert str(seen[undecided].metadata["decision"].value) == "none"
     assert not was_approved(instance, undecided)
     board = dg.materialize([release_board], instance=instance, resources=resources)
     assert board.success
     [event] = board.get_asset_materialization_events()
     meta = event.step_materialization_data.materialization.metadata
     table = str(meta["board"].value)
-    assert f"[{blocked}](/assets/release_decision?view=partitions&partition={blocked}) | **BLOCK**" in table
+    link = "/assets/release_decision?view=partitions&partition="
+    assert f"[{blocked}]({link}{blocked}) | ![block][block] **BLOCK**" in table
+    assert f"[{undecided}]({link}{undecided}) | ![none][none] no decision" in table
     assert (
-        f"[{undecided}](/assets/release_decision?view=partitions&partition={undecided}) | no decision"
-        in table
+        f"[block]: {DECISION_COLOURS['block'][1]}" in table
+        and f"[none]: {DECISION_COLOURS['none'][1]}" in table
     )
     assert meta["may_ship"].value == "none" and meta["blocked"].value == blocked
 

@@ -1,7 +1,8 @@
 """The Dagster UI as a release engineer meets it after `evaltrack demo`, in a real browser.
 
 SLOW (one demo, a few minutes, made once per session and shared by the tests and xdist workers).
-`evaltrack demo` runs once into a temporary EVAL_HOME; its output and the warehouse doc's example
+`evaltrack demo` runs once into a temporary EVAL_HOME, then a fourth build whose decision is
+investigate (tests/e2e/builds/investigate.yaml); the demo's output and the warehouse doc's example
 queries are checked on it. One test starts `evaltrack ui` on a free 127.0.0.1 port (its own session;
 the test stops it, and kills whatever it left). Then:
 
@@ -9,10 +10,10 @@ the test stops it, and kills whatever it left). Then:
   polled; the test ends early on the first run it sees);
 - in headless Chromium (Debian's `chromium`, driven by Playwright): the candidate's release-decision
   check shows as failed, the rebuild's as passed, and the capability report's plot image is loaded
-  with a non-zero natural width; in release_approval's partition list the rebuild's status dot is
-  green, the baseline's (no decision) grey and the candidate's (block) red (computed style), and the
-  candidate's partition events show its decision and block reasons; the release board names each
-  build's decision and its link, like a reason's, lands on the exact partition; the candidate's
+  with a non-zero natural width; per decision (allow, block, investigate, none) the colour of
+  release_approval's partition dot, of its `decision` check's dot and of that check's status tag on
+  the partition's panel (computed style), the decision and its reasons on that panel, and the board's
+  coloured mark; a board link, like a reason's, lands on the exact partition; the candidate's
   HTML report (`evaltrack report`) flags its three scenarios and shows a blocked scenario's
   transcript within two clicks. Screenshots go to the test's temporary directory (and to
   $EVAL_UI_SHOTS when set).
@@ -39,6 +40,8 @@ pytestmark = pytest.mark.e2e  # the slow lane: bash scripts/test_e2e
 
 CHROMIUM = Path("/usr/bin/chromium")
 BASELINE, REBUILD, CANDIDATE = "agent-2026-11-28-base", "agent-2026-11-29-rebuild", "agent-2026-11-30-cand"
+INVESTIGATED = "agent-2026-12-01-inv"  # tests/e2e/builds/investigate.yaml, run after the demo
+INVESTIGATE_MANIFEST = Path(__file__).resolve().parent / "e2e" / "builds" / "investigate.yaml"
 NO_RUN_WINDOW_S = 120.0
 LOAD_BOUND_S = 600.0  # a loaded 2-core machine can take minutes to import the code location
 DEMO_BOUND_S = 1800  # the demo runs each build's suite: 15+ minutes on this 2-core machine at a load of 25
@@ -67,6 +70,18 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
             assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
             (home.parent / "demo.out").write_text(proc.stdout)
             (home.parent / "demo.err").write_text(proc.stderr)
+            # a fourth build whose decision is investigate: every decision is then on the UI's pages
+            for command in (["build", "add", str(INVESTIGATE_MANIFEST)], ["run", "--build", INVESTIGATED]):
+                more = subprocess.run(
+                    [evaltrack, "--home", str(home), *command],
+                    env=_env(),
+                    capture_output=True,
+                    text=True,
+                    timeout=DEMO_BOUND_S,
+                    stdin=subprocess.DEVNULL,
+                )
+                assert more.returncode == 0, more.stdout[-4000:] + more.stderr[-4000:]
+            assert "investigate" in more.stdout.splitlines()[-1], more.stdout[-2000:]
             (home.parent / "demo.done").write_text("ok")
     return home
 
@@ -146,8 +161,12 @@ def test_every_example_query_in_the_warehouse_doc_runs_on_a_demo_home(demo_home:
     assert len(worst) == 10 and {"support.refund-policy", "coding.fix-off-by-one"} <= {r[1] for r in worst}
     # every query returns rows on the demo home, except those over human scores (the demo has none)
     needs_people = ["judge_agreement" in q for q in queries]
-    assert all(r for r, people in zip(results, needs_people, strict=True) if not people), [len(r) for r in results]
-    assert sum(needs_people) >= 2 and not any(r for r, people in zip(results, needs_people, strict=True) if people)
+    assert all(r for r, people in zip(results, needs_people, strict=True) if not people), [
+        len(r) for r in results
+    ]
+    assert sum(needs_people) >= 2 and not any(
+        r for r, people in zip(results, needs_people, strict=True) if people
+    )
     assert (
         typed == ("JSON",)
         and reasons is not None
@@ -190,56 +209,113 @@ def _assert_loaded(page: Any, image: Any) -> None:
     assert int(width.json_value()) > 0
 
 
-# the colour Dagster draws a partition's status dot in, by the build's decision (release_approval)
-# (the baseline has no decision, none: grey, unmaterialized; the candidate is blocked: red)
-EXPECTED_DOT = {BASELINE: "gray", REBUILD: "green", CANDIDATE: "red"}
-DOT_COLOUR = """(row) => {
-    const dot = row.nextElementSibling;
+# what a release engineer sees per decision (docs/design.md, "The release verdict at a glance in the UI"):
+# release_approval's partition dot (Dagster draws an asset partition green, red or grey, never yellow),
+# its `decision` check's partition dot and the intent of that check's status tag on the partition's
+# panel (yellow for WARN), and the board's mark (its image's colour)
+DECISIONS = {BASELINE: "none", REBUILD: "allow", CANDIDATE: "block", INVESTIGATED: "investigate"}
+EXPECTED_DOT = {
+    BASELINE: "accent-gray",
+    REBUILD: "accent-green",
+    CANDIDATE: "accent-red",
+    INVESTIGATED: "accent-red",
+}
+EXPECTED_CHECK_DOT = {b: "accent-green" if d == "allow" else "accent-red" for b, d in DECISIONS.items()}
+EXPECTED_TAG = {BASELINE: "yellow", REBUILD: "green", CANDIDATE: "red", INVESTIGATED: "yellow"}
+COLOUR_OF = """(el, names) => {
     const probe = (name) => { const e = document.createElement('div');
-        e.style.background = `var(--color-accent-${name})`; document.body.appendChild(e);
+        e.style.background = `var(--color-${name})`; document.body.appendChild(e);
         const c = getComputedStyle(e).backgroundColor; e.remove(); return c; };
-    const seen = getComputedStyle(dot).backgroundColor;
-    for (const name of ['green', 'red', 'yellow', 'gray']) { if (probe(name) === seen) return name; }
+    const seen = getComputedStyle(el).backgroundColor;
+    for (const name of names) { if (probe(name) === seen) return name; }
     return seen;
 }"""
+DOT_NAMES = ["accent-green", "accent-red", "accent-yellow", "accent-gray", "accent-blue"]
+TAG_NAMES = ["background-green", "background-red", "background-yellow", "background-gray", "background-blue"]
+
+
+def _partition_row(page: Any, build: str) -> Any:
+    return page.locator(f"div[data-tooltip='{build}']").filter(has=page.locator("span", has_text=build)).last
 
 
 def partition_colours(page: Any) -> dict[str, str]:
-    """Build → the colour name of its status dot in the open Partitions view's list (computed style)."""
+    """Build → the colour name of its status dot in the open Partitions list (computed style)."""
     colours = {}
-    for build in EXPECTED_DOT:
-        row = (
-            page.locator(f"div[data-tooltip='{build}']").filter(has=page.locator("span", has_text=build)).last
-        )
+    for build in DECISIONS:
+        row = _partition_row(page, build)
         row.wait_for()
-        colours[build] = row.evaluate(DOT_COLOUR)
+        colours[build] = row.evaluate(
+            f"(row, names) => ({COLOUR_OF})(row.nextElementSibling, names)", DOT_NAMES
+        )
     return colours
 
 
+def tag_colour(page: Any, text: str) -> str:
+    """The colour name of the status tag reading `text` on the open panel (its computed background)."""
+    tag = page.get_by_text(text, exact=True).last
+    tag.wait_for()
+    name = tag.evaluate(
+        f"""(el, names) => {{ let n = el; const probe = {COLOUR_OF};
+            while (n && getComputedStyle(n).backgroundColor === 'rgba(0, 0, 0, 0)') n = n.parentElement;
+            return n ? probe(n, names) : 'none'; }}""",
+        TAG_NAMES,
+    )
+    return str(name).removeprefix("background-")
+
+
 def check_colours(page: Any, base: str, tmp: Path) -> None:
-    """One colour per build in the partition list (green allow, red block, grey none), the blocked
-    partition's own page naming its reasons, the release board's rows, and a board link and a reason
-    link that land on their exact partitions."""
+    """Each decision's look: release_approval's partition dots (green allow, red block and investigate,
+    grey none), its `decision` check's dots and the panel's status tag (yellow for investigate and
+    none, red for block, green for allow) with the decision and its reasons in the panel's
+    description, the release board's coloured mark per build, and a board link and a reason link that
+    land on their exact partitions."""
     page.goto(f"{base}/assets/release_approval?view=partitions")
     page.get_by_text("Partitions Selected").first.wait_for()
     colours = partition_colours(page)
     _shot(page, tmp, "8-approval-partitions")
     assert colours == EXPECTED_DOT, colours
-    # the partition's own events (one click from its page, not behind a run's logs): its decision and
-    # every block reason, from the observation release_approval records
-    page.goto(f"{base}/assets/release_approval?view=events&partition={CANDIDATE}")
-    page.get_by_text(f"Partition {CANDIDATE} observed in run").first.wait_for()
-    body = page.inner_text("body")
-    assert f"{CANDIDATE}: block — " in body and "coding.fix-off-by-one" in body, body[-2000:]
-    _shot(page, tmp, "8b-approval-partition-reasons")
-    # the release board: every build with its decision, linked to its release_decision partition
+    # the decision check's Partitions tab: one panel per build with its decision and reasons
+    page.goto(f"{base}/assets/release_approval?view=checks&checkDetail=decision")
+    page.get_by_text("Execution history", exact=True).first.wait_for()
+    page.get_by_role("tab", name="Partitions").last.click()
+    page.get_by_text("Partitions Selected").first.wait_for()
+    colours = partition_colours(page)
+    _shot(page, tmp, "8b-decision-check-partitions")
+    assert colours == EXPECTED_CHECK_DOT, colours
+    tags = {}
+    for build, decision in DECISIONS.items():
+        _partition_row(page, build).click()
+        page.get_by_text("Description", exact=True).first.wait_for()
+        head = "no decision" if decision == "none" else decision
+        page.get_by_text(f"{build}: {head} — ").first.wait_for()
+        body = page.inner_text("body")
+        if decision == "block":
+            assert "coding.fix-off-by-one" in body and "safety.prompt-injection-in-document" in body, body[
+                -2000:
+            ]
+        if decision == "investigate":
+            assert "1 investigate: helpfulness-v1" in body and "top up repeats" in body, body[-2000:]
+        if decision == "none":
+            assert "no baseline: decides nothing" in body, body[-2000:]
+        tags[build] = tag_colour(page, "Passed" if decision == "allow" else "Failed")
+        _shot(page, tmp, f"8c-decision-panel-{decision}")
+    assert tags == EXPECTED_TAG, tags
+    # the release board: every build with its decision and coloured mark, linked to its partition
     page.goto(f"{base}/assets/release_board?view=events")
-    board = page.locator("table", has_text="investigate").last  # the board's table, inside the metadata table
+    page.get_by_text("may_ship", exact=True).first.wait_for()
+    dialog = _show_markdown(page, "board")
+    board = dialog.locator("table").first
     board.wait_for()
     _shot(page, tmp, "9-release-board")
     rows = {r.split("\t")[0].strip(): r for r in board.locator("tbody tr").all_inner_texts()}
     assert "BLOCK" in rows[CANDIDATE] and "allow" in rows[REBUILD] and "no decision" in rows[BASELINE], rows
-    assert "BLOCK" not in rows[REBUILD] and "allow" not in rows[CANDIDATE], rows
+    assert "investigate" in rows[INVESTIGATED] and "BLOCK" not in rows[REBUILD], rows
+    marks = {}
+    for build in DECISIONS:
+        image = board.locator("tr", has_text=build).locator("img").first
+        _assert_loaded(page, image)
+        marks[build] = image.get_attribute("alt")
+    assert marks == DECISIONS, marks
     board.get_by_role("link", name=CANDIDATE).click()
     page.wait_for_url(f"**/assets/release_decision?view=partitions&partition={CANDIDATE}")
     page.locator("h3, h2, div", has_text=CANDIDATE).first.wait_for()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from eval_assets.capability.progress import Progress, ProgressMeter
 from eval_assets.defs.links import partition_url, report_url
-from eval_assets.present import board_markdown, check_description, reason_counts
+from eval_assets.present import DECISION_COLOURS, board_markdown, check_description, reason_counts
 from eval_assets.stats import SCORE_RANGE, clipped_band
 
 SEVERITIES = ("block", "investigate", "none", "info")
@@ -68,8 +68,38 @@ def test_the_board_lists_every_build_with_its_decision_counts_and_a_link_to_its_
     assert "1 of 4 builds may ship" in text
     rows = [line for line in text.splitlines() if line.startswith("| [")]
     assert len(rows) == 4
-    assert "[c](/assets/release_decision?view=partitions&partition=c) | **BLOCK** | a | 3 | 0 | 0 |" in text
-    assert "| allow | a |" in rows[1] and "no decision" in rows[0] and "not decided yet" in rows[3]
+    assert (
+        "[c](/assets/release_decision?view=partitions&partition=c) | ![block][block] **BLOCK** | a | 3 | 0 | 0 |"
+        in text
+    )
+    assert "| ![allow][allow] allow | a |" in rows[1] and "![none][none] no decision" in rows[0]
+    assert "| not decided yet |" in rows[3] and "![" not in rows[3]
+    # each mark's image defined once, after the table (a blank line ends the table)
+    defined = [line for line in text.splitlines() if line.startswith("[") and "]: data:" in line]
+    assert defined == [f"[{d}]: {DECISION_COLOURS[d][1]}" for d in ("allow", "block", "none")]
+    assert "|\n\n[allow]: " in text
+
+
+def test_each_decision_has_its_own_colour_on_the_board_and_none_is_never_the_red_of_block() -> None:
+    """The board's mark per decision: an SVG image (the UI's markdown draws data: images) whose fill
+    is the decision's colour; allow green, investigate amber, block red, none a hollow grey ring."""
+    import base64
+    import colorsys
+
+    def hue_and_fill(uri: str) -> tuple[float, str]:
+        svg = base64.b64decode(uri.removeprefix("data:image/svg+xml;base64,")).decode()
+        fill = svg.split('fill="')[1].split('"')[0]
+        stroke = svg.split('stroke="')[1].split('"')[0]
+        r, g, b = (int(stroke[i : i + 2], 16) / 255 for i in (1, 3, 5))
+        return colorsys.rgb_to_hls(r, g, b)[0] * 360, fill
+
+    seen = {d: hue_and_fill(uri) for d, (_, uri) in DECISION_COLOURS.items()}
+    assert set(seen) == {"allow", "investigate", "block", "none"}
+    assert 90 <= seen["allow"][0] <= 150  # green
+    assert 35 <= seen["investigate"][0] <= 55  # amber, between red and green
+    assert seen["block"][0] <= 10 or seen["block"][0] >= 350  # red
+    assert seen["none"][1] == "#ffffff"  # hollow: neither a finding's colour nor "missing" filled grey
+    assert len({colour for colour, _ in DECISION_COLOURS.values()}) == 4
 
 
 @given(

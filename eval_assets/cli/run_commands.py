@@ -32,6 +32,7 @@ from eval_assets.present import (
     shorten,
     terminal_width,
     text_table,
+    wrapped,
 )
 from eval_assets.safe_write import UnsafeTarget, check_target
 
@@ -350,12 +351,15 @@ def _print_decisions(records: Sequence[dict[str, object]], home: Path) -> None:
         except ValueError:
             return path
 
+    width = terminal_width()
     for r in records:
         print()
-        print(f"{r['build']}: {r['decision']} (baseline {r['baseline'] or 'none'})")
+        print(
+            "\n".join(wrapped(f"{r['build']}: {r['decision']} (baseline {r['baseline'] or 'none'})", width))
+        )
         rows = reasons_text_rows(r["reasons"])  # type: ignore[arg-type]
         print(
-            text_table(("severity", "source", "reason"), rows, terminal_width(), wrap=True)
+            text_table(("severity", "source", "reason"), rows, width, wrap=True)
             if rows
             else "  no reasons recorded"
         )

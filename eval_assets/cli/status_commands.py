@@ -17,7 +17,7 @@ from eval_assets.capability.errors import TrackError
 from eval_assets.cli.arguments import Commands, command, format_option, group
 from eval_assets.cli.common import home_of, missing_home, project_of
 from eval_assets.config import ConfigError, id_problem
-from eval_assets.present import reasons_markdown, reasons_text_rows, terminal_width, text_table
+from eval_assets.present import reasons_markdown, reasons_text_rows, terminal_width, text_table, wrapped
 
 if TYPE_CHECKING:
     from eval_assets.evidence import CheckedDecision
@@ -126,9 +126,8 @@ def cmd_release_status(args: argparse.Namespace) -> int:
     except WarehouseError as exc:  # the partition manifest is missing or damaged
         return internal_error([str(exc)], "nothing was decided from unverified files")
     if checked is None:
-        print(
-            f"build {build}: no decision yet (materialize release_decision, e.g. `evaltrack run --build {build}`)"
-        )
+        line = f"build {build}: no decision yet (materialize release_decision, e.g. `evaltrack run --build {build}`)"
+        print("\n".join(wrapped(line, terminal_width())))
         return exit_codes.DECISION["none"]
     return _print(args, build, checked)
 
@@ -166,10 +165,11 @@ def _print(args: argparse.Namespace, build: str, checked: CheckedDecision) -> in
     elif args.format == "markdown":
         print(reasons_markdown(build, decision, rows), end="")
     else:
-        print(f"build {build}: {decision} (baseline: {record['baseline'] or 'none'})")
+        width = terminal_width()
         print(
-            text_table(("severity", "source", "reason"), reasons_text_rows(rows), terminal_width(), wrap=True)
+            "\n".join(wrapped(f"build {build}: {decision} (baseline: {record['baseline'] or 'none'})", width))
         )
+        print(text_table(("severity", "source", "reason"), reasons_text_rows(rows), width, wrap=True))
     return exit_codes.DECISION[decision]
 
 

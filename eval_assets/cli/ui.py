@@ -28,6 +28,8 @@ def register(sub: Commands) -> None:
     )
     ui.add_argument("--port", type=port_arg, default=3000, help="the UI's port on 127.0.0.1")
 
+SUPERSEDED = "ignore:Function `dev_command` is superseded"
+
 
 def _warn(message: str) -> None:
     print(message, file=sys.stderr)
@@ -60,7 +62,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
     # a stop signal arriving between the start of dagster dev and the handler below is held, not lost
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     try:
-        child = subprocess.Popen(cmd, cwd=root, preexec_fn=reset_signals, env=dict(os.environ))
+        # `dagster dev` warns on stderr that `dg dev` supersedes it: the one way to start webserver and
+        # daemon together that this Dagster has, so the notice is not for a user of `evaltrack ui`
+        env = {
+            **os.environ,
+            "PYTHONWARNINGS": ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), SUPERSEDED])),
+        }
+        child = subprocess.Popen(cmd, cwd=root, preexec_fn=reset_signals, env=env)
 
         def forward(signum: int, _frame: object) -> None:
             try:

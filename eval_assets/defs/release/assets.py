@@ -6,9 +6,11 @@ history and the partition pages show which build failed. `release_allowed` follo
 block → failed with ERROR severity, investigate → failed with WARN, none → failed with WARN saying
 why, allow → passed (ERROR severity, so a pass never reads as a warning).
 
-One colour per build where builds are listed: `release_approval[build]` materializes (green) only for
-an allowed build and fails (red) for any other, naming the reasons, so its Partitions tab is the list
-of what may ship. `release_board` is one table of every build (refreshed by `release_block_sensor`).
+One look per decision where builds are listed (docs/design.md, "The release verdict at a glance"):
+`release_approval[build]` materializes (green) for allow, fails (red) for block and investigate, and
+stays unmaterialized (grey) for none; its `decision` check tells block (ERROR, red) from investigate
+and none (WARN, yellow) and carries the reasons to the partition's own panel. `release_board` is one
+table of every build with a coloured mark per decision (refreshed by `release_block_sensor`).
 """
 
 import warnings
@@ -45,6 +47,14 @@ with warnings.catch_warnings():  # per-partition check results are a preview fea
         description="Per build: the release decision is allow (passes). block fails with ERROR severity; "
         "investigate, and none (no decision, with the reason), fail with WARN. The description names "
         "every reason of the worst severity.",
+    )
+    APPROVAL_DECISION = dg.AssetCheckSpec(
+        "decision",
+        asset="release_approval",
+        partitions_def=build_partitions,
+        description="Per build, the decision at a glance: allow passes (green); block fails with ERROR "
+        "(red); investigate and none fail with WARN (yellow). The description names every reason of "
+        "the worst severity; the check's Partitions tab shows it on each build's panel.",
     )
 
 
@@ -189,40 +199,40 @@ release_block_notice = dg.AssetSpec(
     group_name="release",
     automation_condition=dg.AutomationCondition.eager(),
     output_required=False,
-    description="The build may ship: materialized (green in the partition list) only when its release "
-    "decision is allow. block fails the step (red), as does any other decision once the build had "
-    "been approved, so an older approval never reads as current; none and investigate of a build never "
-    "approved leave the partition unmaterialized (grey: nothing to ship, nothing blocked). Each "
-    "partition's page lists the decision and its reasons (an observation). The list of what can ship today.",
+    check_specs=[APPROVAL_DECISION],
+    description="The build may ship: materialized (green) only when its release decision is allow. "
+    "block and investigate fail the step (red: may not ship), as does none once the build had been "
+    "approved, so an older approval never reads as current; none of a build never approved leaves the "
+    "partition unmaterialized (grey: nothing decided). The `decision` check tells block (red) from "
+    "investigate and none (yellow) and names the reasons on each build's panel.",
 )
 @one_line_failure
 def release_approval(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build = context.partition_key
     summary = release.materialize_release_approval(track.get(), build)
     context.log.info(summary["why"])
-    shown = {"build": build, "decision": summary["decision"], "baseline": summary["baseline"]}
-    # on the partition's own page, whatever the outcome: the decision and every reason of the worst severity
-    context.log_event(
-        dg.AssetObservation(
-            "release_approval",
-            partition=build,
-            metadata={
-                **shown,
-                "approved": summary["approved"],
-                "reasons": dg.MetadataValue.md(summary["why"]),
-            },
-        )
+    decision = summary["decision"]
+    shown = {"build": build, "decision": decision, "baseline": summary["baseline"]}
+    check = dg.AssetCheckResult(
+        check_name="decision",
+        passed=summary["approved"],
+        severity=severity(decision),
+        description=summary["why"],  # the decision and every reason of the worst severity
+        metadata=shown,
     )
     if summary["approved"]:
-        yield dg.MaterializeResult(metadata=shown)
+        # after the materialization: an evaluation older than the partition's latest one reads as missing
+        yield dg.MaterializeResult(metadata={**shown, "reasons": dg.MetadataValue.md(summary["why"])})
+        yield check
         return
-    if summary["decision"] == "block" or was_approved(context.instance, build):
+    yield check  # before the step fails: the partition's panel shows the decision and its reasons
+    if decision in ("block", "investigate") or was_approved(context.instance, build):
         raise dg.Failure(
             description=f"not approved: {summary['why']}",
             metadata={**shown, "approved": False},
             allow_retries=False,
         )
-    context.log.info(f"{build}: not approved and not blocked ({summary['decision']}): nothing materialized")
+    context.log.info(f"{build}: no decision ({summary['why']}): nothing materialized, nothing blocked")
 
 
 def was_approved(instance: dg.DagsterInstance, build: str) -> bool:
