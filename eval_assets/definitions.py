@@ -5,6 +5,7 @@ nightly outputs that matter."""
 
 import functools
 import importlib
+import sys
 import warnings
 from collections.abc import Sequence
 from datetime import timedelta
@@ -41,9 +42,32 @@ def defs() -> dg.Definitions:
         return _loaded()
 
 
+# modules of defs/ that read no project: kept when the others are imported again for another project
+PROJECT_FREE = frozenset({"eval_assets.defs", "eval_assets.defs.failures", "eval_assets.defs.selections"})
+_built_for: tuple[object, ...] | None = None
+
+
+def _for_the_project_in_force() -> None:
+    """defs/ modules read the project when imported (judge partitions, pools, owners, the schedule): a
+    process that loads the location again for another project, or for the same one changed, imports
+    them again, so it never serves the first project's partitions to the second."""
+    global _built_for
+    from eval_assets.config import project_at
+    from eval_assets.home import project_root
+
+    root = project_root()
+    project = project_at(root)
+    key = (str(root), tuple(sorted(project.judges)), repr(project.settings))
+    if _built_for is not None and key != _built_for:
+        for name in [m for m in sys.modules if m.startswith("eval_assets.defs.") and m not in PROJECT_FREE]:
+            del sys.modules[name]
+    _built_for = key
+
+
 def _loaded() -> dg.Definitions:
     # the project (evaltrack.yaml, judges/) is read here, when the location loads, never when this
     # module is imported: the CLI imports it before `--project` has set EVAL_PROJECT_ROOT
+    _for_the_project_in_force()
     from eval_assets.defs.owners import OWNERS
 
     if (PACKAGE.parent / "pyproject.toml").is_file():

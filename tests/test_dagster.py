@@ -337,3 +337,35 @@ def test_only_the_release_block_sensor_notifies_never_a_run_step() -> None:
     assert steps == set()
     sensors = {s.name for s in repository.sensor_defs if "notifications" in s.required_resource_keys}
     assert sensors == {"release_block_sensor"}
+
+
+def test_the_location_loaded_for_a_second_project_in_one_process_serves_that_projects_judges(
+    tmp_path: Path, project: Project, home: EvalHome, monkeypatch: Any
+) -> None:
+    """defs/ reads the project when imported: a load for another project (a command after another in
+    one process, a test after another) builds that project's judge partitions, not the first's."""
+    import shutil
+
+    from eval_assets.definitions import defs
+
+    def judge_keys() -> set[str]:
+        spec = defs().resolve_assets_def("judge_verdicts").partitions_def
+        assert isinstance(spec, dg.MultiPartitionsDefinition)
+        return set(spec.get_partitions_def_for_dimension("judge_version").get_partition_keys())
+
+    assert judge_keys() == set(project.judges)
+    copy = tmp_path / "project"
+    copy.mkdir()
+    for part in ("evaltrack.yaml", "scenarios", "rubrics", "judges", "examples", "gates"):
+        source = project.root / part
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, copy / part)
+    # the copy loses one judge and the scenarios only it scores
+    dropped = next(j for j in sorted(project.judges) if j.startswith("safety-"))
+    for path in (copy / "judges").glob("*.yaml"):
+        if yaml.safe_load(path.read_text()).get("name") == "safety":
+            path.unlink()
+    for path in (copy / "scenarios").rglob("*.yaml"):
+        if yaml.safe_load(path.read_text()).get("judge") == "safety":
+            path.unlink()
+    monkeypatch.setenv("EVAL_PROJECT_ROOT", str(copy))
+    assert dropped not in judge_keys() and judge_keys() == {j for j in project.judges if not j.startswith("safety-")}
