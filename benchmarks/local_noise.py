@@ -55,11 +55,28 @@ def evaltrack(project: Path, home: Path, *args: str) -> tuple[int, str]:
     return code, out.getvalue() + err.getvalue()
 
 
+# examples/local's three scenarios and these two: a comparison needs MIN_SCENARIOS (5) scenarios, and
+# with fewer every A/A pair reads `investigate` (insufficient evidence) whatever the noise
+EXTRA = {
+    "local.opposite": "What is the opposite of the word 'hot'? Answer with one word.",
+    "local.days": "How many days are there in a week? Reply with the number.",
+}
+
+
 def project_copy(dest: Path, repeats: int) -> Path:
-    """examples/local copied to `dest` with every scenario's `repeats` set (enough verdicts to read the
-    local judge's parse-failure rate from one benchmark run)."""
+    """examples/local copied to `dest` with EXTRA's scenarios added and every scenario's `repeats` set
+    (enough verdicts to read the local judge's parse-failure rate from one benchmark run)."""
+    from eval_assets.stats import MIN_SCENARIOS
+
     shutil.copytree(LOCAL, dest)
-    for path in (dest / "scenarios").rglob("*.yaml"):
+    folder = dest / "scenarios" / "local"
+    template = yaml.safe_load((folder / "local.capital.yaml").read_text())
+    for sid, text in EXTRA.items():
+        extra = {**template, "id": sid, "description": "A one-fact question.", "input": [{"role": "user", "content": text}]}
+        (folder / f"{sid}.yaml").write_text(yaml.safe_dump(extra, sort_keys=False))
+    paths = sorted((dest / "scenarios").rglob("*.yaml"))
+    assert len(paths) >= MIN_SCENARIOS, paths
+    for path in paths:
         scenario = yaml.safe_load(path.read_text())
         scenario["repeats"] = repeats
         path.write_text(yaml.safe_dump(scenario, sort_keys=False))
@@ -69,7 +86,7 @@ def project_copy(dest: Path, repeats: int) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rebuilds", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=8, help="each scenario's repeats (3 scenarios)")
+    parser.add_argument("--repeats", type=int, default=5, help="each scenario's repeats (5 scenarios)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "local_noise.json")
     args = parser.parse_args()
 
@@ -110,7 +127,12 @@ def main() -> int:
             code, out = evaltrack(root, home, "run", "--build", f"aa-{i}", "--format", "json")
             record = json.loads(out.strip().splitlines()[-1])["builds"][0]
             decisions.append(
-                {"build": f"aa-{i}", "decision": record["decision"], "wall_s": time.perf_counter() - t0}
+                {
+                    "build": f"aa-{i}",
+                    "decision": record["decision"],
+                    "reasons": [r for r in record.get("reasons", []) if r.get("severity") != "info"],
+                    "wall_s": time.perf_counter() - t0,
+                }
             )
             loads.append(os.getloadavg()[0])
             print(
@@ -135,7 +157,7 @@ def main() -> int:
             f"{model.threads} thread(s), {model.parallel} slot(s)",
             "subject_params": base["subject"]["params"],
             "judges": ["answer-v1 (local judge, parser 2)"],
-            "scenarios": 3,
+            "scenarios": 3 + len(EXTRA),
             "repeats": args.repeats,
             "rebuild_design": "baseline: smollm2-baseline, no rebuild_of",
             "load_average_1m": {"min": min(loads), "max": max(loads)},
