@@ -72,7 +72,12 @@ def project_copy(dest: Path, repeats: int) -> Path:
     folder = dest / "scenarios" / "local"
     template = yaml.safe_load((folder / "local.capital.yaml").read_text())
     for sid, text in EXTRA.items():
-        extra = {**template, "id": sid, "description": "A one-fact question.", "input": [{"role": "user", "content": text}]}
+        extra = {
+            **template,
+            "id": sid,
+            "description": "A one-fact question.",
+            "input": [{"role": "user", "content": text}],
+        }
         (folder / f"{sid}.yaml").write_text(yaml.safe_dump(extra, sort_keys=False))
     paths = sorted((dest / "scenarios").rglob("*.yaml"))
     assert len(paths) >= MIN_SCENARIOS, paths

@@ -33,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import duckdb
@@ -47,7 +46,7 @@ from inspect_side_by_side import INSPECT_VERSION, inspect_venv, measured  # noqa
 LOCAL = ROOT / "examples" / "local"
 MODEL = "smollm2"
 
-INSPECT_TASK = '''
+INSPECT_TASK = """
 from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
 from inspect_ai.model import GenerateConfig
@@ -68,7 +67,7 @@ def local_side_by_side(n: int = 10, epochs: int = 3) -> Task:
         epochs=epochs,
         config=GenerateConfig(temperature=0.7, top_p=0.95, max_tokens={max_tokens}),
     )
-'''
+"""
 
 READ_USAGE = """
 import json, sys
@@ -185,7 +184,11 @@ def main() -> int:
                 max_tokens=scenario["max_output_tokens"],
             )
         )
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_", "INSPECT_", "OPENAI_", "LOCAL_"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("EVAL_", "DAGSTER_", "INSPECT_", "OPENAI_", "LOCAL_"))
+        }
         inspect_env = {
             **env,
             "XDG_DATA_HOME": str(tmp / "xdg-data"),
@@ -220,7 +223,10 @@ def main() -> int:
             side["server_cpu_s"] = cpu_of(server_pid) - before
             results["inspect"].append(side | {"load": os.getloadavg()[0]})
             for name in results:
-                print(f"run {i} {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in results[name][-1].items()), flush=True)
+                print(
+                    f"run {i} {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in results[name][-1].items()),
+                    flush=True,
+                )
         med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in results.items()}
         print("| side | wall s | harness CPU s | server CPU s | completion tokens | tokens/s | peak RSS MB |")
         print("|---|---|---|---|---|---|---|")
