@@ -46,18 +46,52 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def evaltrack(home: Path, *args: str) -> tuple[int, str]:
+def evaltrack(project: Path, home: Path, *args: str) -> tuple[int, str]:
     from eval_assets.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["--project", str(LOCAL), "--home", str(home), *args])
+        code = main(["--project", str(project), "--home", str(home), *args])
     return code, out.getvalue() + err.getvalue()
+
+
+# examples/local's three scenarios and these two: a comparison needs MIN_SCENARIOS (5) scenarios, and
+# with fewer every A/A pair reads `investigate` (insufficient evidence) whatever the noise
+EXTRA = {
+    "local.opposite": "What is the opposite of the word 'hot'? Answer with one word.",
+    "local.days": "How many days are there in a week? Reply with the number.",
+}
+
+
+def project_copy(dest: Path, repeats: int) -> Path:
+    """examples/local copied to `dest` with EXTRA's scenarios added and every scenario's `repeats` set
+    (enough verdicts to read the local judge's parse-failure rate from one benchmark run)."""
+    from eval_assets.stats import MIN_SCENARIOS
+
+    shutil.copytree(LOCAL, dest)
+    folder = dest / "scenarios" / "local"
+    template = yaml.safe_load((folder / "local.capital.yaml").read_text())
+    for sid, text in EXTRA.items():
+        extra = {
+            **template,
+            "id": sid,
+            "description": "A one-fact question.",
+            "input": [{"role": "user", "content": text}],
+        }
+        (folder / f"{sid}.yaml").write_text(yaml.safe_dump(extra, sort_keys=False))
+    paths = sorted((dest / "scenarios").rglob("*.yaml"))
+    assert len(paths) >= MIN_SCENARIOS, paths
+    for path in paths:
+        scenario = yaml.safe_load(path.read_text())
+        scenario["repeats"] = repeats
+        path.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    return dest
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rebuilds", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=5, help="each scenario's repeats (5 scenarios)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "local_noise.json")
     args = parser.parse_args()
 
@@ -65,12 +99,13 @@ def main() -> int:
     from eval_assets.home import EvalHome, default_home
     from eval_assets.localmodel import cache_dir, fetch
 
-    project = load_project(LOCAL)
-    model = project.settings.local_models["smollm2"]
     started = time.perf_counter()
     loads = [os.getloadavg()[0]]
     decisions: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="local-noise-") as tmp:
+        root = project_copy(Path(tmp) / "project", args.repeats)
+        project = load_project(root)
+        model = project.settings.local_models["smollm2"]
         home = Path(tmp) / "home"
         cache = cache_dir(project.settings, home, project.root)
         cache.mkdir(parents=True)
@@ -80,24 +115,29 @@ def main() -> int:
         if setup.is_file():
             shutil.copyfile(setup, cache / setup.name)
         fetch("smollm2", model, cache)
-        base = yaml.safe_load((LOCAL / "examples/builds/baseline.yaml").read_text())
+        base = yaml.safe_load((root / "examples/builds/baseline.yaml").read_text())
         manifests = Path(tmp) / "builds"
         manifests.mkdir()
-        code, out = evaltrack(home, "build", "add", str(LOCAL / "examples/builds/baseline.yaml"))
+        code, out = evaltrack(root, home, "build", "add", str(root / "examples/builds/baseline.yaml"))
         assert code == 0, out
-        code, out = evaltrack(home, "run", "--build", "smollm2-baseline", "--format", "json")
+        code, out = evaltrack(root, home, "run", "--build", "smollm2-baseline", "--format", "json")
         assert code == 0, out
         for i in range(1, args.rebuilds + 1):
             manifest = {**base, "id": f"aa-{i}", "baseline": "smollm2-baseline", "description": "unchanged"}
             path = manifests / f"aa-{i}.yaml"
             path.write_text(yaml.safe_dump(manifest, sort_keys=False))
-            code, out = evaltrack(home, "build", "add", str(path))
+            code, out = evaltrack(root, home, "build", "add", str(path))
             assert code == 0, out
             t0 = time.perf_counter()
-            code, out = evaltrack(home, "run", "--build", f"aa-{i}", "--format", "json")
+            code, out = evaltrack(root, home, "run", "--build", f"aa-{i}", "--format", "json")
             record = json.loads(out.strip().splitlines()[-1])["builds"][0]
             decisions.append(
-                {"build": f"aa-{i}", "decision": record["decision"], "wall_s": time.perf_counter() - t0}
+                {
+                    "build": f"aa-{i}",
+                    "decision": record["decision"],
+                    "reasons": [r for r in record.get("reasons", []) if r.get("severity") != "info"],
+                    "wall_s": time.perf_counter() - t0,
+                }
             )
             loads.append(os.getloadavg()[0])
             print(
@@ -118,11 +158,12 @@ def main() -> int:
     result = {
         "benchmark": "local_noise",
         "conditions": {
-            "model": "local/smollm2 (SmolLM2-135M-Instruct Q4_1), llama-cpp-python 0.3.36, 2 threads",
+            "model": f"local/smollm2 (SmolLM2-135M-Instruct Q4_1), llama-cpp-python 0.3.36, "
+            f"{model.threads} thread(s), {model.parallel} slot(s)",
             "subject_params": base["subject"]["params"],
             "judges": ["answer-v1 (local judge, parser 2)"],
-            "scenarios": 3,
-            "repeats": 3,
+            "scenarios": 3 + len(EXTRA),
+            "repeats": args.repeats,
             "rebuild_design": "baseline: smollm2-baseline, no rebuild_of",
             "load_average_1m": {"min": min(loads), "max": max(loads)},
             "wall_s": time.perf_counter() - started,

@@ -82,16 +82,18 @@ def test_the_real_model_as_subject_and_judge_three_scenarios_three_repeats(
         for b in ("smollm2-baseline", "smollm2-rebuild")
         for s in ("local.capital", "local.greeting", "local.sum")
     }
-    # the ledger: every subject and local judge call has real token counts and costs nothing
+    # the ledger: every subject and local judge call has real token counts and seconds of compute,
+    # and costs nothing
     ledger_rows = _rows(
         home,
-        "SELECT role, model, sum(prompt_tokens), sum(completion_tokens), sum(cost_usd), count(*) "
-        "FROM cost_ledger WHERE model = 'local/smollm2' GROUP BY ALL ORDER BY ALL",
+        "SELECT role, model, sum(prompt_tokens), sum(completion_tokens), sum(cost_usd), count(*), "
+        "min(call_s), count(call_s) FROM cost_ledger WHERE model = 'local/smollm2' GROUP BY ALL ORDER BY ALL",
     )
     roles = {r[0]: r for r in ledger_rows}
     assert set(roles) == {"subject", "judge"}, ledger_rows
-    for _, _, prompt, completion, cost, count in ledger_rows:
+    for _, _, prompt, completion, cost, count, fastest, timed in ledger_rows:
         assert prompt > count and completion > 0 and cost == 0.0
+        assert timed == count and fastest > 0.0  # a real model takes time to answer
     # the local judge's verdicts: every one parsed or failed with its reason, never a default score
     verdicts = _rows(
         home,

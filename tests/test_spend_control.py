@@ -81,6 +81,12 @@ def test_scenario_ceiling_excludes_that_scenario_whole_and_reports_the_rate(
     assert rates["excluded_scenarios"].iloc[0] >= 1 and 0 < rates["exclusion_rate"].iloc[0] < 1
     hits = track.warehouse.query("SELECT refused, hit_rate, ceilings FROM ceiling_hits_daily")
     assert hits["refused"].iloc[0] >= 1 and list(hits["ceilings"].iloc[0]) == ["scenario"]
+    # a settled or failed call's seconds are recorded; a refused one never ran
+    timed = track.warehouse.query(
+        "SELECT status, count(*) AS n, count(call_s) AS timed, min(call_s) AS fastest FROM cost_ledger GROUP BY 1"
+    ).set_index("status")
+    assert timed.loc["settled", "timed"] == timed.loc["settled", "n"] and timed.loc["settled", "fastest"] >= 0
+    assert timed.loc["refused", "timed"] == 0
 
 
 def test_unreachable_journal_url_fails_before_any_model_call(

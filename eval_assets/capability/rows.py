@@ -168,6 +168,9 @@ def cost_ledger_rows(journal_rows: Iterable[JournalRow]) -> list[dict[str, Any]]
             "cost_usd": r.cost_usd,
             "prompt_tokens": r.prompt_tokens,
             "completion_tokens": r.completion_tokens,
+            # reservation to settlement: a local model's compute time (its queue included), a
+            # provider's answer time; NULL while the attempt is reserved or was refused
+            "call_s": (r.settled_at - r.created_at).total_seconds() if r.settled_at else None,
             "day": r.day,
         }
         for r in sorted(journal_rows, key=lambda r: r.attempt_key)

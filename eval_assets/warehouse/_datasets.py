@@ -116,6 +116,7 @@ DATASETS: dict[str, Dataset] = {
                 ("cost_usd", "DOUBLE"),
                 ("prompt_tokens", "INTEGER"),
                 ("completion_tokens", "INTEGER"),
+                ("call_s", "DOUBLE"),
                 ("day", "VARCHAR"),
                 ("published_for", "VARCHAR"),
             ),
