@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import Recording
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
@@ -77,6 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only-object", action="store_true", help="run the object-store side alone")
     args = parser.parse_args()
+    recording = Recording("demo_object_store")
     print(f"load before: {uptime()}")
     s3, pg = S3Server().start(), PostgresCluster()
     pg.start()
@@ -106,8 +109,10 @@ def main() -> None:
                 wall, out = run_demo(project, homes[side], env if side == "object" else {})
                 outputs[side] = out
                 print(f"{side:>6}: evaltrack demo wall {wall:6.1f} s   ({uptime()})")
+                recording.figure(f"{side}_wall_s", round(wall, 1))
             if args.only_object:
                 print(outputs["object"])
+                recording.write()
                 return
             shown = {
                 side: WAREHOUSE_LINE.sub(
@@ -131,17 +136,24 @@ def main() -> None:
                 "local": Warehouse(homes["local"] / "warehouse"),
                 "object": ObjectWarehouse(homes["object"] / "warehouse", url, catalog),
             }
+            recording.figure("output_same", same)
             rows = {side: rows_of(wh) for side, wh in sides.items()}
+            compared = []
             for table in DATASETS:
                 a, b = rows["local"][table], rows["object"][table]
                 na, nb = (len(next(iter(t.values()), [])) for t in (a, b))
-                print(f"{table:26} local {na:5}  object {nb:5}  {compare_table(a, b)}")
+                verdict = compare_table(a, b)
+                print(f"{table:26} local {na:5}  object {nb:5}  {verdict}")
+                compared.append({"table": table, "local": na, "object": nb, "rows": verdict})
+            recording.table("stored_rows", compared)
             decisions = {
                 side: wh.rows("SELECT build, decision FROM release_decisions ORDER BY build")
                 for side, wh in sides.items()
             }
             print(f"decisions: local {decisions['local']}  object {decisions['object']}")
             print(f"decisions {'same' if decisions['local'] == decisions['object'] else 'DIFFERENT'}")
+            recording.figure("decisions_same", decisions["local"] == decisions["object"])
+            recording.write()
     finally:
         pg.stop()
         s3.stop()

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import duckdb
 import yaml
+from _results import Recording
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL = ROOT / "examples" / "local"
@@ -65,6 +66,7 @@ def main() -> int:
     from eval_assets.home import EvalHome, default_home
     from eval_assets.localmodel import cache_dir, fetch
 
+    recording = Recording("local_noise")
     project = load_project(LOCAL)
     model = project.settings.local_models["smollm2"]
     started = time.perf_counter()
@@ -144,15 +146,17 @@ def main() -> int:
         "local_judge_failure_reasons": dict(Counter(r.split(":")[0] for r in failed)),
         "per_build": decisions,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    per_build = result.pop("per_build")
+    for key, value in result.items():
+        recording.figure(key, value)
+    recording.table("per_build", per_build)  # type: ignore[arg-type]
+    recording.write(args.out)
     lo, hi = result["block_ci95"]
     flo, fhi = result["flag_ci95"]
     print(f"rebuilds {n}, attempts {result['attempts']}")
     print(f"A/A block {counts['block']}/{n} [{lo:.2f}, {hi:.2f}] (budget <= {BUDGET:.0%})")
     print(f"A/A flag  {counts['investigate']}/{n} [{flo:.2f}, {fhi:.2f}]")
     print(f"local judge parse failures {len(failed)}/{len(verdicts)}")
-    print(f"written {args.out}")
     return 0
 
 
