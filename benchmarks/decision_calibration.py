@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from _results import Recording
 from scipy import stats
 
 from eval_assets.stats import (
@@ -463,6 +464,8 @@ def main() -> None:
         for (m, k, model), seed in zip(grid, seeds, strict=True)
     ]
     started, cpu_started = time.perf_counter(), time.process_time()
+    recording = Recording(f"decision_calibration_{args.binary_test}")
+    table: list[dict[str, object]] = []
     print(header, flush=True)
     misses: list[str] = []
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
@@ -476,6 +479,8 @@ def main() -> None:
                 flush=True,
             )
             misses += _misses(c.m, c.k, c.model, r, n)
+            table.append({"scenarios": c.m, "repeats": c.k, "noise": c.model, "reps": n, **r,
+                          "check_wrong": wrong, "check": c.check})
     wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = time.process_time() - cpu_started + children.ru_utime + children.ru_stime
@@ -483,6 +488,10 @@ def main() -> None:
     print("goals missed (rate, Wilson 95% interval):" if misses else "every goal met")
     for miss in misses:
         print(f"  {miss}")
+    recording.figure("seed", args.seed)
+    recording.figure("goals_missed", misses)
+    recording.table("cells", table)
+    recording.write()
 
 
 def parse_plans(text: str, parser: argparse.ArgumentParser) -> tuple[AdaptiveDesign, ...]:
@@ -566,11 +575,14 @@ def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     summary: dict[str, list[tuple[float, float, float, float, float, str, str]]] = {
         plan_label(d): [] for d in designs
     }
+    recording = Recording("decision_calibration_adaptive")
+    table: list[dict[str, object]] = []
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         for c, arms, wrong in pool.map(run_adaptive_cell, cells):
             n = c.reps
             for arm, r in arms.items():
                 saved = 1.0 - r["attempts_aa"] / FIXED_REPEATS
+                table.append({"scenarios": c.m, "noise": c.model, "arm": arm, "reps": n, "saved": saved, **r})
                 loss = ""
                 if arm != "fixed 5":
                     condition, value, se = worst_loss(r)
@@ -612,6 +624,9 @@ def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             f"flag <= {100 * max(r[2] for r in rows):.1f}%; worst loss {100 * worst[3]:+.1f}±{100 * worst[4]:.1f} "
             f"({worst[5]}); cells '!' {beyond}, '*' {detectable} of {len(rows)}"
         )
+    recording.figure("seed", args.seed)
+    recording.table("cells", table)
+    recording.write()
     print(f"wall {wall:.0f} s, CPU {cpu:.0f} s (this process and its workers)")
 
 

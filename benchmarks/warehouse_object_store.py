@@ -2,7 +2,7 @@
 10,000 scenarios x 5 repeats x 3 builds (`scenario_runs` and `judge_verdicts`, one partition per build).
 
     nice -n 19 .venv/bin/python benchmarks/warehouse_object_store.py [--scenarios 10000] [--repeats 5]
-        [--builds 3] [--out benchmarks/results/warehouse_object_store.txt]
+        [--builds 3] [--out benchmarks/results/warehouse_object_store.json]
 
 The bucket is moto's S3 server on 127.0.0.1 and the catalog a throwaway PostgreSQL cluster with fsync
 on (tests/object_store.py, tests/pg.py): a local stand-in, so the object side's figures are an upper
