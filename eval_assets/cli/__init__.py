@@ -15,12 +15,10 @@ from eval_assets.cli.build_commands import cmd_build_add
 from eval_assets.cli.common import EXIT_INTERNAL_ERROR, is_command_process, set_command_process
 
 # The other commands' modules are imported when the command runs, not before, so that `--help`,
-# `validate` and `build add` pay only for their own (CPU time to import, measured on a
-# loaded 2-core machine): project_commands ~0.4 s (the gates), review_commands and import_commands
-# ~1 s (the track without its engine: configuration, journal database, warehouse, pandas; was ~7 s
-# when the track imported litellm), judge_commands ~2 s, run_commands ~3 s (the engine, pandas, scipy,
-# matplotlib, Dagster; litellm only in the worker processes that call models, or at a first call in
-# this process), ui ~3 s (Dagster).
+# `validate` and `build add` pay only for their own imports: project_commands the gates,
+# review_commands and import_commands the track without its engine, run_commands the engine, pandas,
+# scipy, matplotlib and Dagster (litellm only in the worker processes that call models, or at a first
+# call in this process), ui Dagster.
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -53,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
     from eval_assets.cli.common import collector_paused, track_started_ahead
 
     with collector_paused():
-        # before the command's own imports (Dagster, the release and statistics modules: ~2.5 s):
+        # before the command's own imports (Dagster, the release and statistics modules):
         # the build's fork server, when its run will have worker processes, imports the engine and
         # litellm on the other core meanwhile
         track = track_started_ahead(args)
@@ -615,5 +613,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = stdout
         if is_command_process():
             # the process exits next: its heap (Dagster, pandas, the project, a run's rows) frozen, the
-            # interpreter's exit skips a full collection of it (~1.4 s after a 1000 x 5 run)
+            # interpreter's exit skips a full collection of it, which grows with the run
             gc.freeze()
