@@ -479,8 +479,13 @@ def main() -> None:
                 flush=True,
             )
             misses += _misses(c.m, c.k, c.model, r, n)
-            table.append({"scenarios": c.m, "repeats": c.k, "noise": c.model, "reps": n, **r,
-                          "check_wrong": wrong, "check": c.check})
+            table.append(
+                {"scen": c.m, "K": c.k, "noise": c.model, "AA block": rate(r["aa_block"], n),
+                 "AA flag": rate(r["aa_flag"], n), "KS p": round(r["ks_p"], 3), "collapse": rate(r["collapse"], n),
+                 "1x band": rate(r["band1"], n), "2x band": rate(r["band2"], n), "3x band": rate(r["band3"], n),
+                 "3x seen": round(r["band3_realised"], 2), "conc.": rate(r["concentrated"], n),
+                 "check": f"{wrong}/{c.check}"}
+            )
     wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = time.process_time() - cpu_started + children.ru_utime + children.ru_stime
@@ -489,8 +494,8 @@ def main() -> None:
     for miss in misses:
         print(f"  {miss}")
     recording.figure("seed", args.seed)
-    recording.figure("goals_missed", misses)
     recording.table("cells", table)
+    recording.table("goals_missed", [{"miss": miss} for miss in misses])
     recording.write()
 
 
