@@ -587,7 +587,6 @@ def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             n = c.reps
             for arm, r in arms.items():
                 saved = 1.0 - r["attempts_aa"] / FIXED_REPEATS
-                table.append({"scenarios": c.m, "noise": c.model, "arm": arm, "reps": n, "saved": saved, **r})
                 loss = ""
                 if arm != "fixed 5":
                     condition, value, se = worst_loss(r)
@@ -595,6 +594,15 @@ def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
                     loss = f"{condition} {100 * value:+.1f}±{100 * se:.1f}{mark}"
                     where = f"{c.m}x5 {c.model} {condition}"
                     summary[arm].append((saved, r["aa"], r["aa_flag"], value, se, where, mark))
+                table.append(
+                    {"scen": c.m, "noise": c.model, "arm": arm if arm == "fixed 5" or len(designs) > 1 else "adaptive",
+                     "att. A/A": round(r["attempts_aa"], 2), "saved": f"{100 * saved:.1f}%",
+                     "AA block": rate(r["aa"], n), "AA flag": rate(r["aa_flag"], n),
+                     "collapse": rate(r["collapse"], n), "1x band": rate(r["band1"], n),
+                     "2x band": rate(r["band2"], n), "3x band": rate(r["band3"], n),
+                     "conc.": rate(r["concentrated"], n), "att. conc": round(r["attempts_concentrated"], 2),
+                     "worst loss": loss, "check": f"{wrong}/{c.check}" if arm != "fixed 5" else ""}
+                )
                 if len(designs) == 1:
                     print(
                         f"{c.m:>5} {c.model:<13} {'fixed 5' if arm == 'fixed 5' else 'adaptive':<9} "
@@ -619,18 +627,22 @@ def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         "± paired SE; cells whose worst loss is beyond the fixed rate's Monte Carlo error '!', within it but "
         "beyond 2 paired SE '*'):"
     )
+    plans: list[dict[str, object]] = []
     for label, rows in summary.items():
         worst = max(rows, key=lambda row: row[3])
         beyond = sum(row[6] == "!" for row in rows)
         detectable = sum(row[6] == "*" for row in rows)
-        print(
-            f"  plan {label:<20} saved {100 * min(r[0] for r in rows):.1f}% to {100 * max(r[0] for r in rows):.1f}% "
+        line = (
+            f"plan {label:<20} saved {100 * min(r[0] for r in rows):.1f}% to {100 * max(r[0] for r in rows):.1f}% "
             f"(mean {100 * np.mean([r[0] for r in rows]):.1f}%); A/A block <= {100 * max(r[1] for r in rows):.1f}%, "
             f"flag <= {100 * max(r[2] for r in rows):.1f}%; worst loss {100 * worst[3]:+.1f}±{100 * worst[4]:.1f} "
             f"({worst[5]}); cells '!' {beyond}, '*' {detectable} of {len(rows)}"
         )
+        print(f"  {line}")
+        plans.append({"summary": line})
     recording.figure("seed", args.seed)
     recording.table("cells", table)
+    recording.table("plans", plans)
     recording.write()
     print(f"wall {wall:.0f} s, CPU {cpu:.0f} s (this process and its workers)")
 
