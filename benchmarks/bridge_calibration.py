@@ -234,9 +234,13 @@ def main() -> None:
                 flush=True,
             )
             rows.append(
-                {"condition": cond.name, "scenarios": g, "conditions": cond.describe(), "reps": reps,
-                 "coverage": round(cover, 4), "half_width": round(float(np.mean(cell.half)), 4),
-                 "not_constant": round(rej, 4), "kind": label, "published": round(cell.published / reps, 4)}
+                {"condition": cond.name, "G": g, "K": cond.repeats, "builds": cond.builds,
+                 "judge noise sd old/new": f"{cond.sd_old:g}/{cond.sd_new:g}", "reps": reps,
+                 "coverage": f"{cover:.3f}",
+                 "(replaced bootstrap)": f"{cell.old_covered / reps:.3f}" if cond is PURE[0] else "",
+                 "mean half-width": f"{np.mean(cell.half):.3f}",
+                 '"not constant"': f"{rej:.3f} ({'power' if label == 'POWER' else 'sim' if label == '(sim)' else 'false'})",
+                 "published": f"{cell.published / reps:.3f}"}
             )
             if cond is PURE[0]:
                 print(f"{'':<25}{'  replaced percentile cluster bootstrap, same frames':<66}{reps:>5}"
