@@ -245,7 +245,7 @@ def _format_option(p: argparse.ArgumentParser, *choices: str) -> None:
         _old_spelling(p, "--json", "--format json", "format", value="json")
 
 
-# What each command's exit code means, printed at the end of its --help (docs/design.md lists them too).
+# What each command's exit code means, printed at the end of its --help (docs/reference/exit-codes.md lists them too).
 # Every command: 4 an internal error (a damaged input, a bug; one line, never a traceback), 64 usage.
 EXITS = {
     "init": "0 written; 1 DIR is not empty (nothing written)",
