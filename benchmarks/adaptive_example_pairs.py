@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _results import Recording
 from adaptive_example_suite import BASE, ROOT
 from adaptive_screens import table_moments
 
@@ -134,6 +135,7 @@ def main() -> None:
     parser.add_argument("home", type=Path, help="a home kept by adaptive_example_suite.py --repeats fixed")
     parser.add_argument("--plans", default="", help="futility/suite/tail,... (default: the shipped design)")
     args = parser.parse_args()
+    recording = Recording("adaptive_example_pairs")
     track = Track(load_project(ROOT), EvalHome(args.home))
     manifests = registered_manifests(track)
     reference, *rebuilds = sorted(b for b in manifests if manifests[b].rebuild_of == BASE)
@@ -146,6 +148,7 @@ def main() -> None:
     per_judge = reports(track, manifests, rebuilds, reference, start)
     print(f"{args.home}: {len(rebuilds)} unchanged rebuilds compared with {BASE} (band from {reference})")
     plans = [p for p in args.plans.split(",") if p] or [None]
+    rows = []
     for plan in plans:
         if plan is None:
             design = AdaptiveDesign()
@@ -153,7 +156,12 @@ def main() -> None:
             futility, suite, tail = (float(x) for x in plan.split("/"))
             design = AdaptiveDesign(futility=futility, suite_futility=suite, tail_futility=tail)
         name = f"{design.futility}/{design.suite_futility}/{design.tail_futility}"
-        print(f"  {name:<16} {rate(rebuilds, per_judge, design)}", flush=True)
+        shown = rate(rebuilds, per_judge, design)
+        print(f"  {name:<16} {shown}", flush=True)
+        rows.append({"plan": name, "rate": shown})
+    recording.figure("rebuilds", len(rebuilds))
+    recording.table("plans", rows)
+    recording.write()
 
 
 if __name__ == "__main__":

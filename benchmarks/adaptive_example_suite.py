@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import yaml
+from _results import Recording
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
@@ -78,6 +79,7 @@ def main() -> None:
         for name, value in bounds.items():
             defaults[names.index(name)] = value
         AdaptiveDesign.__init__.__defaults__ = tuple(defaults)
+    recording = Recording(f"adaptive_example_suite_{args.repeats}")
     plan = "/".join(str(getattr(AdaptiveDesign(), f)) for f in BOUNDS)
     plan += f" (collapse_futility {AdaptiveDesign().collapse_futility})"
     print(f"load before: {uptime()}; plan {plan}")
@@ -111,6 +113,7 @@ def main() -> None:
         )
         print(f"{'build':<24} {'attempts':>8} {'fixed':>6} {'saved':>6} {'topped up':>9}  reports")
         saved = []
+        rows = []
         for build in [BASE, *ids, "agent-2026-11-30-cand"]:
             values, verdicts = run(track, build)
             attempts = int(values["attempts"])  # type: ignore[call-overload]
@@ -123,12 +126,21 @@ def main() -> None:
                 f"{build:<24} {attempts:>8} {fixed:>6} {100 * share:>5.1f}% {len(topped):>9}  "  # type: ignore[arg-type]
                 + (", ".join(verdicts) or "no baseline")
             )
+            rows.append(
+                {"build": build, "attempts": attempts, "fixed": fixed, "saved": round(share, 4),
+                 "topped_up": len(topped), "reports": ", ".join(verdicts) or "no baseline"}  # type: ignore[arg-type]
+            )
         mean = sum(saved) / len(saved) if saved else float("nan")
         print(
             f"unchanged rebuilds: {100 * mean:.1f}% fewer paid attempts than fixed 5 on average "
             f"({100 * min(saved):.1f}% to {100 * max(saved):.1f}%, {len(saved)} rebuilds)"
         )
     print(f"wall {time.perf_counter() - started:.0f} s; load after: {uptime()}")
+    recording.figure("plan", plan)
+    recording.figure("mean_saved", mean)
+    recording.figure("wall_s", round(time.perf_counter() - started, 1))
+    recording.table("builds", rows)
+    recording.write()
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from pathlib import Path
 import decision_calibration as dc
 import numpy as np
 import pandas as pd
+from _results import RESULTS, Recording
 from scipy import stats
 
 from eval_assets.stats import (
@@ -329,9 +330,12 @@ def main() -> None:
     parser.add_argument("--example-home", type=Path, default=None, help="rate the screens on this kept home")
     args = parser.parse_args()
     chosen = args.screens.split(",")
+    recording = Recording("adaptive_screens")
     if args.example_home:
-        example_suite(args.example_home, chosen)
+        recording.table("example_suite", example_suite(args.example_home, chosen))
+        recording.write(RESULTS / "adaptive_screens_example.json")
         return
+    table = []
     print(
         f"replications per cell {args.reps}; per screen: A/A firing %, A/A saving %, concentrated loss (points)"
     )
@@ -348,7 +352,14 @@ def main() -> None:
                 loss = fixed - np.where(fired(conc, screen), conc["all"], conc["none"]).mean()
                 mark = "!" if loss > 2.0 * se else " "
                 line += f" | {screen} {100 * on.mean():4.1f} {100 * saved:4.1f} {100 * loss:+4.1f}{mark}"
+                table.append(
+                    {"scenarios": m, "model": model, "fixed_concentrated": round(float(fixed), 4),
+                     "screen": screen, "aa_firing": round(float(on.mean()), 4), "aa_saving": round(float(saved), 4),
+                     "concentrated_loss": round(float(loss), 4), "loss_over_2se": bool(loss > 2.0 * se)}
+                )
             print(line, flush=True)
+    recording.table("screens", table)
+    recording.write()
 
 
 def table_moments(table: pd.DataFrame, ids: pd.Index) -> Moments:
@@ -367,7 +378,7 @@ def table_moments(table: pd.DataFrame, ids: pd.Index) -> Moments:
     )
 
 
-def example_suite(home: Path, chosen: list[str]) -> None:
+def example_suite(home: Path, chosen: list[str]) -> list[dict[str, object]]:
     """Every screen's saving on the example suite's unchanged rebuilds in `home` (exact: a plan's
     top-ups depend only on the first look, which no plan changes)."""
     from adaptive_example_suite import BASE, ROOT
@@ -425,6 +436,7 @@ def example_suite(home: Path, chosen: list[str]) -> None:
     print(
         f"example suite, {len(rebuilds)} unchanged rebuilds in {home}: per screen, saving (SE), screens opened per report"
     )
+    rows: list[dict[str, object]] = []
     for screen in chosen:
         saved, opened = [], [0] * max((len(x) for x in looks), default=0)
         for per_judge in looks:
@@ -441,6 +453,9 @@ def example_suite(home: Path, chosen: list[str]) -> None:
             f"  {screen:<24} {100 * s.mean():5.1f}% (SE {100 * se:.1f}); opened "
             + ", ".join(f"{o}/{len(s)}" for o in opened)
         )
+        rows.append({"screen": screen, "saving": round(float(s.mean()), 4), "se": round(float(se), 4),
+                     "opened_per_report": [f"{o}/{len(s)}" for o in opened]})
+    return rows
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import math
 import time
 
 import numpy as np
+from _results import Recording
 from scipy import special
 
 from eval_assets.stats import (
@@ -108,6 +109,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20261204)
     args = parser.parse_args()
     start = time.perf_counter()
+    recording = Recording("agreement_coverage")
+    rows = []
     print(
         f"replications {args.reps} per cell, bootstrap {AGREEMENT_N_BOOT} replicates (seed {AGREEMENT_SEED}), "
         f"95% interval, outputs per scenario U{{1..{MAX_M}}}, bias {BIAS}, sd scenario {SD_SCENARIO}, "
@@ -156,7 +159,18 @@ def main() -> None:
                 f"{np.mean(widths_pct):.3f} | {100 * cov_rows:.1f}% | "
                 f"{100 * hit_bca / args.reps:.1f}% |"
             )
+            rows.append(
+                {"shape": shape, "true_alpha": round(truth, 4), "scenarios": g, "pairs_mean": round(float(np.mean(pairs)), 1),
+                 "mean_alpha": round(float(np.mean(alphas)), 4), "coverage": round(cov, 4), "coverage_se": round(se, 4),
+                 "true_below": below / args.reps, "true_above": above / args.reps, "mean_width": round(float(np.mean(widths)), 3),
+                 "percentile_coverage": hit_pct / args.reps, "percentile_width": round(float(np.mean(widths_pct)), 3),
+                 "rows_coverage": cov_rows, "bca_coverage": hit_bca / args.reps}
+            )
     print(f"runtime {time.perf_counter() - start:.1f} s")
+    recording.figure("replications", args.reps)
+    recording.figure("seed", args.seed)
+    recording.table("coverage", rows)
+    recording.write()
 
 
 if __name__ == "__main__":

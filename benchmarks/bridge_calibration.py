@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _results import Recording
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -204,6 +205,8 @@ def main() -> None:
     ap.add_argument("--only", default="", help="condition names separated by | (default: all)")
     args = ap.parse_args()
     wall, cpu = time.perf_counter(), time.process_time()
+    recording = Recording("bridge_calibration")
+    rows = []
     wanted = {n.strip() for n in args.only.split("|") if n.strip()}
     sim_known = float("nan")
     if not wanted or "sim judge" in wanted:
@@ -230,6 +233,15 @@ def main() -> None:
                 f"{rej:>6.3f} {label:<4}{cell.published / reps:>9.3f}",
                 flush=True,
             )
+            rows.append(
+                {"condition": cond.name, "G": g, "K": cond.repeats, "builds": cond.builds,
+                 "judge noise sd old/new": f"{cond.sd_old:g}/{cond.sd_new:g}", "reps": reps,
+                 "coverage": f"{cover:.3f}",
+                 "(replaced bootstrap)": f"{cell.old_covered / reps:.3f}" if cond is PURE[0] else "",
+                 "mean half-width": f"{np.mean(cell.half):.3f}",
+                 '"not constant"': f"{rej:.3f} ({'power' if label == 'POWER' else 'sim' if label == '(sim)' else 'false'})",
+                 "published": f"{cell.published / reps:.3f}"}
+            )
             if cond is PURE[0]:
                 print(f"{'':<25}{'  replaced percentile cluster bootstrap, same frames':<66}{reps:>5}"
                       f"{cell.old_covered / reps:>9.3f}")
@@ -241,6 +253,11 @@ def main() -> None:
           f"(goal <= 0.10: {'met' if worst_false <= 0.10 else 'NOT met'})")
     print("Monte Carlo SE of a rate p over r reps: sqrt(p(1-p)/r), 0.007 at p = 0.95, r = 1000")
     print(f"wall {time.perf_counter() - wall:.0f} s, CPU {time.process_time() - cpu:.0f} s")
+    recording.figure("lowest_coverage", round(worst_cover, 4))
+    recording.figure("highest_false_not_constant", round(worst_false, 4))
+    recording.figure("seed", args.seed)
+    recording.table("cells", rows)
+    recording.write()
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from _results import Recording
 from scipy import stats
 
 from eval_assets.stats import (
@@ -463,6 +464,8 @@ def main() -> None:
         for (m, k, model), seed in zip(grid, seeds, strict=True)
     ]
     started, cpu_started = time.perf_counter(), time.process_time()
+    recording = Recording(f"decision_calibration_{args.binary_test}")
+    table: list[dict[str, object]] = []
     print(header, flush=True)
     misses: list[str] = []
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
@@ -476,6 +479,13 @@ def main() -> None:
                 flush=True,
             )
             misses += _misses(c.m, c.k, c.model, r, n)
+            table.append(
+                {"scen": c.m, "K": c.k, "noise": c.model, "AA block": rate(r["aa_block"], n),
+                 "AA flag": rate(r["aa_flag"], n), "KS p": round(r["ks_p"], 3), "collapse": rate(r["collapse"], n),
+                 "1x band": rate(r["band1"], n), "2x band": rate(r["band2"], n), "3x band": rate(r["band3"], n),
+                 "3x seen": round(r["band3_realised"], 2), "conc.": rate(r["concentrated"], n),
+                 "check": f"{wrong}/{c.check}"}
+            )
     wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = time.process_time() - cpu_started + children.ru_utime + children.ru_stime
@@ -483,6 +493,10 @@ def main() -> None:
     print("goals missed (rate, Wilson 95% interval):" if misses else "every goal met")
     for miss in misses:
         print(f"  {miss}")
+    recording.figure("seed", args.seed)
+    recording.table("cells", table)
+    recording.table("goals_missed", [{"miss": miss} for miss in misses])
+    recording.write()
 
 
 def parse_plans(text: str, parser: argparse.ArgumentParser) -> tuple[AdaptiveDesign, ...]:
@@ -566,6 +580,8 @@ def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     summary: dict[str, list[tuple[float, float, float, float, float, str, str]]] = {
         plan_label(d): [] for d in designs
     }
+    recording = Recording("decision_calibration_adaptive")
+    table: list[dict[str, object]] = []
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         for c, arms, wrong in pool.map(run_adaptive_cell, cells):
             n = c.reps
@@ -578,6 +594,15 @@ def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
                     loss = f"{condition} {100 * value:+.1f}±{100 * se:.1f}{mark}"
                     where = f"{c.m}x5 {c.model} {condition}"
                     summary[arm].append((saved, r["aa"], r["aa_flag"], value, se, where, mark))
+                table.append(
+                    {"scen": c.m, "noise": c.model, "arm": arm if arm == "fixed 5" or len(designs) > 1 else "adaptive",
+                     "att. A/A": round(r["attempts_aa"], 2), "saved": f"{100 * saved:.1f}%",
+                     "AA block": rate(r["aa"], n), "AA flag": rate(r["aa_flag"], n),
+                     "collapse": rate(r["collapse"], n), "1x band": rate(r["band1"], n),
+                     "2x band": rate(r["band2"], n), "3x band": rate(r["band3"], n),
+                     "conc.": rate(r["concentrated"], n), "att. conc": round(r["attempts_concentrated"], 2),
+                     "worst loss": loss, "check": f"{wrong}/{c.check}" if arm != "fixed 5" else ""}
+                )
                 if len(designs) == 1:
                     print(
                         f"{c.m:>5} {c.model:<13} {'fixed 5' if arm == 'fixed 5' else 'adaptive':<9} "
@@ -602,16 +627,23 @@ def adaptive_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         "± paired SE; cells whose worst loss is beyond the fixed rate's Monte Carlo error '!', within it but "
         "beyond 2 paired SE '*'):"
     )
+    plans: list[dict[str, object]] = []
     for label, rows in summary.items():
         worst = max(rows, key=lambda row: row[3])
         beyond = sum(row[6] == "!" for row in rows)
         detectable = sum(row[6] == "*" for row in rows)
-        print(
-            f"  plan {label:<20} saved {100 * min(r[0] for r in rows):.1f}% to {100 * max(r[0] for r in rows):.1f}% "
+        line = (
+            f"plan {label:<20} saved {100 * min(r[0] for r in rows):.1f}% to {100 * max(r[0] for r in rows):.1f}% "
             f"(mean {100 * np.mean([r[0] for r in rows]):.1f}%); A/A block <= {100 * max(r[1] for r in rows):.1f}%, "
             f"flag <= {100 * max(r[2] for r in rows):.1f}%; worst loss {100 * worst[3]:+.1f}±{100 * worst[4]:.1f} "
             f"({worst[5]}); cells '!' {beyond}, '*' {detectable} of {len(rows)}"
         )
+        print(f"  {line}")
+        plans.append({"summary": line})
+    recording.figure("seed", args.seed)
+    recording.table("cells", table)
+    recording.table("plans", plans)
+    recording.write()
     print(f"wall {wall:.0f} s, CPU {cpu:.0f} s (this process and its workers)")
 
 

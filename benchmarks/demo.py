@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import Recording
+
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = ("scenario_runs", "judge_verdicts", "cost_ledger", "release_decisions", "release_decision_reasons")
 NOT_COMPARED = frozenset({"run_id", "written_at", "latency_s", "evidence"})
@@ -114,6 +116,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     sides = {"before": args.before.resolve(), "after": ROOT}
+    recording = Recording("demo")
     print(f"load before: {uptime()}")
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
     last: dict[str, tuple[Path, str]] = {}
@@ -134,6 +137,9 @@ def main() -> None:
         }
         for name, (wall, cpu) in med.items():
             print(f"{name:8} {wall:16.1f} {cpu:16.1f}")
+        recording.table("medians", [{"side": n, "wall_s": round(w, 1), "cpu_s": round(c, 1)} for n, (w, c) in med.items()])
+        recording.figure("wall_ratio", round(med["after"][0] / med["before"][0], 3))
+        recording.figure("cpu_ratio", round(med["after"][1] / med["before"][1], 3))
         print(
             f"{'ratio':8} {med['after'][0] / med['before'][0]:16.2f} {med['after'][1] / med['before'][1]:16.2f}"
         )
@@ -150,11 +156,17 @@ def main() -> None:
             for a, b in zip(shown["before"], shown["after"], strict=False):
                 if a != b:
                     print(f"  before: {a}\n  after:  {b}")
+        recording.figure("output_same", same)
         rows = {n: stored_rows(home) for n, (home, _) in last.items()}
+        compared = []
         for table in TABLES:
             b, a = rows["before"][table], rows["after"][table]
             count_b, count_a = (len(next(iter(t.values()), [])) for t in (b, a))
-            print(f"{table:26} before {count_b:5}  after {count_a:5}  {compare_table(b, a)}")
+            verdict = compare_table(b, a)
+            print(f"{table:26} before {count_b:5}  after {count_a:5}  {verdict}")
+            compared.append({"table": table, "before": count_b, "after": count_a, "rows": verdict})
+        recording.table("stored_rows", compared)
+    recording.write()
     print(f"load after: {uptime()}")
 
 

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import Recording
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
@@ -64,6 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only-object", action="store_true", help="run the object-store side alone")
     args = parser.parse_args()
+    recording = Recording("demo_object_store")
     print(f"load before: {uptime()}")
     s3, pg = S3Server().start(), PostgresCluster()
     pg.start()
@@ -93,8 +96,10 @@ def main() -> None:
                 wall, out = run_demo(project, homes[side], env if side == "object" else {})
                 outputs[side] = out
                 print(f"{side:>6}: evaltrack demo wall {wall:6.1f} s   ({uptime()})")
+                recording.figure(f"{side}_wall_s", round(wall, 1))
             if args.only_object:
                 print(outputs["object"])
+                recording.write()
                 return
             shown = {
                 side: WAREHOUSE_LINE.sub(
@@ -118,12 +123,16 @@ def main() -> None:
                 "local": Warehouse(homes["local"] / "warehouse"),
                 "object": ObjectWarehouse(homes["object"] / "warehouse", url, catalog),
             }
+            recording.figure("output_same", same)
             rows = {side: comparable_rows(wh) for side, wh in sides.items()}
+            compared = []
             for table in DATASETS:
                 a, b = rows["local"][table], rows["object"][table]
                 verdict = "identical" if a == b else "DIFFERENT"
                 same = same and a == b
                 print(f"{table:26} local {len(a):5}  object {len(b):5}  {verdict}")
+                compared.append({"table": table, "local": len(a), "object": len(b), "rows": verdict})
+            recording.table("stored_rows", compared)
             decisions = {
                 side: wh.rows("SELECT build, decision FROM release_decisions ORDER BY build")
                 for side, wh in sides.items()
@@ -131,6 +140,8 @@ def main() -> None:
             same = same and decisions["local"] == decisions["object"]
             print(f"decisions: local {decisions['local']}  object {decisions['object']}")
             print(f"decisions {'same' if decisions['local'] == decisions['object'] else 'DIFFERENT'}")
+            recording.figure("decisions_same", decisions["local"] == decisions["object"])
+            recording.write()
     finally:
         pg.stop()
         s3.stop()

@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import socket
 import subprocess
@@ -27,6 +26,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from _results import Recording
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -192,6 +193,7 @@ def main() -> None:
     if args.child:
         child(Path(args.child), args.attempts, args.journal)
         return
+    recording = Recording("endpoint_latency")
     designs = [("new (this checkout)", ROOT, _git("rev-parse", "HEAD"))]
     worktree = None
     if args.old:
@@ -219,26 +221,8 @@ def main() -> None:
     finally:
         if worktree is not None:
             _git("worktree", "remove", "--force", str(worktree))
-    out = HERE / "results" / "endpoint_latency.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "machine": {
-                    "platform": platform.platform(),
-                    "python": platform.python_version(),
-                    "cores": os.cpu_count(),
-                    "load_average_before": os.getloadavg(),
-                },
-                "commit": _git("rev-parse", "HEAD"),
-                "command": " ".join([Path(sys.executable).name, *sys.argv]),
-                "rows": rows,
-            },
-            indent=1,
-        )
-        + "\n"
-    )
-    print(f"wrote {out.relative_to(ROOT)}")
+    recording.table("bursts", rows)
+    recording.write()
 
 
 if __name__ == "__main__":

@@ -71,6 +71,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from _results import Recording
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -424,6 +426,25 @@ def floor_once(project: Path, env: dict[str, str], log: Path) -> dict[str, float
     return {**measured(cmd, env, log), "load": os.getloadavg()[0]}
 
 
+def record(
+    recording: Recording, results: dict[str, list[dict[str, float]]], med: dict[str, dict[str, float]]
+) -> None:
+    """Every run of every side, the medians per side and the goals, into the benchmark's results file."""
+    e, f = med["evaltrack"], med["floor"]
+    goals = [{"goal": "`build add` + `run` over litellm's floor", "target": "<= 1.3x",
+              "measured": round(e["wall_s"] / f["wall_s"], 2), "met": e["wall_s"] / f["wall_s"] <= 1.3},
+             {"goal": "peak RSS of the largest process", "target": "<= 450 MB",
+              "measured": round(e["peak_rss_mb"]), "met": e["peak_rss_mb"] <= 450}]
+    if "inspect" in med:
+        ratio = e["wall_s"] / med["inspect"]["wall_s"]
+        goals.insert(0, {"goal": "wall, eval-track over Inspect AI", "target": "<= 0.25",
+                         "measured": round(ratio, 2), "met": ratio <= 0.25})
+    recording.table("goals", goals)
+    recording.table("medians", [{"side": side, **values} for side, values in med.items()])
+    recording.table("runs", [{"side": side, "run": i + 1, **r} for side, rs in results.items() for i, r in enumerate(rs)])
+    recording.write()
+
+
 def print_floor(med: dict[str, dict[str, float]], sides: list[str]) -> None:
     """eval-track's wall as a multiple of litellm's floor measured in the same rotation."""
     f = med["floor"]
@@ -510,6 +531,7 @@ def compare(
             f"  Inspect's openai provider at {stand_in.base_url} (benchmarks/openai_stand_in.py, its own process;"
             " its CPU is neither side's and is shown apart)"
         )
+    recording = Recording("inspect_side_by_side")
     tracks = evaltrack_sides(args, env)
     results: dict[str, list[dict[str, float]]] = {side: [] for side in (*tracks, "floor", "inspect")}
     for i in range(runs):
@@ -553,6 +575,7 @@ def compare(
         f"CPU ratio {e['cpu_s'] / s['cpu_s']:.2f}; peak RSS {e['peak_rss_mb']:.0f} MB (goal <= 450: "
         f"{'met' if e['peak_rss_mb'] <= 450 else 'NOT met'}); load at end {os.getloadavg()[0]:.1f}"
     )
+    record(recording, results, med)
 
 
 def evaltrack_sides(args: argparse.Namespace, env: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -631,6 +654,7 @@ def evaltrack_alone(
         f"{os.cpu_count()} cores; load at start {os.getloadavg()[0]:.1f}; Inspect not run (--evaltrack-only)"
     )
     print(f"  eval-track: {exe} --project P --home H build add P/bench.yaml; then ... run --build bench")
+    recording = Recording("inspect_side_by_side_evaltrack_only")
     tracks = evaltrack_sides(args, env)
     results: dict[str, list[dict[str, float]]] = {side: [] for side in (*tracks, "floor")}
     for i in range(runs):
@@ -647,6 +671,7 @@ def evaltrack_alone(
         f"peak RSS {e['peak_rss_mb']:.0f} MB (goal <= 450: {'met' if e['peak_rss_mb'] <= 450 else 'NOT met'}); "
         f"load at end {os.getloadavg()[0]:.1f}"
     )
+    record(recording, results, med)
 
 
 if __name__ == "__main__":

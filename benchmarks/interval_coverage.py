@@ -23,6 +23,7 @@ import sys
 import time
 
 import numpy as np
+from _results import Recording
 from scipy import stats
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -94,6 +95,10 @@ def _cell(shape: str, g: int, k: int, reps: int, rng: np.random.Generator) -> di
     }
 
 
+# the recorded table's columns, in `_cell`'s order: coverage ± Monte Carlo SE, in percent
+COLUMNS = ("suite mean", "pass rate", "pass^k", "per scen.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -104,6 +109,8 @@ def main() -> None:
     print("Conditions: " + __doc__.split("Conditions:")[1].strip())
     print(f"replications per cell: {args.reps}; seed {args.seed} (one child seed per cell); 95% intervals")
     started, cpu = time.perf_counter(), time.process_time()
+    recording = Recording("interval_coverage")
+    rows = []
     grid = [(shape, g, k) for shape in SHAPES for g in SIZES for k in REPEATS]
     seeds = np.random.SeedSequence(args.seed).spawn(len(grid))
     print(
@@ -120,10 +127,16 @@ def main() -> None:
                 lo, hi = wilson(value, reps)
                 misses.append(f"{shape} {g}x{k} {name}: {value:.1%} [{lo:.1%}, {hi:.1%}] vs goal 93%")
         print(f"{shape:<12} {g:>5} {k:>2} " + " ".join(f"{c:>11}" for c in cells), flush=True)
+        rows.append({"shape": shape, "scenarios": g, "repeats": k, **dict(zip(COLUMNS, cells, strict=True))})
     print(f"wall {time.perf_counter() - started:.0f} s, CPU {time.process_time() - cpu:.0f} s")
     print("goals missed (coverage, Wilson 95% interval):" if misses else "every cell covers >= 93%")
     for miss in misses:
         print(f"  {miss}")
+    recording.figure("replications", args.reps)
+    recording.figure("seed", args.seed)
+    recording.table("goals_missed", [{"miss": miss} for miss in misses])
+    recording.table("coverage", rows)
+    recording.write()
 
 
 if __name__ == "__main__":

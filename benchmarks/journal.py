@@ -41,6 +41,8 @@ from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier as ProcessBarrier
 from pathlib import Path
 
+from _results import Recording
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the throwaway cluster helper lives beside the contract tests
 
@@ -261,6 +263,7 @@ def main(argv: list[str] | None = None) -> None:
     shape = dict(processes=args.processes, callers=args.callers, cycles=args.cycles)
     backends: list[str] = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
     wall, cpu = time.perf_counter(), time.process_time()
+    recording = Recording("journal", argv=None if argv is None else [sys.argv[0], *argv])
 
     with contextlib.ExitStack() as stack:
         cluster = None
@@ -308,6 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{'reserve p50/p99 ms':>19}{'settle p50/p99 ms':>18}{'refused':>8}{'journal/engine':>15}"
     )
     ratios: list[float] = []
+    table = []
     for (backend, prefill), runs in journals.items():
         mid = sorted(runs, key=lambda m: m.cycles_per_s)[len(runs) // 2]  # the median run's latencies
         rate = statistics.median(m.cycles_per_s for m in runs)
@@ -324,6 +328,14 @@ def main(argv: list[str] | None = None) -> None:
             f"{sum(m.refused for m in runs):>8}{ratio:>15}",
             flush=True,
         )
+        table.append(
+            {"backend": backend, "prefill": prefill, "cycles": mid.cycles,
+             "wall_s": round(statistics.median(m.wall_s for m in runs), 2), "cycles_per_s": round(rate, 1),
+             "cpu_ms_per_cycle": round(statistics.median(1000 * m.cpu_s / m.cycles for m in runs), 2),
+             "reserve_p50_p99_ms": [round(x, 1) for x in mid.reserve_ms[:2]],
+             "settle_p50_p99_ms": [round(x, 1) for x in mid.settle_ms[:2]],
+             "refused": sum(m.refused for m in runs), "journal_over_engine": ratio or None}
+        )
     print(
         "closed loop: each caller reserves again as soon as it has settled, so latencies include the wait"
         " behind the journal's write lock; journal/engine = median (reserve, settle) cycles/s / median engine"
@@ -333,6 +345,11 @@ def main(argv: list[str] | None = None) -> None:
         verdict = "met" if min(ratios) >= GOAL_RATIO else "NOT met"
         print(f"goal journal/engine >= {GOAL_RATIO:g} on every line: {verdict} (lowest {min(ratios):.1f})")
     print(f"total: wall {time.perf_counter() - wall:.0f} s, CPU {time.process_time() - cpu:.0f} s (this process)")
+    recording.figure("engine_calls_per_s", engine_rate)
+    recording.figure("goal_journal_over_engine", GOAL_RATIO)
+    recording.figure("shape", shape)
+    recording.table("journal", table)
+    recording.write()
 
 
 if __name__ == "__main__":

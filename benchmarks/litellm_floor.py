@@ -22,8 +22,11 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+from _results import Recording
 
 ROOT = Path(__file__).resolve().parents[1]
 CONCURRENCY = 256  # the generated project's engine.concurrency_per_model (throughput.generated_project)
@@ -113,6 +116,8 @@ def main() -> None:
     if args.part is not None:
         print(part(args.project, build_file, args.part, args.procs), flush=True)
         return
+    recording = Recording("litellm_floor")
+    started = time.perf_counter()
     env = {**os.environ, "LITELLM_OFFLINE_MODE": "true"}
     cmd = [sys.executable, __file__, "--project", str(args.project), "--procs", str(args.procs)]
     procs = [
@@ -122,7 +127,12 @@ def main() -> None:
     outs = [p.communicate()[0] for p in procs]
     if any(p.returncode for p in procs):
         raise SystemExit(f"a floor part failed: exits {[p.returncode for p in procs]}")
-    print(f"calls {sum(int(o.strip().splitlines()[-1]) for o in outs)}")
+    calls = sum(int(o.strip().splitlines()[-1]) for o in outs)
+    print(f"calls {calls}")
+    recording.figure("calls", calls)
+    recording.figure("processes", args.procs)
+    recording.figure("wall_s", round(time.perf_counter() - started, 2))
+    recording.write()
 
 
 if __name__ == "__main__":

@@ -28,9 +28,11 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import yaml
+from _results import Recording
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL = ROOT / "examples" / "local"
@@ -88,6 +90,24 @@ def project_copy(dest: Path, repeats: int) -> Path:
     return dest
 
 
+def aa_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The A/A table docs/methods.md renders: each rate with its Wilson 95% interval beside its budget."""
+
+    def interval(ci: tuple[float, float]) -> str:
+        return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+    n, verdicts = result["rebuilds"], result["local_judge_verdicts"]
+    counts = result["decisions"]
+    return [
+        {"measure": "A/A block (unchanged rebuild blocked)", "count": f"{counts.get('block', 0)} / {n}",
+         "rate": result["block_rate"], "wilson_95": interval(result["block_ci95"]), "budget": "<= 0.05"},
+        {"measure": "A/A flag (investigate)", "count": f"{counts.get('investigate', 0)} / {n}",
+         "rate": result["flag_rate"], "wilson_95": interval(result["flag_ci95"]), "budget": ""},
+        {"measure": "local judge verdicts that failed to parse", "count": f"{result['local_judge_parse_failures']} / {verdicts}",
+         "rate": result["local_judge_parse_failure_rate"], "wilson_95": interval(result["local_judge_parse_failure_ci95"]), "budget": ""},
+    ]  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rebuilds", type=int, default=20)
@@ -99,6 +119,7 @@ def main() -> int:
     from eval_assets.home import EvalHome, default_home
     from eval_assets.localmodel import cache_dir, fetch
 
+    recording = Recording("local_noise")
     started = time.perf_counter()
     loads = [os.getloadavg()[0]]
     decisions: list[dict[str, object]] = []
@@ -185,15 +206,18 @@ def main() -> int:
         "local_judge_failure_reasons": dict(Counter(r.split(":")[0] for r in failed)),
         "per_build": decisions,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    per_build = result.pop("per_build")
+    for key, value in result.items():
+        recording.figure(key, value)
+    recording.table("per_build", per_build)  # type: ignore[arg-type]
+    recording.table("aa", aa_rows(result))
+    recording.write(args.out)
     lo, hi = result["block_ci95"]
     flo, fhi = result["flag_ci95"]
     print(f"rebuilds {n}, attempts {result['attempts']}")
     print(f"A/A block {counts['block']}/{n} [{lo:.2f}, {hi:.2f}] (budget <= {BUDGET:.0%})")
     print(f"A/A flag  {counts['investigate']}/{n} [{flo:.2f}, {fhi:.2f}]")
     print(f"local judge parse failures {len(failed)}/{len(verdicts)}")
-    print(f"written {args.out}")
     return 0
 
 

@@ -41,6 +41,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _results import Recording  # noqa: E402
 from inspect_side_by_side import INSPECT_VERSION, inspect_venv, measured  # noqa: E402
 
 LOCAL = ROOT / "examples" / "local"
@@ -154,6 +155,7 @@ def main() -> int:
     from eval_assets.home import EvalHome, default_home
     from eval_assets.localmodel import LocalServers, cache_dir, fetch
 
+    recording = Recording("local_side_by_side")
     tmp = Path(tempfile.mkdtemp(prefix="local-side-by-side-"))
     servers = None
     try:
@@ -235,24 +237,35 @@ def main() -> int:
                 f"| {name} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {m['server_cpu_s']:.1f} | "
                 f"{m['completion_tokens']:.0f} | {m['completion_tokens'] / m['wall_s']:.1f} | {m['peak_rss_mb']:.0f} |"
             )
-        result = {
-            "benchmark": "local_side_by_side",
-            "conditions": {
+        recording.figure(
+            "conditions",
+            {
                 "model": f"local/{MODEL} (SmolLM2-135M-Instruct Q4_1), llama-cpp-python 0.3.36, "
                 f"{model.threads} thread(s), {model.parallel} slot(s)",
                 "samples": args.samples,
                 "epochs": args.epochs,
                 "runs": args.runs,
                 "inspect_ai": INSPECT_VERSION,
-                "cpus": os.cpu_count(),
-                "command": " ".join(sys.argv),
             },
-            "runs": results,
-            "medians": med,
-        }
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-        print(f"written {args.out}")
+        )
+        recording.table(
+            "medians",
+            [
+                {
+                    "side": name,
+                    "wall_s": round(m["wall_s"], 1),
+                    "harness_cpu_s": round(m["cpu_s"], 1),
+                    "server_cpu_s": round(m["server_cpu_s"], 1),
+                    "completion_tokens": int(m["completion_tokens"]),
+                    "tokens_per_s": round(m["completion_tokens"] / m["wall_s"], 2),
+                    "peak_rss_mb": round(m["peak_rss_mb"]),
+                }
+                for name, m in med.items()
+            ],
+        )
+        for name, rows in results.items():
+            recording.table(f"runs_{name}", rows)
+        recording.write(args.out)
     finally:
         if servers is not None:
             servers.stop_all()

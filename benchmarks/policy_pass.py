@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import os
-import platform
 import random
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _results import Recording
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -77,22 +76,6 @@ def cpu(fn: object, runs: int) -> float:
     return statistics.median(times)
 
 
-def commit() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" (with uncommitted changes)" if dirty else "")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -110,7 +93,7 @@ def main() -> None:
     )
     check = PolicyCheck(scenario)
     check.hits(["warm-up: loads the confusables table once"])
-    load_before = os.getloadavg()[0]
+    recording = Recording("policy_pass")
     rows = {}
     for name, size in SIZES.items():
         text = mixed_text(size)
@@ -130,7 +113,6 @@ def main() -> None:
     for row in rows.values():
         row["policy_per_byte_vs_1kB"] = row["policy_us_per_kb"] / base["policy_us_per_kb"]
         row["redact_per_byte_vs_1kB"] = row["redact_us_per_kb"] / base["redact_us_per_kb"]
-    load_after = os.getloadavg()[0]
     print(
         f"policy pass per attempt (an output and a tool call's arguments, each of the size); CPU median of {args.runs}"
     )
@@ -142,24 +124,9 @@ def main() -> None:
             f"{name:>7} {row['policy_s']:9.4f} {row['policy_us_per_kb']:8.1f} {row['policy_per_byte_vs_1kB']:17.2f}"
             f" {row['redact_s']:9.4f} {row['redact_us_per_kb']:8.1f} {row['redact_per_byte_vs_1kB']:8.2f}"
         )
-    print(f"load average {load_before:.2f} before, {load_after:.2f} after ({os.cpu_count()} cores)")
-    result = {
-        "benchmark": "policy_pass",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "commit": commit(),
-        "machine": {
-            "node": platform.node(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
-        "load_average": {"before": load_before, "after": load_after},
-        "runs": args.runs,
-        "sizes": rows,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"written: {args.out}")
+    recording.figure("runs", args.runs)
+    recording.table("sizes", [{"output": name, **row} for name, row in rows.items()])
+    recording.write(args.out)
 
 
 if __name__ == "__main__":

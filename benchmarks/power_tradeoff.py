@@ -33,6 +33,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+from _results import Recording
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from decision_calibration import cell, rate  # noqa: E402
@@ -119,6 +120,7 @@ def main() -> None:
         flush=True,
     )
     start, cpu = time.perf_counter(), time.process_time()
+    recording = Recording("power_tradeoff")
     results: dict[int, dict[tuple[str, int, int], dict[str, float]]] = {i: {} for i in range(len(VARIANTS))}
     with ProcessPoolExecutor(args.workers) as pool:
         for job, row in pool.map(run, jobs, chunksize=4):
@@ -126,9 +128,17 @@ def main() -> None:
     children = os.times()
     for i, v in enumerate(VARIANTS):
         print("\n".join(summary(v, results[i], args.reps)), flush=True)
+        recording.table(
+            f"variant_{i}",
+            [{"shape": model, "scenarios": m, "repeats": k, **row} for (model, m, k), row in sorted(results[i].items())],
+        )
     wall = time.perf_counter() - start
     used = time.process_time() - cpu + children.children_user + children.children_system
     print(f"wall {wall:.0f} s, CPU {used:.0f} s; load average {os.getloadavg()}")
+    recording.figure("variants", [str(v) for v in VARIANTS])
+    recording.figure("replications", args.reps)
+    recording.figure("seed", args.seed)
+    recording.write()
 
 
 if __name__ == "__main__":

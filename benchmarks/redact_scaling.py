@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from _results import Recording
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -44,6 +46,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=32768)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    recording = Recording("redact_scaling")
     rows = []
     for unit in list(string.printable[:95]) + PREFIXES:
         small = unit * max(1, args.size // len(unit))
@@ -63,6 +66,12 @@ def main() -> None:
         f"worst ratio {worst[0]:.1f} ({worst[3]!r}); {len(rows)} units; all 8x runs together {total:.2f} s CPU"
     )
     print("linear is ~8, quadratic ~64")
+    recording.figure("worst_ratio", round(worst[0], 2))
+    recording.figure("worst_unit", worst[3])
+    recording.table(
+        "worst_units", [{"ratio": round(r, 2), "small_s": a, "big_s": b, "unit": u} for r, a, b, u in rows[:12]]
+    )
+    recording.write()
 
 
 if __name__ == "__main__":

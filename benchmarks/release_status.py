@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import Recording
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -135,6 +137,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     load_project(ROOT)  # fail early on a broken checkout
+    recording = Recording("release_status")
+    table = []
     sizes = (22, args.scenarios)
     with tempfile.TemporaryDirectory(prefix="evaltrack-release-status-") as tmp:
         homes = {n: Path(tmp) / f"home-{n}" for n in sizes}
@@ -159,8 +163,13 @@ def main() -> None:
         medians[n] = cpu
         codes = sorted({r[2] for r in results[n]})
         print(f"{n:>9}  {evidence_bytes[n]:>11}  {cpu:>12.3f}  {wall:>13.3f}  {codes}")
+        table.append({"scenarios": n, "data_bytes": evidence_bytes[n], "cpu_median_s": round(cpu, 3),
+                      "wall_median_s": round(wall, 3), "exit_codes": codes})
     print(f"CPU ratio {args.scenarios} / 22 scenarios: {medians[args.scenarios] / medians[22]:.2f}")
     print(json.dumps({"cpu_s": {str(n): medians[n] for n in sizes}}))
+    recording.figure("cpu_ratio", round(medians[args.scenarios] / medians[22], 3))
+    recording.table("sizes", table)
+    recording.write()
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pandas as pd
+from _results import Recording
 
 from eval_assets.stats import AA_REPLICATIONS, SCIPY_BCA_MAX_N, compare, decide, noise_band
 
@@ -116,6 +117,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     sizes = [int(s) for s in args.scenarios.split(",")]
+    recording = Recording("stats")
+    table = []
     print(
         f"repeats={args.repeats} resamples={args.resamples} A/A replications={AA_REPLICATIONS} "
         f"scipy BCa up to {SCIPY_BCA_MAX_N} scenarios; medians of {args.runs} runs after 1 warm-up"
@@ -135,6 +138,15 @@ def main() -> None:
                 f"{med['decide_s']:>8.3f} {med['report_s']:>8.2f} {med['cpu_s']:>7.2f} "
                 f"{med['report_s'] / first.rows * 1e6:>7.2f}  {first.verdict:<8}  {first.aa_block}"
             )
+            table.append(
+                {"scenarios": n, "rows": first.rows, "read s": round(med["read_s"], 2),
+                 "band s": round(med["band_s"], 2), "compare s": round(med["compare_s"], 2),
+                 "decide s": round(med["decide_s"], 3), "report s": round(med["report_s"], 2),
+                 "cpu s": round(med["cpu_s"], 2), "us/row": round(med["report_s"] / first.rows * 1e6, 2),
+                 "decision": first.verdict, "aa_block": first.aa_block}
+            )
+    recording.table("sizes", table)
+    recording.write()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import Recording
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILDS = ("baseline", "rebuild", "candidate")
 
@@ -116,6 +118,7 @@ def main() -> None:
     if args.side:
         print(json.dumps(one_side(args.rounds)))
         return
+    recording = Recording("suite")
     print(f"load before: {uptime()}")
     sides = {"after": ROOT} if args.before is None else {"before": args.before.resolve(), "after": ROOT}
     runs: dict[str, list[dict[str, object]]] = {name: [] for name in sides}
@@ -126,6 +129,7 @@ def main() -> None:
                 got = run_side(sides[name], args.rounds, Path(tmp) / f"{name}-{n}")
                 show(name, got)
                 runs[name] += got
+    recording.table("runs", [{"side": name, **r} for name, got in runs.items() for r in got])
     if args.before is not None:
         print()
         print(
@@ -147,7 +151,9 @@ def main() -> None:
             )
         same = [r["statuses"] for r in runs["before"]] == [r["statuses"] for r in runs["after"]]
         print(f"every gate's status the same on both sides: {'yes' if same else 'NO'}")
+        recording.figure("statuses_same", same)
     print(f"load after: {uptime()}")
+    recording.write()
 
 
 if __name__ == "__main__":

@@ -63,6 +63,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from _results import Recording
+
 ROOT = Path(os.environ.get("EVAL_BENCH_ROOT") or Path(__file__).resolve().parents[1])
 """The tree measured: this checkout, or another's (`overhead --before DIR` runs a child with it)."""
 sys.path.insert(0, str(ROOT))
@@ -988,7 +990,14 @@ def main() -> None:
     goals: list[tuple[str, str, str, bool | None]] = []
     wall = time.perf_counter()
     for name in chosen:
+        recording, first = Recording(f"throughput_{name}"), len(goals)
         CASES[name](args, goals)
+        recording.table(
+            "goals",
+            [{"goal": g, "target": t, "measured": m, "met": met} for g, t, m, met in goals[first:]],
+        )
+        if not args.overhead_json:  # a child of `--before`: its parent records the comparison
+            recording.write()
     print()
     print("| goal | target | measured | met |")
     print("| --- | --- | --- | --- |")

@@ -27,6 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from _results import Recording
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -97,6 +99,7 @@ def main() -> None:
     p.add_argument("--scenarios", type=int, default=200)
     p.add_argument("--runs", type=int, default=3)
     args = p.parse_args()
+    recording = Recording("tracing_overhead")
 
     base, spans = per_call_us(args.calls)
     noop = spans - base
@@ -114,6 +117,8 @@ def main() -> None:
         f"{on:.2f} s with ({n_spans} spans; runs without {[round(w, 2) for w in walls[False]]}, "
         f"with {[round(w, 2) for w in walls[True]]})"
     )
+    recording.figure("no_provider_us_per_span", round(noop, 3))
+    recording.figure("run_wall_s", {"without_spans": round(off, 3), "with_spans": round(on, 3), "spans": n_spans})
     print(
         f"per-span cost x spans = {noop * n_spans / 1e3:.1f} ms = "
         f"{noop * n_spans / 1e6 / off * 100:.2f}% of the run's wall time"
@@ -132,6 +137,8 @@ def main() -> None:
     trace.set_tracer_provider(provider)
     base, spans = per_call_us(args.calls)
     print(f"SDK provider (spans recorded, then dropped): {spans - base:.2f} us per span")
+    recording.figure("sdk_provider_us_per_span", round(spans - base, 3))
+    recording.write()
 
 
 if __name__ == "__main__":

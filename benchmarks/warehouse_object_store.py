@@ -2,7 +2,7 @@
 10,000 scenarios x 5 repeats x 3 builds (`scenario_runs` and `judge_verdicts`, one partition per build).
 
     nice -n 19 .venv/bin/python benchmarks/warehouse_object_store.py [--scenarios 10000] [--repeats 5]
-        [--builds 3] [--out benchmarks/results/warehouse_object_store.txt]
+        [--builds 3] [--out benchmarks/results/warehouse_object_store.json]
 
 The bucket is moto's S3 server on 127.0.0.1 and the catalog a throwaway PostgreSQL cluster with fsync
 on (tests/object_store.py, tests/pg.py): a local stand-in, so the object side's figures are an upper
@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _results import Recording
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -150,8 +152,9 @@ def main() -> None:
     parser.add_argument("--scenarios", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--builds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/warehouse_object_store.txt")
+    parser.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/warehouse_object_store.json")
     args = parser.parse_args()
+    recording = Recording("warehouse_object_store")
     lines = [
         f"command: {' '.join([Path(sys.executable).name, *sys.argv])}",
         f"commit: {sh('git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD')}"
@@ -194,9 +197,16 @@ def main() -> None:
     table.append(f"load after: {sh('uptime')}")
     for line in table:
         print(line)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines + table) + "\n")
-    print(f"written: {args.out}")
+    recording.figure("size", {"scenarios": args.scenarios, "repeats": args.repeats, "builds": args.builds})
+    recording.table(
+        "seconds",
+        [
+            {"step": name, "local_s": figures["local"].get(name), "object_s": b,
+             "ratio": round(b / figures["local"][name], 1) if figures["local"].get(name) else None}
+            for name, b in figures["object"].items()
+        ],
+    )
+    recording.write(args.out)
 
 
 if __name__ == "__main__":

@@ -465,7 +465,7 @@ def _render(
             f'data-status="{v.status}"><summary><b>{shown(v.scenario_id)}</b> · <span class="s-{v.status}">'
             f"{v.status}</span> · {len(v.attempts)} attempts</summary>"
         )
-        messages = _messages(track, v.scenario_id)  # once per scenario, not per attempt (~1 ms each)
+        messages = _messages(track, v.scenario_id)  # once per scenario: every attempt shares its input
         body += [_attempt_html(v, a, versions, messages) for a in v.attempts]
         body.append("</details>")
     return (

@@ -156,7 +156,7 @@ class Objects:
 
 # What two runs of the same builds may differ in: which run wrote a row and when, how long a call or
 # a gate took, and the evidence (which names the files, local paths or object keys, by run id).
-NOT_COMPARED = frozenset({"run_id", "written_at", "latency_s", "duration_s", "evidence"})
+NOT_COMPARED = frozenset({"run_id", "written_at", "latency_s", "call_s", "duration_s", "evidence"})
 
 
 def comparable_rows(warehouse: Any) -> dict[str, list[tuple[Any, ...]]]:

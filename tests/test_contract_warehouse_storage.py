@@ -3,7 +3,7 @@ directory (`Warehouse`, SQLite manifest) and an S3-compatible bucket with its ca
 (`ObjectWarehouse`: moto's S3 server and a throwaway PostgreSQL cluster, both on 127.0.0.1, started
 and stopped by this module).
 
-Every test states one promise of docs/design.md ("An allow you can prove") or docs/warehouse.md and
+Every test states one promise of docs/specs/security.md ("An allow you can prove") or docs/warehouse.md and
 holds it on both: partitions replace whole, history keeps every file, a file is read only if the
 partition writer recorded it and its hash still matches, damage is moved aside with a note (never
 deleted), tombstoned and named, and nothing is re-trusted without a person's word.

@@ -45,8 +45,8 @@ P = TypeVar("P")
 R = TypeVar("R")
 
 BLOCK_ATTEMPTS = 200
-"""About how many attempts a block holds: enough that handing one to a worker costs little beside its
-calls (a few ms of pickling against about 1 s of calls), few enough that the work spreads evenly."""
+"""About how many attempts a block holds: enough that handing one to a worker (pickling it) costs little
+beside its calls, few enough that the work spreads evenly."""
 
 
 @dataclass(frozen=True)
@@ -430,8 +430,8 @@ def worker_main(
     if multiprocessing.parent_process() is not None:  # a worker process, not a caller's thread
         # what the worker holds for its whole life (the fork server's imports, litellm among them, and
         # the opened track) never becomes garbage: frozen out of the collector's way, each full
-        # collection scans only what the blocks make (about 0.25 s each, several per worker of a
-        # 1000 x 5 run, before); the collector, off in the fork server (`_collector_off`), back on
+        # collection scans only what the blocks make, not litellm's heap; the collector, off in the
+        # fork server (`_collector_off`), back on
         gc.freeze()
         gc.enable()
     try:

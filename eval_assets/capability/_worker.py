@@ -4,8 +4,8 @@
 worker process alike (the calling process's makes calls only in a run without workers: its gateway
 imports litellm at its first call). `open_runner` is what a worker process opens: only the build
 registry, the spend journal, the gateway and the engine, never the track's warehouse, row shapes or
-statistics. The fork server imports this module and the gateway's `CALL_MODULES` (litellm): ~4 s of
-CPU, once per command.
+statistics. The fork server imports this module and the gateway's `CALL_MODULES` (litellm), the
+heaviest imports of a run, once per command.
 """
 
 from __future__ import annotations

@@ -57,8 +57,7 @@ from eval_assets.warehouse import Warehouse, open_warehouse
 
 # The engine, the gateway and the row shapes (the statistics) are imported when a run needs them, not
 # with the track (litellm only at a model call: providers/_litellm.py): a command that only reads the
-# project, the journal database and the warehouse (`evaltrack review ...`) then pays ~1 s of CPU to
-# start instead of ~7 s.
+# project, the journal database and the warehouse (`evaltrack review ...`) never pays for them.
 if TYPE_CHECKING:
     from eval_assets.capability.rows import Summary, exclude_stopped_scenarios
     from eval_assets.engine import Engine
@@ -369,8 +368,8 @@ _COMMAND_TRACKS: dict[tuple[Path, Path, str], Track] = {}
 def track_opened_once(track: Track) -> Iterator[None]:
     """While inside, `open_track` over `track`'s project root, home and journal is `track` as the
     command opened it, and `project_at` its project (`project_loaded_once`): each of a command's runs
-    (six for `run`, about twenty for `demo`) opened its own track before, about 40 ms each (the home
-    ensured, the warehouse initialised, the journal's engine opened). Runs the daemon or the UI launch
+    (six for `run`, about twenty for `demo`) shares one track instead of ensuring the home,
+    initialising the warehouse and opening the journal's engine again. Runs the daemon or the UI launch
     are outside and open their own."""
     key = (track.project.root.resolve(), track.home.root.resolve(), track.journal_url)
     previous = _COMMAND_TRACKS.get(key)
@@ -399,7 +398,7 @@ def open_track(project_root: Path, home: EvalHome, journal_url: str | None = Non
 def start_workers_ahead(project: Project, build: BuildManifest) -> bool:
     """Start the fork server of this process's block runs now when `build`'s subject run will have
     worker processes (its planned attempts, `engine.workers`): it imports the engine and litellm
-    (~4 s of CPU) on another core while this process loads the definitions and opens the run,
+    on another core while this process loads the definitions and opens the run,
     instead of while the run waits for its first worker. Needs only the project and the manifest, so
     a command can call it before it opens the warehouse. Returns whether it was started."""
     from eval_assets.capability._worker import open_runner

@@ -143,5 +143,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = stdout
         if is_command_process():
             # the process exits next: its heap (Dagster, pandas, the project, a run's rows) frozen, the
-            # interpreter's exit skips a full collection of it (~1.4 s after a 1000 x 5 run)
+            # interpreter's exit skips a full collection of it, which grows with the run
             gc.freeze()

@@ -92,9 +92,9 @@ def is_command_process() -> bool:
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """A command's start (its imports, the project, the track) with the cyclic garbage collector off:
-    it makes long-lived objects and no garbage worth a collection, and collecting during the start of
-    `run` cost about 0.5 s. In the command's own process what it made is then frozen, else the first
-    full collection after it scans all of it (~0.3 s); the collector is back as it was after."""
+    it makes long-lived objects and no garbage worth a collection. In the command's own process what
+    it made is then frozen, else the first full collection after it would scan all of it on the first
+    block's path; the collector is back as it was after."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -109,8 +109,8 @@ def collector_paused() -> Iterator[None]:
 def track_started_ahead(args: argparse.Namespace) -> Track | None:
     """`evaltrack run`'s track, its build's fork server started first when the run will have worker
     processes (`capability.track.start_workers_ahead`): called before the command imports Dagster and
-    the rest (~2.5 s), and before the track opens its warehouse, so the server's import of the engine
-    and litellm (~4 s) overlaps them on the other core. None when the project, home or build is wrong:
+    the rest, and before the track opens its warehouse, so the server's import of the engine and
+    litellm overlaps them on the other core. None when the project, home or build is wrong:
     the command then makes the track itself and reports the problem."""
     from eval_assets.capability.builds import Builds  # the engine's floor, not Dagster
     from eval_assets.capability.track import Track, TrackError, start_workers_ahead

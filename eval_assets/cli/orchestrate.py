@@ -58,8 +58,8 @@ HOST_TAG, PID_TAG = "evaltrack/host", "evaltrack/pid"
 
 # The runs this process executes in process do not capture its stdout and stderr into per-run files:
 # the command prints its own lines to the terminal, and every event is in the run's event log. Dagster's
-# local capture starts a `tail -F` and a watcher interpreter for each run and stops them after it (about
-# 80 ms per run; a demo launches about twenty). Runs the daemon or the UI launch read dagster.yaml as it
+# local capture starts a `tail -F` and a watcher interpreter for each run and stops them after it, and
+# a demo launches about twenty runs. Runs the daemon or the UI launch read dagster.yaml as it
 # is and keep their compute logs; an operator's instance is never changed.
 _NO_COMPUTE_LOGS = {
     "module": "dagster._core.storage.noop_compute_log_manager",
@@ -147,10 +147,10 @@ _LOADED: dict[tuple[str, ...], dg.Definitions] = {}
 
 def load_definitions() -> dg.Definitions:
     """The code location's definitions, built once per process for the same EVAL_HOME, project and
-    environment (a command materializes up to ~20 runs, and building them cost ~0.2 s of CPU each
-    time; the resources read EVAL_HOME, the project root and the webhook variable when built)."""
-    # the whole code location (the engine, the statistics, the warehouse: ~1.8 s CPU to import and
-    # build; litellm is not among them) only when a command materializes: `ui` imports this module to
+    environment (a command materializes up to ~20 runs, each of which would build them again; the
+    resources read EVAL_HOME, the project root and the webhook variable when built)."""
+    # the whole code location (the engine, the statistics, the warehouse; litellm is not among them)
+    # only when a command materializes: `ui` imports this module to
     # open the instance and add the registered builds' partitions
     from eval_assets.definitions import defs
 

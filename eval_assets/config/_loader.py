@@ -353,7 +353,7 @@ _COMMAND_PROJECTS: dict[Path, Project] = {}
 def project_loaded_once(project: Project) -> Iterator[None]:
     """While inside, `project_at(project.root)` (the Dagster resource's project, the CLI's instance)
     is `project` as the command loaded it instead of a new load: `evaltrack run` launches six runs and `demo` about
-    twenty, and each load of a 1000-scenario project reads and validates 1000 files (~0.8 s of CPU).
+    twenty, and each load of a large project reads and validates every one of its files.
     Runs the daemon or the UI launch are outside and load the project as it is on disk then."""
     root = project.root.resolve()
     previous = _COMMAND_PROJECTS.get(root)

@@ -1,6 +1,6 @@
 """The checked-in configuration, loaded once per code-location load: in an `evaltrack` command that
-materializes, the command's own load (`project_loaded_once`; a 1000-scenario project takes ~0.3 s to
-load, on the path to `evaltrack run`'s first model call), elsewhere (the code server, the daemon)
+materializes, the command's own load (`project_loaded_once`: a large project's load is on the path to
+`evaltrack run`'s first model call), elsewhere (the code server, the daemon)
 from disk.
 
 An invalid project makes the code location refuse to load, with the same `path: field: message`

@@ -381,9 +381,8 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
     case's tries are the engine's tries (one, unless the case sets `tries:`), each reserved and
     settled once.
     """
-    # Imported when a case runs: the engine, the gateway and the journal (~0.5 s of CPU, and litellm,
-    # ~3 s more, at the case's first call), which reading, listing and validating cases
-    # (`evaltrack validate`) never needs.
+    # Imported when a case runs: the engine, the gateway and the journal (and litellm at the case's
+    # first call), which reading, listing and validating cases (`evaltrack validate`) never needs.
     from eval_assets.config import EngineSettings, ScriptBook
     from eval_assets.engine import Engine
     from eval_assets.providers.gateway import ModelGateway

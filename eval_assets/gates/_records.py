@@ -118,7 +118,7 @@ def stored_evidence(warehouse: Warehouse, build: str, source: str = EVIDENCE_SOU
     Same rule as `SuiteResult.evidence`: one outcome per row that ran (pass/fail/error) and is not
     quarantined. A build with no suite run yields evidence with no outcomes, which decides nothing.
     """
-    # pandas, scipy: ~6 s CPU; validate imports gates
+    # pandas and scipy, which `validate` (it imports the gates) never needs
     from eval_assets.stats import CheckOutcome, CheckSuiteEvidence
 
     frame = warehouse.query(

@@ -93,7 +93,7 @@ class SuiteResult:
         Pending and awaiting results, and quarantined tests, are left out: they never block. A suite
         in which nothing ran therefore "decided nothing".
         """
-        # pandas, scipy: ~6 s CPU; validate imports gates
+        # pandas and scipy, which `validate` (it imports the gates) never needs
         from eval_assets.stats import CheckOutcome, CheckSuiteEvidence
 
         outcomes = tuple(

@@ -16,6 +16,6 @@ def scratch(prefix: str, memory: Path = MEMORY) -> tempfile.TemporaryDirectory[s
 
     What these gates write is thrown away as soon as they have read it back, yet the journal and the
     partition writer fsync every commit and file (their durability is what they promise a real home):
-    on a disk each fsync waits for it, 2-4 s of a build's suite on this project's machines."""
+    on a disk each fsync waits for it, a large share of a build's suite."""
     usable = memory.is_dir() and os.access(memory, os.W_OK | os.X_OK) and not os.environ.get("TMPDIR")
     return tempfile.TemporaryDirectory(prefix=prefix, dir=str(memory) if usable else None)

@@ -133,8 +133,7 @@ def record_script(
 ) -> Recording:
     """Run the case once live against `model` and write `gates/fixtures/models/<name>.yaml` (name:
     the case id by default). Raises RecordRefused (nothing written) or ConfigError (a bad subject)."""
-    # The engine and the gateway (~0.5 s of CPU; litellm at the recording's call): only when a
-    # recording is made.
+    # The engine and the gateway (litellm at the recording's call): only when a recording is made.
     from eval_assets.engine import Engine, replay_loop, subject_spec
     from eval_assets.providers.gateway import ModelGateway, UnpricedModel
     from eval_assets.spend import AttemptRef, Ceilings, SpendPath, open_journal

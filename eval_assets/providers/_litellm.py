@@ -5,8 +5,8 @@ first), so before anything here imports litellm: no price-map or tokenizer downl
 logging, once per process; every module of the package that uses litellm goes through it (the
 gateway and the provider routes get litellm from it; the sim providers, which subclass litellm's
 classes, import litellm and call it at their own import). Nothing imports litellm at import time but
-the sim providers, which only a call imports: litellm costs ~160 MB and ~3 s of CPU to import, and a
-process that calls no model (the calling process of a run whose blocks run in worker processes)
+the sim providers, which only a call imports: litellm is the heaviest import of the stack, in memory
+and CPU, and a process that calls no model (the calling process of a run whose blocks run in worker processes)
 never pays it.
 """
 
@@ -24,7 +24,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 def configured_litellm() -> ModuleType:
     """The litellm module, imported (once per process) and configured: no debug banners, telemetry or
     verbose logging, and no parameter dropped behind the caller's back."""
-    import litellm  # ~160 MB, ~3 s of CPU: only where a model is called or a price is read
+    import litellm  # the heaviest import: only where a model is called or a price is read
 
     litellm.suppress_debug_info = True
     litellm.telemetry = False

@@ -17,5 +17,5 @@ LOCAL_PROVIDERS = frozenset({"sim", "simjudge", "script"})
 @functools.cache
 def litellm_providers() -> frozenset[str]:
     """Provider prefixes litellm can route (e.g. 'openai', 'anthropic')."""
-    # ~3 s of CPU: the configuration (and so `evaltrack --help`) imports this module
+    # litellm only when asked: the configuration (and so `evaltrack --help`) imports this module
     return frozenset(str(getattr(p, "value", p)) for p in configured_litellm().provider_list)

@@ -116,11 +116,10 @@ class WriteTurn:
     on a file beside it (`<journal>-writelock`), taken just before BEGIN IMMEDIATE.
 
     SQLite's own busy handler sleeps between polls, 1, 2, 5, 10 ... 100 ms: two busy processes lose
-    most of their time asleep while the lock sits free (measured: BEGIN IMMEDIATE was half of the
-    journal's time with 2 worker processes). This lock is polled 50 us apart for the first 10 ms of
-    a wait, then at most 1 ms apart (`pause`). Past
-    `BUSY_TIMEOUT_S` the turn is taken without it and SQLite's own wait and error apply, so a process
-    stopped while holding it delays the others, never blocks them for good.
+    most of their time asleep while the lock sits free. This lock is polled 50 us apart for the first
+    10 ms of a wait, then at most 1 ms apart (`pause`). Past `BUSY_TIMEOUT_S` the turn is taken
+    without it and SQLite's own wait and error apply, so a process stopped while holding it delays the
+    others, never blocks them for good.
     """
 
     def __init__(self, journal_path: Path):
@@ -151,10 +150,9 @@ class WriteTurn:
     @staticmethod
     def pause(waited: float) -> float:
         """How long a process waiting for the write turn sleeps before it polls again, having waited
-        `waited` seconds: 50 us while the wait is short (another process's batch takes a few ms; a
-        1 ms poll left a worker process idle 16% of a 1000 x 5 run's call phase, its calls all
-        waiting for journal writes while the lock sat free: 1% at 50 us), then doubling up to 1 ms,
-        so a long wait costs at most a thousand polls a second."""
+        `waited` seconds: 50 us while the wait is short (another process's batch is short, and a
+        coarser poll leaves a worker idle with its calls all waiting for journal writes while the lock
+        sits free), then doubling up to 1 ms, so a long wait costs at most a thousand polls a second."""
         if waited < _SHORT_WAIT_S:
             return 50e-6
         return min(1e-3, 50e-6 * 2 ** min(5.0, (waited - _SHORT_WAIT_S) / _SHORT_WAIT_S))

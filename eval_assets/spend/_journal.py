@@ -463,7 +463,7 @@ class SpendJournal:
         is written in the same batches, and the caller awaits a future instead of holding a thread.
         When no writer is at work, the journal's drain thread becomes it (`_drain`). Its outcome is
         set on the caller's loop, one wake-up per batch (a thread per waiting caller and a hand-off per
-        operation cost about 0.4 ms of CPU per model call: docs/journal.md). A caller cancelled while it
+        operation were the journal's largest share of the engine's CPU per call: docs/journal.md). A caller cancelled while it
         waits leaves its operation to be written all the same, as a thread's would be."""
         op.loop = asyncio.get_running_loop()
         op.future = op.loop.create_future()

@@ -25,21 +25,20 @@ FUTILITY: Final = 0.04
 own tests (at alpha x 0.1 / m for the drop) could not be reached by two more repeats, and stopping a
 scenario only lowers the error. The suite's tests are served by the two screens below, which top up
 every scenario. Above the exact p of a total separation at 3 against 5 repeats (1/56 = 0.018), so a
-collapsed scenario is always topped up. 0.04 since stop 42 (0.05 before): the attempts it saves on
-unchanged builds pay for the wider concentrated-drop screen (`TAIL_FUTILITY`)."""
+collapsed scenario is always topped up. Set just that low: the attempts it saves on unchanged builds
+pay for the wider concentrated-drop screen (`TAIL_FUTILITY`)."""
 
 SUITE_FUTILITY: Final = 0.15
 """The suite's first-look test of a mean drop beyond the noise band: at or below this, every scenario is
 topped up, since the mean test needs every scenario's repeats (an unchanged build's mean is about two
-standard errors above the band, so this rarely costs anything there). 0.15 since stop 42 (0.4 before):
-no band condition of the calibration benchmark loses power beyond Monte Carlo error at it, and on the
-example suite a bound of 0.4 opened this test in 9 of 60 five-scenario safety reports of unchanged
-rebuilds, topping up every scenario of each."""
+standard errors above the band, so this rarely costs anything there). No band condition of the
+calibration benchmark loses power beyond Monte Carlo error at this bound, and a looser one opens the
+test in many unchanged rebuilds' reports of a small suite, topping up every scenario of each."""
 
 COLLAPSE_FUTILITY: Final = 0.1
 """A scenario whose first look has not met the collapse rule's condition but could still meet it at the
-maximum (`collapse_reachable`) is topped up when its first-look drop p is at most this. Twice the stop-40
-`FUTILITY` (0.05): a collapsed scenario whose first repeats happen to score above the floor (0.25 three
+maximum (`collapse_reachable`) is topped up when its first-look drop p is at most this. Above
+`FUTILITY`, because a collapsed scenario whose first repeats happen to score above the floor (0.25 three
 times on a 5-level rubric, against a baseline at 0.45) has a first-look drop p of 0.06-0.08 and would
 otherwise stop before the repeats that show the collapse (docs/methods.md, "Adaptive repeats")."""
 
@@ -47,12 +46,10 @@ TAIL_FUTILITY: Final = 0.25
 """The first-look concentrated-drop screen (`tail_screen`): at or below this, every scenario is topped
 up, so the concentrated test's second look sees the repeats the fixed design would have (topping up only
 the scenarios that dropped recovers none of the power: the others, left at 3 repeats, carry the test's
-centre and its variance prior). 0.25 with the bounds above (stop 42; 0.15 with 0.05 / 0.4 before): on
-two seeds' 1,000 replications per cell no benchmark cell loses power beyond Monte Carlo error (3 did
-before), and the example suite's 199 unchanged rebuilds save 30.4% of their attempts (29.8% before). A
-larger bound costs the example suite its saving (0.3: 27.9% with suite bound 0.2); the other screens
-tried (the test's own p, a null simulated from the baseline, conditional power: stops 40-41) did no
-better (docs/methods.md, "Stop 42")."""
+centre and its variance prior). With the bounds above, no calibration benchmark cell loses power beyond
+Monte Carlo error; a larger bound costs the example suite its saving, and the other screens tried (the
+test's own p, a null simulated from the baseline, conditional power) did no better (docs/methods.md,
+"Adaptive repeats")."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # pandas is imported where frames are made (~0.5 s CPU): release-status reads none
+if TYPE_CHECKING:  # pandas is imported where frames are made: release-status reads none
     import pandas as pd
 
 
@@ -353,7 +353,7 @@ def check_rows(
     Raises WarehouseError naming the table and the column when a row lacks a column of the table
     or has one the table does not have, or when a row lies outside the partition.
     """
-    import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
+    import pandas as pd  # paid only where frames are made (release-status makes none)
 
     names = [c for c, _ in ds.columns]
     known = set(names)

@@ -50,7 +50,7 @@ from eval_assets.warehouse._writer import (
     written_at_of,
 )
 
-if TYPE_CHECKING:  # pandas is imported where frames are made (~0.5 s CPU): release-status reads none
+if TYPE_CHECKING:  # pandas is imported where frames are made: release-status reads none
     import pandas as pd
 
 
@@ -208,7 +208,7 @@ class Warehouse:
         run_id: str,
         written_at: int | None = None,
     ) -> Path:
-        import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
+        import pandas as pd  # paid only where frames are made (release-status makes none)
 
         ds = self.datasets[dataset]
         if set(partition) != set(ds.partition_by):
@@ -258,8 +258,7 @@ class Warehouse:
 
     def rows(self, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
         """`query`'s answer as a list of dicts of Python values (NULL as None), without a DataFrame:
-        for a caller that walks the rows one by one (5,000 rows of `scenario_runs` in 35 ms against
-        85-160 ms through pandas)."""
+        for a caller that walks the rows one by one, which pandas would only slow down."""
 
         def dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
             names = [d[0] for d in cursor.description]
@@ -288,7 +287,7 @@ class Warehouse:
             con = None
             try:
                 # the views live in one in-memory database per process and view text, made once
-                # (defining them binds every table's files: ~80 ms of CPU); a view binds its files
+                # (defining them binds every table's files, too costly per read); a view binds its files
                 # again at every query, so each read sees the files as they are now
                 con = self._views_connection(tuple(self.view_sql()))
                 return use(con)
@@ -441,7 +440,7 @@ class Warehouse:
         return [Damage(rel, entry.dataset, entry.build, entry.partition, reason, moved, noticed)]
 
     def _ensure_schema_file(self, ds: Dataset) -> None:
-        import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
+        import pandas as pd  # paid only where frames are made (release-status makes none)
 
         schema_file = self.data / ds.name / "_schema" / "empty.parquet"
         if not schema_file.exists():

@@ -28,7 +28,7 @@ import duckdb
 
 from eval_assets.warehouse._datasets import Dataset, WarehouseError
 
-if TYPE_CHECKING:  # pandas is imported where frames are made (~0.5 s CPU): release-status reads none
+if TYPE_CHECKING:  # pandas is imported where frames are made: release-status reads none
     import pandas as pd
 
 
@@ -76,7 +76,7 @@ def write_file(
 def _parquet_file(ds: Dataset, frames: pd.DataFrame | Iterable[pd.DataFrame], tmp: Path, name: str) -> None:
     """`frames` (one frame, or chunks) as one Parquet file `tmp`, every column cast to the table's
     type, fsynced; nothing is left at `tmp` when it fails (the error names `name`). Chunks go to numbered parts beside it first."""
-    import pandas as pd  # ~0.5 s CPU, paid only where frames are made (release-status makes none)
+    import pandas as pd  # paid only where frames are made (release-status makes none)
 
     chunks = iter([frames] if isinstance(frames, pd.DataFrame) else frames)
     cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in ds.all_columns)
@@ -120,9 +120,9 @@ def stage_file(
     return tmp.stat().st_size, sha256(tmp)
 
 
-# In-memory DuckDB databases kept open by this process, opened on first use: opening one costs ~17 ms
-# of CPU, a connection to an open one next to nothing, and the warehouse opens one per file written
-# and per read (the demo: ~250). A forked child never touches its parent's (they are set aside, never
+# In-memory DuckDB databases kept open by this process, opened on first use: opening one costs far
+# more than a connection to an open one, and the warehouse opens one per file written and per read
+# (the demo: ~250). A forked child never touches its parent's (they are set aside, never
 # closed, since closing one could wait on a lock held by a thread that did not survive the fork).
 _SHARED: dict[object, duckdb.DuckDBPyConnection] = {}
 _SHARED_PID = [os.getpid()]
