@@ -52,12 +52,16 @@ def _for_the_project_in_force() -> None:
     process that loads the location again for another project, or for the same one changed, imports
     them again, so it never serves the first project's partitions to the second."""
     global _built_for
-    from eval_assets.config import project_at
+    from eval_assets.config import ConfigError, project_at
     from eval_assets.home import project_root
 
     root = project_root()
-    project = project_at(root)
-    key = (str(root), tuple(sorted(project.judges)), repr(project.settings))
+    try:
+        project = project_at(root)
+    except ConfigError:  # defs/project.py, imported again below, refuses it with the validate lines
+        key: tuple[object, ...] = (str(root), "invalid")
+    else:
+        key = (str(root), tuple(sorted(project.judges)), repr(project.settings))
     if _built_for is not None and key != _built_for:
         for name in [m for m in sys.modules if m.startswith("eval_assets.defs.") and m not in PROJECT_FREE]:
             del sys.modules[name]

@@ -127,9 +127,10 @@ def test_the_board_lists_every_registered_build_in_order_with_what_may_ship_and_
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[1:]]
     block = {b: reason_count(decided[1][b]["reason_rows"], "block") for b in (BASE, REBUILD, CAND)}
     assert [c[:4] for c in cells] == [
-        [f"[{BASE}](/p/{BASE})", "no decision", "none", str(block[BASE])],
-        [f"[{REBUILD}](/p/{REBUILD})", "allow", BASE, str(block[REBUILD])],
-        [f"[{CAND}](/p/{CAND})", "**BLOCK**", BASE, str(block[CAND])],
+        # each decision with its own coloured mark (an image defined once below the table) and its word
+        [f"[{BASE}](/p/{BASE})", "![none][none] no decision", "none", str(block[BASE])],
+        [f"[{REBUILD}](/p/{REBUILD})", "![allow][allow] allow", BASE, str(block[REBUILD])],
+        [f"[{CAND}](/p/{CAND})", "![block][block] **BLOCK**", BASE, str(block[CAND])],
         [UNDECIDED, "not decided yet", "none", "0"],
     ]
     assert board.markdown.startswith("## Release board: 1 of 4 builds may ship")
