@@ -60,6 +60,7 @@ def _agent_calls_by_attempt(home: Path) -> dict[str, int]:
     return out
 
 
+@pytest.mark.e2e  # the slow lane (three runs of the example agent, a process per attempt): bash scripts/test_e2e
 def test_kill_9_halfway_through_an_agent_run_then_rerun_pays_no_agent_call_twice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,6 +10,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 EVALTRACK = Path(sys.executable).with_name("evaltrack")
 
@@ -116,6 +118,7 @@ def _printed_steps(stdout: str) -> tuple[Path, list[list[str]]]:
     return Path(where), commands
 
 
+@pytest.mark.e2e  # the slow lane (a wheel built and installed into a fresh venv): bash scripts/test_e2e
 def test_a_built_wheel_installs_and_runs_init_then_its_printed_steps_from_where_they_say(
     tmp_path: Path,
 ) -> None:
