@@ -65,6 +65,9 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only-object", action="store_true", help="run the object-store side alone")
+    parser.add_argument(
+        "--out", type=Path, help="where the results go (default benchmarks/results/demo_object_store.json)"
+    )
     args = parser.parse_args()
     recording = Recording("demo_object_store")
     print(f"load before: {uptime()}")
@@ -99,7 +102,7 @@ def main() -> None:
                 recording.figure(f"{side}_wall_s", round(wall, 1))
             if args.only_object:
                 print(outputs["object"])
-                recording.write()
+                recording.write(args.out)
                 return
             shown = {
                 side: WAREHOUSE_LINE.sub(
@@ -141,7 +144,7 @@ def main() -> None:
             print(f"decisions: local {decisions['local']}  object {decisions['object']}")
             print(f"decisions {'same' if decisions['local'] == decisions['object'] else 'DIFFERENT'}")
             recording.figure("decisions_same", decisions["local"] == decisions["object"])
-            recording.write()
+            recording.write(args.out)
     finally:
         pg.stop()
         s3.stop()
