@@ -13,7 +13,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -282,3 +283,22 @@ def assert_the_rerun_paid_nothing_twice(
     assert {key: paid_after.get(key) for key in paid_before} == paid_before
     extra = spend(resumed) - spend(uninterrupted)
     assert -1e-9 <= extra <= sum(r[3] for r in in_flight) + 1e-9, (extra, in_flight)
+
+
+@asynccontextmanager
+async def http_agent(handle: Callable[[Any], Awaitable[Any]]) -> AsyncIterator[str]:
+    """An HTTP agent on a free 127.0.0.1 port whose `POST /attempt` is `handle` (an aiohttp handler);
+    yields the attempt URL and stops the server on leaving."""
+    from aiohttp import web
+
+    app = web.Application()
+    app.router.add_post("/attempt", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}/attempt"
+    finally:
+        await runner.cleanup()

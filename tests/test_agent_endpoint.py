@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from shared import http_agent
 
 from eval_assets.config import Agent, Scenario, parse_intervention
 from eval_assets.engine import (
@@ -530,15 +531,7 @@ def test_an_http_agent_gets_the_task_and_its_answer_and_status_are_read() -> Non
         return replies[len(seen) - 1]  # type: ignore[no-any-return]
 
     async def go() -> list[Any]:
-        app = web.Application()
-        app.router.add_post("/attempt", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        url = f"http://127.0.0.1:{port}/attempt"
-        try:
+        async with http_agent(handle) as url:
             out = []
             for _ in replies:
                 out.append(
@@ -552,8 +545,6 @@ def test_an_http_agent_gets_the_task_and_its_answer_and_status_are_read() -> Non
                     )
                 )
             return [url, *out]
-        finally:
-            await runner.cleanup()
 
     url, good, status, not_json, shape = asyncio.run(go())
     assert good.call.text == "over http"
@@ -738,24 +729,15 @@ def test_an_http_agent_is_reached_directly_whatever_proxy_the_environment_names(
         return web.json_response({"output": "direct"})
 
     async def go() -> Any:
-        app = web.Application()
-        app.router.add_post("/attempt", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
+        async with http_agent(handle) as url:
             return await run_agent(
-                Agent.model_validate({"http": f"http://127.0.0.1:{port}/attempt"}),
+                Agent.model_validate({"http": url}),
                 {"attempt_id": "att-1", "build": "b1", "repeat": 1, **PINNED},
                 scenario(),
                 SPEC,
                 AgentEndpoint(),
                 Calls(),
             )
-        finally:
-            await runner.cleanup()
 
     assert asyncio.run(go()).call.text == "direct"
 

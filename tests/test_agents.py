@@ -17,6 +17,7 @@ import pytest
 from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
+from shared import http_agent
 
 from eval_assets.agent_protocol import AgentTask
 from eval_assets.config import BuildManifest, EngineSettings, Project, validate_model
@@ -159,19 +160,9 @@ def test_http_agent_gets_the_task_as_json_and_its_calls_go_through_the_endpoint(
         return web.json_response(await run_agent(AgentTask.from_json(task)))
 
     async def main() -> SubjectResult:
-        app = web.Application()
-        app.router.add_post("/attempt", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
+        async with http_agent(handle) as url:
             eng = engine(project, tmp_path / "j.sqlite")
-            build = manifest({"http": f"http://127.0.0.1:{port}/attempt"})
-            return await eng.run_subject(build, project.scenarios[REFUND], 2)
-        finally:
-            await runner.cleanup()
+            return await eng.run_subject(manifest({"http": url}), project.scenarios[REFUND], 2)
 
     result = asyncio.run(main())
 

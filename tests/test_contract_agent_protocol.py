@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from shared import http_agent
 
 from eval_assets.agent_protocol import AgentTask
 from eval_assets.config import BuildManifest, EngineSettings, Project
@@ -114,18 +115,8 @@ class Agent:
             # a Python HTTP agent reads the body as the protocol's task (its intervention client included)
             return web.json_response(await function(AgentTask.from_json(await request.json())))
 
-        app = web.Application()
-        app.router.add_post("/attempt", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
-            url = f"http://127.0.0.1:{port}/attempt"
+        async with http_agent(handle) as url:
             return await eng.run_subject(_manifest({"http": url}), project.scenarios[scenario], repeat)
-        finally:
-            await runner.cleanup()
 
 
 async def watched_agent(task: Any) -> Any:
