@@ -4,17 +4,23 @@ plot, and the `score_trend_points` partition a materialization writes."""
 from __future__ import annotations
 
 import math
+import tempfile
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
+import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared import full_row
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
 from eval_assets.trend import materialize_score_trend, plot_trend, splice
+from eval_assets.warehouse import Warehouse
 
 PUBLISHED = {
     "published": True,
@@ -190,3 +196,39 @@ def test_a_spliced_mean_beyond_the_scale_is_clipped_to_it() -> None:
     [point] = splice(["b0"], {("b0", "j-v1"): (0.7, 3)}, "j-v2", {"j-v2": ("j-v1", row)})
     assert point.mean_score == 1.0 and point.score_high == 1.0  # 0.7 + 2/4 and 0.7 + 2.5/4, clipped
     assert point.score_low == pytest.approx(0.7)
+
+
+# normalised rubric scores (points on 1..4, 1..5 and 0..10 scales): most are not sums a DOUBLE keeps exact
+_SCORES = st.sampled_from(sorted({k / n for n in (3, 4, 10) for k in range(n + 1)}))
+
+
+@settings(max_examples=25, deadline=None)
+@given(scores=st.lists(_SCORES, min_size=2, max_size=40), order=st.randoms(use_true_random=False))
+def test_a_builds_mean_score_is_the_same_bits_whatever_order_its_verdicts_were_written_in(
+    scores: list[float], order: Any
+) -> None:
+    # the stored trend points are read from this view; attempts finish (and are written) in any order
+    shuffled = list(scores)
+    order.shuffle(shuffled)
+    with tempfile.TemporaryDirectory() as scratch:
+        wh = Warehouse(Path(scratch) / "wh")
+        wh.initialise()
+        for build, values in (("written", scores), ("reordered", shuffled)):
+            rows = [
+                full_row(
+                    "judge_verdicts",
+                    {"scenario_id": f"s{i}", "repeat": 1, "status": "scored", "score": x, "source": "model"},
+                )
+                for i, x in enumerate(values)
+            ]
+            wh.write_partition(
+                "judge_verdicts", {"build": build, "judge_version": "j-v1"}, rows, f"run-{build}"
+            )
+        means = dict(
+            duckdb.connect(str(wh.catalog_path), read_only=True)
+            .execute("SELECT build, mean_score FROM score_trend")
+            .fetchall()
+        )
+    assert means["written"] == means["reordered"]
+    exact = sum(Fraction(x) for x in scores) / len(scores)
+    assert abs(means["written"] - float(exact)) <= 1e-15
