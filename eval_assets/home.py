@@ -233,6 +233,12 @@ class EvalHome:
         return self.root / "reports" / "trend"
 
     @property
+    def agent_scratch(self) -> Path:
+        """Where entry-point agent workers write their results (`tmp/agents/`; a killed run's are
+        removed by the next attempt, `engine._agent`)."""
+        return self.root / "tmp" / "agents"
+
+    @property
     def debug_log(self) -> Path:
         """Where `--debug` appends a failure's full detail, redacted."""
         return self.root / "logs" / "debug.log"

@@ -10,6 +10,7 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,37 @@ def test_entrypoint_agent_runs_its_local_tools_and_every_model_call_is_journaled
     assert result.trajectory["notes"] == f"{recorded} tool calls"
     assert [i["outcome"] for i in result.trajectory["tool_invocations"]] == ["ok", "ok", "denied"]
     assert all(i["effect_sent_at"] is None for i in result.trajectory["tool_invocations"])
+
+
+def test_a_worker_writes_its_result_under_the_scratch_it_is_given_and_a_killed_runs_leftovers_go(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scratch = tmp_path / "eval_home" / "tmp" / "agents"
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead = scratch / f"agent-{int(gone.stdout)}-left"  # what a run killed mid-attempt leaves
+    live = scratch / f"agent-{os.getppid()}-busy"  # an attempt of a process still running
+    for left in (dead, live):
+        left.mkdir(parents=True)
+        (left / "result.json").write_text("{}")
+    eng = engine(project, tmp_path / "j.sqlite")
+    eng.agent_scratch = str(scratch)
+    made: list[str] = []
+    real_mkdtemp = tempfile.mkdtemp
+
+    def watched(*args: Any, **kwargs: Any) -> str:
+        made.append(real_mkdtemp(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", watched)
+    result = attempt(eng, manifest(EXAMPLE), REFUND, project)
+    assert result.call.status == "ok"
+    assert made and all(
+        Path(m).parent == scratch and Path(m).name.startswith(f"agent-{os.getpid()}-") for m in made
+    )
+    assert not dead.exists() and live.exists()
+    assert sorted(p.name for p in scratch.iterdir()) == [live.name]  # its own removed when it ended
 
 
 def test_a_rerun_answers_settled_calls_from_the_journal_and_pays_nothing_twice(

@@ -120,6 +120,7 @@ def run_engine(
         bounds=bounds,
         clock=clock,
         agent_search=(str(project.root),),  # an agent entrypoint's module may live in the project
+        agent_scratch=str(home.agent_scratch),
     )
 
 

@@ -415,6 +415,7 @@ async def run_agent(
     call: AgentCall,
     *,
     search: tuple[str, ...] = (),
+    scratch: str | None = None,
     control: AttemptControl | None = None,
     policy: PolicyCheck | None = None,
 ) -> AgentRun:
@@ -423,10 +424,13 @@ async def run_agent(
     the agent could not connect to the track's endpoint in `ENDPOINT_TRIES` tries of the attempt
     (each try reuses the calls the previous ones settled).
 
-    `task_fields`: attempt_id, build, repeat, and the pinned sources `now`, `seed`, `state_dir`."""
+    `task_fields`: attempt_id, build, repeat, and the pinned sources `now`, `seed`, `state_dir`;
+    `scratch`: where an entry point's worker writes its result (None: the system's temporary directory)."""
     why = ""
     for _ in range(ENDPOINT_TRIES):
-        run = await _run_once(agent, task_fields, scenario, spec, endpoint, call, search, control, policy)
+        run = await _run_once(
+            agent, task_fields, scenario, spec, endpoint, call, (search, scratch), control, policy
+        )
         if isinstance(run, AgentRun):
             return run
         why = run
@@ -443,7 +447,7 @@ async def _run_once(
     spec: CallSpec,
     endpoint: AgentEndpoint,
     call: AgentCall,
-    search: tuple[str, ...],
+    places: tuple[tuple[str, ...], str | None],
     control: AttemptControl | None,
     policy: PolicyCheck | None,
 ) -> AgentRun | str:
@@ -468,7 +472,9 @@ async def _run_once(
         result: AgentResult | None = None
         failure: tuple[str, str] | None = None
         try:
-            result = await asyncio.wait_for(_invoke(agent, task, search, session.control), timeout=agent.timeout_s)
+            result = await asyncio.wait_for(
+                _invoke(agent, task, places, session.control), timeout=agent.timeout_s
+            )
         except AgentUnreachable:
             raise
         except TimeoutError:
@@ -549,10 +555,39 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-async def _run_worker(agent: Agent, task: AgentTask, search: tuple[str, ...], control: AttemptControl) -> Any:
+_swept: set[str] = set()
+
+
+def _worker_scratch(root: str | None) -> str:
+    """A fresh directory for one worker's result, named after this process (`agent-<pid>-…`): the first
+    attempt of a process in `root` removes what processes no longer alive left there (a killed run)."""
+    if root is not None and root not in _swept:
+        os.makedirs(root, exist_ok=True)
+        for entry in os.scandir(root):
+            owner = entry.name.split("-")[1] if entry.name.startswith("agent-") else ""
+            if owner.isdigit() and not _alive(int(owner)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        _swept.add(root)
+    return tempfile.mkdtemp(prefix=f"agent-{os.getpid()}-", dir=root)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+async def _run_worker(
+    agent: Agent, task: AgentTask, places: tuple[tuple[str, ...], str | None], control: AttemptControl
+) -> Any:
     """Run the entry point in its own process group (`eval_assets.agent_worker`); the whole group is
     killed when the attempt ends, however it ends: a timeout or a cancel, a scripted kill, or its result."""
-    scratch = tempfile.mkdtemp(prefix="evaltrack-agent-")
+    search, root = places
+    scratch = _worker_scratch(root)
     result_file = os.path.join(scratch, "result.json")
     spec = {
         "entrypoint": agent.entrypoint,
@@ -561,7 +596,9 @@ async def _run_worker(agent: Agent, task: AgentTask, search: tuple[str, ...], co
         "task": task.to_json(),
     }
     stderr_path = os.path.join(scratch, "stderr")
-    with open(stderr_path, "wb") as stderr_file:  # a file, not a pipe: a child that keeps it open cannot hold us
+    with open(
+        stderr_path, "wb"
+    ) as stderr_file:  # a file, not a pipe: a child that keeps it open cannot hold us
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -590,7 +627,8 @@ async def _run_worker(agent: Agent, task: AgentTask, search: tuple[str, ...], co
                 fh.seek(max(0, os.path.getsize(stderr_path) - 4096))
                 last = (fh.read().decode(errors="replace").strip().splitlines() or [""])[-1][:300]
             raise _Raised(
-                "agent_raised", f"the agent's process exited with code {process.returncode}: {last}".rstrip(": ")
+                "agent_raised",
+                f"the agent's process exited with code {process.returncode}: {last}".rstrip(": "),
             ) from None
         if "error" in answer:
             raise _Raised(str(answer["error"]["kind"]), str(answer["error"]["message"]))
@@ -605,9 +643,11 @@ async def _run_worker(agent: Agent, task: AgentTask, search: tuple[str, ...], co
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def _invoke(agent: Agent, task: AgentTask, search: tuple[str, ...], control: AttemptControl) -> AgentResult:
+async def _invoke(
+    agent: Agent, task: AgentTask, places: tuple[tuple[str, ...], str | None], control: AttemptControl
+) -> AgentResult:
     if agent.entrypoint is not None:
-        return parse_agent_result(await _run_worker(agent, task, search, control))
+        return parse_agent_result(await _run_worker(agent, task, places, control))
     import httpx  # litellm's and the OpenAI SDK's HTTP client
 
     assert agent.http is not None

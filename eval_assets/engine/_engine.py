@@ -68,6 +68,7 @@ class Engine:
     _deadline: float | None = None
     deadline_passed: bool = False  # a try was not started because bounds.run_deadline_s had passed
     agent_search: tuple[str, ...] = ()  # where an agent entrypoint's module is looked for after sys.path
+    agent_scratch: str | None = None  # where its worker writes the result (EvalHome.agent_scratch in a run)
     _agents: AgentEndpoint | None = None  # the agent endpoint of this engine's event loop (agent subjects)
 
     def start_clock(self, seconds: float | None = None) -> None:
@@ -302,6 +303,7 @@ class Engine:
             self._agents,
             lambda index, s: self.call(replace(ref, turn=index), s, policy=checks),
             search=self.agent_search,
+            scratch=self.agent_scratch,
             control=control,
             policy=checks,
         )

@@ -412,6 +412,7 @@ def execute_case(case: LoadedCase, ctx: GateContext) -> CaseRun:
                 SpendPath(journal, gateway, run_id=f"case-{case.id}"),
                 engine_settings,
                 agent_search=(str(project.root),),  # an agent entry point in the project, as in a run
+                agent_scratch=str(Path(tmp) / "agents"),
             )
             return _execute(
                 case, ctx, project, scenario, build, repeat, gateway, engine, journal, AttemptRef, Path(tmp)
