@@ -4,7 +4,6 @@ plot, and the `score_trend_points` partition a materialization writes."""
 from __future__ import annotations
 
 import math
-import tempfile
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -13,14 +12,12 @@ import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from shared import full_row
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import Track
 from eval_assets.config import Project
 from eval_assets.home import EvalHome
 from eval_assets.trend import materialize_score_trend, plot_trend, splice
-from eval_assets.warehouse import Warehouse
 
 PUBLISHED = {
     "published": True,
@@ -202,7 +199,12 @@ def test_a_spliced_mean_beyond_the_scale_is_clipped_to_it() -> None:
 _SCORES = st.sampled_from(sorted({k / n for n in (3, 4, 10) for k in range(n + 1)}))
 
 
-@settings(max_examples=25, deadline=None)
+SCORE_TREND_VIEW = (
+    Path(__file__).resolve().parents[1] / "eval_assets/warehouse/views/derived/06-score_trend.sql"
+)
+
+
+@settings(max_examples=60, deadline=None)
 @given(scores=st.lists(_SCORES, min_size=2, max_size=40), order=st.randoms(use_true_random=False))
 def test_a_builds_mean_score_is_the_same_bits_whatever_order_its_verdicts_were_written_in(
     scores: list[float], order: Any
@@ -210,25 +212,17 @@ def test_a_builds_mean_score_is_the_same_bits_whatever_order_its_verdicts_were_w
     # the stored trend points are read from this view; attempts finish (and are written) in any order
     shuffled = list(scores)
     order.shuffle(shuffled)
-    with tempfile.TemporaryDirectory() as scratch:
-        wh = Warehouse(Path(scratch) / "wh")
-        wh.initialise()
-        for build, values in (("written", scores), ("reordered", shuffled)):
-            rows = [
-                full_row(
-                    "judge_verdicts",
-                    {"scenario_id": f"s{i}", "repeat": 1, "status": "scored", "score": x, "source": "model"},
-                )
-                for i, x in enumerate(values)
-            ]
-            wh.write_partition(
-                "judge_verdicts", {"build": build, "judge_version": "j-v1"}, rows, f"run-{build}"
-            )
-        means = dict(
-            duckdb.connect(str(wh.catalog_path), read_only=True)
-            .execute("SELECT build, mean_score FROM score_trend")
-            .fetchall()
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE judge_verdicts (build VARCHAR, judge_version VARCHAR, score DOUBLE, status VARCHAR, "
+        "source VARCHAR, written_at TIMESTAMP)"
+    )
+    for build, values in (("written", scores), ("reordered", shuffled)):
+        con.executemany(
+            "INSERT INTO judge_verdicts VALUES (?, 'j-v1', ?, 'scored', 'model', now())",
+            [(build, x) for x in values],
         )
+    means = dict(con.execute(f"SELECT build, mean_score FROM ({SCORE_TREND_VIEW.read_text()})").fetchall())
     assert means["written"] == means["reordered"]
     exact = sum(Fraction(x) for x in scores) / len(scores)
     assert abs(means["written"] - float(exact)) <= 1e-15
