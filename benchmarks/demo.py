@@ -12,8 +12,9 @@ process and everything it waited for, medians over the rounds, and the ratio aft
 
 Then, for the last round's two homes: the demo's printed lines with timings and rates blanked
 (`· 4 s`, `62.2/s`, `0s left`) and the home's path, and the rows of `scenario_runs`, `judge_verdicts`, `cost_ledger`,
-`release_decisions` and `release_decision_reasons` without run ids, timestamps, latencies and
-evidence (which names files by run id), compared side by side: counts and whether they match on the
+`release_decisions` and `release_decision_reasons` without the columns two equal runs
+write differently (`eval_assets.warehouse.run_varying`: run ids, timestamps, measured seconds, the
+evidence, which names files by run id), compared side by side: counts and whether they match on the
 columns both sides have (a column only one side has, a schema change, is named with whether it holds
 anything but NULL). The
 machine's load (`uptime`) is printed before and after; a figure measured under load says so.
@@ -37,7 +38,6 @@ from _results import Recording
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = ("scenario_runs", "judge_verdicts", "cost_ledger", "release_decisions", "release_decision_reasons")
-NOT_COMPARED = frozenset({"run_id", "written_at", "latency_s", "evidence"})
 # what differs between two identical demos: step durations, rates, time left
 TIMINGS = re.compile(r"· \d+ s\b|\d+(?:\.\d+)?/s\b|\b\d+s left\b")
 
@@ -80,11 +80,14 @@ def stored_rows(home: Path) -> dict[str, dict[str, list[object]]]:
     (the rows sorted by all their values)."""
     import duckdb
 
+    from eval_assets.warehouse import run_varying
+
     con = duckdb.connect(str(home / "warehouse" / "warehouse.duckdb"), read_only=True)
     try:
         out = {}
         for table in TABLES:
-            columns = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall() if r[0] not in NOT_COMPARED]
+            described = con.execute(f"DESCRIBE {table}").fetchall()
+            columns = [name for name, kind, *_ in described if not run_varying(name, kind)]
             rows = con.execute(f"SELECT {', '.join(columns)} FROM {table}").fetchall()
             ordered = sorted(rows, key=lambda row: json.dumps(list(row), default=str))
             out[table] = {c: [row[i] for row in ordered] for i, c in enumerate(columns)}
@@ -137,7 +140,9 @@ def main() -> None:
         }
         for name, (wall, cpu) in med.items():
             print(f"{name:8} {wall:16.1f} {cpu:16.1f}")
-        recording.table("medians", [{"side": n, "wall_s": round(w, 1), "cpu_s": round(c, 1)} for n, (w, c) in med.items()])
+        recording.table(
+            "medians", [{"side": n, "wall_s": round(w, 1), "cpu_s": round(c, 1)} for n, (w, c) in med.items()]
+        )
         recording.figure("wall_ratio", round(med["after"][0] / med["before"][0], 3))
         recording.figure("cpu_ratio", round(med["after"][1] / med["before"][1], 3))
         print(

@@ -154,24 +154,19 @@ class Objects:
         return out
 
 
-# What two runs of the same builds may differ in: which run wrote a row and when, how long a call or
-# a gate took, and the evidence (which names the files, local paths or object keys, by run id).
-NOT_COMPARED = frozenset({"run_id", "written_at", "latency_s", "call_s", "duration_s", "evidence"})
-
-
 def comparable_rows(warehouse: Any) -> dict[str, list[tuple[Any, ...]]]:
     """Every table's current rows (`DATASETS`), sorted, without the columns two equal runs differ in
-    (`NOT_COMPARED`, and every TIMESTAMP column): what the local directory and a bucket must share."""
+    (`run_varying`): what the local directory and a bucket must share."""
     import json
 
-    from eval_assets.warehouse import DATASETS
+    from eval_assets.warehouse import DATASETS, run_varying
 
     out = {}
     for table in DATASETS:
         columns = [
             r["column_name"]
             for r in warehouse.rows(f"DESCRIBE {table}")
-            if r["column_name"] not in NOT_COMPARED and not str(r["column_type"]).startswith("TIMESTAMP")
+            if not run_varying(str(r["column_name"]), str(r["column_type"]))
         ]
         quoted = ", ".join('"' + c + '"' for c in columns)
         rows = [tuple(r.values()) for r in warehouse.rows(f"SELECT {quoted} FROM {table}")]

@@ -13,7 +13,7 @@
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eval_assets.warehouse._datasets import DATASETS, Dataset, WarehouseError, check_rows
+from eval_assets.warehouse._datasets import DATASETS, Dataset, WarehouseError, check_rows, run_varying
 from eval_assets.warehouse._views import TOMBSTONE_PREFIX, derived_views, typed_columns
 from eval_assets.warehouse._warehouse import Damage, ManifestError, ManifestHealthy, Warehouse
 from eval_assets.warehouse._writer import Entry, literal_path
@@ -58,6 +58,7 @@ __all__ = [
     "check_rows",
     "derived_views",
     "open_warehouse",
+    "run_varying",
     "literal_path",
     "typed_columns",
 ]

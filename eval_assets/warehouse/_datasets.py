@@ -37,6 +37,16 @@ class Dataset:
 
 _RUN = (("build", "VARCHAR"), ("scenario_id", "VARCHAR"), ("repeat", "INTEGER"))
 
+# what two equal runs of the same builds write differently: the run's id, measured seconds (`*_s`),
+# the evidence (it names files by run id) and every TIMESTAMP column (`run_varying`)
+_VARYING = frozenset({"run_id", "latency_s", "call_s", "duration_s", "evidence"})
+
+
+def run_varying(column: str, duckdb_type: str) -> bool:
+    """Whether `column` differs between two equal runs (its values are not what a run decided)."""
+    return column in _VARYING or duckdb_type.startswith("TIMESTAMP")
+
+
 DATASETS: dict[str, Dataset] = {
     d.name: d
     for d in [
@@ -365,7 +375,9 @@ def check_rows(
         shapes = [set(r) for r in rows]
         # lone surrogates replaced before the frame is made: a pyarrow-backed string column refuses them
         bad = sorted({c for r in rows for c, v in r.items() if _unstorable(v)})
-        frame = pd.DataFrame([{c: valid_text(v) if _unstorable(v) else v for c, v in r.items()} for r in rows])
+        frame = pd.DataFrame(
+            [{c: valid_text(v) if _unstorable(v) else v for c, v in r.items()} for r in rows]
+        )
         for column in bad:
             _named_bad_text(ds, partition, column, sum(1 for r in rows if _unstorable(r.get(column))))
     unknown = sorted({c for columns in shapes for c in columns} - known)
