@@ -75,18 +75,27 @@ def test_opening_the_instance_imports_neither_the_code_location_nor_litellm_nor_
     assert fresh_python(probe, cwd=tmp_path) == []
 
 
-def test_the_code_location_loaded_inside_a_command_uses_the_command_s_project(tmp_path: Path) -> None:
-    """`defs/project.py` takes the command's own load while one is in force (a 1000-scenario project
-    takes ~0.3 s to load, on the path to `evaltrack run`'s first model call). A fresh interpreter: the
-    module is loaded once per process."""
+def test_the_code_location_loaded_inside_a_command_serves_the_project_the_command_loaded(
+    tmp_path: Path,
+) -> None:
+    """A command and the code location it loads see one project: a file edited on disk after the
+    command loaded the project (here the nightly schedule) is not half-seen, the location's schedule
+    is the command's. Outside a command the location reads the disk as it is then."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for part in ("evaltrack.yaml", "rubrics", "judges", "scenarios"):
+        source = PROJECT_ROOT / part
+        (shutil.copytree if source.is_dir() else shutil.copyfile)(source, project / part)
     probe = (
-        "import json\n"
+        "import json, pathlib, sys\n"
         "from eval_assets.config import load_project, project_loaded_once\n"
-        "from eval_assets.home import PROJECT_ROOT\n"
-        "project = load_project(PROJECT_ROOT)\n"
+        "root = pathlib.Path(sys.argv[1])\n"
+        "project = load_project(root)\n"
+        "settings = root / 'evaltrack.yaml'\n"
+        "settings.write_text(settings.read_text() + '\\nnightly_cron: \"7 3 * * *\"\\n')\n"
         "with project_loaded_once(project):\n"
         "    from eval_assets.defs.project import PROJECT\n"
-        "print(json.dumps(PROJECT is project))"
+        "print(json.dumps([project.settings.nightly_cron, PROJECT.settings.nightly_cron, load_project(root).settings.nightly_cron]))"
     )
-    # the command exports its project's root before it loads the location (`cli.common.project_of`)
-    assert fresh_python(probe, cwd=tmp_path, EVAL_PROJECT_ROOT=str(PROJECT_ROOT)) is True
+    command, location, disk = fresh_python(probe, str(project), cwd=tmp_path, EVAL_PROJECT_ROOT=str(project))
+    assert location == command != disk == "7 3 * * *"
