@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from eval_assets.config import (
@@ -33,6 +35,7 @@ from eval_assets.gates import (
     CaseRun,
     GateContext,
     case_outcome,
+    checked_kinds,
     failed_assertions,
     load_case,
     read_registry,
@@ -483,7 +486,76 @@ def test_release_status_blocks_a_copy_that_no_longer_asks_for_approval_naming_th
     assert "agent.approval-granted" in status.stdout  # the text names the case (its reasons wrap whole)
     record = json.loads(evaltrack("release-status", "--format", "json", "tool-agent-no-approval").stdout)
     blocks = [r for r in record["reasons"] if r["severity"] == "block"]
-    assert blocks and all(r["source"] == "deterministic_suite" for r in blocks)  # nothing from the capability track
+    assert blocks and all(
+        r["source"] == "deterministic_suite" for r in blocks
+    )  # nothing from the capability track
     granted = next(str(r["message"]) for r in blocks if "agent.approval-granted" in str(r["message"]))
     assert "(interventions" in granted
-    assert any("agent.approval-denied" in str(r["message"]) and "effects" in str(r["message"]) for r in blocks)
+    assert any(
+        "agent.approval-denied" in str(r["message"]) and "effects" in str(r["message"]) for r in blocks
+    )
+
+
+_LABELS = st.sampled_from(
+    ["model_call", "tool_started:lookup_order", "asked:approval", "answered:approved", "output"]
+)
+_DECLARED = st.lists(
+    st.sampled_from(
+        [
+            {"contains": "refund"},
+            {"tries": 1},
+            {"effects": []},
+            {"effects": [{"tool": "create_return_ticket"}]},
+            {"tool_calls": [{"name": "lookup_order"}]},
+            {"event_order": ["model_call", "output"]},
+            {"interventions": [{"asked": "approval", "answered": "approved"}]},
+            {"output_matches": "ticket"},
+            {"review_items": 1},
+            {"model_told": "denied"},
+        ]
+    ),
+    min_size=1,
+    max_size=6,
+    unique_by=lambda a: next(iter(a)),
+)
+
+
+@given(
+    declared=_DECLARED,
+    agent=st.booleans(),
+    output=st.sampled_from(["", "refund ticket", "no"]),
+    tries=st.integers(0, 3),
+    effects=st.lists(st.sampled_from(["create_return_ticket", "lookup_order"]), max_size=2),
+    events=st.lists(_LABELS, max_size=5),
+    unscripted=st.lists(
+        st.sampled_from(["approval asked, nothing scripted", "answer never reached"]), max_size=2
+    ),
+    review_items=st.integers(0, 2),
+)
+def test_a_failed_case_names_at_most_as_many_failed_assertions_as_it_was_held_to(
+    declared: list[dict[str, Any]],
+    agent: bool,
+    output: str,
+    tries: int,
+    effects: list[str],
+    events: list[str],
+    unscripted: list[str],
+    review_items: int,
+) -> None:
+    # "6 of 5 assertion(s) failed" was printed when an assertion failed twice over, or an implied
+    # one (an unsaid `effects: []`, an unscripted ask) failed beside the declared ones
+    assertions = parse_assertions(declared)
+    run = CaseRun(
+        output=output,
+        policy_failures=0,
+        tries=tries,
+        agent=agent,
+        effects=tuple({"tool": t, "id": f"c{i}", "outcome": "ok"} for i, t in enumerate(effects)),
+        events=tuple(events),
+        review_items=review_items,
+        unscripted=tuple(unscripted) if agent else (),
+    )
+    failed = {line.split(":", 1)[0] for line in failed_assertions(assertions, run)}
+    checked = checked_kinds(assertions, run)
+    assert failed <= set(checked), (failed, checked)
+    assert len(checked) == len(set(checked)) >= len(assertions)

@@ -763,9 +763,19 @@ def case_outcome(case: LoadedCase, ctx: GateContext) -> Outcome:
         raise CaseError(f"case {case.id} has no assertions")
     run = execute_case(case, ctx)
     failures = failed_assertions(case.assertions, run)
+    checked = checked_kinds(case.assertions, run)
     if failures:
         kinds = list(dict.fromkeys(f.split(":", 1)[0] for f in failures))
         return Outcome.failed(  # the kinds first named: a release reason cut to one line still says which
-            f"{len(failures)} of {len(case.assertions)} assertion(s) failed ({', '.join(kinds)})", failures
+            f"{len(kinds)} of {len(checked)} assertion(s) failed ({', '.join(kinds)})", failures
         )
-    return Outcome.ok(f"{len(case.assertions)} assertion(s) hold")
+    return Outcome.ok(f"{len(checked)} assertion(s) hold")
+
+
+def checked_kinds(assertions: Sequence[Assertion], run: CaseRun) -> list[str]:
+    """The assertion kinds `run` is held to, each once: those declared and, for an agent, the two every
+    agent case implies (`effects: []` when unsaid; no ask the case did not script)."""
+    kinds = list(dict.fromkeys(a.kind for a in assertions))
+    if run.agent:
+        kinds += [k for k in ("effects", "interventions") if k not in kinds]
+    return kinds
