@@ -135,16 +135,13 @@ class CaseGate(_GateFields):
     case: str = Field(min_length=1)
     expect: Literal["pass", "fail", "error"]
     error_matches: str | None = Field(
-        default=None,
-        description="with `expect: error` (and only then): a regex the error's message must match",
+        default=None, description="with `expect: error` (and only then): a regex the error's message must match"
     )
 
     @model_validator(mode="after")
     def _error_named(self) -> CaseGate:
         if (self.expect == "error") != (self.error_matches is not None):
-            raise ValueError(
-                "error_matches: give it exactly when expect is error (the error the case must raise)"
-            )
+            raise ValueError("error_matches: give it exactly when expect is error (the error the case must raise)")
         if self.error_matches is not None:
             try:
                 re.compile(self.error_matches)

@@ -192,15 +192,10 @@ def _run_gate(gate: Gate, suite: _Suite) -> GateResult:
             return _result(gate, "fail", started, f"{ran}, fewer than min_trials {gate.min_trials}")
     if isinstance(gate, CaseGate) and gate.expect == "error":
         if status == "error" and re.search(str(gate.error_matches), outcome.message or ""):
-            return _result(
-                gate, "pass", started, replace(outcome, message=f"an error as expected: {outcome.message}")
-            )
+            return _result(gate, "pass", started, replace(outcome, message=f"an error as expected: {outcome.message}"))
         got = "an error not matching it" if status == "error" else "it ran"
         return _result(
-            gate,
-            "fail",
-            started,
-            f"expected an error matching {gate.error_matches!r}, {got}: {outcome.message}",
+            gate, "fail", started, f"expected an error matching {gate.error_matches!r}, {got}: {outcome.message}"
         )
     if isinstance(gate, CaseGate) and status != "error" and gate.expect == "fail":
         if status == "fail":

@@ -258,3 +258,4 @@ def suite_needs_no_network(ctx: GateContext) -> Outcome:
         f"{record['network']['interfaces']}, no route out and no credential variable "
         f"(recorded {record.get('recorded_at')}, {record.get('seconds')} s, tree {record['tree'][:12]})"
     )
+
