@@ -140,9 +140,7 @@ def main() -> None:
         }
         for name, (wall, cpu) in med.items():
             print(f"{name:8} {wall:16.1f} {cpu:16.1f}")
-        recording.table(
-            "medians", [{"side": n, "wall_s": round(w, 1), "cpu_s": round(c, 1)} for n, (w, c) in med.items()]
-        )
+        recording.table("medians", [{"side": n, "wall_s": round(w, 1), "cpu_s": round(c, 1)} for n, (w, c) in med.items()])
         recording.figure("wall_ratio", round(med["after"][0] / med["before"][0], 3))
         recording.figure("cpu_ratio", round(med["after"][1] / med["before"][1], 3))
         print(

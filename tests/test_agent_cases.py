@@ -486,14 +486,10 @@ def test_release_status_blocks_a_copy_that_no_longer_asks_for_approval_naming_th
     assert "agent.approval-granted" in status.stdout  # the text names the case (its reasons wrap whole)
     record = json.loads(evaltrack("release-status", "--format", "json", "tool-agent-no-approval").stdout)
     blocks = [r for r in record["reasons"] if r["severity"] == "block"]
-    assert blocks and all(
-        r["source"] == "deterministic_suite" for r in blocks
-    )  # nothing from the capability track
+    assert blocks and all(r["source"] == "deterministic_suite" for r in blocks)  # nothing from the capability track
     granted = next(str(r["message"]) for r in blocks if "agent.approval-granted" in str(r["message"]))
     assert "(interventions" in granted
-    assert any(
-        "agent.approval-denied" in str(r["message"]) and "effects" in str(r["message"]) for r in blocks
-    )
+    assert any("agent.approval-denied" in str(r["message"]) and "effects" in str(r["message"]) for r in blocks)
 
 
 _LABELS = st.sampled_from(

@@ -407,9 +407,7 @@ def test_the_band_counts_every_baseline_scenario_with_two_scored_repeats_by_hand
         df = v**2 / denominator
         assert result.band[row] == pytest.approx(stats.t.ppf(0.5 + level / 2, df) * math.sqrt(v), rel=1e-12)
         assert result.band_df[row] == pytest.approx(df, rel=1e-12)
-    assert (
-        len([i for i in range(3) if np.sum(np.isfinite(base_scores[0, i])) >= 2]) == 2
-    )  # the K = 2 one counts
+    assert len([i for i in range(3) if np.sum(np.isfinite(base_scores[0, i])) >= 2]) == 2  # the K = 2 one counts
 
 
 def test_the_mean_rule_reads_a_constant_drop_as_certain_and_an_untested_mean_as_no_evidence() -> None:
@@ -510,9 +508,7 @@ def test_the_concentrated_test_leaves_out_excluded_and_untestable_scenarios_alik
     both left out of the concentrated test: the result is the test over the other scenarios alone."""
     rng = np.random.default_rng(8)
     x = np.clip(0.6 + 0.15 * rng.standard_normal((1, 9, 5)), 0, 1)
-    y = np.clip(
-        x - np.where(np.arange(9) < 2, 0.3, 0.0)[None, :, None] + 0.05 * rng.standard_normal(x.shape), 0, 1
-    )
+    y = np.clip(x - np.where(np.arange(9) < 2, 0.3, 0.0)[None, :, None] + 0.05 * rng.standard_normal(x.shape), 0, 1)
     tests = scenario_tests(Moments.of(x, FLOOR), Moments.of(y, FLOOR), FLOOR)
     tests = dataclasses.replace(tests, difference=np.where(np.arange(9) == 3, np.nan, tests.difference))
     exclude = np.zeros((1, 9), dtype=bool)
@@ -520,9 +516,7 @@ def test_the_concentrated_test_leaves_out_excluded_and_untestable_scenarios_alik
     keep = [i for i in range(9) if i not in (0, 3)]
     alone = dataclasses.replace(
         tests,
-        **{
-            f: getattr(tests, f)[:, keep] for f in ("difference", "se", "df", "p_drop", "p_floor", "collapse")
-        },
+        **{f: getattr(tests, f)[:, keep] for f in ("difference", "se", "df", "p_drop", "p_floor", "collapse")},
     )
     got, expected = concentrated_test(tests, exclude), concentrated_test(alone)
     assert got.count.tolist() == [7] and np.isfinite(got.p).all()
@@ -544,9 +538,7 @@ def test_the_chi_bar_squared_tail_is_its_binomial_mixture() -> None:
             assert p == 1.0
             continue
         n = int(size)
-        exact = (value <= 0) * 0.5**n + sum(
-            math.comb(n, k) * 0.5**n * stats.chi2.sf(value, k) for k in range(1, n + 1)
-        )
+        exact = (value <= 0) * 0.5**n + sum(math.comb(n, k) * 0.5**n * stats.chi2.sf(value, k) for k in range(1, n + 1))
         assert p == pytest.approx(exact, rel=1e-11, abs=1e-300), (value, n)
 
 
@@ -580,11 +572,7 @@ def test_the_suite_mean_test_by_hand_over_the_scenarios_it_can_compare() -> None
         assert result.p_drop[row] < 0.1
         assert result.p_drop[row] == pytest.approx(stats.t.cdf(mean / se, len(values) - 1), rel=1e-9)
     assert result.mean[2] == pytest.approx(-0.07) and math.isnan(result.p_drop[2])
-    assert (
-        result.mean[3] == pytest.approx(0.10)
-        and math.isnan(result.p_drop[3])
-        and math.isnan(result.p_beyond[3])
-    )
+    assert result.mean[3] == pytest.approx(0.10) and math.isnan(result.p_drop[3]) and math.isnan(result.p_beyond[3])
 
 
 @settings(max_examples=400, deadline=None, derandomize=True)
@@ -596,23 +584,17 @@ def test_the_fast_blocking_rule_equals_weighted_holm_at_every_edge(data: st.Data
     with fewer or more than MIN_SCENARIOS compared scenarios or no p, no mean p, and p-values from a
     grid that puts ratios at or beside their thresholds."""
     rows, m = 2, data.draw(st.integers(1, 6))
-    grid = st.sampled_from(
-        [np.nan, 0.0, 0.001, 0.0025, 0.004, 0.005, 0.01, 0.0125, 0.02, 0.05, 0.1, 0.5, 1.0]
-    )
+    grid = st.sampled_from([np.nan, 0.0, 0.001, 0.0025, 0.004, 0.005, 0.01, 0.0125, 0.02, 0.05, 0.1, 0.5, 1.0])
 
     def array(shape: tuple[int, ...]) -> np.ndarray:
-        return np.array(
-            data.draw(st.lists(grid, min_size=int(np.prod(shape)), max_size=int(np.prod(shape))))
-        ).reshape(shape)
+        return np.array(data.draw(st.lists(grid, min_size=int(np.prod(shape)), max_size=int(np.prod(shape))))).reshape(shape)
 
     x = np.full((rows, m, 2), 0.5)
     tests = dataclasses.replace(
         scenario_tests(Moments.of(x, FLOOR), Moments.of(x, FLOOR), FLOOR),
         p_drop=array((rows, m)),
         p_floor=array((rows, m)),
-        collapse=np.array(data.draw(st.lists(st.booleans(), min_size=rows * m, max_size=rows * m))).reshape(
-            rows, m
-        ),
+        collapse=np.array(data.draw(st.lists(st.booleans(), min_size=rows * m, max_size=rows * m))).reshape(rows, m),
     )
     counts = np.array(data.draw(st.lists(st.integers(0, 7), min_size=rows, max_size=rows)))
     conc = Concentrated(np.zeros(rows), array((rows,)), counts, np.zeros((rows, m)))
@@ -747,16 +729,10 @@ def test_pass_fail_scenarios_get_the_exact_test_asked_for_and_graded_ones_keep_t
     """On a pass/fail suite, `scenario_tests` gives the binary scenarios Fisher's or Barnard's one-sided
     exact p (candidate passes less often) as asked, or the moderated t with `binary_test="moderated"`;
     a graded scenario beside them keeps the moderated t whichever is asked."""
-    base = np.array(
-        [[[1, 1, 1, 1, 1], [1, 0, 1, 1, 0], [0, 1, 0, 1, 1], [0.55, 0.6, 0.62, 0.58, 0.6]]], float
-    )
-    cand = np.array(
-        [[[0, 0, 1, 0, 0], [1, 1, 0, 1, 0], [0, 1, 1, 1, 0], [0.50, 0.52, 0.55, 0.49, 0.51]]], float
-    )
+    base = np.array([[[1, 1, 1, 1, 1], [1, 0, 1, 1, 0], [0, 1, 0, 1, 1], [0.55, 0.6, 0.62, 0.58, 0.6]]], float)
+    cand = np.array([[[0, 0, 1, 0, 0], [1, 1, 0, 1, 0], [0, 1, 1, 1, 0], [0.50, 0.52, 0.55, 0.49, 0.51]]], float)
     asked = scenario_tests(Moments.of(base, FLOOR), Moments.of(cand, FLOOR), FLOOR, binary_test=binary_test)  # type: ignore[arg-type]
-    moderated = scenario_tests(
-        Moments.of(base, FLOOR), Moments.of(cand, FLOOR), FLOOR, binary_test="moderated"
-    )
+    moderated = scenario_tests(Moments.of(base, FLOOR), Moments.of(cand, FLOOR), FLOOR, binary_test="moderated")
     exact = {"fisher": stats.fisher_exact, "barnard": stats.barnard_exact}
     if binary_test == "moderated":
         expected = moderated.p_drop[0, 0]

@@ -596,9 +596,7 @@ async def _run_worker(
         "task": task.to_json(),
     }
     stderr_path = os.path.join(scratch, "stderr")
-    with open(
-        stderr_path, "wb"
-    ) as stderr_file:  # a file, not a pipe: a child that keeps it open cannot hold us
+    with open(stderr_path, "wb") as stderr_file:  # a file, not a pipe: a child that keeps it open cannot hold us
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -627,8 +625,7 @@ async def _run_worker(
                 fh.seek(max(0, os.path.getsize(stderr_path) - 4096))
                 last = (fh.read().decode(errors="replace").strip().splitlines() or [""])[-1][:300]
             raise _Raised(
-                "agent_raised",
-                f"the agent's process exited with code {process.returncode}: {last}".rstrip(": "),
+                "agent_raised", f"the agent's process exited with code {process.returncode}: {last}".rstrip(": ")
             ) from None
         if "error" in answer:
             raise _Raised(str(answer["error"]["kind"]), str(answer["error"]["message"]))

@@ -375,9 +375,7 @@ def check_rows(
         shapes = [set(r) for r in rows]
         # lone surrogates replaced before the frame is made: a pyarrow-backed string column refuses them
         bad = sorted({c for r in rows for c, v in r.items() if _unstorable(v)})
-        frame = pd.DataFrame(
-            [{c: valid_text(v) if _unstorable(v) else v for c, v in r.items()} for r in rows]
-        )
+        frame = pd.DataFrame([{c: valid_text(v) if _unstorable(v) else v for c, v in r.items()} for r in rows])
         for column in bad:
             _named_bad_text(ds, partition, column, sum(1 for r in rows if _unstorable(r.get(column))))
     unknown = sorted({c for columns in shapes for c in columns} - known)
