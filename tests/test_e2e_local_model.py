@@ -142,3 +142,28 @@ def test_kill_9_while_the_server_is_up_leaves_no_orphan_and_the_rerun_reuses_wha
     after = {k: (s, c) for k, s, c, _ in ledger(home)}
     assert settled_before and all(after[k] == ("settled", c) for k, c in settled_before.items())
     assert " reused" in out and "scenario_runs" in out, out
+
+
+def test_setup_fetches_each_projects_weights_into_the_home_its_commands_use(tmp_path: Path) -> None:
+    """`bash scripts/setup local-model` runs this fetch for the checkout and examples/local; then
+    `evaltrack --project examples/local demo` (docs/local-models.md) reads examples/local's own home
+    (`<project>/.eval_home`), so the weights must be there, not only in the checkout's home."""
+    import os
+    import subprocess
+    import sys
+
+    project = tmp_path / "local"
+    shutil.copytree(LOCAL, project, ignore=shutil.ignore_patterns(".eval_home"))
+    env = {k: v for k, v in os.environ.items() if k != "EVAL_HOME"}
+    done = subprocess.run(
+        [sys.executable, "-m", "eval_assets.localmodel", "fetch", "--project", str(project)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    model = load_project(project).settings.local_models["smollm2"]
+    assert (project / ".eval_home" / "models" / f"{model.sha256}.gguf").is_file()
+    assert not (tmp_path / ".eval_home").exists()  # not the working directory's home

@@ -1,5 +1,7 @@
 """`python -m eval_assets.localmodel fetch [--project DIR] [--home DIR]`: put every declared local
-model's weights into the cache, verified by SHA-256 (what `bash scripts/setup local-model` runs)."""
+model's weights into the cache, verified by SHA-256 (what `bash scripts/setup local-model` runs). With
+no `--home`, each project's cache is in the home its commands use (`default_home(project)`), so
+`evaltrack --project DIR ...` finds what setup fetched."""
 
 from __future__ import annotations
 
@@ -20,10 +22,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--project", type=Path, action="append", help="a project (repeatable; default: this one)"
     )
-    parser.add_argument("--home", type=Path, default=None)
+    parser.add_argument("--home", type=Path, default=None, help="one home for every project")
     args = parser.parse_args(argv)
-    home = EvalHome(args.home if args.home is not None else default_home())
     for root in args.project or [project_root()]:
+        home = EvalHome(args.home if args.home is not None else default_home(root.resolve()))
         try:
             project = load_project(root)
         except ConfigError as exc:
