@@ -219,6 +219,7 @@ def _top_up_keys(ledger: dict[str, tuple[str, float | None]]) -> set[str]:
     return out
 
 
+@pytest.mark.e2e  # the slow lane: a run killed with kill -9, then resumed, each in a process of its own
 def test_kill_9_during_the_top_ups_then_resume_tops_up_the_same_scenarios_paying_each_attempt_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -429,6 +429,7 @@ def test_an_http_agent_must_be_loopback_unless_the_manifest_allows_remote(url: s
 # --- the release gate sees the agent ----------------------------------------------------------------
 
 
+@pytest.mark.e2e  # the slow lane: an agent build through the CLI, a process per attempt
 def test_release_status_blocks_a_copy_that_no_longer_asks_for_approval_naming_the_case_and_assertion(
     tmp_path: Path,
 ) -> None:
