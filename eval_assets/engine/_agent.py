@@ -51,6 +51,7 @@ from eval_assets.config import Agent, Scenario
 from eval_assets.judging import PolicyCheck, policy_texts
 from eval_assets.providers.gateway import CallSpec, import_call_modules
 from eval_assets.redact import redact
+from eval_assets.spend import pid_alive
 
 from ._control import AttemptControl, ControlError
 from ._endpoint_host import EndpointHost, on_loop
@@ -565,20 +566,10 @@ def _worker_scratch(root: str | None) -> str:
         os.makedirs(root, exist_ok=True)
         for entry in os.scandir(root):
             owner = entry.name.split("-")[1] if entry.name.startswith("agent-") else ""
-            if owner.isdigit() and not _alive(int(owner)):
+            if owner.isdigit() and not pid_alive(int(owner)):
                 shutil.rmtree(entry.path, ignore_errors=True)
         _swept.add(root)
     return tempfile.mkdtemp(prefix=f"agent-{os.getpid()}-", dir=root)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
 
 
 async def _run_worker(
