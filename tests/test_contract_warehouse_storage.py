@@ -42,6 +42,19 @@ def backend() -> Iterator[ObjectBackend]:
         started.stop()
 
 
+def _on_a_new_bucket(backend: ObjectBackend, project: Any) -> tuple[Any, str, str]:
+    """`project` with its warehouse on a fresh bucket location of `backend` and that location's
+    catalog: (the project, the bucket URL, the catalog URL)."""
+    import dataclasses
+
+    from eval_assets.config import WarehouseSettings
+
+    url, catalog = backend.new_location()
+    warehouse = WarehouseSettings(url=url, catalog=catalog)
+    moved = dataclasses.replace(project, settings=project.settings.model_copy(update={"warehouse": warehouse}))
+    return moved, url, catalog
+
+
 @pytest.fixture(params=IMPLEMENTATIONS)
 def make(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Warehouse]:
     """A new, initialised, empty warehouse of the parameter's kind."""
@@ -355,24 +368,15 @@ def test_a_throwaway_home_of_a_project_on_object_storage_keeps_to_itself(
     """The warehouse and journal evaltrack.yaml names are every home's: a check that runs the track in
     a throwaway home (the canary gate) must write under that home only, never into the team's bucket
     and catalog (the demo on a bucket once held the canary's 3 builds beside its own)."""
-    import dataclasses
-
     import sqlalchemy as sa
     from invariants import security
 
-    from eval_assets.config import WarehouseSettings, load_project
+    from eval_assets.config import load_project
     from eval_assets.gates import GateContext
     from eval_assets.home import PROJECT_ROOT
     from eval_assets.warehouse import Bucket
 
-    url, catalog = backend.new_location()
-    shipped = load_project(PROJECT_ROOT)
-    on_bucket = dataclasses.replace(
-        shipped,
-        settings=shipped.settings.model_copy(
-            update={"warehouse": WarehouseSettings(url=url, catalog=catalog)}
-        ),
-    )
+    on_bucket, url, catalog = _on_a_new_bucket(backend, load_project(PROJECT_ROOT))
     scratch = on_bucket.for_scratch_home()
     assert scratch.settings.warehouse.url is None and scratch.settings.spend.journal_url is None
     assert on_bucket.settings.warehouse.url == url  # the project itself keeps its setting
@@ -403,22 +407,13 @@ def test_a_build_registered_in_one_home_is_read_in_another_through_the_bucket(
     """Two pods, no shared volume: `build add` in one stores the manifest in the bucket; the other
     lists, resolves and orders it alike (the same bytes, the same registration order), and a manifest
     already registered differently is still refused."""
-    import dataclasses
-
     from shared import changed_manifest
 
     from eval_assets.capability.builds import Builds
-    from eval_assets.config import ConfigError, WarehouseSettings, load_project
+    from eval_assets.config import ConfigError, load_project
     from eval_assets.home import PROJECT_ROOT, EvalHome
 
-    url, catalog = backend.new_location()
-    shipped = load_project(PROJECT_ROOT)
-    project = dataclasses.replace(
-        shipped,
-        settings=shipped.settings.model_copy(
-            update={"warehouse": WarehouseSettings(url=url, catalog=catalog)}
-        ),
-    )
+    project, _, _ = _on_a_new_bucket(backend, load_project(PROJECT_ROOT))
     here = Builds(project, EvalHome(tmp_path / "pod-a").ensure())
     there = Builds(project, EvalHome(tmp_path / "pod-b").ensure())
     first = here.register(changed_manifest(tmp_path, project, "baseline.yaml"))
@@ -446,7 +441,7 @@ def test_a_scratch_home_refuses_to_keep_what_must_outlive_its_pod(
     from eval_assets.capability.builds import Builds
     from eval_assets.capability.errors import TrackError
     from eval_assets.capability.track import Track
-    from eval_assets.config import WarehouseSettings, load_project
+    from eval_assets.config import load_project
     from eval_assets.home import PROJECT_ROOT, EvalHome
 
     monkeypatch.setenv("EVAL_HOME_SCRATCH", "1")
@@ -460,11 +455,7 @@ def test_a_scratch_home_refuses_to_keep_what_must_outlive_its_pod(
             changed_manifest(tmp_path, shipped, "baseline.yaml")
         )
 
-    url, catalog = backend.new_location()
-    warehouse = WarehouseSettings(url=url, catalog=catalog)
-    on_bucket = dataclasses.replace(
-        shipped, settings=shipped.settings.model_copy(update={"warehouse": warehouse})
-    )
+    on_bucket, url, catalog = _on_a_new_bucket(backend, shipped)
     with pytest.raises(TrackError, match="spend.journal_url") as refused:
         Track(on_bucket, EvalHome(tmp_path / "pod-c"))
     assert "warehouse: {url" not in str(refused.value)
