@@ -106,19 +106,19 @@ class Builds:
             raise TrackError(f"build id: {problem}")
         return self.home.builds / f"{build_id}.yaml"
 
+    def _manifests(self) -> list[Path]:
+        """The registered manifests here, as they are now (no pull)."""
+        return [p for p in self.home.builds.glob("*.yaml") if id_problem(p.stem) is None]
+
     def ids(self) -> list[str]:
         """Registered build ids, sorted."""
         self.pull()
-        return sorted(p.stem for p in self.home.builds.glob("*.yaml") if id_problem(p.stem) is None)
+        return sorted(p.stem for p in self._manifests())
 
     def by_registration(self) -> list[str]:
         """Registered builds, oldest registration first (by when the manifest was stored)."""
         self.pull()
-        paths = sorted(
-            (p for p in self.home.builds.glob("*.yaml") if id_problem(p.stem) is None),
-            key=lambda p: (p.stat().st_mtime_ns, p.stem),
-        )
-        return [p.stem for p in paths]
+        return [p.stem for p in sorted(self._manifests(), key=lambda p: (p.stat().st_mtime_ns, p.stem))]
 
     def register(self, path: Path) -> BuildManifest:
         """Validate a manifest and store it under EVAL_HOME/builds (atomic), and in the bucket on object
@@ -128,10 +128,11 @@ class Builds:
                 f"{SCRATCH_ENV}=1: EVAL_HOME {self.home.root} is thrown away with its pod, yet the build "
                 "registry would be kept in it (set warehouse: {url, catalog} in evaltrack.yaml; docs/deploy.md)"
             )
-        manifest = load_build(path, self.project, self.ids())
+        known = self.ids()
+        manifest = load_build(path, self.project, known)
         target = self.path(manifest.id)
         if target.exists():
-            existing = load_build(target, self.project, self.ids())
+            existing = load_build(target, self.project, known)
             if existing != manifest:
                 raise ConfigError(
                     [
@@ -151,20 +152,24 @@ class Builds:
 
     def resolve(self, build_id: str) -> BuildManifest:
         """The registered manifest of `build_id`, read and validated now. Raises TrackError / ConfigError."""
-        path = self.path(build_id)
-        if not path.exists():
-            self.pull()
+        path = self.path(build_id)  # an id outside the grammar is refused before any read
+        self.pull()
+        return self._loaded(path)
+
+    def _loaded(self, path: Path) -> BuildManifest:
+        """`resolve` of the manifest at `path` over what is here now (the caller pulled)."""
+        build_id = path.stem
         if not path.exists():
             raise TrackError(f"unknown build {build_id!r}: register it with `evaltrack build add FILE.yaml`")
-        return load_build(path, self.project, self.ids())
+        return load_build(path, self.project, sorted(p.stem for p in self._manifests()))
 
     def loadable(self, warn: Callable[[str], None]) -> list[str]:
         """Registered builds (by id) whose manifest loads and names itself like its file; others are
         skipped with a warning, so one bad file in builds/ never stops the others."""
         valid = []
-        for build_id in self.ids():
+        for build_id in self.ids():  # one pull for all of them
             try:
-                manifest = self.resolve(build_id)
+                manifest = self._loaded(self.path(build_id))
             except (ConfigError, TrackError) as exc:
                 warn(f"skipping build {build_id}: {exc}")
                 continue
