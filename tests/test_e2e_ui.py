@@ -59,28 +59,25 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.rmtree(home.parent, ignore_errors=True)
             home.parent.mkdir(parents=True)
             evaltrack = str(Path(sys.executable).with_name("evaltrack"))
-            proc = subprocess.run(
-                [evaltrack, "--home", str(home), "demo"],
-                env=_env(),
-                capture_output=True,
-                text=True,
-                timeout=DEMO_BOUND_S,
-                stdin=subprocess.DEVNULL,
-            )
-            assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-            (home.parent / "demo.out").write_text(proc.stdout)
-            (home.parent / "demo.err").write_text(proc.stderr)
-            # a fourth build whose decision is investigate: every decision is then on the UI's pages
-            for command in (["build", "add", str(INVESTIGATE_MANIFEST)], ["run", "--build", INVESTIGATED]):
-                more = subprocess.run(
-                    [evaltrack, "--home", str(home), *command],
+
+            def ran(*args: str) -> subprocess.CompletedProcess[str]:
+                done = subprocess.run(
+                    [evaltrack, "--home", str(home), *args],
                     env=_env(),
                     capture_output=True,
                     text=True,
                     timeout=DEMO_BOUND_S,
                     stdin=subprocess.DEVNULL,
                 )
-                assert more.returncode == 0, more.stdout[-4000:] + more.stderr[-4000:]
+                assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+                return done
+
+            proc = ran("demo")
+            (home.parent / "demo.out").write_text(proc.stdout)
+            (home.parent / "demo.err").write_text(proc.stderr)
+            # a fourth build whose decision is investigate: every decision is then on the UI's pages
+            ran("build", "add", str(INVESTIGATE_MANIFEST))
+            more = ran("run", "--build", INVESTIGATED)
             assert "investigate" in more.stdout.splitlines()[-1], more.stdout[-2000:]
             (home.parent / "demo.done").write_text("ok")
     return home
