@@ -51,7 +51,11 @@ DEMO_BOUND_S = 1800  # the demo runs each build's suite: 15+ minutes on this 2-c
 def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A home where `evaltrack demo` ran (the shipped project's three example builds), made once per
     test session: pytest-xdist workers share it through a lock in the session's base temp dir."""
-    shared = tmp_path_factory.getbasetemp().parent
+    # under xdist each worker's base temp dir is inside the session's own; without it the base temp dir
+    # is the session's, and its parent outlives the session (a home made by another version would be
+    # reused)
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     home = shared / "e2e-ui-demo" / "home"
     with (shared / "e2e-ui-demo.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
