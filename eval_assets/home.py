@@ -240,8 +240,19 @@ class EvalHome:
 
     @property
     def debug_log(self) -> Path:
-        """Where `--debug` appends a failure's full detail, redacted."""
+        """Where a failure's full detail is appended, redacted: `--debug`'s, and every error Dagster
+        masked in a process of the code location (`defs/failures.py`)."""
         return self.root / "logs" / "debug.log"
+
+    def append_debug(self, heading: str, lines: Iterable[str]) -> Path:
+        """Append `heading` and `lines` (already redacted) to the debug log; returns its path. Raises
+        OSError when it cannot be written (`UnsafeTarget`: a FIFO or a symlink where the log should be)."""
+        log = self.debug_log
+        log.parent.mkdir(parents=True, exist_ok=True)
+        check_target(log)  # appending to a FIFO would block, to a symlink write elsewhere
+        with log.open("a", encoding="utf-8") as out:
+            out.write("\n".join([heading, *lines]) + "\n")
+        return log
 
     def ensure(self, instance: InstanceSettings | None = None) -> EvalHome:
         """Create the layout and `dagster/dagster.yaml` (telemetry off). Idempotent.

@@ -198,3 +198,39 @@ def test_every_asset_of_the_location_fails_as_one_line() -> None:
     }
     assert len(bodies) >= 11
     assert [name for name, fn in sorted(bodies.items()) if not getattr(fn, "one_line_failure", False)] == []
+
+
+def test_an_error_dagster_masks_is_kept_by_its_id_redacted_and_frameless_in_the_homes_debug_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the switch Dagster stores a masked note with an error ID (a sensor tick's error, a step
+    that raised outside `one_line_failure`); the error itself goes to `dagster.redacted_errors`, whose
+    one handler appends the ID and the redacted cause chain to the home's debug log, so the ID leads
+    somewhere."""
+    import eval_assets.defs.failures  # noqa: F401 (the switch and the handler, as the location sets them)
+
+    monkeypatch.setenv("EVAL_HOME", str(tmp_path / "home"))
+    key = "sk-" + "A1b2C3d4" * 5
+
+    @dg.op
+    def raises_outside_the_wrapper() -> None:
+        try:
+            raise KeyError(f"api_key={key}")
+        except KeyError as exc:
+            raise RuntimeError("the registry read failed") from exc
+
+    @dg.job
+    def masked() -> None:
+        raises_outside_the_wrapper()
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = masked.execute_in_process(instance=instance, raise_on_error=False)
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    stored = failure.step_failure_data.error.message
+    error_id = re.search(r"error ID ([0-9a-f-]{36})", stored)
+    assert error_id and "the registry read failed" not in stored  # Dagster masked the message
+
+    log = (tmp_path / "home" / "logs" / "debug.log").read_text(encoding="utf-8")
+    entry = log[log.index(error_id.group(1)) :]
+    assert "RuntimeError: the registry read failed" in entry and "KeyError: " in entry
+    assert key not in log and not FRAME.search(log)

@@ -70,18 +70,15 @@ def one_line_error(exc: BaseException, *, debug: bool, home: str | None) -> str:
 
     from eval_assets.home import EvalHome, default_home
     from eval_assets.redact import error_chain, redact, without_traceback
-    from eval_assets.safe_write import check_target
 
     first = " ".join(without_traceback(str(exc)).split())[:500]
     line = redact(f"internal error: {type(exc).__name__}: {first}")
     if not debug:
         return line + " (run with --debug for the detail)"
     try:
-        log = EvalHome(Path(home).resolve() if home else default_home()).debug_log
-        log.parent.mkdir(parents=True, exist_ok=True)
-        check_target(log)  # appending to a FIFO would block, to a symlink write elsewhere
-        with log.open("a", encoding="utf-8") as out:
-            out.write("internal error\n" + "\n".join(error_chain(exc)) + "\n")
+        log = EvalHome(Path(home).resolve() if home else default_home()).append_debug(
+            "internal error", error_chain(exc)
+        )
     except (OSError, ValueError) as why:  # ValueError: no project, so no home to write the log into
         return f"{line} (the debug log could not be written: {type(why).__name__})"
     return f"{line} (detail in {log})"

@@ -193,12 +193,8 @@ def step_failures(step: StepResult, debug: bool, home: EvalHome) -> list[str]:
         if not debug:
             lines.append("(run with --debug for the detail)")
         else:
-            log = home.debug_log
             try:
-                log.parent.mkdir(parents=True, exist_ok=True)
-                check_target(log)  # a regular file or a new path, never a FIFO or a link
-                with log.open("a", encoding="utf-8") as out:
-                    out.write(f"{step.job} {step.partition} run {step.run_id}\n{step.detail}\n")
+                log = home.append_debug(f"{step.job} {step.partition} run {step.run_id}", [step.detail])
                 lines.append(f"(detail in {log})")
             except (OSError, UnsafeTarget) as why:
                 lines.append(f"(the debug log could not be written: {type(why).__name__})")

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import dagster as dg
 
+from eval_assets.home import EvalHome, default_home
 from eval_assets.redact import error_chain, redact
 
 REDACT_SWITCH = "DAGSTER_REDACT_USER_CODE_ERRORS"
@@ -27,11 +28,27 @@ CAUSES_KEY = "causes"  # the Failure's metadata: the cause chain, outermost firs
 
 # read by Dagster whenever a step's error is serialized: set in every process that loads the location
 os.environ[REDACT_SWITCH] = "1"
-# Dagster hands each masked error, stack included, to this logger: never printed, captured or stored
+
+
+class MaskedErrors(logging.Handler):
+    """Where Dagster's masked errors go: the error ID and the cause chain, redacted, appended to the
+    home's debug log (never a frame), so an operator can look up the ID a run page or a sensor tick
+    shows; the log is found when an error comes, not when the location loads."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[1] if record.exc_info else None
+        chain = error_chain(error) if error is not None else []
+        try:
+            EvalHome(default_home()).append_debug(redact(record.getMessage()), chain)
+        except (OSError, ValueError):  # no home to write to: the masked note still names the ID
+            pass
+
+
+# Dagster hands each masked error, stack included, to this logger: only MaskedErrors reads it
 _MASKED = logging.getLogger(os.getenv("DAGSTER_REDACTED_ERROR_LOGGER_NAME", "dagster.redacted_errors"))
 _MASKED.propagate = False
-if not any(isinstance(h, logging.NullHandler) for h in _MASKED.handlers):
-    _MASKED.addHandler(logging.NullHandler())
+if not any(isinstance(h, MaskedErrors) for h in _MASKED.handlers):
+    _MASKED.addHandler(MaskedErrors())
 
 F = TypeVar("F", bound=Callable[..., Any])
 

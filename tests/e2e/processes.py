@@ -163,8 +163,13 @@ class EvaltrackUi:
             self.proc.wait(timeout=30)
 
     def log_tail(self, lines: int = 80) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+        """The end of `evaltrack ui`'s output, then of the home's debug log (the errors Dagster masked,
+        by their IDs: what a failing sensor tick or step shows only as an ID)."""
+        parts = []
+        for log in (self.log, self.home / "logs" / "debug.log"):
+            if log.exists():
+                parts.append(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:]))
+        return "\n".join(parts)
 
 
 @contextlib.contextmanager
