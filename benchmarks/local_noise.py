@@ -226,10 +226,10 @@ def main() -> int:
         project = load_project(root)
         model = project.settings.local_models["smollm2"]
         home = Path(tmp) / "home"
-        cache = cache_dir(project.settings, home, project.root)
+        cache = cache_dir(project.settings, EvalHome(home), project.root)
         cache.mkdir(parents=True)
         setup = (
-            cache_dir(project.settings, EvalHome(default_home()).root, project.root) / f"{model.sha256}.gguf"
+            cache_dir(project.settings, EvalHome(default_home()), project.root) / f"{model.sha256}.gguf"
         )
         if setup.is_file():
             shutil.copyfile(setup, cache / setup.name)

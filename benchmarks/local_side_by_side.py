@@ -164,15 +164,15 @@ def main() -> int:
         loaded = load_project(project)
         model = loaded.settings.local_models[MODEL]
         home = tmp / "home"
-        cache = cache_dir(loaded.settings, home, project)
+        cache = cache_dir(loaded.settings, EvalHome(home), project)
         cache.mkdir(parents=True)
-        setup = cache_dir(loaded.settings, EvalHome(default_home()).root, LOCAL) / f"{model.sha256}.gguf"
+        setup = cache_dir(loaded.settings, EvalHome(default_home()), LOCAL) / f"{model.sha256}.gguf"
         if setup.is_file():
             shutil.copyfile(setup, cache / setup.name)
         fetch(MODEL, model, cache)
-        servers = LocalServers(home, loaded.settings, project)
+        servers = LocalServers(EvalHome(home), loaded.settings, project)
         route = servers.route(MODEL)
-        state = json.loads((home / "local-models" / f"{MODEL}.json").read_text())
+        state = json.loads((EvalHome(home).local_model_state / f"{MODEL}.json").read_text())
         server_pid = int(state["server"]["pid"])
 
         venv = inspect_venv(tmp, args.inspect_venv)

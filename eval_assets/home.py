@@ -239,10 +239,35 @@ class EvalHome:
         return self.root / "tmp" / "agents"
 
     @property
+    def logs(self) -> Path:
+        """The home's logs: the debug log, the local model servers' output (`logs/`)."""
+        return self.root / "logs"
+
+    @property
+    def models(self) -> Path:
+        """The verified local model weights, unless `local_model_cache` names another place (`models/`)."""
+        return self.root / "models"
+
+    @property
+    def local_model_state(self) -> Path:
+        """The running local model servers' state and lock files (`local-models/`)."""
+        return self.root / "local-models"
+
+    @property
+    def hypothesis(self) -> Path:
+        """Hypothesis's caches for property gates (`hypothesis/`: never `./.hypothesis` of a checkout)."""
+        return self.root / "hypothesis"
+
+    @property
+    def no_network_record(self) -> Path:
+        """The record of the suite's last run with no network (`ci/suite-no-network.json`)."""
+        return self.root / "ci" / "suite-no-network.json"
+
+    @property
     def debug_log(self) -> Path:
         """Where a failure's full detail is appended, redacted: `--debug`'s, and every error Dagster
         masked in a process of the code location (`defs/failures.py`)."""
-        return self.root / "logs" / "debug.log"
+        return self.logs / "debug.log"
 
     def append_debug(self, heading: str, lines: Iterable[str]) -> Path:
         """Append `heading` and `lines` (already redacted) to the debug log; returns its path. Raises

@@ -41,8 +41,8 @@ def _home(tmp_path: Path) -> Path:
     model = project.settings.local_models["smollm2"]
     assert runtime_problem(model) is None, runtime_problem(model)
     home = tmp_path / "home"
-    setup_cache = cache_dir(project.settings, EvalHome(default_home()).root, project.root)
-    mine = cache_dir(project.settings, home, project.root)
+    setup_cache = cache_dir(project.settings, EvalHome(default_home()), project.root)
+    mine = cache_dir(project.settings, EvalHome(home), project.root)
     mine.mkdir(parents=True)
     cached = setup_cache / f"{model.sha256}.gguf"
     if cached.is_file():
@@ -61,7 +61,7 @@ def _rows(home: Path, sql: str) -> list[tuple]:
 
 def _no_server_left(home: Path) -> None:
     """No local model server of this home runs, and no state file names one."""
-    state_dir = home / "local-models"
+    state_dir = EvalHome(home).local_model_state
     assert not list(state_dir.glob("*.json")) if state_dir.exists() else True
 
 
@@ -118,7 +118,7 @@ def test_kill_9_while_the_server_is_up_leaves_no_orphan_and_the_rerun_reuses_wha
     home = _home(tmp_path)
     _own_process(LOCAL, home, "build", "add", str(BUILDS / "baseline.yaml"))
     victim = evaltrack(LOCAL, home, "run", "--build", "smollm2-baseline")
-    state = home / "local-models" / "smollm2.json"
+    state = EvalHome(home).local_model_state / "smollm2.json"
     kill_9_when(
         victim,
         lambda: state.exists() and settled_subject_calls(home) >= 2,

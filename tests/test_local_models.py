@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from shared import ledger
 
 from eval_assets.config import ConfigError, content_hash, load_project
+from eval_assets.home import EvalHome
 from eval_assets.judging import parse_verdict, verdict_schema
 from eval_assets.localmodel import SUPERVISOR, LocalModelError, LocalServers, proc_identity, verified
 
@@ -207,7 +208,7 @@ def test_an_orphans_state_is_reaped_before_a_new_start(tmp_path: Path) -> None:
     dead.wait()
     stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     try:
-        servers = LocalServers(tmp_path, project.settings, project.root)
+        servers = LocalServers(EvalHome(tmp_path), project.settings, project.root)
         servers.state_dir.mkdir(parents=True)
         state = {
             "name": "smollm2",

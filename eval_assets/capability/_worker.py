@@ -46,7 +46,7 @@ def local_servers(project: Project, home: EvalHome) -> LocalServers:
     """This process's local model servers of (project, home): one set, whatever opens them."""
     key = (project.root.resolve(), home.root.resolve())
     if key not in _LOCAL_SERVERS:
-        _LOCAL_SERVERS[key] = LocalServers(home.root, project.settings, project.root)
+        _LOCAL_SERVERS[key] = LocalServers(home, project.settings, project.root)
     return _LOCAL_SERVERS[key]
 
 

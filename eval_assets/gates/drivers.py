@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.errors import Flaky, Unsatisfiable
 
-from eval_assets.home import default_home
+from eval_assets.home import EvalHome, default_home
 
 from ._cases import CaseError, case_outcome, load_case
 from ._outcome import GateContext, GateFailed, Outcome
@@ -89,7 +89,7 @@ def for_all(ctx: GateContext) -> Outcome:
 def _draw(ctx: GateContext, generator: Callable[..., Any], predicate: Callable[..., Any]) -> Outcome:
     # hypothesis keeps caches (its charmap, the constants it collects from code) under ./.hypothesis
     # of the working directory even with database=None: keep them in EVAL_HOME, never in the checkout
-    set_hypothesis_home_dir(default_home() / "hypothesis")
+    set_hypothesis_home_dir(EvalHome(default_home()).hypothesis)
     strategy = generator(ctx)
     trials = 0
     last_failure: list[str] = []

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        cache = cache_dir(project.settings, home.root, project.root)
+        cache = cache_dir(project.settings, home, project.root)
         for name, model in sorted(project.settings.local_models.items()):
             try:
                 fetch(name, model, cache)

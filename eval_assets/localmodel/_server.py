@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from eval_assets.config import LocalModel, Settings
+from eval_assets.home import EvalHome
 from eval_assets.redact import redact
 
 from ._weights import SETUP_COMMAND, LocalModelError, cache_dir, verified
 
 SUPERVISOR = Path(__file__).with_name("supervise.py")
-STATE_DIR = "local-models"
 _POLL_S = 0.1
 _STOP_WAIT_S = 10.0
 
@@ -117,12 +117,11 @@ class LocalServers:
     """The local model servers of one process's runs: started on first need, shared through state files,
     stopped by `stop_all` (the command's end, and at exit)."""
 
-    def __init__(self, home_root: Path, settings: Settings, project_root: Path):
-        self.home_root = home_root
+    def __init__(self, home: EvalHome, settings: Settings, project_root: Path):
         self.settings = settings
-        self.cache = cache_dir(settings, home_root, project_root)
-        self.state_dir = home_root / STATE_DIR
-        self.log_dir = home_root / "logs"
+        self.cache = cache_dir(settings, home, project_root)
+        self.state_dir = home.local_model_state
+        self.log_dir = home.logs
         self._owned: dict[str, subprocess.Popen[bytes]] = {}
         self._routes: dict[str, tuple[Route, dict[str, Any]]] = {}
         self._exit_hook = False

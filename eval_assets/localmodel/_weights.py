@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 from eval_assets.config import LocalModel, Settings
+from eval_assets.home import EvalHome
 
 SETUP_COMMAND = "bash scripts/setup local-model"
 _CHUNK = 1 << 20
@@ -21,11 +22,11 @@ class LocalModelError(Exception):
     """A local model that cannot be served: a one-line reason naming what to do."""
 
 
-def cache_dir(settings: Settings, home_root: Path, project_root: Path) -> Path:
+def cache_dir(settings: Settings, home: EvalHome, project_root: Path) -> Path:
     """Where verified weights are kept: `local_model_cache` (relative to the project), else
     $EVAL_HOME/models. Never the user's home unless configured so."""
     if settings.local_model_cache is None:
-        return home_root / "models"
+        return home.models
     configured = Path(os.path.expandvars(settings.local_model_cache))
     return configured if configured.is_absolute() else project_root / configured
 

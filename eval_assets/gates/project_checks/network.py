@@ -38,11 +38,10 @@ from typing import Any
 
 from eval_assets.gates._outcome import GateContext, Outcome
 from eval_assets.gates.project_checks.tree import project_files
-from eval_assets.home import default_home
+from eval_assets.home import EvalHome, default_home
 from eval_assets.redact import is_secret_env_name
 from eval_assets.safe_write import write_file
 
-RECORD = Path("ci") / "suite-no-network.json"
 FORMAT = 2
 SUITE_GATE = "security.suite-needs-no-network"
 RECORDING_EXCLUDES = (SUITE_GATE,)
@@ -53,7 +52,7 @@ BUILD_TIMEOUT_S = 1800
 
 def record_path(home: Path | None = None) -> Path:
     """Where the record is: `home` (default: EVAL_HOME) / ci / suite-no-network.json."""
-    return (home or default_home()) / RECORD
+    return EvalHome(home or default_home()).no_network_record
 
 
 def tree_fingerprint(root: Path) -> tuple[str, int]:
