@@ -60,21 +60,6 @@ def test_a_project_at_another_root_is_loaded_from_disk_while_a_command_holds_one
     assert load_project(other_root).scenarios.keys() == other.scenarios.keys()
 
 
-def test_opening_the_instance_imports_neither_the_code_location_nor_litellm_nor_pandas(
-    tmp_path: Path,
-) -> None:
-    """`orchestrate` opens the instance and adds partitions (`ui` does only that before it starts the UI);
-    the definitions (and with them litellm, the engine, pandas: ~5 s of CPU and ~250 MB) are imported
-    only by a command that materializes."""
-    probe = (
-        "import json, sys\n"
-        "import eval_assets.cli.build_commands, eval_assets.cli.orchestrate\n"
-        "print(json.dumps(sorted(m for m in ('litellm', 'pandas', 'matplotlib', 'eval_assets.definitions') "
-        "if m in sys.modules)))"
-    )
-    assert fresh_python(probe, cwd=tmp_path) == []
-
-
 def test_the_code_location_loaded_inside_a_command_serves_the_project_the_command_loaded(
     tmp_path: Path,
 ) -> None:

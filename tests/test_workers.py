@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
-import shutil
 import threading
 import time
 from collections import Counter
@@ -24,6 +23,7 @@ from typing import Any
 import duckdb
 import pytest
 from shared import fresh_python
+from worker_project import two_worker_project
 
 from eval_assets.capability.materialize import materialize_judge_verdicts, materialize_scenario_runs
 from eval_assets.capability.track import (
@@ -370,17 +370,7 @@ print(json.dumps(main(["--project", project, "--home", home, "build", "add", pro
 """
 
 _RUN_AND_REPORT = """
-import gc, json, sys
-import eval_assets.capability.track as track
-started_with = []  # what this process had imported each time it started the fork server
-real_start = track.start_fork_server
-def recording_start(imports):
-    started_with.append({
-        "modules": sorted(m for m in ("dagster", "eval_assets.release", "scipy") if m in sys.modules),
-        "collector": gc.isenabled(),
-    })
-    real_start(imports)
-track.start_fork_server = recording_start
+import json, sys
 from eval_assets.cli import main
 project, home = sys.argv[1:3]
 ran = main(["--project", project, "--home", home, "run", "--build", "bench", "--format", "json"])
@@ -389,40 +379,17 @@ import dagster as dg
 with dg.DagsterInstance.from_config(home + "/dagster") as instance:
     event = instance.get_latest_materialization_event(dg.AssetKey("scenario_runs"))
     metadata = {k.split(" · ")[0]: v.value for k, v in event.asset_materialization.metadata.items()}
-print(json.dumps({
-    "exit": ran,
-    "blocks_by_process": metadata["blocks_by_process"],
-    "litellm": litellm,
-    "fork_server_started_with": started_with,
-    "collector_after": gc.isenabled(),
-}))
+print(json.dumps({"exit": ran, "blocks_by_process": metadata["blocks_by_process"], "litellm": litellm}))
 """
 
 
 @pytest.fixture(scope="module")
 def run_on_two_workers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """`evaltrack build add`, then `evaltrack run` in a fresh interpreter that records what it had
-    imported whenever it started the fork server, of a build whose attempts run on two worker
-    processes. A project without gates: the deterministic suite's own gates call models in-process."""
+    """`evaltrack build add`, then `evaltrack run` in a fresh interpreter, of a build whose attempts
+    run on two worker processes (tests/worker_project.py)."""
     tmp_path = tmp_path_factory.mktemp("two-workers")
     project = tmp_path / "project"
-    for folder in ("rubrics", "judges"):
-        shutil.copytree(ROOT / folder, project / folder)
-    template = (ROOT / "scenarios/support/support.password-reset.yaml").read_text()
-    (project / "scenarios/bench").mkdir(parents=True)
-    for i in range(4):
-        text = template.replace("id: support.password-reset", f"id: bench.s{i}").replace(
-            "suite: support", "suite: bench"
-        )
-        (project / "scenarios/bench" / f"bench.s{i}.yaml").write_text(text)
-    settings = (ROOT / "evaltrack.yaml").read_text()
-    (project / "evaltrack.yaml").write_text(
-        settings + "\nengine:\n  workers: 2\n  min_attempts_per_worker: 1\n"
-    )
-    (project / "bench.yaml").write_text(
-        "id: bench\nmilestone: 1\nsubject:\n  model: sim/agent\n  family: sim\n  params: {seed: 7}\n"
-        "judges: [helpfulness-v1]\n"
-    )
+    two_worker_project(project)
     home = str(tmp_path / "home")
     added = fresh_python(_ADD, str(project), home, cwd=tmp_path)
     assert added == 0
@@ -435,32 +402,10 @@ def test_a_run_with_worker_processes_never_imports_litellm_in_the_calling_proces
     run_on_two_workers: dict[str, Any],
 ) -> None:
     """Every step (subject runs, judge verdicts, ledger, report, suite, decision, board) runs in the
-    calling process, and litellm (~160 MB) never enters its sys.modules; the workers call the models."""
+    calling process, and litellm never enters its sys.modules; the workers call the models."""
     assert run_on_two_workers["litellm"] == [], run_on_two_workers["litellm"][:5]
     blocks = run_on_two_workers["blocks_by_process"]
     assert blocks[0] == 0 and len(blocks) == 3 and sum(blocks) == 1, blocks  # the one block: in a worker
-
-
-def test_evaltrack_run_starts_the_fork_server_before_it_imports_dagster_or_the_statistics(
-    run_on_two_workers: dict[str, Any],
-) -> None:
-    """The fork server's import of the engine and litellm (~4 s) is the first worker's wait: `run`
-    starts it before the command imports Dagster, the release modules or scipy (~2.5 s), so that import
-    overlaps them on the other core."""
-    first, *later = run_on_two_workers["fork_server_started_with"]
-    assert first["modules"] == [], first
-    assert later, "the build's run asks for the (running) fork server again when it starts its workers"
-
-
-def test_evaltrack_run_starts_with_the_collector_off_and_turns_it_back_on(
-    run_on_two_workers: dict[str, Any],
-) -> None:
-    """The command's start (its imports, the project, the track) makes long-lived objects only: the
-    cyclic collector is off for it (about 0.5 s of a 1000 x 5 run's start was collections), and back
-    on once the run's steps begin."""
-    first, *_ = run_on_two_workers["fork_server_started_with"]
-    assert first["collector"] is False
-    assert run_on_two_workers["collector_after"] is True
 
 
 def test_import_call_modules_imports_every_module_a_call_imports() -> None:
