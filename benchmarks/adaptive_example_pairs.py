@@ -12,7 +12,8 @@ all of its repeats, the adaptive arm on its first look plus the plan's top-ups, 
 rules (`plan_top_ups`, `evaluate` with the looks) under every judge version of the build, with the noise
 band a report uses (the first registered rebuild's run-to-run variance: `rebuild_of`). That first
 rebuild is the band's reference and is not compared. The same as running the engine in adaptive mode
-on the same rebuilds, attempt for attempt (docs/methods.md, "Stop 42"), in seconds instead of minutes.
+on the same rebuilds, attempt for attempt (docs/methods.md, "Measured: on the example suite"), in
+seconds instead of minutes.
 """
 
 from __future__ import annotations
