@@ -465,8 +465,8 @@ def test_the_first_look_reads_the_rebuilds_degrees_of_freedom_in_the_band() -> N
     t quantile on few df): the first look's suite test stays closed and only s11 (and s03, s06: the collapse
     condition at this high floor, 0.5, is reachable by two more repeats and their drop p is at most 0.1)
     are topped up. Read as known (df 0), the same variance leaves the band narrow and the suite test tops
-    up every scenario. Seeds 937 (builds) and 37 (the shift and the rebuild); the suite bound 0.4 (the
-    shipped one until stop 42), at which the narrow band's p opens the suite test."""
+    up every scenario. Seeds 937 (builds) and 37 (the shift and the rebuild); the suite bound 0.4, at
+    which the narrow band's p opens the suite test."""
     design = AdaptiveDesign(suite_futility=0.4)
     rng = np.random.default_rng(37)
     base, cand = builds(937, 1, 14, np.full(14, -rng.uniform(0.0, 0.12)))
