@@ -254,6 +254,11 @@ class EvalHome:
         return self.root / "local-models"
 
     @property
+    def block_notices(self) -> Path:
+        """The JSONL sink of release-block notices (`notifications/release_blocks.jsonl`)."""
+        return self.root / "notifications" / "release_blocks.jsonl"
+
+    @property
     def hypothesis(self) -> Path:
         """Hypothesis's caches for property gates (`hypothesis/`: never `./.hypothesis` of a checkout)."""
         return self.root / "hypothesis"

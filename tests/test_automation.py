@@ -30,11 +30,10 @@ from e2e.webhook import webhook
 from shared import ONE_GATE, record_one_gate_suite
 
 from eval_assets.capability.track import Track
-from eval_assets.cli.orchestrate import load_definitions
 from eval_assets.config import Project, load_project
-from eval_assets.defs.automation.schedules import nightly_capability_track, nightly_schedule
+from eval_assets.definitions import defs, location
+from eval_assets.defs.automation.schedules import NIGHTLY, nightly_schedule
 from eval_assets.defs.automation.sensors import BUILD_ROOT_ASSETS, build_sensor, release_block_sensor
-from eval_assets.defs.release.assets import release_decision
 from eval_assets.defs.resources import NotificationResource, TrackResource
 from eval_assets.home import EvalHome
 
@@ -63,7 +62,7 @@ def track_resource(project: Project, home: EvalHome) -> TrackResource:
 
 @pytest.fixture(scope="module")
 def definitions() -> dg.Definitions:
-    return load_definitions()
+    return defs()
 
 
 def logged(capsys: pytest.CaptureFixture[str], level: str) -> list[str]:
@@ -199,9 +198,11 @@ def materialize_decision(
     """A real `release_decision` materialization of one build partition."""
     if not instance.has_dynamic_partition("build", build):
         instance.add_dynamic_partitions("build", [build])
-    result = dg.materialize(
-        [release_decision], instance=instance, partition_key=build, resources={"track": track_resource}
+    home = EvalHome(Path(track_resource.eval_home))
+    release_decision = location(load_project(Path(track_resource.project_root)), home).resolve_assets_def(
+        "release_decision"
     )
+    result = dg.materialize([release_decision], instance=instance, partition_key=build)
     assert result.success
     return result
 
@@ -373,7 +374,7 @@ def evaluate_nightly(
     with dg.build_schedule_context(
         instance=instance, scheduled_execution_time=TICK, resources={"track": track_resource}
     ) as context:
-        return nightly_capability_track(context)  # type: ignore[no-any-return]
+        return nightly_schedule("0 2 * * *")(context)  # type: ignore[no-any-return]
 
 
 def registered_in_order(track: Track, builds: list[str]) -> None:
@@ -383,10 +384,11 @@ def registered_in_order(track: Track, builds: list[str]) -> None:
         os.utime(track.build_path(build), (stamp, stamp))
 
 
-def test_nightly_runs_at_two_utc_by_default() -> None:
-    assert nightly_capability_track.cron_schedule == "0 2 * * *"
-    assert nightly_capability_track.execution_timezone == "UTC"
-    assert nightly_capability_track.default_status == dg.DefaultScheduleStatus.RUNNING
+def test_nightly_runs_at_two_utc_by_default(definitions: dg.Definitions) -> None:
+    nightly = definitions.get_schedule_def(NIGHTLY)
+    assert nightly.cron_schedule == "0 2 * * *"
+    assert nightly.execution_timezone == "UTC"
+    assert nightly.default_status == dg.DefaultScheduleStatus.RUNNING
 
 
 def test_nightly_cron_comes_from_evaltrack_yaml(project: Project, tmp_path: Path) -> None:
@@ -396,7 +398,7 @@ def test_nightly_cron_comes_from_evaltrack_yaml(project: Project, tmp_path: Path
     settings = yaml.safe_load((project.root / "evaltrack.yaml").read_text())
     (copy / "evaltrack.yaml").write_text(yaml.safe_dump({**settings, "nightly_cron": "30 4 * * 1-5"}))
 
-    schedule = nightly_schedule(load_project(copy).settings.nightly_cron)
+    schedule = location(load_project(copy), EvalHome(tmp_path / "home")).get_schedule_def(NIGHTLY)
 
     assert (schedule.cron_schedule, schedule.execution_timezone) == ("30 4 * * 1-5", "UTC")
 

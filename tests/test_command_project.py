@@ -78,9 +78,10 @@ def test_the_code_location_loaded_inside_a_command_serves_the_project_the_comman
         "project = load_project(root)\n"
         "settings = root / 'evaltrack.yaml'\n"
         "settings.write_text(settings.read_text() + '\\nnightly_cron: \"7 3 * * *\"\\n')\n"
+        "from eval_assets.definitions import defs\n"
         "with project_loaded_once(project):\n"
-        "    from eval_assets.defs.project import PROJECT\n"
-        "print(json.dumps([project.settings.nightly_cron, PROJECT.settings.nightly_cron, load_project(root).settings.nightly_cron]))"
+        "    served = defs().get_schedule_def('nightly_capability_track').cron_schedule\n"
+        "print(json.dumps([project.settings.nightly_cron, served, load_project(root).settings.nightly_cron]))"
     )
     command, location, disk = fresh_python(probe, str(project), cwd=tmp_path, EVAL_PROJECT_ROOT=str(project))
     assert location == command != disk == "7 3 * * *"

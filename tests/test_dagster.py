@@ -94,11 +94,11 @@ def _check_history(
 
 def _a_blocked_and_an_undecided_build(
     project: Project, home: EvalHome
-) -> tuple[dg.DagsterInstance, dict[str, Any], str, str]:
+) -> tuple[dg.DagsterInstance, dg.Definitions, str, str]:
     """The example baseline (its one gate failing: blocked) and rebuild (its gate passing, no report:
     undecided) registered, their suites recorded and their partitions added; the instance, the
-    resources to materialize with, and the two build ids."""
-    from eval_assets.defs.resources import TrackResource
+    location to materialize from, and the two build ids."""
+    from eval_assets.definitions import location
 
     track = Track(project, home)
     blocked, undecided = (
@@ -109,22 +109,19 @@ def _a_blocked_and_an_undecided_build(
         record_one_gate_suite(track, build, failing=build == blocked, run_id=f"suite-{build}")
     instance = instance_for(home)
     instance.add_dynamic_partitions("build", [blocked, undecided])
-    resources = {"track": TrackResource(eval_home=str(home.root), project_root=str(project.root))}
-    return instance, resources, blocked, undecided
+    return instance, location(project, home), blocked, undecided
 
 
 def test_release_and_gate_checks_are_recorded_per_build_with_the_decisions_severity(
     project: Project, home: EvalHome
 ) -> None:
     """block → failed ERROR; none → failed WARN; each evaluation names the build it judged."""
-    from eval_assets.defs.release.assets import release_decision
     from eval_assets.defs.suite.assets import NO_FAILING_GATES
 
-    instance, resources, blocked, undecided = _a_blocked_and_an_undecided_build(project, home)
+    instance, defs, blocked, undecided = _a_blocked_and_an_undecided_build(project, home)
+    release_decision = defs.resolve_assets_def("release_decision")
     for build in (blocked, undecided):
-        result = dg.materialize(
-            [release_decision], instance=instance, partition_key=build, resources=resources
-        )
+        result = dg.materialize([release_decision], instance=instance, partition_key=build)
         assert result.success
 
     history = _check_history(instance, "release_decision", "release_allowed")
@@ -163,25 +160,20 @@ def test_release_approval_is_red_for_block_grey_for_none_with_the_reasons_on_eac
     decision and its reasons; once approved, a later non-allow decision fails it (an approval never
     reads as current after it); the board names both builds with their decisions, each with its own
     coloured mark, and links to their partitions."""
-    from eval_assets.defs.release.assets import (
-        release_approval,
-        release_board,
-        release_decision,
-        was_approved,
-    )
+    from eval_assets.defs.release.assets import was_approved
     from eval_assets.present import DECISION_COLOURS
 
-    instance, resources, blocked, undecided = _a_blocked_and_an_undecided_build(project, home)
+    instance, defs, blocked, undecided = _a_blocked_and_an_undecided_build(project, home)
+    release_approval, release_board, release_decision = (
+        defs.resolve_assets_def(a) for a in ("release_approval", "release_board", "release_decision")
+    )
     for build in (blocked, undecided):
-        decided = dg.materialize(
-            [release_decision], instance=instance, partition_key=build, resources=resources
-        )
+        decided = dg.materialize([release_decision], instance=instance, partition_key=build)
         assert decided.success
         approval = dg.materialize(
             [release_approval],
             instance=instance,
             partition_key=build,
-            resources=resources,
             raise_on_error=False,
         )
         assert approval.success == (build == undecided)
@@ -205,7 +197,7 @@ def test_release_approval_is_red_for_block_grey_for_none_with_the_reasons_on_eac
     assert seen[undecided].description.startswith(f"{undecided}: no decision — ")
     assert str(seen[undecided].metadata["decision"].value) == "none"
     assert not was_approved(instance, undecided)
-    board = dg.materialize([release_board], instance=instance, resources=resources)
+    board = dg.materialize([release_board], instance=instance)
     assert board.success
     [event] = board.get_asset_materialization_events()
     meta = event.step_materialization_data.materialization.metadata
@@ -221,9 +213,9 @@ def test_release_approval_is_red_for_block_grey_for_none_with_the_reasons_on_eac
 
 
 def test_the_code_location_has_named_jobs_owners_and_a_freshness_expectation() -> None:
-    from eval_assets.cli.orchestrate import load_definitions
+    from eval_assets.definitions import defs as location_defs
 
-    defs = load_definitions()
+    defs = location_defs()
     jobs = {j.name for j in defs.get_repository_def().get_all_jobs()}
     assert {"capability_track", "judge_and_report", "deterministic_suite_job", "release_decision_job"} <= jobs
     specs = {spec.key.to_user_string(): spec for spec in defs.resolve_all_asset_specs()}
@@ -252,10 +244,10 @@ def test_the_code_location_has_named_jobs_owners_and_a_freshness_expectation() -
 
 def test_each_job_selects_exactly_what_the_one_selection_table_says() -> None:
     """defs/selections.py is the one table of job selections; the jobs and the CLI's steps read it."""
-    from eval_assets.cli.orchestrate import load_definitions
+    from eval_assets.definitions import defs
     from eval_assets.defs.selections import JOB_OF, JOBS
 
-    repository = load_definitions().get_repository_def()
+    repository = defs().get_repository_def()
     for name, assets in JOBS.items():
         job = repository.get_job(name)
         selected = {key.to_user_string() for key in job.asset_layer.selected_asset_keys}
@@ -271,9 +263,9 @@ def definitions_snapshot() -> dict[str, Any]:
     """The code location's graph as a reviewer reads it: every asset (group, owners, kinds,
     partitioning, upstream assets, automation), check (asset, blocking), job (selection), schedule
     (cron, job) and sensor (kind, default status)."""
-    from eval_assets.cli.orchestrate import load_definitions
+    from eval_assets.definitions import defs
 
-    repository = load_definitions().get_repository_def()
+    repository = defs().get_repository_def()
     graph = repository.asset_graph
     assets = {}
     for key in graph.get_all_asset_keys():
@@ -325,9 +317,9 @@ def test_only_the_release_block_sensor_notifies_never_a_run_step() -> None:
     """Notifications are sent by one sensor (evaluated in the code server, once per decision through
     its `release_block_notice` events in the instance), never by a step of a run: a run pod needs
     no volume for the notification record (docs/deploy.md)."""
-    from eval_assets.cli.orchestrate import load_definitions
+    from eval_assets.definitions import defs
 
-    repository = load_definitions().get_repository_def()
+    repository = defs().get_repository_def()
     steps = {
         (job.name, node.name)
         for job in repository.get_all_jobs()
@@ -342,8 +334,9 @@ def test_only_the_release_block_sensor_notifies_never_a_run_step() -> None:
 def test_the_location_loaded_for_a_second_project_in_one_process_serves_that_projects_judges(
     tmp_path: Path, project: Project, home: EvalHome, monkeypatch: Any
 ) -> None:
-    """defs/ reads the project when imported: a load for another project (a command after another in
-    one process, a test after another) builds that project's judge partitions, not the first's."""
+    """The location is built from the project in force when Dagster loads it, never from one read
+    at import: a load for another project in the same process (a command after another, a test after
+    another) serves that project's judge partitions, not the first's."""
     import shutil
 
     from eval_assets.definitions import defs

@@ -243,20 +243,28 @@ def test_a_built_wheel_installs_and_runs_init_then_its_printed_steps_from_where_
     assert (project / "workspace.yaml").is_file()  # `evaltrack ui` in the new project loads its location
 
 
-def test_no_command_module_loads_the_code_location_before_project_is_read() -> None:
-    """`--project` is read when the command runs; a command module that imports the Dagster
-    definitions at import time would load the default project's judges instead (the installed
-    package's root: no judge at all), and `run` would fail on an unknown partition."""
+def test_importing_the_cli_and_the_code_location_reads_no_project(tmp_path: Path) -> None:
+    """`--project` is read when a command runs, and the location reads its project when Dagster loads
+    it: importing every command module and every module of the location, with EVAL_PROJECT_ROOT naming
+    a directory that holds no project, loads nothing; loading the location then refuses that root."""
     modules = sorted(p.stem for p in (ROOT / "eval_assets" / "cli").glob("*_commands.py")) + [
         "orchestrate",
         "ui",
     ]
-    probe = "import importlib, sys\n" + "".join(
-        f"importlib.import_module('eval_assets.cli.{m}')\n" for m in modules
+    defs_modules = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in (ROOT / "eval_assets" / "defs").rglob("*.py")
+        if p.name != "__init__.py"
     )
-    from eval_assets.definitions import PROJECT_FREE  # defs/ modules that read no project
-
-    probe += f"print(sorted(m for m in sys.modules if m.startswith('eval_assets.defs.') and m not in {sorted(PROJECT_FREE)!r}))"
-    done = _run(sys.executable, "-c", probe, cwd=ROOT)
+    probe = "import importlib, sys\n" + "".join(
+        f"importlib.import_module({name!r})\n"
+        for name in [*(f"eval_assets.cli.{m}" for m in modules), *defs_modules, "eval_assets.definitions"]
+    )
+    probe += "from eval_assets.definitions import defs\ntry:\n    defs()\nexcept Exception as exc:\n    print(type(exc).__name__)\n"
+    nowhere = tmp_path / "no-project"
+    nowhere.mkdir()
+    env = {**os.environ, "EVAL_PROJECT_ROOT": str(nowhere), "EVAL_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[]"
+    assert done.stdout.strip() == "InvalidProject", done.stdout
+    assert not (tmp_path / "home").exists()

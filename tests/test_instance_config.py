@@ -13,8 +13,9 @@ from dagster._core.instance.config import dagster_instance_config
 from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
 from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
 
-from eval_assets.cli.orchestrate import instance_for, launch_board, load_definitions
+from eval_assets.cli.orchestrate import instance_for, launch_board
 from eval_assets.config import InstanceSettings, Pools, Project
+from eval_assets.definitions import location
 from eval_assets.home import (
     DAGSTER_YAML,
     STORAGE_ENV,
@@ -102,7 +103,7 @@ def test_model_calling_assets_join_their_providers_pool(project: Project) -> Non
         "judge_verdicts": "llm/simjudge",
         "calibration_offsets": "llm/simjudge",
     }
-    defs = load_definitions()
+    defs = location(project, EvalHome(project.root / ".eval_home"))
     for asset, pool in pools.items():
         assert defs.resolve_assets_def(asset).op.pool == pool, asset
     assert defs.resolve_assets_def("release_decision").op.pool is None  # calls no model

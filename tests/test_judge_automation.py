@@ -12,16 +12,13 @@ import duckdb
 import yaml
 
 from eval_assets.capability.track import Track
-from eval_assets.cli.orchestrate import instance_for, load_definitions
+from eval_assets.cli.orchestrate import instance_for
 from eval_assets.config import Project
-from eval_assets.defs.capability.assets import cost_ledger, judge_verdicts, scenario_runs
-from eval_assets.defs.release.assets import capability_report, noise_bands, release_decision
-from eval_assets.defs.resources import TrackResource
-from eval_assets.defs.suite.assets import deterministic_suite
+from eval_assets.definitions import location
 from eval_assets.home import EvalHome
 
 HELP, SAFETY = "helpfulness-v1", "safety-v1"
-PER_JUDGE = [judge_verdicts, cost_ledger, noise_bands, capability_report]
+PER_JUDGE = ["judge_verdicts", "cost_ledger", "noise_bands", "capability_report"]
 
 
 def _build(project: Project, track: Track, tmp_path: Path, build_id: str, judges: list[str]) -> str:
@@ -32,8 +29,8 @@ def _build(project: Project, track: Track, tmp_path: Path, build_id: str, judges
     return track.register_build(path).id
 
 
-def _requested(result: dg.EvaluateAutomationConditionsResult, asset: dg.AssetsDefinition) -> set[str]:
-    return {str(k) for k in result.get_requested_partitions(asset.key)}
+def _requested(result: dg.EvaluateAutomationConditionsResult, asset: str) -> set[str]:
+    return {str(k) for k in result.get_requested_partitions(dg.AssetKey(asset))}
 
 
 def test_automation_materializes_only_the_judge_versions_a_build_lists(
@@ -44,14 +41,14 @@ def test_automation_materializes_only_the_judge_versions_a_build_lists(
     every = _build(project, track, home.root.parent, "b-every", [HELP, SAFETY])
     instance = instance_for(home)
     instance.add_dynamic_partitions("build", [only_help, every])
-    defs = load_definitions()
+    defs = location(project, home)
     result = dg.evaluate_automation_conditions(defs=defs, instance=instance)
     assert result.total_requested == 0
     for build in (only_help, every):  # the subject runs landed (a runless event is enough to trigger)
-        instance.report_runless_asset_event(dg.AssetMaterialization(scenario_runs.key, partition=build))
+        instance.report_runless_asset_event(dg.AssetMaterialization("scenario_runs", partition=build))
 
     result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=result.cursor)
-    assert _requested(result, judge_verdicts) == {
+    assert _requested(result, "judge_verdicts") == {
         f"{only_help}|{HELP}",
         f"{every}|{HELP}",
         f"{every}|{SAFETY}",
@@ -82,29 +79,31 @@ def test_a_failed_judge_version_makes_the_decision_none_naming_it_instead_of_wai
     _hold_elsewhere(track, build, SAFETY)
     instance = instance_for(home)
     instance.add_dynamic_partitions("build", [build])
-    resources = {"track": TrackResource(eval_home=str(home.root), project_root=str(project.root))}
-    defs = load_definitions()
+    defs = location(project, home)
     result = dg.evaluate_automation_conditions(defs=defs, instance=instance)
 
-    def materialize(assets: list[dg.AssetsDefinition], key: str | dg.MultiPartitionKey) -> bool:
+    def materialize(assets: list[str], key: str | dg.MultiPartitionKey) -> bool:
         return dg.materialize(
-            assets, instance=instance, partition_key=key, resources=resources, raise_on_error=False
+            [defs.resolve_assets_def(a) for a in assets],
+            instance=instance,
+            partition_key=key,
+            raise_on_error=False,
         ).success
 
-    assert materialize([scenario_runs, deterministic_suite], build)
+    assert materialize(["scenario_runs", "deterministic_suite"], build)
     key = {jv: dg.MultiPartitionKey({"build": build, "judge_version": jv}) for jv in (HELP, SAFETY)}
     assert materialize(PER_JUDGE, key[HELP])
 
     # safety-v1 has not run yet: the decision waits for it
     result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=result.cursor)
-    assert _requested(result, release_decision) == set()
-    assert _requested(result, judge_verdicts) == {str(key[SAFETY])}
+    assert _requested(result, "release_decision") == set()
+    assert _requested(result, "judge_verdicts") == {str(key[SAFETY])}
 
-    assert not materialize([judge_verdicts], key[SAFETY])  # refused: another run holds its lease
+    assert not materialize(["judge_verdicts"], key[SAFETY])  # refused: another run holds its lease
     result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=result.cursor)
-    assert _requested(result, release_decision) == {build}  # failed evidence is settled evidence
+    assert _requested(result, "release_decision") == {build}  # failed evidence is settled evidence
 
-    assert materialize([release_decision], build)
+    assert materialize(["release_decision"], build)
     con = duckdb.connect(str(home.warehouse / "warehouse.duckdb"), read_only=True)
     try:
         decision = con.execute("SELECT decision FROM release_decisions WHERE build = ?", [build]).fetchone()

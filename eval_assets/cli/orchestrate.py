@@ -27,7 +27,7 @@ from eval_assets.capability.builds import Builds
 from eval_assets.config import Project, project_at
 from eval_assets.defs.failures import CAUSES_KEY
 from eval_assets.defs.selections import JOB_OF, PER_BUILD_FINAL_ASSETS, PER_BUILD_RUN_ASSETS, PER_JUDGE_ASSETS
-from eval_assets.home import EvalHome, default_home, operator_instance, project_root
+from eval_assets.home import EvalHome, operator_instance, project_root
 from eval_assets.redact import redact, without_traceback
 from eval_assets.spend import pid_alive
 
@@ -145,22 +145,23 @@ def job_origin(job_name: str) -> RemoteJobOrigin:
 _LOADED: dict[tuple[str, ...], dg.Definitions] = {}
 
 
-def load_definitions() -> dg.Definitions:
-    """The code location's definitions, built once per process for the same EVAL_HOME, project and
-    environment (a command materializes up to ~20 runs, each of which would build them again; the
-    resources read EVAL_HOME, the project root and the webhook variable when built)."""
+def load_definitions(home: EvalHome) -> dg.Definitions:
+    """The code location over `home` and the command's project (`project_loaded_once`; else the one at
+    EVAL_PROJECT_ROOT), built once per process for the same home, project and environment (a command
+    materializes up to ~20 runs, each of which would build them again)."""
     # the whole code location (the engine, the statistics, the warehouse; litellm is not among them)
     # only when a command materializes: `ui` imports this module to
     # open the instance and add the registered builds' partitions
-    from eval_assets.definitions import defs
+    from eval_assets.definitions import location
 
-    key = (str(default_home()), str(project_root()), *(os.environ.get(n, "") for n in _DEFINITIONS_READ))
+    root = project_root()
+    key = (str(home.root), str(root), *(os.environ.get(n, "") for n in _DEFINITIONS_READ))
     if key not in _LOADED:
-        _LOADED[key] = defs() if callable(defs) else defs
+        _LOADED[key] = location(project_at(root), home)
     return _LOADED[key]
 
 
-# the environment variables the definitions read when built, besides EVAL_HOME and the project root
+# the environment variables the definitions read when built, besides the home and the project root
 _DEFINITIONS_READ = ("EVAL_NOTIFY_WEBHOOK", "DAGSTER_HOME", "EVAL_DAGSTER_STORAGE", "EVAL_DAGSTER_PG_URL")
 
 
@@ -301,7 +302,7 @@ def launch_build(
     the decision, which then blocks.
     """
     instance = instance_for(home)
-    defs = load_definitions()
+    defs = load_definitions(home)
     add_build_partitions(instance, [build_id])
     steps: list[tuple[list[str], str | dg.MultiPartitionKey | None]] = [
         (list(PER_BUILD_RUN_ASSETS), build_id)
@@ -324,13 +325,13 @@ def launch_build(
 
 def launch_board(home: EvalHome) -> StepResult:
     """Draw the release board over every registered build (`release_board`, unpartitioned)."""
-    return _launch(load_definitions(), instance_for(home), ["release_board"], None)
+    return _launch(load_definitions(home), instance_for(home), ["release_board"], None)
 
 
 def launch_trends(home: EvalHome, judge_versions: Sequence[str]) -> list[StepResult]:
     """Draw the score trend of each judge version over every registered build (`score_trend`)."""
     instance = instance_for(home)
-    defs = load_definitions()
+    defs = load_definitions(home)
     return [_launch(defs, instance, ["score_trend"], jv) for jv in judge_versions]
 
 
@@ -339,4 +340,4 @@ def launch_bridge(home: EvalHome, judge_version: str, builds: Sequence[str] = ()
     from eval_assets.bridge import BRIDGE_BUILDS_TAG  # the track's stack, imported by load_definitions anyway
 
     tags = {BRIDGE_BUILDS_TAG: ",".join(builds)} if builds else None
-    return _launch(load_definitions(), instance_for(home), ["calibration_offsets"], judge_version, tags)
+    return _launch(load_definitions(home), instance_for(home), ["calibration_offsets"], judge_version, tags)

@@ -13,13 +13,21 @@ from __future__ import annotations
 import dagster as dg
 
 from eval_assets.capability.builds import Builds
-from eval_assets.defs.project import PROJECT
+from eval_assets.config import Project
 from eval_assets.home import EvalHome, default_home
 
 
-class JudgeVersionApplies(dg.AutomationCondition):
-    """True for a build × judge version partition whose judge version scores the build; true for any
-    other target (an asset partitioned by build alone)."""
+def judge_version_applies(project: Project) -> dg.AutomationCondition:
+    """True for a build × judge version partition whose judge version scores the build (read from the
+    build's manifest, against `project`'s judges); true for any other target (an asset partitioned by
+    build alone)."""
+    return _JudgeVersionApplies(project)
+
+
+class _JudgeVersionApplies(dg.AutomationCondition):
+    def __init__(self, project: Project) -> None:
+        super().__init__()
+        self._project = project
 
     @property
     def name(self) -> str:
@@ -33,7 +41,7 @@ class JudgeVersionApplies(dg.AutomationCondition):
         candidates = context.candidate_subset
         if not isinstance(context.partitions_def, dg.MultiPartitionsDefinition):
             return dg.AutomationResult(context=context, true_subset=candidates)
-        builds = Builds(PROJECT, EvalHome(default_home()))
+        builds = Builds(self._project, EvalHome(default_home()))
         versions: dict[str, frozenset[str]] = {}
         applies = set()
         for key in candidates.expensively_compute_partition_keys():
@@ -48,14 +56,14 @@ class JudgeVersionApplies(dg.AutomationCondition):
         )
 
 
-def judge_version_eager() -> dg.AutomationCondition:
+def judge_version_eager(project: Project) -> dg.AutomationCondition:
     """Eager, on the judge versions that apply to the build only."""
-    return (dg.AutomationCondition.eager() & JudgeVersionApplies()).with_label(
+    return (dg.AutomationCondition.eager() & judge_version_applies(project)).with_label(
         "eager, applicable judge version"
     )
 
 
-def _unsettled() -> dg.AutomationCondition:
+def _unsettled(project: Project) -> dg.AutomationCondition:
     """An upstream partition the decision cannot be made on yet: applicable, and either something of
     it in progress, or missing without a failure (of itself or one of its own upstreams)."""
     failed = dg.AutomationCondition.execution_failed() | dg.AutomationCondition.any_deps_match(
@@ -63,12 +71,12 @@ def _unsettled() -> dg.AutomationCondition:
     )
     busy = dg.AutomationCondition.in_progress() | dg.AutomationCondition.any_deps_in_progress()
     pending = dg.AutomationCondition.missing() & ~failed
-    return (JudgeVersionApplies() & (busy | pending)).with_label(
+    return (judge_version_applies(project) & (busy | pending)).with_label(
         "applicable evidence not yet materialized or failed"
     )
 
 
-def release_decision_condition() -> dg.AutomationCondition:
+def release_decision_condition(project: Project) -> dg.AutomationCondition:
     """Decide when something upstream changed and every applicable upstream partition has settled
     (materialized or failed): never waits on a judge version that does not apply, nor forever on one
     that failed. (`any_deps_match` holds when any one mapped upstream partition matches, so "all
@@ -77,6 +85,6 @@ def release_decision_condition() -> dg.AutomationCondition:
         dg.AutomationCondition.any_deps_updated()
         .since_last_handled()
         .with_label("new evidence since last decision")
-        & ~dg.AutomationCondition.any_deps_match(_unsettled())
+        & ~dg.AutomationCondition.any_deps_match(_unsettled(project))
         & ~dg.AutomationCondition.in_progress()
     ).with_label("decide on settled evidence")

@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_assets.capability.track import Track, open_track
-from eval_assets.home import EvalHome, default_home, project_root
+from eval_assets.home import EvalHome
 from eval_assets.notify import Notifier
 
 WEBHOOK_ENV = "EVAL_NOTIFY_WEBHOOK"
@@ -39,16 +39,14 @@ class NotificationResource(dg.ConfigurableResource):
         return Notifier(Path(self.jsonl_path) if self.jsonl_path else None, self.webhook_url or None)
 
 
-@dg.definitions
-def resources() -> dg.Definitions:
-    home = default_home()
-    return dg.Definitions(
-        resources={
-            "track": TrackResource(eval_home=str(home), project_root=str(project_root())),
-            "notifications": NotificationResource(
-                jsonl_path=str(home / "notifications" / "release_blocks.jsonl"),
-                # read when the resource is built; left out (None) when the variable is not set
-                webhook_url=dg.EnvVar(WEBHOOK_ENV) if dg.EnvVar(WEBHOOK_ENV).get_value() else None,
-            ),
-        }
-    )
+def resources(home: EvalHome, project_root: Path) -> dict[str, dg.ConfigurableResource]:
+    """The location's resources: the track over `home` and the project at `project_root`, and where
+    block notices go."""
+    return {
+        "track": TrackResource(eval_home=str(home.root), project_root=str(project_root)),
+        "notifications": NotificationResource(
+            jsonl_path=str(home.block_notices),
+            # read when the resource is built; left out (None) when the variable is not set
+            webhook_url=dg.EnvVar(WEBHOOK_ENV) if dg.EnvVar(WEBHOOK_ENV).get_value() else None,
+        ),
+    }

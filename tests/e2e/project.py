@@ -31,7 +31,6 @@ COPIED = (
     "examples",
     "evaltrack.yaml",
     "workspace.yaml",
-    "pyproject.toml",  # dg's load_from_defs_folder finds the project root by it
 )
 SCENARIO_CORPUS_GATE = "config.every-scenario-validates"
 

@@ -6,7 +6,6 @@ import dagster as dg
 
 from eval_assets.defs.automation.sensors import BUILD_ROOT_ASSETS
 from eval_assets.defs.jobs import CAPABILITY_TRACK
-from eval_assets.defs.project import PROJECT
 from eval_assets.defs.resources import TrackResource
 
 NIGHTLY = "nightly_capability_track"
@@ -41,5 +40,3 @@ def nightly_schedule(cron: str) -> dg.ScheduleDefinition:
 
     return nightly_capability_track
 
-
-nightly_capability_track = nightly_schedule(PROJECT.settings.nightly_cron)

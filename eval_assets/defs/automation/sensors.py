@@ -5,10 +5,11 @@ an automation condition sensor is running: `automation_condition_sensor` declare
 one as running from the start (Dagster's implicit default sensor starts stopped on a new instance).
 """
 
+import warnings
+
 import dagster as dg
 
 from eval_assets.capability.track import Track
-from eval_assets.defs.capability.assets import scenario_runs
 from eval_assets.defs.jobs import CAPABILITY_TRACK
 from eval_assets.defs.partitions import build_partitions
 from eval_assets.defs.release.assets import board_metadata, board_summary
@@ -16,7 +17,8 @@ from eval_assets.defs.resources import NotificationResource, TrackResource
 from eval_assets.notify import DecisionNotice, NotifyError
 from eval_assets.present import recorded_reasons
 
-BUILD_ROOT_ASSETS = [scenario_runs.key, dg.AssetKey("deterministic_suite")]
+SCENARIO_RUNS = dg.AssetKey("scenario_runs")
+BUILD_ROOT_ASSETS = [SCENARIO_RUNS, dg.AssetKey("deterministic_suite")]
 RELEASE_DECISION = dg.AssetKey("release_decision")
 RELEASE_BLOCK_NOTICE = dg.AssetKey("release_block_notice")
 RELEASE_BOARD = dg.AssetKey("release_board")
@@ -34,12 +36,12 @@ def already_started(instance: dg.DagsterInstance, builds: list[str]) -> set[str]
     the nightly schedule, `evaltrack run` / `demo`, the UI): a materialized `scenario_runs`
     partition (any generation: a fresh generation is only ever asked for explicitly), or a run of
     that partition still in progress."""
-    done = set(instance.get_materialized_partitions(scenario_runs.key)) & set(builds)
+    done = set(instance.get_materialized_partitions(SCENARIO_RUNS)) & set(builds)
     running = instance.get_runs(filters=dg.RunsFilter(statuses=IN_PROGRESS))
     for run in running:
         partition = run.tags.get("dagster/partition")
         selection = run.asset_selection
-        runs_subject = scenario_runs.key in selection if selection else run.job_name == CAPABILITY_TRACK
+        runs_subject = SCENARIO_RUNS in selection if selection else run.job_name == CAPABILITY_TRACK
         if partition in builds and runs_subject:
             done.add(partition)
     return done
@@ -193,12 +195,14 @@ def release_block_sensor(
     )
 
 
-automation_condition_sensor = dg.AutomationConditionSensorDefinition(
-    "default_automation_condition_sensor",
-    target=dg.AssetSelection.all(),
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    # the judge-version condition reads build manifests (Python): evaluated on the code server
-    use_user_code_server=True,
-    description="Evaluates the eager automation conditions: judge verdicts, ledgers, noise bands, "
-    "reports and the release decision follow a build's runs without anyone starting them.",
-)
+with warnings.catch_warnings():  # use_user_code_server is a beta parameter in Dagster 1.13
+    warnings.simplefilter("ignore", dg.BetaWarning)
+    automation_condition_sensor = dg.AutomationConditionSensorDefinition(
+        "default_automation_condition_sensor",
+        target=dg.AssetSelection.all(),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        # the judge-version condition reads build manifests (Python): evaluated on the code server
+        use_user_code_server=True,
+        description="Evaluates the eager automation conditions: judge verdicts, ledgers, noise bands, "
+        "reports and the release decision follow a build's runs without anyone starting them.",
+    )
