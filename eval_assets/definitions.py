@@ -21,6 +21,7 @@ from eval_assets.defs.automation.sensors import (
     release_block_sensor,
 )
 from eval_assets.defs.capability.assets import capability_assets
+from eval_assets.defs.failures import mask_user_code_errors
 from eval_assets.defs.jobs import JOB_DEFINITIONS
 from eval_assets.defs.judges.assets import judge_assets
 from eval_assets.defs.partitions import Partitions
@@ -65,6 +66,7 @@ def defs() -> dg.Definitions:
 
 def location(project: Project, home: EvalHome) -> dg.Definitions:
     """Every asset, check, job, schedule, sensor and resource of `project`'s code location over `home`."""
+    mask_user_code_errors(home)
     parts = Partitions.of(project)
     # the beta and preview APIs this location uses are pinned with Dagster (pyproject.toml): their
     # warnings say nothing a user of eval-track can act on, from a checkout or a wheel

@@ -13,6 +13,7 @@ import yaml
 from dagster._serdes import serialize_value
 
 from eval_assets.cli import main
+from eval_assets.home import EvalHome
 
 BUILD = "fail-1"
 ATTEMPT = f"{BUILD}/starter.order-status/1"
@@ -207,9 +208,10 @@ def test_an_error_dagster_masks_is_kept_by_its_id_redacted_and_frameless_in_the_
     that raised outside `one_line_failure`); the error itself goes to `dagster.redacted_errors`, whose
     one handler appends the ID and the redacted cause chain to the home's debug log, so the ID leads
     somewhere."""
-    import eval_assets.defs.failures  # noqa: F401 (the switch and the handler, as the location sets them)
+    from eval_assets.defs.failures import REDACT_SWITCH, mask_user_code_errors
 
-    monkeypatch.setenv("EVAL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(REDACT_SWITCH, "1")  # set back as it was after the test
+    mask_user_code_errors(EvalHome(tmp_path / "home"))  # what loading the location does
     key = "sk-" + "A1b2C3d4" * 5
 
     @dg.op

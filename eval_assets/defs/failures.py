@@ -1,5 +1,6 @@
 """A failing step stores one redacted line naming its root cause, never a Python stack
-(docs/specs/security.md, "No stack is stored").
+(docs/specs/security.md, "No stack is stored"); `mask_user_code_errors` turns the masking on when
+the location loads.
 
 Dagster stores a step's error with its stack frames and its causes' stacks in the run's event log.
 Its own switch, DAGSTER_REDACT_USER_CODE_ERRORS, stores every error raised inside a step's user-code
@@ -20,35 +21,42 @@ from typing import Any, TypeVar
 
 import dagster as dg
 
-from eval_assets.home import EvalHome, default_home
+from eval_assets.home import EvalHome
 from eval_assets.redact import error_chain, redact
 
 REDACT_SWITCH = "DAGSTER_REDACT_USER_CODE_ERRORS"
 CAUSES_KEY = "causes"  # the Failure's metadata: the cause chain, outermost first, no frames
 
-# read by Dagster whenever a step's error is serialized: set in every process that loads the location
-os.environ[REDACT_SWITCH] = "1"
+
+
+def mask_user_code_errors(home: EvalHome) -> None:
+    """Turn Dagster's masking on in this process (every process that loads the location calls this
+    before it runs anything): the switch Dagster reads whenever a step's error is serialized, and
+    the one handler of the logger Dagster hands each masked error to, stack included."""
+    os.environ[REDACT_SWITCH] = "1"
+    masked = logging.getLogger(os.getenv("DAGSTER_REDACTED_ERROR_LOGGER_NAME", "dagster.redacted_errors"))
+    masked.propagate = False
+    for handler in [h for h in masked.handlers if isinstance(h, MaskedErrors)]:
+        masked.removeHandler(handler)
+    masked.addHandler(MaskedErrors(home))
 
 
 class MaskedErrors(logging.Handler):
     """Where Dagster's masked errors go: the error ID and the cause chain, redacted, appended to the
     home's debug log (never a frame), so an operator can look up the ID a run page or a sensor tick
-    shows; the log is found when an error comes, not when the location loads."""
+    shows."""
+
+    def __init__(self, home: EvalHome) -> None:
+        super().__init__()
+        self.home = home
 
     def emit(self, record: logging.LogRecord) -> None:
         error = record.exc_info[1] if record.exc_info else None
         chain = error_chain(error) if error is not None else []
         try:
-            EvalHome(default_home()).append_debug(redact(record.getMessage()), chain)
-        except (OSError, ValueError):  # no home to write to: the masked note still names the ID
+            self.home.append_debug(redact(record.getMessage()), chain)
+        except OSError:  # the log cannot be written: the masked note still names the ID
             pass
-
-
-# Dagster hands each masked error, stack included, to this logger: only MaskedErrors reads it
-_MASKED = logging.getLogger(os.getenv("DAGSTER_REDACTED_ERROR_LOGGER_NAME", "dagster.redacted_errors"))
-_MASKED.propagate = False
-if not any(isinstance(h, MaskedErrors) for h in _MASKED.handlers):
-    _MASKED.addHandler(MaskedErrors())
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,6 +73,16 @@ def as_failure(exc: Exception) -> dg.Failure:
         metadata={**metadata, CAUSES_KEY: dg.MetadataValue.text("\n".join(chain))},
         allow_retries=False,
     )
+
+
+def one_line_asset(**kwargs: Any) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
+    """`dg.asset(**kwargs)` over a body wrapped in `one_line_failure`: how every asset of the location
+    is declared, so none can fail with Dagster's masked message instead of its root cause."""
+
+    def declare(fn: Callable[..., Any]) -> dg.AssetsDefinition:
+        return dg.asset(**kwargs)(one_line_failure(fn))
+
+    return declare
 
 
 def one_line_failure(fn: F) -> F:

@@ -11,7 +11,7 @@ from eval_assets.capability.progress import PROGRESS_LOGGER, Progress
 from eval_assets.config import Project
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.conditions import judge_version_eager
-from eval_assets.defs.failures import one_line_failure
+from eval_assets.defs.failures import one_line_asset
 from eval_assets.defs.partitions import Partitions, build_and_judge, build_partitions
 from eval_assets.defs.resources import TrackResource
 
@@ -28,13 +28,12 @@ def capability_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefi
     model-calling ones in their provider's concurrency pool (evaltrack.yaml `instance.pools`)."""
     pools = project.asset_pools()
 
-    @dg.asset(
+    @one_line_asset(
         partitions_def=build_partitions,
         pool=pools["scenario_runs"],
         group_name="capability",
         description="Every scenario × repeat of the build's subject, through litellm. Outputs, policy checks, spend.",
     )
-    @one_line_failure
     def scenario_runs(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
         build = context.partition_key
         context.log.info(f"running the subject of build {build}")
@@ -55,7 +54,7 @@ def capability_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefi
         return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root))
 
 
-    @dg.asset(
+    @one_line_asset(
         partitions_def=parts.build_by_judge,
         pool=pools["judge_verdicts"],
         deps=[scenario_runs],
@@ -64,7 +63,6 @@ def capability_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefi
         description="One judge version's validated verdicts on the build's stored outputs (fail closed). "
         "Automation materializes only the judge versions that apply to the build.",
     )
-    @one_line_failure
     def judge_verdicts(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
         build, judge_version = build_and_judge(context)
         context.log.info(f"judging build {build} with {judge_version}")
@@ -83,14 +81,13 @@ def capability_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefi
         return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root, judge_version))
 
 
-    @dg.asset(
+    @one_line_asset(
         partitions_def=parts.build_by_judge,
         deps=[judge_verdicts],
         group_name="capability",
         automation_condition=dg.AutomationCondition.eager(),
         description="The spend journal's per-attempt rows for the build's subject and this judge version.",
     )
-    @one_line_failure
     def cost_ledger(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
         build, judge_version = build_and_judge(context)
         summary = materialize_cost_ledger(track.get(), build, judge_version, context.run_id)

@@ -6,7 +6,7 @@ import dagster as dg
 from eval_assets.bridge import BRIDGE_BUILDS_TAG, materialize_calibration_offsets
 from eval_assets.config import Project
 from eval_assets.defs.capability.metadata import as_metadata
-from eval_assets.defs.failures import one_line_failure
+from eval_assets.defs.failures import one_line_asset
 from eval_assets.defs.partitions import Partitions
 from eval_assets.defs.resources import TrackResource
 from eval_assets.trend import materialize_score_trend
@@ -16,7 +16,7 @@ def judge_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinitio
     """Per judge version: its calibration offsets (a bridge run, in the judges' provider pool) and its
     score trend."""
 
-    @dg.asset(
+    @one_line_asset(
         partitions_def=parts.judge_version,
         pool=project.asset_pools()["calibration_offsets"],
         deps=["judge_verdicts"],
@@ -24,7 +24,6 @@ def judge_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinitio
         description="Bridge run: old and new judge versions score the same stored outputs; publishes the offset "
         "(with CI, Bland-Altman, slope, Spearman, Krippendorff's alpha) only when docs/methods.md: bridges acceptance holds.",
     )
-    @one_line_failure
     def calibration_offsets(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
         judge_version = context.partition_key
         # `evaltrack bridge run --builds` names the builds in a run tag; otherwise the judge file's or the newest
@@ -38,7 +37,7 @@ def judge_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinitio
         return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root))
 
 
-    @dg.asset(
+    @one_line_asset(
         partitions_def=parts.judge_version,
         deps=["judge_verdicts", calibration_offsets],
         group_name="judges",
@@ -46,7 +45,6 @@ def judge_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinitio
         "versions' points spliced in through published calibration offsets (marked), a break where a bridge "
         "is not published. Never feeds a release decision.",
     )
-    @one_line_failure
     def score_trend(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
         judge_version = context.partition_key
         summary = materialize_score_trend(track.get(), judge_version, context.run_id)

@@ -24,7 +24,7 @@ from eval_assets.capability.track import Summary, Track
 from eval_assets.config import Project
 from eval_assets.defs.capability.metadata import as_metadata, short_path
 from eval_assets.defs.conditions import release_decision_condition
-from eval_assets.defs.failures import one_line_failure
+from eval_assets.defs.failures import one_line_asset
 from eval_assets.defs.links import partition_url, report_url
 from eval_assets.defs.partitions import Partitions, build_and_judge, build_partitions
 from eval_assets.defs.resources import TrackResource
@@ -69,14 +69,13 @@ def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinit
             "(ERROR) or investigate (WARN), and could decide (a report that decided nothing fails with WARN).",
         )
 
-    @dg.asset(
+    @one_line_asset(
         partitions_def=parts.build_by_judge,
         deps=["judge_verdicts"],
         group_name="release",
         automation_condition=dg.AutomationCondition.eager(),
         description="How far the suite and each scenario move when nothing changed, from the build's own repeats.",
     )
-    @one_line_failure
     def noise_bands(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
         build, judge_version = build_and_judge(context)
         summary = release.materialize_noise_bands(track.get(), build, judge_version, context.run_id)
@@ -84,7 +83,7 @@ def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinit
         return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root, judge_version))
 
 
-    @dg.asset(
+    @one_line_asset(
         partitions_def=parts.build_by_judge,
         deps=["judge_verdicts", noise_bands],
         group_name="release",
@@ -92,7 +91,6 @@ def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinit
         description="The build against its baseline under ONE judge version: policy, floor drops, mean drop, p10.",
         check_specs=[no_regression],
     )
-    @one_line_failure
     def capability_report(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
         build, judge_version = build_and_judge(context)
         home = track.get().home.root
@@ -115,7 +113,7 @@ def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinit
         )
 
 
-    @dg.asset(
+    @one_line_asset(
         partitions_def=build_partitions,
         deps=[capability_report, "deterministic_suite"],
         group_name="release",
@@ -125,7 +123,6 @@ def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinit
         "version's evidence is materialized or failed; a failed or missing one makes it none, named.",
         check_specs=[RELEASE_ALLOWED],
     )
-    @one_line_failure
     def release_decision(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
         build = context.partition_key
         summary = release.materialize_release_decision(
@@ -180,7 +177,7 @@ def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinit
     )
 
 
-    @dg.asset(
+    @one_line_asset(
         partitions_def=build_partitions,
         deps=[release_decision],
         group_name="release",
@@ -193,7 +190,6 @@ def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinit
         "partition unmaterialized (grey: nothing decided). The `decision` check tells block (red) from "
         "investigate and none (yellow) and names the reasons on each build's panel.",
     )
-    @one_line_failure
     def release_approval(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
         build = context.partition_key
         summary = release.materialize_release_approval(track.get(), build)
@@ -221,14 +217,13 @@ def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinit
             )
         context.log.info(f"{build}: no decision ({summary['why']}): nothing materialized, nothing blocked")
 
-    @dg.asset(
+    @one_line_asset(
         deps=[release_decision],
         group_name="release",
         description="The release board: every registered build with its decision, baseline, reason counts and "
         "a link to its partition. Materialized by `evaltrack run`/`demo`, and refreshed by "
         "release_block_sensor whenever a decision lands.",
     )
-    @one_line_failure
     def release_board(context: dg.AssetExecutionContext, track: TrackResource) -> dg.MaterializeResult:
         summary = board_summary(track.get())
         context.log.info(f"{summary['builds']} builds, {len(summary['allowed'])} may ship")

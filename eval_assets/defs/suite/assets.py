@@ -5,7 +5,7 @@ import warnings
 import dagster as dg
 
 from eval_assets.defs.capability.metadata import as_metadata
-from eval_assets.defs.failures import one_line_failure
+from eval_assets.defs.failures import one_line_asset
 from eval_assets.defs.partitions import build_partitions
 from eval_assets.defs.resources import TrackResource
 from eval_assets.suite import materialize_deterministic_suite
@@ -22,13 +22,12 @@ with warnings.catch_warnings():  # per-partition check results are a preview fea
     )
 
 
-@dg.asset(
+@one_line_asset(
     partitions_def=build_partitions,
     group_name="deterministic_suite",
     description="Every gate in gates/ at the build's milestone (pending past it); writes gate_results.",
     check_specs=[NO_FAILING_GATES],
 )
-@one_line_failure
 def deterministic_suite(context: dg.AssetExecutionContext, track: TrackResource):  # type: ignore[no-untyped-def]
     build = context.partition_key
     summary = materialize_deterministic_suite(track.get(), build, context.run_id)
