@@ -207,6 +207,18 @@ def scratch_home() -> bool:
     return os.environ.get(SCRATCH_ENV) == "1"
 
 
+def kept_in_scratch(root: Path, kept: Iterable[str]) -> str | None:
+    """Why the home at `root` may not hold `kept` (what must outlive the pod, each with the setting
+    that moves it out) when it is scratch; None when it is not, or nothing is kept in it."""
+    named = list(kept)
+    if not scratch_home() or not named:
+        return None
+    return (
+        f"{SCRATCH_ENV}=1: EVAL_HOME {root} is thrown away with its pod, yet {' and '.join(named)} "
+        "would be kept in it (evaltrack.yaml; docs/deploy.md)"
+    )
+
+
 @dataclass(frozen=True)
 class EvalHome:
     root: Path

@@ -30,7 +30,7 @@ from eval_assets.config import (
     id_problem,
     load_build,
 )
-from eval_assets.home import SCRATCH_ENV, EvalHome, scratch_home
+from eval_assets.home import EvalHome, kept_in_scratch
 from eval_assets.safe_write import write_file
 
 
@@ -123,11 +123,11 @@ class Builds:
     def register(self, path: Path) -> BuildManifest:
         """Validate a manifest and store it under EVAL_HOME/builds (atomic), and in the bucket on object
         storage. Raises ConfigError; TrackError in a scratch home without a bucket (it would be lost)."""
-        if scratch_home() and self.bucket is None:
-            raise TrackError(
-                f"{SCRATCH_ENV}=1: EVAL_HOME {self.home.root} is thrown away with its pod, yet the build "
-                "registry would be kept in it (set warehouse: {url, catalog} in evaltrack.yaml; docs/deploy.md)"
-            )
+        refused = kept_in_scratch(
+            self.home.root, ["the build registry (set warehouse: {url, catalog})"] if self.bucket is None else []
+        )
+        if refused:
+            raise TrackError(refused)
         known = self.ids()
         manifest = load_build(path, self.project, known)
         target = self.path(manifest.id)

@@ -39,7 +39,7 @@ from eval_assets.config import (
     project_at,
     project_loaded_once,
 )
-from eval_assets.home import SCRATCH_ENV, EvalHome, scratch_home
+from eval_assets.home import EvalHome, kept_in_scratch
 from eval_assets.redact import set_pii
 from eval_assets.spend import (
     AttemptRef,
@@ -100,20 +100,19 @@ class Track:
     def __init__(self, project: Project, home: EvalHome, journal_url: str | None = None):
         self.project = project
         self.journal_url = spend_journal_url(home.root, project.settings.spend.journal_url, journal_url)
-        if scratch_home():
-            kept = [
+        refused = kept_in_scratch(
+            home.root,
+            (
                 what
                 for what, here in (
                     ("the warehouse (set warehouse: {url, catalog})", project.settings.warehouse.url is None),
                     ("the spend journal (set spend.journal_url)", journal_file(self.journal_url) is not None),
                 )
                 if here
-            ]
-            if kept:
-                raise TrackError(
-                    f"{SCRATCH_ENV}=1: EVAL_HOME {home.root} is thrown away with its pod, yet "
-                    f"{' and '.join(kept)} would be kept in it (evaltrack.yaml; docs/deploy.md)"
-                )
+            ),
+        )
+        if refused:
+            raise TrackError(refused)
         self.home = home.ensure()
         self.builds = Builds(project, self.home)
         self.warehouse: Warehouse = open_warehouse(home.warehouse, project.settings.warehouse)
