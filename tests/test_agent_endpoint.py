@@ -33,6 +33,7 @@ from eval_assets.engine import (
     request_hash,
     run_agent,
 )
+from eval_assets.judging import PolicyCheck
 from eval_assets.providers.gateway import CallSpec
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -407,16 +408,19 @@ def attempt(
     content = json.dumps(plan or {})
     spec = CallSpec(**{**SPEC.__dict__, "messages": [{"role": "user", "content": content}]})
 
+    attempted = scenario(content=content, **sc)
+
     async def go() -> Any:
         return await run_agent(
             Agent.model_validate(agent),
             {"attempt_id": "att-1", "build": "b1", "repeat": 2, **PINNED, **(fields or {})},
-            scenario(content=content, **sc),
+            attempted,
             spec,
             AgentEndpoint(),
             calls,
             search=(TESTS,),
             control=control,
+            policy=PolicyCheck(attempted),
         )
 
     return asyncio.run(go()), calls
@@ -542,6 +546,7 @@ def test_an_http_agent_gets_the_task_and_its_answer_and_status_are_read() -> Non
                         SPEC,
                         AgentEndpoint(),
                         Calls(),
+                        policy=PolicyCheck(scenario()),
                     )
                 )
             return [url, *out]
@@ -682,6 +687,7 @@ def test_an_attempt_imports_its_agent_from_the_search_directories(
             AgentEndpoint(),
             Calls(),
             search=(str(tmp_path / "project"),),
+            policy=PolicyCheck(scenario()),
         )
 
     run = asyncio.run(go())
@@ -737,6 +743,7 @@ def test_an_http_agent_is_reached_directly_whatever_proxy_the_environment_names(
                 SPEC,
                 AgentEndpoint(),
                 Calls(),
+                policy=PolicyCheck(scenario()),
             )
 
     assert asyncio.run(go()).call.text == "direct"

@@ -417,8 +417,8 @@ async def run_agent(
     *,
     search: tuple[str, ...] = (),
     scratch: str | None = None,
+    policy: PolicyCheck,
     control: AttemptControl | None = None,
-    policy: PolicyCheck | None = None,
 ) -> AgentRun:
     """One attempt of an agent subject. Never raises for the agent's own failures (they are outcomes);
     raises `AgentUnreachable` when an HTTP agent cannot be connected to, and `EndpointFailed` when
@@ -450,7 +450,7 @@ async def _run_once(
     call: AgentCall,
     places: tuple[tuple[str, ...], str | None],
     control: AttemptControl | None,
-    policy: PolicyCheck | None,
+    policy: PolicyCheck,
 ) -> AgentRun | str:
     """The attempt, or one line naming why its agent could not connect to the endpoint."""
     async with endpoint.session(scenario, spec, call, control) as session:
@@ -514,7 +514,6 @@ async def _run_once(
             call_result = replace(summed, status="error", error_kind=failure[0], error=failure[1])
         else:
             assert result is not None
-            policy = policy or PolicyCheck(scenario)
             # the policy over everything the attempt produced, raw: each model answer (checked as it
             # was paid), and every text of the trajectory the agent made (what it sent back, output, notes)
             raw = {"calls": [asdict(r) for r in records], "output": result.output, "notes": result.notes}
