@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import socket
 import subprocess
 import sys
@@ -31,7 +30,6 @@ from _results import Recording
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-REFUND = "converted.support-728838cd92b1"
 
 
 async def burst_agent(task: Any) -> dict[str, Any]:
@@ -73,36 +71,10 @@ def _probe(port: int) -> float:
 def child(root: Path, attempts: int, journal: str) -> None:
     """One burst in this process against the checkout at `root`; prints its figures as JSON."""
     sys.path[:0] = [str(root)]
-    sys.path.append(str(HERE))  # burst_agent, whichever checkout runs it
-    from eval_assets.config import BuildManifest, load_project
-    from eval_assets.engine import Engine
-    from eval_assets.providers.gateway import ModelGateway
-    from eval_assets.spend import Ceilings, SpendPath, open_journal
+    sys.path += [str(HERE), str(ROOT / "tests")]  # burst_agent and the burst, whichever checkout runs it
+    from agent_burst import burst
 
-    project = load_project(root)
-    prices = {
-        m: (p.input_per_mtok / 1e6, p.output_per_mtok / 1e6) for m, p in project.settings.prices.items()
-    }
-    spend = SpendPath(
-        open_journal(f"sqlite:///{journal}"),
-        ModelGateway(prices),
-        run_id="b",
-        ceilings_for=lambda r: Ceilings(),
-    )
-    engine = Engine(spend=spend, settings=project.settings.engine, jitter=random.Random(0))
-    build = BuildManifest.model_validate(
-        {
-            "id": "bench",
-            "milestone": 3,
-            "subject": {
-                "model": "sim/agent",
-                "family": "sim",
-                "params": {"skill": 1.0, "noise": 0.0, "seed": 3},
-                "agent": {"entrypoint": "endpoint_latency:burst_agent"},
-            },
-        }
-    )
-    scenario = project.scenarios[REFUND].model_copy(update={"repeats": attempts})
+    engine, build, scenario = burst(root, journal, attempts, "endpoint_latency:burst_agent")
     samples: list[float] = []
     done = threading.Event()
 
