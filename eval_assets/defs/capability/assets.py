@@ -53,7 +53,6 @@ def capability_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefi
         context.log.info(f"{summary['attempts']} attempts: {summary['errors']} errors, ${summary['spend_usd']}")
         return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root))
 
-
     @one_line_asset(
         partitions_def=parts.build_by_judge,
         pool=pools["judge_verdicts"],
@@ -79,7 +78,6 @@ def capability_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefi
             f"{summary['excluded']} excluded"
         )
         return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root, judge_version))
-
 
     @one_line_asset(
         partitions_def=parts.build_by_judge,

@@ -36,7 +36,6 @@ def judge_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinitio
             context.log.info(line)
         return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root))
 
-
     @one_line_asset(
         partitions_def=parts.judge_version,
         deps=["judge_verdicts", calibration_offsets],

@@ -82,7 +82,6 @@ def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinit
         context.log.info(f"suite noise band ±{summary['suite_half_width']} over {summary['scenarios']} scenarios")
         return dg.MaterializeResult(metadata=as_metadata(summary.values, track.get().home.root, judge_version))
 
-
     @one_line_asset(
         partitions_def=parts.build_by_judge,
         deps=["judge_verdicts", noise_bands],
@@ -111,7 +110,6 @@ def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinit
             metadata={"build": build, "judge_version": judge_version, "verdict": verdict},
             description=check_description(f"{build} under {judge_version}", verdict, summary["reason_rows"]),
         )
-
 
     @one_line_asset(
         partitions_def=build_partitions,
@@ -175,7 +173,6 @@ def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinit
         description="One event per blocked decision, recorded by release_block_sensor when it notifies "
         "(Dagster log, JSONL file, webhook): the build, the decision run and its block reasons.",
     )
-
 
     @one_line_asset(
         partitions_def=build_partitions,
