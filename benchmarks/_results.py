@@ -83,3 +83,31 @@ class Recording:
         staged.replace(path)
         print(f"results: {path}", file=sys.stderr)
         return path
+
+
+def upsert_row(name: str, table: str, key: str, row: dict[str, Any], argv: list[str] | None = None) -> Path:
+    """Put `row` into table `table` of `results/<name>.json` in place of the row with the same `key`
+    (appended when there is none), for a benchmark measured one part at a time (`scripts/mutation`: a
+    module per run). The row carries its own commit, date and load, since the others were measured
+    apart; the file's `source` becomes `measured` once no transcribed row is left."""
+    path = RESULTS / f"{name}.json"
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    recorded = Recording(name, argv).record()
+    commit = recorded["commit"][:7] + (" (with local changes)" if recorded["dirty"] else "")
+    row = {**row, "run": f"{commit}, {recorded['started_at'][:10]}, load {os.getloadavg()[0]:.1f}"}
+    rows = list(data.get("tables", {}).get(table, []))
+    at = next((i for i, r in enumerate(rows) if r.get(key) == row[key]), len(rows))
+    rows[at : at + 1] = [row]
+    data.setdefault("tables", {})[table] = rows
+    # a row that is not one of these runs was transcribed from the docs before the script wrote results
+    transcribed = [r[key] for r in rows if str(r.get("run", "")).startswith("stop ")]
+    data.update(
+        name=name,
+        source=f"transcribed rows left: {', '.join(transcribed)}" if transcribed else "measured",
+        command=recorded["command"],
+        machine=recorded["machine"],
+    )
+    staged = path.with_name(path.name + ".tmp")
+    staged.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+    staged.replace(path)
+    return path
