@@ -468,7 +468,8 @@ def judge_ahead_run(
     import dagster as dg
 
     from eval_assets.capability.track import Track
-    from eval_assets.defs.capability.assets import judge_verdicts, scenario_runs
+    from eval_assets.defs.capability.assets import capability_assets
+    from eval_assets.defs.partitions import Partitions
     from eval_assets.defs.resources import TrackResource
     from eval_assets.home import EvalHome
 
@@ -497,9 +498,11 @@ def judge_ahead_run(
     track = Track(project, home)
     build_id = track.register_build(path).id
 
+    scenario_runs, judge_verdicts, _ledger = capability_assets(project, Partitions.of(project))
+
     class BenchTrack(TrackResource):
         @cached_property
-        def instance(self) -> Track:
+        def _opened(self) -> Track:
             return track
 
     resources = {"track": BenchTrack(eval_home=str(home.root), project_root=str(ROOT))}

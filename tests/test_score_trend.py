@@ -109,14 +109,11 @@ def test_the_asset_shows_the_plot_in_the_ui_metadata(project: Project, track: Tr
     import dagster as dg
 
     from eval_assets.cli.orchestrate import instance_for
-    from eval_assets.defs.judges.assets import score_trend
-    from eval_assets.defs.resources import TrackResource
+    from eval_assets.definitions import location
 
-    resource = TrackResource(eval_home=str(track.home.root), project_root=str(project.root))
+    score_trend = location(project, track.home).resolve_assets_def("score_trend")
     instance = instance_for(track.home)
-    result = dg.materialize(
-        [score_trend], instance=instance, partition_key="helpfulness-v1", resources={"track": resource}
-    )
+    result = dg.materialize([score_trend], instance=instance, partition_key="helpfulness-v1")
     assert result.success
     event = instance.get_latest_materialization_event(dg.AssetKey("score_trend"))
     assert event is not None and event.asset_materialization is not None
