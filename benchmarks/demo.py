@@ -120,6 +120,11 @@ def main() -> None:
     args = parser.parse_args()
     sides = {"before": args.before.resolve(), "after": ROOT}
     recording = Recording("demo")
+    revisions = {
+        name: subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        .stdout.strip() or str(path)
+        for name, path in sides.items()
+    }
     print(f"load before: {uptime()}")
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
     last: dict[str, tuple[Path, str]] = {}
@@ -140,7 +145,13 @@ def main() -> None:
         }
         for name, (wall, cpu) in med.items():
             print(f"{name:8} {wall:16.1f} {cpu:16.1f}")
-        recording.table("medians", [{"side": n, "wall_s": round(w, 1), "cpu_s": round(c, 1)} for n, (w, c) in med.items()])
+        recording.table(
+            "medians",
+            [
+                {"side": n, "commit": revisions[n], "wall_s": round(w, 1), "cpu_s": round(c, 1)}
+                for n, (w, c) in med.items()
+            ],
+        )
         recording.figure("wall_ratio", round(med["after"][0] / med["before"][0], 3))
         recording.figure("cpu_ratio", round(med["after"][1] / med["before"][1], 3))
         print(
