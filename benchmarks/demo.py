@@ -172,7 +172,15 @@ def main() -> None:
                     print(f"  before: {a}\n  after:  {b}")
         recording.figure("output_same", same)
         rows = {n: stored_rows(home) for n, (home, _) in last.items()}
-        compared = []
+        # the printed output first (lines, timings blanked), then each table (rows)
+        compared = [
+            {
+                "table": "(printed output)",
+                "before": len(shown["before"]),
+                "after": len(shown["after"]),
+                "rows": "identical" if same else "DIFFERENT",
+            }
+        ]
         for table in TABLES:
             b, a = rows["before"][table], rows["after"][table]
             count_b, count_a = (len(next(iter(t.values()), [])) for t in (b, a))
