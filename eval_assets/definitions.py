@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import dagster as dg
 
+from eval_assets.capability.builds import Builds
 from eval_assets.config import ConfigError, Project, project_at
 from eval_assets.defs.automation.schedules import nightly_schedule
 from eval_assets.defs.automation.sensors import (
@@ -68,6 +69,7 @@ def location(project: Project, home: EvalHome) -> dg.Definitions:
     """Every asset, check, job, schedule, sensor and resource of `project`'s code location over `home`."""
     mask_user_code_errors(home)
     parts = Partitions.of(project)
+    builds = Builds(project, home)  # what the automation conditions read the builds' manifests from
     # the beta and preview APIs this location uses are pinned with Dagster (pyproject.toml): their
     # warnings say nothing a user of eval-track can act on, from a checkout or a wheel
     with warnings.catch_warnings():
@@ -75,10 +77,10 @@ def location(project: Project, home: EvalHome) -> dg.Definitions:
         warnings.simplefilter("ignore", dg.PreviewWarning)
         everything = dg.Definitions(
             assets=[
-                *capability_assets(project, parts),
+                *capability_assets(project, builds, parts),
                 deterministic_suite,
                 *judge_assets(project, parts),
-                *release_assets(project, parts),
+                *release_assets(builds, parts),
             ],
             jobs=JOB_DEFINITIONS,
             schedules=[nightly_schedule(project.settings.nightly_cron)],

@@ -13,21 +13,18 @@ from __future__ import annotations
 import dagster as dg
 
 from eval_assets.capability.builds import Builds
-from eval_assets.config import Project
-from eval_assets.home import EvalHome, default_home
 
 
-def judge_version_applies(project: Project) -> dg.AutomationCondition:
+def judge_version_applies(builds: Builds) -> dg.AutomationCondition:
     """True for a build × judge version partition whose judge version scores the build (read from the
-    build's manifest, against `project`'s judges); true for any other target (an asset partitioned by
-    build alone)."""
-    return _JudgeVersionApplies(project)
+    build's manifest in `builds`); true for any other target (an asset partitioned by build alone)."""
+    return _JudgeVersionApplies(builds)
 
 
 class _JudgeVersionApplies(dg.AutomationCondition):
-    def __init__(self, project: Project) -> None:
+    def __init__(self, builds: Builds) -> None:
         super().__init__()
-        self._project = project
+        self._builds = builds
 
     @property
     def name(self) -> str:
@@ -41,7 +38,7 @@ class _JudgeVersionApplies(dg.AutomationCondition):
         candidates = context.candidate_subset
         if not isinstance(context.partitions_def, dg.MultiPartitionsDefinition):
             return dg.AutomationResult(context=context, true_subset=candidates)
-        builds = Builds(self._project, EvalHome(default_home()))
+        builds = self._builds
         versions: dict[str, frozenset[str]] = {}
         applies = set()
         for key in candidates.expensively_compute_partition_keys():
@@ -56,14 +53,14 @@ class _JudgeVersionApplies(dg.AutomationCondition):
         )
 
 
-def judge_version_eager(project: Project) -> dg.AutomationCondition:
+def judge_version_eager(builds: Builds) -> dg.AutomationCondition:
     """Eager, on the judge versions that apply to the build only."""
-    return (dg.AutomationCondition.eager() & judge_version_applies(project)).with_label(
+    return (dg.AutomationCondition.eager() & judge_version_applies(builds)).with_label(
         "eager, applicable judge version"
     )
 
 
-def _unsettled(project: Project) -> dg.AutomationCondition:
+def _unsettled(builds: Builds) -> dg.AutomationCondition:
     """An upstream partition the decision cannot be made on yet: applicable, and either something of
     it in progress, or missing without a failure (of itself or one of its own upstreams)."""
     failed = dg.AutomationCondition.execution_failed() | dg.AutomationCondition.any_deps_match(
@@ -71,12 +68,12 @@ def _unsettled(project: Project) -> dg.AutomationCondition:
     )
     busy = dg.AutomationCondition.in_progress() | dg.AutomationCondition.any_deps_in_progress()
     pending = dg.AutomationCondition.missing() & ~failed
-    return (judge_version_applies(project) & (busy | pending)).with_label(
+    return (judge_version_applies(builds) & (busy | pending)).with_label(
         "applicable evidence not yet materialized or failed"
     )
 
 
-def release_decision_condition(project: Project) -> dg.AutomationCondition:
+def release_decision_condition(builds: Builds) -> dg.AutomationCondition:
     """Decide when something upstream changed and every applicable upstream partition has settled
     (materialized or failed): never waits on a judge version that does not apply, nor forever on one
     that failed. (`any_deps_match` holds when any one mapped upstream partition matches, so "all
@@ -85,6 +82,6 @@ def release_decision_condition(project: Project) -> dg.AutomationCondition:
         dg.AutomationCondition.any_deps_updated()
         .since_last_handled()
         .with_label("new evidence since last decision")
-        & ~dg.AutomationCondition.any_deps_match(_unsettled(project))
+        & ~dg.AutomationCondition.any_deps_match(_unsettled(builds))
         & ~dg.AutomationCondition.in_progress()
     ).with_label("decide on settled evidence")

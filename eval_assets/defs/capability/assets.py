@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from eval_assets.capability.builds import Builds
 from eval_assets.capability.materialize import (
     materialize_cost_ledger,
     materialize_judge_verdicts,
@@ -23,7 +24,7 @@ def generation(context: dg.AssetExecutionContext) -> int:
     return int(context.run.tags.get(GENERATION_TAG, "0"))
 
 
-def capability_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinition]:
+def capability_assets(project: Project, builds: Builds, parts: Partitions) -> list[dg.AssetsDefinition]:
     """The build's subject runs, and per build × judge version its verdicts and cost ledger; the
     model-calling ones in their provider's concurrency pool (evaltrack.yaml `instance.pools`)."""
     pools = project.asset_pools()
@@ -58,7 +59,7 @@ def capability_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefi
         pool=pools["judge_verdicts"],
         deps=[scenario_runs],
         group_name="capability",
-        automation_condition=judge_version_eager(project),
+        automation_condition=judge_version_eager(builds),
         description="One judge version's validated verdicts on the build's stored outputs (fail closed). "
         "Automation materializes only the judge versions that apply to the build.",
     )

@@ -20,8 +20,8 @@ from typing import Any
 import dagster as dg
 
 from eval_assets import release
+from eval_assets.capability.builds import Builds
 from eval_assets.capability.track import Summary, Track
-from eval_assets.config import Project
 from eval_assets.defs.capability.metadata import as_metadata, short_path
 from eval_assets.defs.conditions import release_decision_condition
 from eval_assets.defs.failures import one_line_asset
@@ -56,7 +56,7 @@ def severity(outcome: str) -> dg.AssetCheckSeverity:
     return dg.AssetCheckSeverity.WARN if outcome in ("investigate", "none") else dg.AssetCheckSeverity.ERROR
 
 
-def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinition | dg.AssetSpec]:
+def release_assets(builds: Builds, parts: Partitions) -> list[dg.AssetsDefinition | dg.AssetSpec]:
     """Per build × judge version its noise band and capability report; per build the decision, its
     approval and the block notices; the board over every build."""
     with warnings.catch_warnings():  # per-partition check results are a preview feature in Dagster 1.13
@@ -115,7 +115,7 @@ def release_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinit
         partitions_def=build_partitions,
         deps=[capability_report, "deterministic_suite"],
         group_name="release",
-        automation_condition=release_decision_condition(project),
+        automation_condition=release_decision_condition(builds),
         description="allow / investigate / block for the build, with reasons most severe first. "
         "The release_allowed check is red for a blocked build. Decided once every applicable judge "
         "version's evidence is materialized or failed; a failed or missing one makes it none, named.",
