@@ -62,13 +62,16 @@ def missing_home(args: argparse.Namespace) -> str | None:
 
 
 def project_of(args: argparse.Namespace, *, check_registry: bool = True) -> Project:
-    """The command's project, loaded; its `redaction.pii` is then in force in the command's process
-    (loading itself sets nothing), and its root exported for the code location the command loads."""
-    root = root_of(args)
-    os.environ["EVAL_PROJECT_ROOT"] = str(root)
-    project = load_project(root, check_registry=check_registry)
-    set_pii(project.settings.redaction.pii)
-    return project
+    """The command's project, loaded once per command (`missing_home` may have asked for it first);
+    its `redaction.pii` is then in force in the command's process (loading itself sets nothing), and
+    its root exported for the code location the command loads."""
+    loaded: dict[bool, Project] = vars(args).setdefault("_loaded_projects", {})
+    if check_registry not in loaded:
+        root = root_of(args)
+        os.environ["EVAL_PROJECT_ROOT"] = str(root)
+        loaded[check_registry] = load_project(root, check_registry=check_registry)
+        set_pii(loaded[check_registry].settings.redaction.pii)
+    return loaded[check_registry]
 
 
 _command_process = False
