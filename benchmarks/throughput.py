@@ -467,6 +467,7 @@ def judge_ahead_run(
 
     import dagster as dg
 
+    from eval_assets.capability.builds import Builds
     from eval_assets.capability.track import Track
     from eval_assets.defs.capability.assets import capability_assets
     from eval_assets.defs.partitions import Partitions
@@ -498,7 +499,9 @@ def judge_ahead_run(
     track = Track(project, home)
     build_id = track.register_build(path).id
 
-    scenario_runs, judge_verdicts, _ledger = capability_assets(project, Partitions.of(project))
+    scenario_runs, judge_verdicts, _ledger = capability_assets(
+        project.asset_pools(), Builds(project, home), Partitions.of(project)
+    )
 
     class BenchTrack(TrackResource):
         @cached_property

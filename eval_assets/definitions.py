@@ -68,7 +68,7 @@ def defs() -> dg.Definitions:
 def location(project: Project, home: EvalHome) -> dg.Definitions:
     """Every asset, check, job, schedule, sensor and resource of `project`'s code location over `home`."""
     mask_user_code_errors(home)
-    parts = Partitions.of(project)
+    parts, pools = Partitions.of(project), project.asset_pools()
     builds = Builds(project, home)  # what the automation conditions read the builds' manifests from
     # the beta and preview APIs this location uses are pinned with Dagster (pyproject.toml): their
     # warnings say nothing a user of eval-track can act on, from a checkout or a wheel
@@ -77,9 +77,9 @@ def location(project: Project, home: EvalHome) -> dg.Definitions:
         warnings.simplefilter("ignore", dg.PreviewWarning)
         everything = dg.Definitions(
             assets=[
-                *capability_assets(project, builds, parts),
+                *capability_assets(pools, builds, parts),
                 deterministic_suite,
-                *judge_assets(project, parts),
+                *judge_assets(pools, parts),
                 *release_assets(builds, parts),
             ],
             jobs=JOB_DEFINITIONS,

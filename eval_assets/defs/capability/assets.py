@@ -1,5 +1,7 @@
 """Capability track assets: subject runs per build, verdicts and the cost ledger per build × judge."""
 
+from collections.abc import Mapping
+
 import dagster as dg
 
 from eval_assets.capability.builds import Builds
@@ -9,7 +11,6 @@ from eval_assets.capability.materialize import (
     materialize_scenario_runs,
 )
 from eval_assets.capability.progress import PROGRESS_LOGGER, Progress
-from eval_assets.config import Project
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.conditions import judge_version_eager
 from eval_assets.defs.failures import one_line_asset
@@ -24,10 +25,11 @@ def generation(context: dg.AssetExecutionContext) -> int:
     return int(context.run.tags.get(GENERATION_TAG, "0"))
 
 
-def capability_assets(project: Project, builds: Builds, parts: Partitions) -> list[dg.AssetsDefinition]:
+def capability_assets(
+    pools: Mapping[str, str], builds: Builds, parts: Partitions
+) -> list[dg.AssetsDefinition]:
     """The build's subject runs, and per build × judge version its verdicts and cost ledger; the
-    model-calling ones in their provider's concurrency pool (evaltrack.yaml `instance.pools`)."""
-    pools = project.asset_pools()
+    model-calling ones in their provider's concurrency pool (`Project.asset_pools`)."""
 
     @one_line_asset(
         partitions_def=build_partitions,

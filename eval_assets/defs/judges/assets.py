@@ -1,10 +1,11 @@
 """Judge governance: bridge runs publish calibration offsets between judge versions; the score trend
 per judge version splices earlier versions in through them."""
 
+from collections.abc import Mapping
+
 import dagster as dg
 
 from eval_assets.bridge import BRIDGE_BUILDS_TAG, materialize_calibration_offsets
-from eval_assets.config import Project
 from eval_assets.defs.capability.metadata import as_metadata
 from eval_assets.defs.failures import one_line_asset
 from eval_assets.defs.partitions import Partitions
@@ -12,13 +13,13 @@ from eval_assets.defs.resources import TrackResource
 from eval_assets.trend import materialize_score_trend
 
 
-def judge_assets(project: Project, parts: Partitions) -> list[dg.AssetsDefinition]:
+def judge_assets(pools: Mapping[str, str], parts: Partitions) -> list[dg.AssetsDefinition]:
     """Per judge version: its calibration offsets (a bridge run, in the judges' provider pool) and its
     score trend."""
 
     @one_line_asset(
         partitions_def=parts.judge_version,
-        pool=project.asset_pools()["calibration_offsets"],
+        pool=pools["calibration_offsets"],
         deps=["judge_verdicts"],
         group_name="judges",
         description="Bridge run: old and new judge versions score the same stored outputs; publishes the offset "
