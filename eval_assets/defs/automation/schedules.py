@@ -39,4 +39,3 @@ def nightly_schedule(cron: str) -> dg.ScheduleDefinition:
         )
 
     return nightly_capability_track
-
